@@ -1,0 +1,40 @@
+# `make test` and `make run` work on a bare machine with python3, make and the package registries.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install test lint typecheck imports java-check pytest run bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: install
+	$(BIN)/ruff check kmeta tests benchmarks
+
+typecheck: install
+	$(BIN)/mypy kmeta
+
+imports: install
+	$(BIN)/lint-imports
+
+java-check:
+	@command -v java >/dev/null 2>&1 || { echo "make test: Java 17+ is required for the Spark pipeline tests (apt-get install openjdk-17-jre-headless)"; exit 1; }
+
+pytest: install java-check
+	$(BIN)/python -m pytest
+
+test: lint typecheck imports pytest
+
+run: install
+	$(BIN)/kmeta cluster up
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

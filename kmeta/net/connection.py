@@ -1,0 +1,187 @@
+"""An outbound Kafka connection: requests with correlation ids, answered in order, with timeouts.
+
+Used by everything that talks to a Kafka-protocol server: the controller's channel to brokers,
+brokers to the controller, and the metadata client. Kafka answers requests on one connection
+in the order they were sent, so a response whose correlation id is not the oldest one in flight
+means the stream is broken and the connection is closed (as aiokafka and Kafka's
+NetworkClient do). A request timeout also closes the connection: an in-order stream cannot
+skip the late answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ssl as ssl_module
+from dataclasses import dataclass
+from typing import Any
+
+from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameSplitter
+from kmeta.protocol.header import (
+    RequestHeader,
+    decode_response_header,
+    encode_request_header,
+    response_header_version,
+)
+from kmeta.protocol.errors import ProtocolError
+from kmeta.protocol.registry import APIS, Api
+from kmeta.protocol.schema import Message
+
+
+class ConnectionClosedError(ConnectionError):
+    """The connection closed (or was closed) before the response arrived."""
+
+
+@dataclass(slots=True)
+class _InFlight:
+    correlation_id: int
+    response: Message
+    version: int
+    header_version: int
+    future: asyncio.Future[Any]
+
+
+class KafkaConnection(asyncio.Protocol):
+    """One TCP connection to a Kafka-protocol server. Create with :meth:`open`."""
+
+    def __init__(self, client_id: str, max_frame_size: int) -> None:
+        self.client_id = client_id
+        self._splitter = FrameSplitter(max_frame_size)
+        self._transport: asyncio.Transport | None = None
+        self._in_flight: collections.deque[_InFlight] = collections.deque()
+        self._next_correlation_id = 0
+        self._closed = asyncio.get_running_loop().create_future()
+        self.close_reason: BaseException | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "kmeta",
+        timeout_s: float = 10.0,
+        ssl: ssl_module.SSLContext | None = None,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> KafkaConnection:
+        loop = asyncio.get_running_loop()
+        _, protocol = await asyncio.wait_for(
+            loop.create_connection(
+                lambda: cls(client_id, max_frame_size),
+                host,
+                port,
+                ssl=ssl,
+                server_hostname=host if ssl is not None else None,
+            ),
+            timeout_s,
+        )
+        return protocol
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for frame in self._splitter.feed(data):
+                self._complete(frame)
+        except (ProtocolError, ValueError) as exc:
+            self._fail(exc)
+
+    def _complete(self, frame: bytes) -> None:
+        if not self._in_flight:
+            raise ProtocolError("response received with no request in flight")
+        head = self._in_flight.popleft()
+        correlation_id, pos = decode_response_header(frame, head.header_version)
+        if correlation_id != head.correlation_id:
+            raise ProtocolError(
+                f"correlation id {correlation_id} does not match {head.correlation_id}"
+            )
+        try:
+            value = head.response.decode(frame, head.version, pos)
+        except ProtocolError as exc:
+            if not head.future.done():
+                head.future.set_exception(exc)
+            raise
+        if not head.future.done():
+            head.future.set_result(value)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(exc or ConnectionClosedError("connection closed by peer"))
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.close_reason is None:
+            self.close_reason = exc
+        while self._in_flight:
+            item = self._in_flight.popleft()
+            if not item.future.done():
+                item.future.set_exception(ConnectionClosedError(str(exc) or type(exc).__name__))
+        if self._transport is not None:
+            self._transport.close()
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    # -- public --------------------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self.close_reason is None and self._transport is not None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def peer(self) -> tuple[str, int] | None:
+        return self._transport.get_extra_info("peername") if self._transport else None
+
+    def send(self, request: Any, *, header: RequestHeader | None = None) -> asyncio.Future[Any]:
+        """Write ``request`` (a message instance carrying its version); the future gets the response."""
+        if not self.is_open:
+            raise ConnectionClosedError(f"connection is closed: {self.close_reason}")
+        assert self._transport is not None
+        api = api_of_instance(request)
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        head = header or RequestHeader(api.key, request.version, correlation_id, self.client_id)
+        out = bytearray(4)
+        encode_request_header(head, out)
+        api.request.encode_into(request, out)
+        out[0:4] = (len(out) - 4).to_bytes(4, "big")
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._in_flight.append(
+            _InFlight(
+                head.correlation_id,
+                api.response,
+                request.version,
+                response_header_version(api.key, request.version),
+                future,
+            )
+        )
+        self._transport.write(out)
+        return future
+
+    async def request(self, request: Any, timeout_s: float = 30.0) -> Any:
+        """Send and await the response; a timeout closes the connection (the stream is in order)."""
+        future = self.send(request)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except TimeoutError:
+            self._fail(TimeoutError(f"request timed out after {timeout_s:.3f} s"))
+            raise
+
+    def close(self) -> None:
+        self._fail(ConnectionClosedError("closed locally"))
+
+    async def wait_closed(self) -> None:
+        await self._closed
+
+
+_API_BY_REQUEST_CLASS: dict[type, Api] = {api.request.cls: api for api in APIS.values()}
+
+
+def api_of_instance(request: Any) -> Api:
+    """The registry entry for a request instance (found through its namedtuple class)."""
+    try:
+        return _API_BY_REQUEST_CLASS[type(request)]
+    except KeyError:
+        raise TypeError(f"{type(request).__name__} is not a request message") from None

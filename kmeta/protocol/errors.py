@@ -1,0 +1,101 @@
+"""Kafka error codes and the exceptions kmeta.protocol raises.
+
+Response errors are ``ErrorCode`` values carried in response fields, never exceptions.
+Exceptions are reserved for bytes that cannot be decoded (the peer's fault: close the
+connection) and for requests the broker cannot serve at all:
+
+* ``ProtocolError`` -- base of everything this package raises on bad input.
+* ``CorruptMessageError`` -- truncated, oversized or otherwise malformed bytes.
+* ``FrameTooLargeError`` -- a frame length prefix that is negative or over the limit.
+* ``UnsupportedVersionError`` -- an api key or version that is not implemented.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorCode(enum.IntEnum):
+    """Error codes from Kafka's ``Errors.java`` (the subset kmeta uses)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
+    REPLICA_NOT_AVAILABLE = 9
+    STALE_CONTROLLER_EPOCH = 11
+    INVALID_TOPIC_EXCEPTION = 17
+    TOPIC_AUTHORIZATION_FAILED = 29
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    POLICY_VIOLATION = 44
+    KAFKA_STORAGE_ERROR = 56
+    LISTENER_NOT_FOUND = 72
+    TOPIC_DELETION_DISABLED = 73
+    STALE_BROKER_EPOCH = 77
+    THROTTLING_QUOTA_EXCEEDED = 89
+    UNKNOWN_TOPIC_ID = 100
+    INCONSISTENT_TOPIC_ID = 103
+
+    @property
+    def message(self) -> str:
+        """Kafka's default message for this error."""
+        return _MESSAGES[self]
+
+
+_MESSAGES: dict[ErrorCode, str] = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
+    ErrorCode.NONE: "(no error)",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.LEADER_NOT_AVAILABLE: "There is no leader for this topic-partition as we are in the middle of a leadership election.",
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: "For requests intended only for the leader, this error indicates that the broker is not the current leader. ...",
+    ErrorCode.REQUEST_TIMED_OUT: "The request timed out.",
+    ErrorCode.BROKER_NOT_AVAILABLE: "The broker is not available.",
+    ErrorCode.REPLICA_NOT_AVAILABLE: "The replica is not available for the requested topic-partition. ...",
+    ErrorCode.STALE_CONTROLLER_EPOCH: "The controller moved to another broker.",
+    ErrorCode.INVALID_TOPIC_EXCEPTION: "The request attempted to perform an operation on an invalid topic.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.UNSUPPORTED_VERSION: "The version of API is not supported.",
+    ErrorCode.TOPIC_ALREADY_EXISTS: "Topic with this name already exists.",
+    ErrorCode.INVALID_PARTITIONS: "Number of partitions is below 1.",
+    ErrorCode.INVALID_REPLICATION_FACTOR: "Replication factor is below 1 or larger than the number of available brokers.",
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: "Replica assignment is invalid.",
+    ErrorCode.INVALID_CONFIG: "Configuration is invalid.",
+    ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
+    ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.",
+    ErrorCode.POLICY_VIOLATION: "Request parameters do not satisfy the configured policy.",
+    ErrorCode.KAFKA_STORAGE_ERROR: "Disk error when trying to access log file on the disk.",
+    ErrorCode.LISTENER_NOT_FOUND: "There is no listener on the leader broker that matches the listener on which metadata request was processed.",
+    ErrorCode.TOPIC_DELETION_DISABLED: "Topic deletion is disabled.",
+    ErrorCode.STALE_BROKER_EPOCH: "Broker epoch has changed.",
+    ErrorCode.THROTTLING_QUOTA_EXCEEDED: "The throttling quota has been exceeded.",
+    ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+    ErrorCode.INCONSISTENT_TOPIC_ID: "The log's topic ID did not match the topic ID in the request.",
+}
+
+
+class ProtocolError(Exception):
+    """Base class: the bytes or the request cannot be served as sent."""
+
+
+class CorruptMessageError(ProtocolError):
+    """The bytes do not decode as the message they claim to be."""
+
+
+class FrameTooLargeError(ProtocolError):
+    """A frame's length prefix is negative or over the configured maximum."""
+
+
+class UnsupportedVersionError(ProtocolError):
+    """The api key is unknown or the version is outside the supported range."""

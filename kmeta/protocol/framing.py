@@ -1,0 +1,55 @@
+"""Incremental splitter of Kafka's 4-byte length-prefixed frames.
+
+A length that is negative or above ``max_frame_size`` (default 100 MiB, Kafka's
+``socket.request.max.bytes``) raises FrameTooLargeError as soon as the 4-byte prefix is seen,
+before any of the body is buffered.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from kmeta.protocol.errors import FrameTooLargeError
+
+DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+_SIZE = struct.Struct(">i")
+
+
+class FrameSplitter:
+    __slots__ = ("_buf", "max_frame_size")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self._buf = bytearray()
+        self.max_frame_size = max_frame_size
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for a frame not yet complete."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        """Add bytes; return every frame they complete, in order (without the prefix)."""
+        buf = self._buf
+        buf += data
+        frames: list[bytes] = []
+        pos = 0
+        end = len(buf)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > self.max_frame_size:
+                buf.clear()
+                raise FrameTooLargeError(
+                    f"frame size {size} is outside 0..{self.max_frame_size}"
+                )
+            if end - pos - 4 < size:
+                break
+            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        return frames
+
+
+def frame(payload: bytes | bytearray) -> bytes:
+    """Prefix ``payload`` with its length."""
+    return _SIZE.pack(len(payload)) + payload

@@ -1,0 +1,76 @@
+"""(api key, version) -> message codecs: the only source of what kmeta can decode.
+
+The broker's ApiVersions answer is built from the handlers it registers, and every handler
+takes its version range from here, so what is advertised cannot drift from what is decoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import UnsupportedVersionError
+from kmeta.protocol.messages import (
+    api_versions,
+    broker_heartbeat,
+    broker_registration,
+    controlled_shutdown,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    leader_and_isr,
+    metadata,
+    stop_replica,
+    update_metadata,
+)
+from kmeta.protocol.schema import Message
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: ApiKey
+    request: Message
+    response: Message
+
+    @property
+    def min_version(self) -> int:
+        return self.request.min_version
+
+    @property
+    def max_version(self) -> int:
+        return self.request.max_version
+
+    def is_flexible(self, version: int) -> bool:
+        return version in self.request.flexible
+
+
+APIS: dict[int, Api] = {
+    api.key: api
+    for api in (
+        Api(ApiKey.API_VERSIONS, api_versions.REQUEST, api_versions.RESPONSE),
+        Api(ApiKey.METADATA, metadata.REQUEST, metadata.RESPONSE),
+        Api(ApiKey.LEADER_AND_ISR, leader_and_isr.REQUEST, leader_and_isr.RESPONSE),
+        Api(ApiKey.STOP_REPLICA, stop_replica.REQUEST, stop_replica.RESPONSE),
+        Api(ApiKey.UPDATE_METADATA, update_metadata.REQUEST, update_metadata.RESPONSE),
+        Api(ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown.REQUEST, controlled_shutdown.RESPONSE),
+        Api(ApiKey.CREATE_TOPICS, create_topics.REQUEST, create_topics.RESPONSE),
+        Api(ApiKey.DELETE_TOPICS, delete_topics.REQUEST, delete_topics.RESPONSE),
+        Api(ApiKey.CREATE_PARTITIONS, create_partitions.REQUEST, create_partitions.RESPONSE),
+        Api(ApiKey.BROKER_REGISTRATION, broker_registration.REQUEST, broker_registration.RESPONSE),
+        Api(ApiKey.BROKER_HEARTBEAT, broker_heartbeat.REQUEST, broker_heartbeat.RESPONSE),
+    )
+}
+
+
+def api_for(api_key: int) -> Api:
+    try:
+        return APIS[api_key]
+    except KeyError:
+        raise UnsupportedVersionError(f"unknown api key {api_key}") from None
+
+
+def api_of(request: Message) -> Api:
+    """The Api a request or response message belongs to."""
+    if request.api_key is None:
+        raise ValueError(f"{request.name} is not an API message")
+    return api_for(request.api_key)

@@ -1,0 +1,301 @@
+"""A small declarative schema that mirrors Kafka's JSON message specs.
+
+``messages/<api>.py`` declare each API with :func:`F` fields, exactly as the JSON does
+(snake_case names). From one declaration this module derives, per version:
+
+* the record classes: one namedtuple per struct, with every field of every version and the
+  spec's defaults; the top-level class also carries ``version`` (one type per API, not per
+  version);
+* the interpreted construct (:meth:`Message.struct`), the definition of the wire format;
+* the compiled codec (:meth:`Message.codec`), generated from that construct.
+
+Fields absent from a version are not on the wire and decode as their default; tagged fields
+are written only when they differ from their default.
+"""
+
+from __future__ import annotations
+
+import gc
+import struct
+import uuid
+from collections import namedtuple
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from construct import ConstructError
+
+from kmeta.protocol.compiler import Codec, compile_struct
+from kmeta.protocol.errors import CorruptMessageError, UnsupportedVersionError
+from kmeta.protocol.types import (
+    ZERO_UUID,
+    Bool,
+    Fixed,
+    Float64,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    KafkaType,
+    KArray,
+    KBytes,
+    KString,
+    KStruct,
+    TaggedField,
+    UInt16,
+    UInt32,
+    Uuid,
+)
+
+_FIXED: dict[str, Fixed] = {
+    "int8": Int8,
+    "int16": Int16,
+    "int32": Int32,
+    "int64": Int64,
+    "uint16": UInt16,
+    "uint32": UInt32,
+    "float64": Float64,
+    "bool": Bool,
+}
+_UUID = Uuid()
+_MISSING: Any = object()
+#: frames larger than this are decoded with the cyclic GC paused (see ``Message.decode``)
+_GC_PAUSE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Versions:
+    """A version range as the JSON writes it: "0+", "3-7", "5" or "none"."""
+
+    low: int
+    high: int  # inclusive; 2**15 for open-ended ranges
+
+    @classmethod
+    def parse(cls, text: str) -> Versions:
+        if text == "none":
+            return cls(1, 0)
+        if text.endswith("+"):
+            return cls(int(text[:-1]), 1 << 15)
+        low, _, high = text.partition("-")
+        return cls(int(low), int(high or low))
+
+    def __contains__(self, version: int) -> bool:
+        return self.low <= version <= self.high
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: str  # "int32", "string", "uuid", "[]int32", "[]SomeStruct", "SomeStruct"
+    versions: Versions
+    nullable: Versions
+    tag: int | None
+    tagged: Versions
+    default: Any
+    fields: tuple[Field, ...]
+    flexible: Versions | None  # a per-field override: ClientId is never compact
+
+    @property
+    def element(self) -> str:
+        return self.type[2:] if self.type.startswith("[]") else self.type
+
+    @property
+    def is_array(self) -> bool:
+        return self.type.startswith("[]")
+
+
+def F(
+    name: str,
+    type: str,
+    versions: str,
+    *fields: Field,
+    nullable: str = "none",
+    tag: int | None = None,
+    tagged: str = "none",
+    default: Any = _MISSING,
+    flexible: str | None = None,
+) -> Field:
+    """Declare one field, with the JSON spec's attributes."""
+    return Field(
+        name,
+        type,
+        Versions.parse(versions),
+        Versions.parse(nullable),
+        tag,
+        Versions.parse(tagged),
+        default,
+        tuple(fields),
+        None if flexible is None else Versions.parse(flexible),
+    )
+
+
+def S(name: str, *fields: Field) -> tuple[str, tuple[Field, ...]]:
+    """Declare a common struct (the JSON's ``commonStructs``)."""
+    return name, tuple(fields)
+
+
+def _type_default(f: Field) -> Any:
+    if f.default is not _MISSING:
+        return f.default
+    if f.is_array:
+        return ()
+    if f.type in _FIXED:
+        return _FIXED[f.type].default
+    if f.type == "string":
+        return ""
+    if f.type in ("bytes", "records"):
+        return b""
+    if f.type == "uuid":
+        return ZERO_UUID
+    return None  # a nested struct with no default
+
+
+class Message:
+    """One API's request or response (or a header): classes, construct and codecs per version."""
+
+    def __init__(
+        self,
+        name: str,
+        api_key: int | None,
+        valid: str,
+        flexible: str,
+        fields: Sequence[Field],
+        common: Sequence[tuple[str, tuple[Field, ...]]] = (),
+    ) -> None:
+        self.name = name
+        self.api_key = api_key
+        self.valid = Versions.parse(valid)
+        self.flexible = Versions.parse(flexible)
+        self.min_version, self.max_version = self.valid.low, self.valid.high
+        self.structs: dict[str, tuple[Field, ...]] = dict(common)
+        self._collect(tuple(fields))
+        self.classes: dict[str, Any] = {}
+        for struct_name, struct_fields in self.structs.items():
+            self.classes[struct_name] = self._make_class(struct_name, struct_fields)
+        top = ("version", *(f.name for f in fields))
+        defaults = (self.max_version, *(_type_default(f) for f in fields))
+        self.cls: Any = namedtuple(name, top, defaults=defaults)  # type: ignore[misc]
+        self.cls.__module__ = "kmeta.protocol.messages"
+        self.fields = tuple(fields)
+        self._struct = cache(self._make_struct)
+        self._codec = cache(self._make_codec)
+
+    def _collect(self, fields: tuple[Field, ...]) -> None:
+        for f in fields:
+            if f.fields:
+                self.structs[f.element] = f.fields
+                self._collect(f.fields)
+
+    def _make_class(self, name: str, fields: tuple[Field, ...]) -> Any:
+        cls = namedtuple(name, [f.name for f in fields], defaults=[_type_default(f) for f in fields])  # type: ignore[misc]
+        cls.__module__ = "kmeta.protocol.messages"
+        return cls
+
+    # -- construct, per version ---------------------------------------------------------------
+    def _check(self, version: int) -> None:
+        if version not in self.valid:
+            raise UnsupportedVersionError(
+                f"{self.name} v{version} is outside {self.min_version}-{self.max_version}"
+            )
+
+    def struct(self, version: int) -> KStruct:
+        """The interpreted construct for this version: the definition of the format."""
+        self._check(version)
+        return self._struct(version)  # type: ignore[no-any-return]
+
+    def _make_struct(self, version: int) -> KStruct:
+        return self._struct_of(self.cls, self.fields, version, prefix=(version,))
+
+    def _struct_of(
+        self, cls: Any, fields: tuple[Field, ...], version: int, prefix: tuple[Any, ...] = ()
+    ) -> KStruct:
+        flexible = version in self.flexible
+        wire: list[tuple[str, KafkaType | None, Any]] = []
+        tagged: list[TaggedField] = []
+        for i, f in enumerate(fields):
+            default = _type_default(f)
+            if version not in f.versions:
+                wire.append((f.name, None, default))
+            elif f.tag is not None and version in f.tagged:
+                wire.append((f.name, None, default))
+                tagged.append(TaggedField(i, f.name, f.tag, self._wire_type(f, version), default))
+            else:
+                wire.append((f.name, self._wire_type(f, version), default))
+        return KStruct(cls, wire, tagged, flexible, prefix)
+
+    def _wire_type(self, f: Field, version: int) -> KafkaType:
+        compact = version in (f.flexible if f.flexible is not None else self.flexible)
+        nullable = version in f.nullable
+        element = self._element_type(f.element, version, compact, nullable and not f.is_array)
+        if f.is_array:
+            return KArray(element, compact=compact, nullable=nullable)
+        return element
+
+    def _element_type(self, type_: str, version: int, compact: bool, nullable: bool) -> KafkaType:
+        if type_ in _FIXED:
+            return _FIXED[type_]
+        if type_ == "string":
+            return KString(compact, nullable)
+        if type_ in ("bytes", "records"):
+            return KBytes(compact, nullable)
+        if type_ == "uuid":
+            return _UUID
+        return self._struct_of(self.classes[type_], self.structs[type_], version)
+
+    # -- compiled codecs ----------------------------------------------------------------------
+    def codec(self, version: int) -> Codec:
+        self._check(version)
+        return self._codec(version)  # type: ignore[no-any-return]
+
+    def _make_codec(self, version: int) -> Codec:
+        return compile_struct(self._struct(version), f"{self.name} v{version}")
+
+    def decode(self, data: bytes | bytearray | memoryview, version: int, pos: int = 0) -> Any:
+        """Decode one message body; bytes after the last field are ignored, as Kafka does."""
+        value, _ = self.decode_from(data, version, pos)
+        return value
+
+    def decode_from(
+        self, data: bytes | bytearray | memoryview, version: int, pos: int = 0
+    ) -> tuple[Any, int]:
+        parse = self.codec(version).parse
+        end = len(data)
+        # A large frame allocates hundreds of thousands of small tuples; letting the cyclic
+        # GC scan them mid-decode costs more than the decode itself, and they hold no cycles.
+        pause = end - pos > _GC_PAUSE_BYTES and gc.isenabled()
+        if pause:
+            gc.disable()
+        try:
+            return parse(data, pos, end)
+        except CorruptMessageError:
+            raise
+        except (struct.error, IndexError, ValueError, OverflowError, TypeError) as exc:
+            raise CorruptMessageError(f"{self.name} v{version}: {exc}") from None
+        finally:
+            if pause:
+                gc.enable()
+
+    def encode(self, value: Any) -> bytes:
+        out = bytearray()
+        self.encode_into(value, out)
+        return bytes(out)
+
+    def encode_into(self, value: Any, out: bytearray) -> None:
+        self.codec(value.version).build_into(value, out)
+
+    # -- the interpreted path, for tests and baselines ----------------------------------------
+    def parse_interpreted(self, data: bytes, version: int) -> Any:
+        try:
+            return self.struct(version).parse(data)
+        except CorruptMessageError:
+            raise
+        except (ConstructError, ValueError, OverflowError) as exc:
+            raise CorruptMessageError(f"{self.name} v{version}: {exc}") from None
+
+    def build_interpreted(self, value: Any) -> bytes:
+        return self.struct(value.version).build(value)  # type: ignore[no-any-return]
+
+
+def uuid_or_zero(value: uuid.UUID | None) -> uuid.UUID:
+    return ZERO_UUID if value is None else value

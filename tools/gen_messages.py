@@ -1,0 +1,166 @@
+"""Regenerate kmeta/protocol/messages/*.py from Kafka's JSON message specs.
+
+Usage: python tools/gen_messages.py SPEC_DIR [NEWER_DIR]
+
+The JSON files are Kafka's wire truth; the generated modules restate them in kmeta's schema
+DSL (snake_case names, same versions, defaults and tags) with the version history from the
+spec's comments as the module docstring. Run it when the specs change and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import sys
+
+APIS = {
+    "ApiVersions": "api_versions",
+    "Metadata": "metadata",
+    "LeaderAndIsr": "leader_and_isr",
+    "StopReplica": "stop_replica",
+    "UpdateMetadata": "update_metadata",
+    "ControlledShutdown": "controlled_shutdown",
+    "CreateTopics": "create_topics",
+    "DeleteTopics": "delete_topics",
+    "CreatePartitions": "create_partitions",
+    "BrokerRegistration": "broker_registration",
+    "BrokerHeartbeat": "broker_heartbeat",
+}
+
+
+def snake(name: str) -> str:
+    name = name.replace("KRaft", "Kraft")
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def load(path: pathlib.Path) -> tuple[dict, list[str]]:
+    text = path.read_text()
+    body = text[text.index("{"):]
+    comments: list[str] = []
+    top_level = True
+    for line in body.splitlines():
+        stripped = line.strip()
+        if stripped.startswith('"fields"'):
+            top_level = False
+        if top_level and stripped.startswith("//"):
+            comments.append(stripped[2:].strip())
+    body = re.sub(r"^\s*//.*$", "", body, flags=re.M)
+    return json.loads(body), comments
+
+
+def default_of(field: dict) -> str | None:
+    if "default" not in field:
+        return None
+    d = field["default"]
+    if d == "null":
+        return "None"
+    if d in ("true", "false"):
+        return str(d == "true")
+    if field["type"].lstrip("[]") in ("int8", "int16", "int32", "int64", "uint16", "uint32"):
+        return str(int(d))
+    return repr(d)
+
+
+def emit_field(f: dict, indent: int) -> list[str]:
+    pad = " " * indent
+    args = [repr(snake(f["name"])), repr(f["type"]), repr(f["versions"])]
+    extra = []
+    if "nullableVersions" in f:
+        extra.append(f"nullable={f['nullableVersions']!r}")
+    if "tag" in f:
+        extra.append(f"tag={f['tag']}")
+        extra.append(f"tagged={f['taggedVersions']!r}")
+    d = default_of(f)
+    if d is not None:
+        extra.append(f"default={d}")
+    if "flexibleVersions" in f:
+        extra.append(f"flexible={f['flexibleVersions']!r}")
+    if "fields" in f:
+        lines = [f"{pad}F({', '.join(args)},"]
+        for sub in f["fields"]:
+            lines += emit_field(sub, indent + 4)
+        lines.append(f"{pad}{'    '}{', '.join(extra)}),".replace("    ,", "") if extra else f"{pad}),")
+        if extra:
+            lines[-1] = f"{pad}    {', '.join(extra)},"
+            lines.append(f"{pad}),")
+        return lines
+    return [f"{pad}F({', '.join(args + extra)}),"]
+
+
+def struct_names(fields: list[dict], out: list[str]) -> None:
+    for f in fields:
+        if "fields" in f:
+            out.append(f["type"].lstrip("[]"))
+            struct_names(f["fields"], out)
+
+
+def emit_message(spec: dict, var: str, names: list[str]) -> list[str]:
+    lines = [f"{var} = Message("]
+    lines.append(f"    {spec['name']!r},")
+    lines.append(f"    api_key={spec.get('apiKey')},")
+    lines.append(f"    valid={spec['validVersions']!r},")
+    lines.append(f"    flexible={spec['flexibleVersions']!r},")
+    lines.append("    fields=(")
+    for f in spec["fields"]:
+        lines += emit_field(f, 8)
+    lines.append("    ),")
+    common = spec.get("commonStructs", [])
+    if common:
+        lines.append("    common=(")
+        for c in common:
+            lines.append(f"        S({c['name']!r},")
+            for f in c["fields"]:
+                lines += emit_field(f, 12)
+            lines.append("        ),")
+            names.append(c["name"])
+            struct_names(c["fields"], names)
+        lines.append("    ),")
+    lines.append(")")
+    struct_names(spec["fields"], names)
+    return lines
+
+
+def main() -> None:
+    spec_dir = pathlib.Path(sys.argv[1])
+    newer = pathlib.Path(sys.argv[2]) if len(sys.argv) > 2 else None
+    out_dir = pathlib.Path(__file__).resolve().parent.parent / "kmeta" / "protocol" / "messages"
+    for api, module in APIS.items():
+        def pick(kind: str) -> pathlib.Path:
+            if newer is not None and (newer / f"{api}{kind}.json").exists():
+                return newer / f"{api}{kind}.json"
+            return spec_dir / f"{api}{kind}.json"
+        req, req_notes = load(pick("Request"))
+        resp, resp_notes = load(pick("Response"))
+        doc = [f"{api} (api key {req['apiKey']}): versions {req['validVersions']}, "
+               f"flexible from {req['flexibleVersions']}.", "",
+               "Generated by tools/gen_messages.py from Kafka's JSON message specs; do not edit.", ""]
+        for title, notes in (("Request", req_notes), ("Response", resp_notes)):
+            notes = [n for n in notes if n]
+            if notes:
+                doc.append(f"{title} versions:")
+                doc.append("")
+                doc += [f"* {n}" if n[:7] == "Version" else f"  {n}" for n in notes]
+                doc.append("")
+        names: list[str] = []
+        body = emit_message(req, "REQUEST", names) + ["", ""] + emit_message(resp, "RESPONSE", names)
+        req_names = []
+        struct_names(req["fields"], req_names)
+        req_names += [c["name"] for c in req.get("commonStructs", [])]
+        text = ['"""' + "\n".join(doc).rstrip().replace('"""', "'''") + '\n"""', "",
+                "from kmeta.protocol.schema import F, Message, S", "", "# ruff: noqa: E501", ""]
+        text += body
+        text += ["", f"{req['name']} = REQUEST.cls", f"{resp['name']} = RESPONSE.cls"]
+        seen = set()
+        for n in names:
+            if n in seen:
+                continue
+            seen.add(n)
+            owner = "REQUEST" if n in req_names or n in [s["name"] for s in req.get("commonStructs", [])] else "RESPONSE"
+            text.append(f"{n} = {owner}.classes[{n!r}]")
+        (out_dir / f"{module}.py").write_text("\n".join(text) + "\n")
+        print("wrote", module)
+
+
+if __name__ == "__main__":
+    main()
