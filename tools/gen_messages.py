@@ -147,8 +147,11 @@ def main() -> None:
         req_names = []
         struct_names(req["fields"], req_names)
         req_names += [c["name"] for c in req.get("commonStructs", [])]
+        # E501 is off project-wide, so the generated files need no noqa; S only when used.
+        uses_common = bool(req.get("commonStructs") or resp.get("commonStructs"))
+        imports = "F, Message, S" if uses_common else "F, Message"
         text = ['"""' + "\n".join(doc).rstrip().replace('"""', "'''") + '\n"""', "",
-                "from kmeta.protocol.schema import F, Message, S", "", "# ruff: noqa: E501", ""]
+                f"from kmeta.protocol.schema import {imports}", ""]
         text += body
         text += ["", f"{req['name']} = REQUEST.cls", f"{resp['name']} = RESPONSE.cls"]
         seen = set()

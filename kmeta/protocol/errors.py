@@ -41,6 +41,7 @@ class ErrorCode(enum.IntEnum):
     POLICY_VIOLATION = 44
     KAFKA_STORAGE_ERROR = 56
     LISTENER_NOT_FOUND = 72
+    FENCED_LEADER_EPOCH = 74
     TOPIC_DELETION_DISABLED = 73
     STALE_BROKER_EPOCH = 77
     THROTTLING_QUOTA_EXCEEDED = 89
@@ -77,6 +78,7 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.POLICY_VIOLATION: "Request parameters do not satisfy the configured policy.",
     ErrorCode.KAFKA_STORAGE_ERROR: "Disk error when trying to access log file on the disk.",
     ErrorCode.LISTENER_NOT_FOUND: "There is no listener on the leader broker that matches the listener on which metadata request was processed.",
+    ErrorCode.FENCED_LEADER_EPOCH: "The leader epoch in the request is older than the epoch on the broker.",
     ErrorCode.TOPIC_DELETION_DISABLED: "Topic deletion is disabled.",
     ErrorCode.STALE_BROKER_EPOCH: "Broker epoch has changed.",
     ErrorCode.THROTTLING_QUOTA_EXCEEDED: "The throttling quota has been exceeded.",

@@ -16,7 +16,6 @@ are written only when they differ from their default.
 from __future__ import annotations
 
 import gc
-import struct
 import uuid
 from collections import namedtuple
 from collections.abc import Sequence
@@ -202,7 +201,7 @@ class Message:
     def struct(self, version: int) -> KStruct:
         """The interpreted construct for this version: the definition of the format."""
         self._check(version)
-        return self._struct(version)  # type: ignore[no-any-return]
+        return self._struct(version)
 
     def _make_struct(self, version: int) -> KStruct:
         return self._struct_of(self.cls, self.fields, version, prefix=(version,))
@@ -246,7 +245,7 @@ class Message:
     # -- compiled codecs ----------------------------------------------------------------------
     def codec(self, version: int) -> Codec:
         self._check(version)
-        return self._codec(version)  # type: ignore[no-any-return]
+        return self._codec(version)
 
     def _make_codec(self, version: int) -> Codec:
         return compile_struct(self._struct(version), f"{self.name} v{version}")
@@ -259,19 +258,14 @@ class Message:
     def decode_from(
         self, data: bytes | bytearray | memoryview, version: int, pos: int = 0
     ) -> tuple[Any, int]:
-        parse = self.codec(version).parse
-        end = len(data)
+        codec = self.codec(version)
         # A large frame allocates hundreds of thousands of small tuples; letting the cyclic
         # GC scan them mid-decode costs more than the decode itself, and they hold no cycles.
-        pause = end - pos > _GC_PAUSE_BYTES and gc.isenabled()
+        pause = len(data) - pos > _GC_PAUSE_BYTES and gc.isenabled()
         if pause:
             gc.disable()
         try:
-            return parse(data, pos, end)
-        except CorruptMessageError:
-            raise
-        except (struct.error, IndexError, ValueError, OverflowError, TypeError) as exc:
-            raise CorruptMessageError(f"{self.name} v{version}: {exc}") from None
+            return codec.decode_from(data, pos)
         finally:
             if pause:
                 gc.enable()

@@ -20,9 +20,7 @@ Response versions:
 * Version 4 fixes KAFKA-17011, which blocked SupportedFeatures.MinVersion from being 0.
 """
 
-from kmeta.protocol.schema import F, Message, S
-
-# ruff: noqa: E501
+from kmeta.protocol.schema import F, Message
 
 REQUEST = Message(
     'ApiVersionsRequest',

@@ -15,9 +15,7 @@ Response versions:
 * Versions 1 and 2 are the same as version 0.
 """
 
-from kmeta.protocol.schema import F, Message, S
-
-# ruff: noqa: E501
+from kmeta.protocol.schema import F, Message
 
 REQUEST = Message(
     'ControlledShutdownRequest',

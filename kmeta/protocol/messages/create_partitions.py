@@ -17,9 +17,7 @@ Response versions:
   in the response if the partitions creation is throttled (KIP-599).
 """
 
-from kmeta.protocol.schema import F, Message, S
-
-# ruff: noqa: E501
+from kmeta.protocol.schema import F, Message
 
 REQUEST = Message(
     'CreatePartitionsRequest',

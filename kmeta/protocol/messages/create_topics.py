@@ -25,9 +25,7 @@ Response versions:
 * Version 7 returns the topic ID of the newly created topic if creation is successful.
 """
 
-from kmeta.protocol.schema import F, Message, S
-
-# ruff: noqa: E501
+from kmeta.protocol.schema import F, Message
 
 REQUEST = Message(
     'CreateTopicsRequest',

@@ -23,9 +23,7 @@ Response versions:
   the topic ID was not found.
 """
 
-from kmeta.protocol.schema import F, Message, S
-
-# ruff: noqa: E501
+from kmeta.protocol.schema import F, Message
 
 REQUEST = Message(
     'DeleteTopicsRequest',

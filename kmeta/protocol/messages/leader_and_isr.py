@@ -24,8 +24,6 @@ Response versions:
 
 from kmeta.protocol.schema import F, Message, S
 
-# ruff: noqa: E501
-
 REQUEST = Message(
     'LeaderAndIsrRequest',
     api_key=4,

@@ -21,9 +21,7 @@ Response versions:
 * Version 13 supports top-level error code in the response.
 """
 
-from kmeta.protocol.schema import F, Message, S
-
-# ruff: noqa: E501
+from kmeta.protocol.schema import F, Message
 
 REQUEST = Message(
     'MetadataRequest',

@@ -17,9 +17,7 @@ Response versions:
 * Version 3 returns FENCED_LEADER_EPOCH if the epoch of the leader is stale (KIP-570).
 """
 
-from kmeta.protocol.schema import F, Message, S
-
-# ruff: noqa: E501
+from kmeta.protocol.schema import F, Message
 
 REQUEST = Message(
     'StopReplicaRequest',

@@ -19,8 +19,6 @@ Response versions:
 
 from kmeta.protocol.schema import F, Message, S
 
-# ruff: noqa: E501
-
 REQUEST = Message(
     'UpdateMetadataRequest',
     api_key=6,

@@ -1,0 +1,138 @@
+"""ErrorCode and ApiKey values (Kafka's numbers) and the registry's version ranges."""
+
+from __future__ import annotations
+
+import pytest
+
+from kmeta.protocol.api_keys import CONTROL_API_KEYS, ApiKey
+from kmeta.protocol.errors import (
+    CorruptMessageError,
+    ErrorCode,
+    FrameTooLargeError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
+from kmeta.protocol.registry import APIS, api_for, api_of
+
+# (code, name) as listed in the shared ERRORS.md (Kafka 3.9 Errors.java)
+ERRORS_MD = [
+    (-1, "UNKNOWN_SERVER_ERROR"),
+    (0, "NONE"),
+    (3, "UNKNOWN_TOPIC_OR_PARTITION"),
+    (5, "LEADER_NOT_AVAILABLE"),
+    (6, "NOT_LEADER_OR_FOLLOWER"),
+    (7, "REQUEST_TIMED_OUT"),
+    (8, "BROKER_NOT_AVAILABLE"),
+    (9, "REPLICA_NOT_AVAILABLE"),
+    (11, "STALE_CONTROLLER_EPOCH"),
+    (17, "INVALID_TOPIC_EXCEPTION"),
+    (29, "TOPIC_AUTHORIZATION_FAILED"),
+    (31, "CLUSTER_AUTHORIZATION_FAILED"),
+    (35, "UNSUPPORTED_VERSION"),
+    (36, "TOPIC_ALREADY_EXISTS"),
+    (37, "INVALID_PARTITIONS"),
+    (38, "INVALID_REPLICATION_FACTOR"),
+    (39, "INVALID_REPLICA_ASSIGNMENT"),
+    (40, "INVALID_CONFIG"),
+    (41, "NOT_CONTROLLER"),
+    (42, "INVALID_REQUEST"),
+    (44, "POLICY_VIOLATION"),
+    (56, "KAFKA_STORAGE_ERROR"),
+    (72, "LISTENER_NOT_FOUND"),
+    (73, "TOPIC_DELETION_DISABLED"),
+    (77, "STALE_BROKER_EPOCH"),
+    (89, "THROTTLING_QUOTA_EXCEEDED"),
+    (100, "UNKNOWN_TOPIC_ID"),
+    (103, "INCONSISTENT_TOPIC_ID"),
+]
+
+
+@pytest.mark.parametrize(("code", "name"), ERRORS_MD)
+def test_error_codes_match_errors_md(code: int, name: str) -> None:
+    assert ErrorCode[name] == code
+    assert ErrorCode(code).name == name
+
+
+def test_every_error_code_has_kafkas_message() -> None:
+    for code in ErrorCode:
+        assert code.message
+    assert ErrorCode.UNSUPPORTED_VERSION.message == "The version of API is not supported."
+    assert ErrorCode.NONE.message == "(no error)"
+
+
+def test_exception_family() -> None:
+    for exc in (CorruptMessageError, FrameTooLargeError, UnsupportedVersionError):
+        assert issubclass(exc, ProtocolError)
+    assert not issubclass(ProtocolError, (IndexError, ValueError, KeyError))
+
+
+API_KEYS = {
+    "METADATA": 3,
+    "LEADER_AND_ISR": 4,
+    "STOP_REPLICA": 5,
+    "UPDATE_METADATA": 6,
+    "CONTROLLED_SHUTDOWN": 7,
+    "API_VERSIONS": 18,
+    "CREATE_TOPICS": 19,
+    "DELETE_TOPICS": 20,
+    "CREATE_PARTITIONS": 37,
+    "BROKER_REGISTRATION": 62,
+    "BROKER_HEARTBEAT": 63,
+}
+
+
+def test_api_keys() -> None:
+    assert {k.name: k.value for k in ApiKey} == API_KEYS
+    assert {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA} == CONTROL_API_KEYS
+
+
+RANGES = {
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.METADATA: (0, 13),
+    ApiKey.UPDATE_METADATA: (0, 8),
+    ApiKey.LEADER_AND_ISR: (0, 7),
+    ApiKey.STOP_REPLICA: (0, 4),
+    ApiKey.CREATE_TOPICS: (0, 7),
+    ApiKey.DELETE_TOPICS: (0, 6),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
+    ApiKey.BROKER_REGISTRATION: (0, 4),
+    ApiKey.BROKER_HEARTBEAT: (0, 1),
+}
+FLEXIBLE_FROM = {
+    ApiKey.API_VERSIONS: 3,
+    ApiKey.METADATA: 9,
+    ApiKey.UPDATE_METADATA: 6,
+    ApiKey.LEADER_AND_ISR: 4,
+    ApiKey.STOP_REPLICA: 2,
+    ApiKey.CREATE_TOPICS: 5,
+    ApiKey.DELETE_TOPICS: 4,
+    ApiKey.CREATE_PARTITIONS: 2,
+    ApiKey.CONTROLLED_SHUTDOWN: 3,
+    ApiKey.BROKER_REGISTRATION: 0,
+    ApiKey.BROKER_HEARTBEAT: 0,
+}
+
+
+@pytest.mark.parametrize(("key", "versions"), RANGES.items())
+def test_registry_ranges(key: ApiKey, versions: tuple[int, int]) -> None:
+    api = api_for(key)
+    assert api.key == key
+    assert (api.min_version, api.max_version) == versions
+    for message in (api.request, api.response):
+        assert message.api_key == key
+        assert (message.min_version, message.max_version) == versions
+    assert api_of(api.request) is api
+    low, high = versions
+    assert [v for v in range(low, high + 1) if api.is_flexible(v)] == list(
+        range(FLEXIBLE_FROM[key], high + 1)
+    )
+
+
+def test_registry_has_exactly_the_supported_apis() -> None:
+    assert set(APIS) == set(RANGES)
+
+
+def test_unknown_api_key() -> None:
+    with pytest.raises(UnsupportedVersionError):
+        api_for(99)
