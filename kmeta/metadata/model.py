@@ -1,0 +1,99 @@
+"""Value types of the metadata cache: brokers, endpoints, nodes, partitions.
+
+All are immutable (frozen slotted dataclasses or NamedTuples), so snapshots can share them
+freely and readers never need a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+# Kafka's SecurityProtocol ids; UpdateMetadata v1-2 endpoints carry no listener name, and
+# Kafka names such a listener after its security protocol.
+SECURITY_PROTOCOL_NAMES: dict[int, str] = {
+    0: "PLAINTEXT",
+    1: "SSL",
+    2: "SASL_PLAINTEXT",
+    3: "SASL_SSL",
+}
+
+# PartitionState.leader value the controller sends for a partition being deleted
+# (Kafka's LeaderAndIsr.LEADER_DURING_DELETE).
+LEADER_DURING_DELETE = -2
+
+
+def listener_for_security_protocol(protocol: int) -> str:
+    """The listener name Kafka infers for a v0-2 endpoint.
+
+    Kafka fails the whole request on an unknown id; we keep the endpoint under a name no real
+    listener can have, so one odd endpoint cannot stop a metadata update.
+    """
+    return SECURITY_PROTOCOL_NAMES.get(protocol, f"UNKNOWN_SECURITY_PROTOCOL_{protocol}")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One listener of a broker."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A broker as seen on one listener (what a Metadata response lists)."""
+
+    id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    """A live broker: its id, rack and every endpoint it advertised."""
+
+    id: int
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+
+    def endpoint(self, listener: str) -> Endpoint | None:
+        for ep in self.endpoints:
+            if ep.listener == listener:
+                return ep
+        return None
+
+    def node(self, listener: str) -> Node | None:
+        ep = self.endpoint(listener)
+        return None if ep is None else Node(self.id, ep.host, ep.port, self.rack)
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class PartitionState(NamedTuple):
+    """One partition as the controller last described it.
+
+    Same fields, in the same order, as the decoded ``UpdateMetadataPartitionState`` record
+    (``PartitionState(*record)`` converts). We store our own typed copy rather than the decoded
+    record because the cache normalises what it keeps: ``topic_name`` is always set (decoded
+    v5+ records carry ``''``; v0-4 records carry one fresh string per partition) and points at
+    the one shared topic string, and ``isr``/``replicas`` are interned so partitions with the
+    same replica set share one tuple. That halves the memory per cached partition (see
+    benchmarks/cache_update.py) for one small allocation per partition in the update.
+    """
+
+    topic_name: str
+    partition_index: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
