@@ -14,8 +14,9 @@ import asyncio
 import collections
 import ssl as ssl_module
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from kmeta.protocol.errors import ProtocolError
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameSplitter
 from kmeta.protocol.header import (
     RequestHeader,
@@ -23,7 +24,6 @@ from kmeta.protocol.header import (
     encode_request_header,
     response_header_version,
 )
-from kmeta.protocol.errors import ProtocolError
 from kmeta.protocol.registry import APIS, Api
 from kmeta.protocol.schema import Message
 
@@ -79,8 +79,8 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's TCPTransport is not an asyncio.Transport subclass, but has its interface
+        self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         try:

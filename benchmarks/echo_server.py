@@ -1,0 +1,67 @@
+"""A trivial framed echo server: the ceiling for kmeta's request path on this machine.
+
+It splits frames exactly as the broker does and answers each frame with the correlation id
+followed by the rest of the request (one write per read, like the broker), with no decoding.
+Run it in its own process with :func:`serve_in_process`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from multiprocessing.connection import Connection
+
+from kmeta.protocol.framing import FrameSplitter
+
+
+class EchoProtocol(asyncio.Protocol):
+    def __init__(self) -> None:
+        self._splitter = FrameSplitter()
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        out = bytearray()
+        for frame in self._splitter.feed(data):
+            body = frame[4:8] + frame[8:]  # correlation id, then the echoed request
+            out += len(body).to_bytes(4, "big")
+            out += body
+        if out and self._transport is not None:
+            self._transport.write(out)
+
+
+async def _serve(conn: Connection) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(EchoProtocol, "127.0.0.1", 0)
+    conn.send({"PLAINTEXT": server.sockets[0].getsockname()[1]})
+    await serve_commands(conn)
+    server.close()
+
+
+async def serve_commands(conn: Connection) -> None:
+    """Answer "cpu" with this process's (user, system) CPU seconds until "stop"."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def on_command() -> None:
+        msg = conn.recv()
+        if msg == "cpu":
+            t = os.times()
+            conn.send((t.user, t.system))
+        elif msg == "stop":
+            stop.set()
+
+    loop.add_reader(conn.fileno(), on_command)
+    await stop.wait()
+    loop.remove_reader(conn.fileno())
+
+
+def serve_in_process(conn: Connection) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(_serve(conn))
+    else:
+        uvloop.run(_serve(conn))

@@ -1,0 +1,303 @@
+"""Metadata load: the broker against a framed echo server (the ceiling), in the same run.
+
+Processes: one broker (holding TOPICS x PARTITIONS), one echo server, and one load generator
+per scenario, each its own process. A generator opens N connections and keeps D Metadata
+requests in flight on each for a bounded duration. Prints JSON: req/s, p50/p99 latency,
+the ratio to the echo ceiling with the same N x D, and server CPU per response.
+Also measures, in-process, one all-topics answer spliced from cached blocks against
+re-encoding the whole response record (why the blocks are cached).
+
+    .venv/bin/python benchmarks/metadata_load.py --duration 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from echo_server import serve_commands, serve_in_process
+
+from kmeta.net.connection import KafkaConnection
+from kmeta.protocol.header import RequestHeader, encode_request_header
+from kmeta.protocol.messages import metadata as md
+from kmeta.protocol.messages import update_metadata as um
+from kmeta.server.broker import Broker
+from kmeta.server.config import BrokerConfig, ListenerSpec
+
+VERSION = 12
+
+
+def _run(coro: Any) -> Any:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+# -- the broker process ------------------------------------------------------------------------
+async def _broker(conn: Connection) -> None:
+    listeners = (ListenerSpec("PLAINTEXT", "127.0.0.1", 0), ListenerSpec("CONTROL", "127.0.0.1", 0))
+    broker = Broker(BrokerConfig(broker_id=1, listeners=listeners, cluster_id="bench"))
+    await broker.start()
+    conn.send({name: broker.port(name) for name in ("PLAINTEXT", "CONTROL")})
+    await serve_commands(conn)
+    await broker.stop()
+
+
+def broker_process(conn: Connection) -> None:
+    _run(_broker(conn))
+
+
+def update_request(plain_port: int, topics: int, partitions: int) -> Any:
+    brokers = tuple(
+        um.UpdateMetadataBroker(
+            id=i,
+            endpoints=(um.UpdateMetadataEndpoint(port=plain_port if i == 1 else 9092, host="127.0.0.1" if i == 1 else f"b{i}", listener="PLAINTEXT", security_protocol=0),),
+            rack=None,
+        )
+        for i in (1, 2, 3)
+    )
+    states = tuple(
+        um.UpdateMetadataTopicState(
+            topic_name=f"topic-{t:04d}",
+            partition_states=tuple(
+                um.UpdateMetadataPartitionState(
+                    partition_index=p, controller_epoch=1, leader=1 + (t + p) % 3, leader_epoch=1,
+                    isr=(1, 2, 3), zk_version=0, replicas=(1, 2, 3), offline_replicas=(),
+                )
+                for p in range(partitions)
+            ),
+        )
+        for t in range(topics)
+    )
+    return um.UpdateMetadataRequest(version=8, controller_id=1, controller_epoch=1, topic_states=states, live_brokers=brokers)
+
+
+# -- the load generator process ----------------------------------------------------------------
+def request_frame(topics: list[str] | None) -> bytes:
+    req = md.MetadataRequest(
+        version=VERSION,
+        topics=None if topics is None else tuple(md.MetadataRequestTopic(name=t) for t in topics),
+        allow_auto_topic_creation=False,
+    )
+    out = bytearray()
+    encode_request_header(RequestHeader(3, VERSION, 0, "load"), out)
+    md.REQUEST.encode_into(req, out)
+    return len(out).to_bytes(4, "big") + bytes(out)
+
+
+class LoadConnection(asyncio.Protocol):
+    def __init__(self, template: bytes, depth: int, deadline: float, latencies: list[float], done: asyncio.Future[None]) -> None:
+        self.template = template
+        self.depth = depth
+        self.deadline = deadline
+        self.latencies = latencies
+        self.done = done
+        self.buf = bytearray()
+        self.sent: dict[int, float] = {}
+        self.next_id = 0
+        self.transport: asyncio.Transport | None = None
+
+    def _frames(self, n: int) -> bytes:
+        out = bytearray()
+        now = time.perf_counter()
+        for _ in range(n):
+            cid = self.next_id
+            self.next_id += 1
+            frame = bytearray(self.template)
+            frame[8:12] = cid.to_bytes(4, "big")
+            out += frame
+            self.sent[cid] = now
+        return bytes(out)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.write(self._frames(self.depth))  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        pos, answered, now = 0, 0, time.perf_counter()
+        while len(buf) - pos >= 8:
+            size = int.from_bytes(buf[pos : pos + 4], "big")
+            if len(buf) - pos - 4 < size:
+                break
+            cid = int.from_bytes(buf[pos + 4 : pos + 8], "big")
+            self.latencies.append(now - self.sent.pop(cid))
+            pos += 4 + size
+            answered += 1
+        del buf[:pos]
+        if now < self.deadline:
+            if answered:
+                assert self.transport is not None
+                self.transport.write(self._frames(answered))
+        elif not self.sent and not self.done.done():
+            self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _load(port: int, template: bytes, conns: int, depth: int, duration_s: float) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    latencies: list[float] = []
+    deadline = time.perf_counter() + duration_s
+    dones = []
+    transports = []
+    start = time.perf_counter()
+    for _ in range(conns):
+        done: asyncio.Future[None] = loop.create_future()
+        t, _p = await loop.create_connection(lambda d=done: LoadConnection(template, depth, deadline, latencies, d), "127.0.0.1", port)
+        dones.append(done)
+        transports.append(t)
+    await asyncio.wait_for(asyncio.gather(*dones), duration_s + 30)
+    elapsed = time.perf_counter() - start
+    for t in transports:
+        t.close()
+    latencies.sort()
+    n = len(latencies)
+    return {
+        "requests": n,
+        "req_per_s": round(n / elapsed, 1),
+        "p50_us": round(latencies[n // 2] * 1e6, 1) if n else None,
+        "p99_us": round(latencies[min(n - 1, int(n * 0.99))] * 1e6, 1) if n else None,
+    }
+
+
+def load_process(port: int, template: bytes, conns: int, depth: int, duration_s: float, out: Connection) -> None:
+    out.send(_run(_load(port, template, conns, depth, duration_s)))
+
+
+def run_load(server: Connection, port: int, template: bytes, conns: int, depth: int, duration_s: float) -> dict[str, Any]:
+    here, there = mp.Pipe()
+    server.send("cpu")
+    cpu0 = server.recv()
+    proc = mp.Process(target=load_process, args=(port, template, conns, depth, duration_s, there))
+    proc.start()
+    result: dict[str, Any] = here.recv()
+    proc.join()
+    server.send("cpu")
+    cpu1 = server.recv()
+    n = max(1, result["requests"])
+    user, system = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+    result["server_cpu_us_per_response"] = round((user + system) / n * 1e6, 1)
+    result["server_user_cpu_us_per_response"] = round(user / n * 1e6, 1)
+    return result
+
+
+# -- splice vs re-encode, in-process -----------------------------------------------------------
+def splice_vs_reencode(topics: int, partitions: int) -> dict[str, float]:
+    from kmeta.server.handlers import metadata as handler
+    from kmeta.server.metadata_blocks import brokers as broker_records
+    from kmeta.server.state import BrokerState
+
+    async def measure() -> dict[str, float]:
+        cfg = BrokerConfig(broker_id=1, listeners=(ListenerSpec("PLAINTEXT", "127.0.0.1", 0),), cluster_id="bench")
+        state = BrokerState(cfg)
+        state.cache.update_metadata(0, update_request(9092, topics, partitions))
+
+        class Ctx:
+            listener = "PLAINTEXT"
+
+        ctx: Any = Ctx()
+        ctx.state = state
+        request = md.MetadataRequest(version=VERSION, topics=None)
+        handler.handle(ctx, request)  # build the blocks once
+        n = 200
+        t0 = time.perf_counter()
+        for _ in range(n):
+            handler.handle(ctx, request)
+        spliced = (time.perf_counter() - t0) / n
+        snap = state.cache.snapshot
+        t0 = time.perf_counter()
+        m = 5
+        for _ in range(m):
+            resp = md.MetadataResponse(
+                version=VERSION, brokers=broker_records(snap, "PLAINTEXT"), cluster_id=snap.cluster_id,
+                controller_id=snap.controller_id or -1,
+                topics=tuple(
+                    md.MetadataResponseTopic(0, name, snap.topic_ids.get(name, handler.ZERO_UUID), False,
+                                             handler.partitions(snap, name, VERSION, "PLAINTEXT"))
+                    for name in snap.topic_names_sorted
+                ),
+            )  # fmt: skip
+            md.RESPONSE.encode(resp)
+        reencode = (time.perf_counter() - t0) / m
+        return {"spliced_us": round(spliced * 1e6, 1), "reencode_us": round(reencode * 1e6, 1), "speedup": round(reencode / spliced, 1)}
+
+    return asyncio.run(measure())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per scenario")
+    parser.add_argument("--topics", type=int, default=1000)
+    parser.add_argument("--partitions", type=int, default=10)
+    args = parser.parse_args()
+
+    broker_end, broker_child = mp.Pipe()
+    echo_end, echo_child = mp.Pipe()
+    procs = [mp.Process(target=broker_process, args=(broker_child,)), mp.Process(target=serve_in_process, args=(echo_child,))]
+    for p in procs:
+        p.start()
+    ports, echo_ports = broker_end.recv(), echo_end.recv()
+
+    async def load_metadata() -> None:
+        conn = await KafkaConnection.open("127.0.0.1", ports["CONTROL"])
+        resp = await conn.request(update_request(ports["PLAINTEXT"], args.topics, args.partitions), 60)
+        assert resp.error_code == 0
+        conn.close()
+
+    asyncio.run(load_metadata())
+    names = [f"topic-{t:04d}" for t in range(args.topics)]
+    scenarios = [
+        ("1 topic", names[:1], 64, 1),
+        ("1 topic", names[:1], 16, 16),
+        ("5 topics", names[:5], 64, 1),
+        ("all topics", None, 8, 1),
+    ]
+    ceilings: dict[tuple[int, int], dict[str, Any]] = {}
+    results = []
+    for label, topics, conns, depth in scenarios:
+        template = request_frame(topics)
+        if (conns, depth) not in ceilings:
+            ceilings[(conns, depth)] = run_load(echo_end, echo_ports["PLAINTEXT"], request_frame(names[:1]), conns, depth, args.duration)
+        got = run_load(broker_end, ports["PLAINTEXT"], template, conns, depth, args.duration)
+        ceiling = ceilings[(conns, depth)]
+        got["ratio_to_ceiling"] = round(got["req_per_s"] / ceiling["req_per_s"], 3)
+        results.append({"scenario": label, "connections": conns, "in_flight": depth, "broker": got, "echo_ceiling": ceiling})
+
+    for end in (broker_end, echo_end):
+        end.send("stop")
+    for p in procs:
+        p.join(10)
+
+    by = {(r["scenario"], r["connections"], r["in_flight"]): r for r in results}
+    targets = {
+        "1 topic 64x1 >= 80% of ceiling": by[("1 topic", 64, 1)]["broker"]["ratio_to_ceiling"] >= 0.8,
+        "1 topic 16x16 >= 40% of pipelined ceiling": by[("1 topic", 16, 16)]["broker"]["ratio_to_ceiling"] >= 0.4,
+        "all topics <= 100 us server CPU per response": by[("all topics", 8, 1)]["broker"]["server_cpu_us_per_response"] <= 100,
+    }
+    print(json.dumps({
+        "cluster": {"topics": args.topics, "partitions_per_topic": args.partitions, "metadata_version": VERSION},
+        "duration_s": args.duration,
+        "cpus": mp.cpu_count(),
+        "results": results,
+        "all_topics_splice_vs_reencode": splice_vs_reencode(args.topics, args.partitions),
+        "targets_met": targets,
+    }, indent=2))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""The request-dispatch seam: a registry of handlers keyed by api key.
+
+A daemon (broker, controller) builds one :class:`HandlerRegistry` and registers one handler per
+API key. Each handler's version range comes from :mod:`kmeta.protocol.registry` (it may only
+narrow it), so the ApiVersions answer built from this registry can never advertise a version
+that cannot be decoded.
+
+A handler is ``handle(ctx, request) -> result`` or ``-> Awaitable[result]``, where ``result`` is
+a response record (encoded at its own ``version``), the already-encoded response body
+(``bytes``/``bytearray``, at the request's version), or ``EncodedPieces`` of the body
+(written without joining them: large cached blocks are never copied). Synchronous handlers are the fast path;
+asynchronous ones (forwarding to the controller) are awaited while later requests on the same
+connection keep being handled, and answers still leave in request order.
+
+``on_client`` / ``on_control`` say which listeners serve the API. A request on a listener that
+does not serve it gets ``refuse(request, error)`` when the handler has one (control requests on
+a client listener: CLUSTER_AUTHORIZATION_FAILED, as Kafka's authorizer answers); otherwise the
+connection is closed, as for an API the daemon does not implement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.header import RequestHeader, response_header_version
+from kmeta.protocol.registry import Api, api_for
+
+
+class EncodedPieces(tuple[bytes, ...]):
+    """An already-encoded response body, as pieces written in order without joining them."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    header: RequestHeader
+    listener: str  # the listener name the request came in on ("PLAINTEXT", "CONTROL", ...)
+    is_control: bool
+    peer: Any  # (host, port) of the client, as the transport reports it
+    state: Any  # the daemon's state object (the broker's BrokerState)
+    registry: HandlerRegistry
+
+
+HandleFn = Callable[[RequestContext, Any], "Any | Awaitable[Any]"]
+RefuseFn = Callable[[Any, ErrorCode], Any]
+#: optional fast path: ``(ctx, frame, body_pos) -> result``; decodes (or skips decoding) itself
+RawHandleFn = Callable[[RequestContext, bytes, int], Any]
+UnsupportedFn = Callable[[RequestContext], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    api: Api
+    handle: HandleFn
+    min_version: int
+    max_version: int
+    on_client: bool
+    on_control: bool
+    #: builds the error response for a request refused on this listener (None: close instead)
+    refuse: RefuseFn | None
+    #: answers a version above max_version without decoding the body (ApiVersions only)
+    unsupported_version: UnsupportedFn | None
+    #: replaces decode + ``handle`` when set (e.g. a memo keyed by the raw request body)
+    handle_raw: RawHandleFn | None
+    #: the response header version for each request version (index = version)
+    response_header_versions: tuple[int, ...]
+
+    def serves(self, is_control: bool) -> bool:
+        return self.on_control if is_control else self.on_client
+
+
+class HandlerRegistry:
+    def __init__(self) -> None:
+        self._handlers: dict[int, Handler] = {}
+
+    def register(
+        self,
+        api_key: int,
+        handle: HandleFn,
+        *,
+        on_client: bool = True,
+        on_control: bool = True,
+        refuse: RefuseFn | None = None,
+        unsupported_version: UnsupportedFn | None = None,
+        handle_raw: RawHandleFn | None = None,
+        min_version: int | None = None,
+        max_version: int | None = None,
+    ) -> None:
+        api = api_for(api_key)
+        low = api.min_version if min_version is None else min_version
+        high = api.max_version if max_version is None else max_version
+        if not api.min_version <= low <= high <= api.max_version:
+            raise ValueError(
+                f"api {api_key}: {low}-{high} is outside the decodable {api.min_version}-{api.max_version}"
+            )
+        if api_key in self._handlers:
+            raise ValueError(f"api {api_key} already has a handler")
+        header_versions = tuple(response_header_version(api_key, v) for v in range(high + 1))
+        self._handlers[api_key] = Handler(
+            api, handle, low, high, on_client, on_control, refuse, unsupported_version,
+            handle_raw, header_versions,
+        )  # fmt: skip
+
+    def get(self, api_key: int) -> Handler | None:
+        return self._handlers.get(api_key)
+
+    def __iter__(self) -> Iterator[Handler]:
+        return iter(sorted(self._handlers.values(), key=lambda h: h.api.key))
+
+    def __len__(self) -> int:
+        return len(self._handlers)

@@ -1,0 +1,326 @@
+"""One accepted connection of a Kafka-protocol server: framing, dispatch, in-order answers.
+
+* Every complete frame of one ``data_received`` is handled, and the answers that are ready go
+  out with ONE ``transport.write`` (one write per frame costs several times the CPU when
+  clients pipeline).
+* A handler may be synchronous (answered in the same pass) or return an awaitable (answered
+  when it completes); answers always leave in request order, so a fast answer queued behind a
+  slow one waits for it.
+* The peer's fault closes this connection and nothing else, logged at debug with the peer and
+  the reason: a frame over ``max_frame_size`` (refused from its 4-byte prefix, before the body
+  is buffered), an unknown api key, a version the registry does not serve, an unparsable header
+  or body. A handler that raises is our bug: logged with its traceback, and the connection is
+  closed. No exception leaves this class towards the listener.
+* Reading pauses while the peer does not read our answers or while ``max_queued_requests``
+  answers wait (see :mod:`kmeta.net.flow_control`); a connection idle for
+  ``idle_timeout_s`` is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from kmeta.net.dispatch import EncodedPieces, Handler, HandlerRegistry, RequestContext
+from kmeta.net.flow_control import FlowControl
+from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
+from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameSplitter
+from kmeta.protocol.header import (
+    RequestHeader,
+    decode_request_header,
+    encode_response_header,
+    response_header_version,
+)
+
+log = logging.getLogger("kmeta.net.server")
+
+DEFAULT_IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms default: 10 minutes
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    #: answers allowed to wait (behind an asynchronous handler) before reading pauses
+    max_queued_requests: int = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ServingInfo:
+    """What every connection of one listener shares."""
+
+    listener: str
+    is_control: bool
+    registry: HandlerRegistry
+    state: Any
+    limits: ConnectionLimits
+
+
+class _AsyncSlot:
+    __slots__ = ("future", "handler", "header")
+
+    def __init__(self, future: asyncio.Future[Any], header: RequestHeader, handler: Handler) -> None:
+        self.future = future
+        self.header = header
+        self.handler = handler
+
+
+_BIG = 32 * 1024  # pieces at least this large are handed to the transport, not copied
+Chunks = list[bytes | bytearray]
+
+
+def encode_answer(header: RequestHeader, handler: Handler, result: Any, out: Chunks) -> None:
+    """Append the framed response for ``result`` to the chunks ``out``.
+
+    ``result``: a record, an encoded body, or EncodedPieces. Small answers go
+    into the last chunk (one buffer for many pipelined answers); a large piece becomes a chunk
+    of its own, so cached blocks are never copied on their way to the socket.
+    """
+    buf = out[-1] if out and isinstance(out[-1], bytearray) else None
+    if buf is None:
+        buf = bytearray()
+        out.append(buf)
+    start = len(buf)
+    buf += b"\0\0\0\0"
+    if isinstance(result, EncodedPieces):
+        encode_response_header(
+            header.correlation_id, handler.response_header_versions[header.api_version], buf
+        )
+        size = len(buf) - start - 4 + sum(len(piece) for piece in result)
+        buf[start : start + 4] = size.to_bytes(4, "big")
+        for piece in result:
+            last = out[-1]
+            if len(piece) >= _BIG:
+                out.append(piece)
+            elif isinstance(last, bytearray):
+                last += piece
+            else:
+                out.append(bytearray(piece))
+        return
+    if isinstance(result, bytes | bytearray):
+        encode_response_header(
+            header.correlation_id, handler.response_header_versions[header.api_version], buf
+        )
+        buf += result
+    else:
+        encode_response_header(
+            header.correlation_id, response_header_version(header.api_key, result.version), buf
+        )
+        handler.api.response.encode_into(result, buf)
+    buf[start : start + 4] = (len(buf) - start - 4).to_bytes(4, "big")
+
+
+class ServerConnection(asyncio.Protocol):
+    def __init__(self, info: ServingInfo, on_close: Callable[[ServerConnection], None]) -> None:
+        self.info = info
+        self._on_close = on_close
+        self._splitter = FrameSplitter(info.limits.max_frame_size)
+        self._transport: asyncio.Transport | None = None
+        self._flow: FlowControl | None = None
+        self._pending: collections.deque[Chunks | _AsyncSlot] = collections.deque()
+        self._closing = False
+        self._last_active = time.monotonic()
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self.peer: Any = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.requests_handled = 0
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        transport = cast(asyncio.Transport, transport)
+        self._transport = transport
+        self._flow = FlowControl(transport)
+        self.peer = transport.get_extra_info("peername")
+        self._idle_timer = asyncio.get_running_loop().call_later(
+            self.info.limits.idle_timeout_s, self._check_idle
+        )
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self._last_active = time.monotonic()
+        try:
+            frames = self._splitter.feed(data)
+        except ProtocolError as exc:
+            self._drop(str(exc))
+            return
+        out: Chunks = []
+        for frame in frames:
+            try:
+                self._handle_frame(frame, out)
+            except ProtocolError as exc:
+                self._write(out)
+                self._drop(str(exc))
+                return
+            except Exception:
+                log.exception("handler failed for %s on %s; closing it", self.peer, self.info.listener)
+                self._write(out)
+                self._drop("internal error")
+                return
+        self._write(out)
+        if len(self._pending) > self.info.limits.max_queued_requests:
+            assert self._flow is not None
+            self._flow.hold_reading("queue")
+
+    def pause_writing(self) -> None:
+        if self._flow is not None:
+            self._flow.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._flow is not None:
+            self._flow.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        if self._flow is not None:
+            self._flow.connection_lost()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        for slot in self._pending:
+            if isinstance(slot, _AsyncSlot):
+                slot.future.cancel()
+        self._pending.clear()
+        if not self.closed.done():
+            self.closed.set_result(None)
+        self._on_close(self)
+
+    # -- requests ------------------------------------------------------------------------------
+    def _handle_frame(self, frame: bytes, out: Chunks) -> None:
+        header, pos = decode_request_header(frame)
+        info = self.info
+        handler = info.registry.get(header.api_key)
+        if handler is None:
+            raise UnsupportedVersionError(f"api key {header.api_key} has no handler")
+        ctx = RequestContext(header, info.listener, info.is_control, self.peer, info.state, info.registry)
+        self.requests_handled += 1
+        version = header.api_version
+        if not handler.min_version <= version <= handler.max_version:
+            if handler.unsupported_version is None:
+                raise UnsupportedVersionError(f"api key {header.api_key} v{version} is not served")
+            self._answer(header, handler, handler.unsupported_version(ctx), out)
+            return
+        if handler.serves(info.is_control):
+            if handler.handle_raw is not None:
+                result = handler.handle_raw(ctx, frame, pos)
+            else:
+                result = handler.handle(ctx, handler.api.request.decode(frame, version, pos))
+        elif handler.refuse is not None:
+            request = handler.api.request.decode(frame, version, pos)
+            result = handler.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        else:
+            raise UnsupportedVersionError(
+                f"api key {header.api_key} is not served on listener {info.listener}"
+            )
+        # records are (named) tuples: only other objects can be awaitables
+        if not isinstance(result, tuple | bytes | bytearray) and inspect.isawaitable(result):
+            future = asyncio.ensure_future(result)
+            self._pending.append(_AsyncSlot(future, header, handler))
+            future.add_done_callback(self._async_done)
+        else:
+            self._answer(header, handler, result, out)
+
+    def _answer(self, header: RequestHeader, handler: Handler, result: Any, out: Chunks) -> None:
+        if not self._pending:
+            encode_answer(header, handler, result, out)
+            return
+        # Behind a slow answer: queue this one (kept in order, sent when the slow one is).
+        chunks: Chunks = []
+        encode_answer(header, handler, result, chunks)
+        self._pending.append(chunks)
+
+    def _async_done(self, _future: asyncio.Future[Any]) -> None:
+        if self._transport is None or self._transport.is_closing():
+            return
+        out: Chunks = []
+        pending = self._pending
+        while pending:
+            head = pending[0]
+            if isinstance(head, list):
+                out += head
+            elif not head.future.done():
+                break
+            elif head.future.cancelled():
+                self._write(out)
+                self._drop("request cancelled")
+                return
+            else:
+                exc = head.future.exception()
+                if exc is not None:
+                    self._write(out)
+                    if isinstance(exc, ProtocolError):
+                        self._drop(str(exc))
+                    else:
+                        log.error(
+                            "handler failed for %s on %s; closing it",
+                            self.peer,
+                            self.info.listener,
+                            exc_info=exc,
+                        )
+                        self._drop("internal error")
+                    return
+                encode_answer(head.header, head.handler, head.future.result(), out)
+            pending.popleft()
+        self._write(out)
+        assert self._flow is not None
+        if len(pending) <= self.info.limits.max_queued_requests // 2:
+            self._flow.release_reading("queue")
+        if self._closing and not pending:
+            self._transport.close()
+
+    def _write(self, out: Chunks) -> None:
+        """ONE write for everything answered in this pass (writelines: one writev on uvloop)."""
+        if out and self._transport is not None and not self._transport.is_closing():
+            if len(out) == 1:
+                self._transport.write(out[0])
+            else:
+                self._transport.writelines(out)
+            self._last_active = time.monotonic()
+
+    # -- closing -------------------------------------------------------------------------------
+    def _drop(self, reason: str) -> None:
+        """Close because of the peer (or an internal failure), without answering further."""
+        log.debug("closing connection from %s on %s: %s", self.peer, self.info.listener, reason)
+        self._closing = True
+        for slot in self._pending:
+            if isinstance(slot, _AsyncSlot):
+                slot.future.cancel()
+        self._pending.clear()
+        if self._transport is not None:
+            self._transport.close()
+
+    def _check_idle(self) -> None:
+        if self._transport is None or self._transport.is_closing():
+            return
+        limit = self.info.limits.idle_timeout_s
+        idle_for = time.monotonic() - self._last_active
+        if idle_for >= limit and not self._pending:
+            self._drop(f"idle for {idle_for:.1f} s (connections.max.idle.ms)")
+            return
+        wait = limit - idle_for if idle_for < limit else limit
+        self._idle_timer = asyncio.get_running_loop().call_later(wait, self._check_idle)
+
+    def close_gracefully(self) -> None:
+        """Stop reading; close once the requests already read are answered."""
+        if self._transport is None or self._transport.is_closing():
+            return
+        self._closing = True
+        assert self._flow is not None
+        self._flow.hold_reading("shutdown")
+        if not self._pending:
+            self._transport.close()
+
+    def abort(self) -> None:
+        """Close now, dropping whatever is still unanswered (shutdown stragglers)."""
+        if self._transport is not None:
+            self._transport.abort()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)

@@ -1,0 +1,151 @@
+"""The broker daemon's lifecycle: start listeners, serve, shut down in a fixed order.
+
+Shutdown order (SIGTERM or SIGINT): 1. every listener stops accepting; 2. each connection
+finishes the requests it has already read and closes; 3. wait up to
+``shutdown_timeout_ms``, then abort the stragglers; 4. stop services (the controller link)
+last, so the controller keeps hearing from us while clients drain; 5. close the state-change
+log. A second SIGINT exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from kmeta.metadata.cache import MetadataCache
+from kmeta.net.listener import Listener
+from kmeta.net.server_connection import ConnectionLimits
+from kmeta.server.config import BrokerConfig
+from kmeta.server.handlers import build_registry
+from kmeta.server.state import BrokerState
+
+log = logging.getLogger("kmeta.server")
+
+
+class Service(Protocol):
+    """Something that runs beside the listeners (the controller link)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+ServiceFactory = Callable[["Broker"], Service]
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, services: Sequence[ServiceFactory] = ()) -> None:
+        self.config = config
+        self.state = BrokerState(config)
+        self.registry = build_registry()
+        limits = ConnectionLimits(
+            max_frame_size=config.max_frame_size,
+            idle_timeout_s=config.idle_timeout_s,
+            max_queued_requests=config.max_queued_requests,
+        )
+        self.listeners = [
+            Listener(
+                spec.name,
+                spec.host,
+                spec.port,
+                is_control=spec.name == config.control_listener_name,
+                registry=self.registry,
+                state=self.state,
+                limits=limits,
+            )
+            for spec in config.listeners
+        ]
+        self._service_factories = tuple(services)
+        self.services: list[Service] = []
+        self._stopped = asyncio.Event()
+
+    @property
+    def cache(self) -> MetadataCache:
+        return self.state.cache
+
+    def port(self, listener: str) -> int:
+        """The bound port of ``listener`` (useful when configured with port 0)."""
+        for lst in self.listeners:
+            if lst.name == listener:
+                return lst.port
+        raise KeyError(listener)
+
+    async def start(self) -> None:
+        started: list[Listener] = []
+        try:
+            for lst in self.listeners:
+                await lst.start()
+                started.append(lst)
+        except BaseException:
+            for lst in started:
+                await lst.shutdown(0.1)
+            raise
+        for factory in self._service_factories:
+            service = factory(self)
+            await service.start()
+            self.services.append(service)
+        log.info(
+            "broker %d up: %s",
+            self.config.broker_id,
+            ", ".join(f"{lst.name}://{lst.host}:{lst.port}" for lst in self.listeners),
+        )
+
+    async def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        for lst in self.listeners:
+            lst.stop_accepting()
+        timeout_s = self.config.shutdown_timeout_ms / 1000.0
+        await asyncio.gather(*(lst.shutdown(timeout_s) for lst in self.listeners))
+        for service in reversed(self.services):
+            try:
+                await service.stop()
+            except Exception:
+                log.exception("service %r failed to stop", service)
+        self.state.close()
+        log.info("broker %d stopped", self.config.broker_id)
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+
+async def serve(config: BrokerConfig, services: Sequence[ServiceFactory] = ()) -> None:
+    """Run a broker until SIGTERM/SIGINT, then shut it down in order."""
+    loop = asyncio.get_running_loop()
+    broker = Broker(config, services)
+    stop = asyncio.Event()
+    signals = 0
+
+    def on_signal(sig: signal.Signals) -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1 and sig == signal.SIGINT:
+            log.warning("second SIGINT: exiting now")
+            os._exit(130)
+        log.info("%s: shutting down", sig.name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        await broker.start()
+        await stop.wait()
+    finally:
+        await broker.stop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def run(config: BrokerConfig, services: Sequence[ServiceFactory] = ()) -> None:
+    """Blocking entry point: on uvloop when it is installed, plain asyncio otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(serve(config, services))
+    else:
+        uvloop.run(serve(config, services))

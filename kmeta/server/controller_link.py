@@ -1,0 +1,217 @@
+"""The broker's link to the controller: registration, heartbeats, controlled shutdown, forwarding.
+
+* On start a background task connects (retrying with backoff), sends BrokerRegistration (62)
+  with this process's incarnation id and advertised listeners, and records the broker epoch in
+  ``BrokerState.broker_epoch`` (control requests are fenced with it).
+* Every ``heartbeat_interval_s`` it sends BrokerHeartbeat (63). STALE_BROKER_EPOCH (the
+  controller fenced us, or does not know this epoch) makes it register again, which yields a
+  new epoch and a full metadata push. A lost connection is reopened; the epoch is kept.
+* On stop: ControlledShutdown (7), so the controller moves leaderships away first.
+* ``forward(request)`` sends an admin request (CreateTopics, DeleteTopics, CreatePartitions) on
+  a second connection, so a slow admin answer never delays heartbeats; client id
+  ``kmeta-broker-<id>`` tells the controller which broker forwarded it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kmeta.net.connection import KafkaConnection
+from kmeta.net.dispatch import RequestContext
+from kmeta.protocol.errors import ErrorCode, ProtocolError
+from kmeta.protocol.messages import broker_heartbeat as bh
+from kmeta.protocol.messages import broker_registration as br
+from kmeta.protocol.messages import controlled_shutdown as cs
+
+if TYPE_CHECKING:
+    from kmeta.server.broker import Broker
+
+log = logging.getLogger("kmeta.server.controller_link")
+
+HEARTBEAT_INTERVAL_S = 0.25
+RETRY_BACKOFF_S = 0.1
+REQUEST_TIMEOUT_S = 10.0
+_NET_ERRORS = (OSError, ConnectionError, TimeoutError, ProtocolError)
+
+
+async def _call(conn: KafkaConnection, request: Any) -> Any:
+    """Send and await; a timeout closes the connection. Cancelling leaves no orphan future."""
+    future = conn.send(request)
+    try:
+        return await asyncio.wait_for(future, REQUEST_TIMEOUT_S)
+    except TimeoutError:
+        conn.close()
+        raise
+
+
+class ControllerLink:
+    def __init__(
+        self,
+        broker: Broker,
+        *,
+        heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+        retry_backoff_s: float = RETRY_BACKOFF_S,
+    ) -> None:
+        assert broker.config.controller is not None
+        self.broker = broker
+        self.host, self.port = broker.config.controller
+        self.broker_id = broker.config.broker_id
+        self.client_id = f"kmeta-broker-{self.broker_id}"
+        self.incarnation_id = uuid.uuid4()
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.retry_backoff_s = retry_backoff_s
+        self.broker_epoch = -1
+        self.registered = asyncio.Event()
+        self._conn: KafkaConnection | None = None
+        self._admin_conn: KafkaConnection | None = None
+        self._admin_lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- Service --------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.broker.state.controller_link = self
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="controller-link")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.broker_epoch >= 0:
+            await self._controlled_shutdown()
+        for conn in (self._conn, self._admin_conn):
+            if conn is not None:
+                conn.close()
+
+    # -- registration and heartbeats --------------------------------------------------------------
+    async def _connection(self) -> KafkaConnection:
+        if self._conn is None or not self._conn.is_open:
+            self._conn = await KafkaConnection.open(
+                self.host, self.port, client_id=self.client_id, timeout_s=REQUEST_TIMEOUT_S
+            )
+        return self._conn
+
+    def _listeners(self) -> tuple[Any, ...]:
+        out = []
+        for spec in self.broker.config.advertised:
+            port = spec.port or self.broker.port(spec.name)
+            out.append(br.Listener(name=spec.name, host=spec.host, port=port, security_protocol=0))
+        return tuple(out)
+
+    async def _register(self) -> None:
+        conn = await self._connection()
+        request = br.BrokerRegistrationRequest(
+            version=4,
+            broker_id=self.broker_id,
+            cluster_id=self.broker.config.cluster_id or "",
+            incarnation_id=self.incarnation_id,
+            listeners=self._listeners(),
+            features=(),
+            rack=self.broker.config.rack,
+            log_dirs=(),
+            previous_broker_epoch=self.broker_epoch,
+        )
+        response = await _call(conn, request)
+        if response.error_code != ErrorCode.NONE:
+            raise ConnectionError(f"registration refused: {ErrorCode(response.error_code).name}")
+        # Set before anything else runs: control requests stamped with it must not look stale.
+        self.broker_epoch = response.broker_epoch
+        self.broker.state.broker_epoch = response.broker_epoch
+        self.registered.set()
+        log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
+
+    async def _run(self) -> None:
+        need_registration = True
+        while True:
+            try:
+                if need_registration:
+                    await self._register()
+                    need_registration = False
+                conn = await self._connection()
+                response = await _call(
+                    conn,
+                    bh.BrokerHeartbeatRequest(
+                        version=1,
+                        broker_id=self.broker_id,
+                        broker_epoch=self.broker_epoch,
+                        current_metadata_offset=self.broker.state.cache.snapshot.version,
+                        want_fence=False,
+                        want_shut_down=False,
+                    ),
+                )
+                if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
+                    log.warning("controller fenced broker %d; registering again", self.broker_id)
+                    need_registration = True
+                    continue
+                await asyncio.sleep(self.heartbeat_interval_s)
+            except _NET_ERRORS as exc:
+                log.debug("controller link: %r; retrying", exc)
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                await asyncio.sleep(self.retry_backoff_s)
+
+    async def _controlled_shutdown(self) -> None:
+        try:
+            conn = await self._connection()
+            response = await _call(
+                conn,
+                cs.ControlledShutdownRequest(
+                    version=3, broker_id=self.broker_id, broker_epoch=self.broker_epoch
+                ),
+            )
+            log.info(
+                "controlled shutdown: %s, %d partitions could not move",
+                ErrorCode(response.error_code).name,
+                len(response.remaining_partitions),
+            )
+        except _NET_ERRORS as exc:
+            log.warning("controlled shutdown failed: %r", exc)
+
+    # -- forwarding -----------------------------------------------------------------------------
+    async def forward(self, request: Any, timeout_s: float) -> Any:
+        """Send an admin request to the controller at its own version; return the answer."""
+        async with self._admin_lock:
+            if self._admin_conn is None or not self._admin_conn.is_open:
+                self._admin_conn = await KafkaConnection.open(
+                    self.host, self.port, client_id=self.client_id, timeout_s=REQUEST_TIMEOUT_S
+                )
+            conn = self._admin_conn
+            future = conn.send(request)
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            conn.close()
+            raise
+
+
+#: extra time over the request's timeout_ms for the controller's answer to come back
+FORWARD_MARGIN_S = 5.0
+
+
+async def forward(
+    ctx: RequestContext,
+    request: Any,
+    timeout_ms: int,
+    error_response: Callable[[Any, ErrorCode], Any],
+) -> Any:
+    """What the admin handlers do: forward through the link; NOT_CONTROLLER if that fails."""
+    link = getattr(ctx.state, "controller_link", None)
+    if not isinstance(link, ControllerLink):
+        return error_response(request, ErrorCode.NOT_CONTROLLER)
+    timeout_s = max(timeout_ms / 1000.0, 1.0) + FORWARD_MARGIN_S
+    try:
+        return await link.forward(request, timeout_s)
+    except _NET_ERRORS as exc:
+        log.warning("forwarding api %d to the controller failed: %r", ctx.header.api_key, exc)
+        return error_response(request, ErrorCode.NOT_CONTROLLER)
+
+
+def controller_link(broker: Broker) -> ControllerLink:
+    """The Service factory ``kmeta broker`` passes to ``Broker`` when --controller is set."""
+    return ControllerLink(broker)

@@ -1,0 +1,28 @@
+"""One module per API key; each defines ``register(registry)``.
+
+Add a module name to HANDLER_MODULES to serve a new API (its ApiVersions entry follows).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from kmeta.net.dispatch import HandlerRegistry
+
+HANDLER_MODULES: tuple[str, ...] = (
+    "api_versions",
+    "metadata",
+    "update_metadata",
+    "leader_and_isr",
+    "stop_replica",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+)
+
+
+def build_registry(modules: tuple[str, ...] = HANDLER_MODULES) -> HandlerRegistry:
+    registry = HandlerRegistry()
+    for name in modules:
+        importlib.import_module(f"kmeta.server.handlers.{name}").register(registry)
+    return registry

@@ -1,0 +1,127 @@
+"""LeaderAndIsr (api key 4): versions 0-7, control listener only.
+
+Behaviour (Kafka 3.x ``ReplicaManager.becomeLeaderOrFollower``, without log storage):
+
+* On a client listener: CLUSTER_AUTHORIZATION_FAILED for the request and every partition.
+* Fenced by broker epoch (STALE_BROKER_EPOCH) then controller epoch (STALE_CONTROLLER_EPOCH):
+  the top-level error and every partition carry it, and no replica state changes.
+* Per partition: a topic id (v5+) that differs from the one this broker holds for the
+  partition: INCONSISTENT_TOPIC_ID. A leader epoch not newer than the one held:
+  STALE_CONTROLLER_EPOCH (Kafka answers both "older" and "same" so). A state whose replicas
+  do not include this broker: UNKNOWN_TOPIC_OR_PARTITION. Otherwise this broker becomes
+  leader (leader == its id) or follower, and the state is kept; the partition gets NONE.
+* The kept roles are what the broker reports (``BrokerState.replicas``); StopReplica drops
+  them.
+
+Versions: v1 is_new; v2 broker epoch and states grouped by topic; v3 adding/removing
+replicas; v4 flexible; v5 topic ids, type, and responses grouped by topic id; v6 leader
+recovery state; v7 KRaft controller flag.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import leader_and_isr as lai
+from kmeta.server.state import FOLLOWER, LEADER, BrokerState, ReplicaState
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _grouped(request: Any) -> list[tuple[str, uuid.UUID, list[Any]]]:
+    """(topic, topic id, partition states), whatever the version's layout."""
+    if request.version < 2:
+        groups: dict[str, list[Any]] = {}
+        for p in request.ungrouped_partition_states:
+            groups.setdefault(p.topic_name, []).append(p)
+        return [(name, ZERO_UUID, parts) for name, parts in groups.items()]
+    return [(t.topic_name, t.topic_id, list(t.partition_states)) for t in request.topic_states]
+
+
+def _response(request: Any, error: ErrorCode, errors: dict[tuple[str, int], int]) -> Any:
+    groups = _grouped(request)
+    if request.version < 5:
+        flat = tuple(
+            lai.LeaderAndIsrPartitionError(name, p.partition_index, errors[(name, p.partition_index)])
+            for name, _, parts in groups
+            for p in parts
+        )
+        return lai.LeaderAndIsrResponse(version=request.version, error_code=error, partition_errors=flat)
+    topics = tuple(
+        lai.LeaderAndIsrTopicError(
+            topic_id,
+            tuple(
+                lai.LeaderAndIsrPartitionError("", p.partition_index, errors[(name, p.partition_index)])
+                for p in parts
+            ),
+        )
+        for name, topic_id, parts in groups
+    )
+    return lai.LeaderAndIsrResponse(version=request.version, error_code=error, topics=topics)
+
+
+def refuse(request: Any, error: ErrorCode) -> Any:
+    """Kafka's LeaderAndIsrRequest.getErrorResponse: every partition carries ``error``."""
+    every = {(n, p.partition_index): int(error) for n, _, parts in _grouped(request) for p in parts}
+    return _response(request, error, every)
+
+
+def _apply(state: BrokerState, name: str, topic_id: uuid.UUID, p: Any) -> ErrorCode:
+    key = (name, p.partition_index)
+    held = state.replicas.get(key)
+    request_id = None if topic_id == ZERO_UUID else topic_id
+    if held is not None and held.topic_id and request_id and held.topic_id != request_id:
+        return ErrorCode.INCONSISTENT_TOPIC_ID
+    if held is not None and p.leader_epoch <= held.leader_epoch:
+        return ErrorCode.STALE_CONTROLLER_EPOCH
+    if state.broker_id not in p.replicas:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    role = LEADER if p.leader == state.broker_id else FOLLOWER
+    state.replicas[key] = ReplicaState(
+        role,
+        p.leader,
+        p.leader_epoch,
+        p.partition_epoch,
+        tuple(p.isr),
+        tuple(p.replicas),
+        request_id or (held.topic_id if held is not None else None),
+    )
+    return ErrorCode.NONE
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    state: BrokerState = ctx.state
+    start = time.monotonic()
+    error = state.fence(request.controller_epoch, request.broker_epoch)
+    groups = _grouped(request)
+    if error != ErrorCode.NONE:
+        response = refuse(request, error)
+    else:
+        errors = {
+            (name, p.partition_index): int(_apply(state, name, topic_id, p))
+            for name, topic_id, parts in groups
+            for p in parts
+        }
+        response = _response(request, ErrorCode.NONE, errors)
+    if state.state_log is not None:
+        state.state_log.apply(
+            api_key=ApiKey.LEADER_AND_ISR,
+            correlation_id=ctx.header.correlation_id,
+            controller_id=request.controller_id,
+            controller_epoch=request.controller_epoch,
+            snapshot_version=state.cache.snapshot.version,
+            topics=[name for name, _, _ in groups],
+            partitions=sum(len(parts) for _, _, parts in groups),
+            apply_ms=(time.monotonic() - start) * 1000.0,
+            error_code=error,
+        )
+    return response
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.LEADER_AND_ISR, handle, on_client=False, refuse=refuse)

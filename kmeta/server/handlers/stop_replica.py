@@ -1,0 +1,94 @@
+"""StopReplica (api key 5): versions 0-4, control listener only.
+
+Behaviour (Kafka 3.x ``ReplicaManager.stopReplicas``, without log storage):
+
+* On a client listener: CLUSTER_AUTHORIZATION_FAILED for the request and every partition.
+* Fenced by broker epoch (STALE_BROKER_EPOCH) then controller epoch (STALE_CONTROLLER_EPOCH):
+  the top-level error and every partition carry it, and no replica state changes.
+* Per partition (v3+ carries a leader epoch): -1 (no epoch) or -2 (epoch during delete), or
+  an epoch at least the one held, stops the replica: its leader/follower state is dropped
+  (there is no log to delete, so ``delete_partition`` changes nothing more) and it gets NONE.
+  An older epoch: FENCED_LEADER_EPOCH, state kept. A partition this
+  broker does not hold is stopped anyway: NONE, as Kafka does.
+
+Versions: v1 broker epoch and partitions grouped by topic; v2 flexible; v3 per-partition
+leader epoch and delete flag (KIP-570); v4 KRaft controller flag.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import stop_replica as sr
+from kmeta.server.state import BrokerState
+
+NO_EPOCH = -1
+EPOCH_DURING_DELETE = -2
+
+
+def partitions(request: Any) -> list[tuple[str, int, int]]:
+    """(topic, partition, leader epoch) for every partition, whatever the version's layout."""
+    if request.version == 0:
+        return [(p.topic_name, p.partition_index, NO_EPOCH) for p in request.ungrouped_partitions]
+    if request.version <= 2:
+        return [(t.name, i, NO_EPOCH) for t in request.topics for i in t.partition_indexes]
+    return [
+        (t.topic_name, p.partition_index, p.leader_epoch)
+        for t in request.topic_states
+        for p in t.partition_states
+    ]
+
+
+def _response(request: Any, error: ErrorCode, errors: list[tuple[str, int, int]]) -> Any:
+    return sr.StopReplicaResponse(
+        version=request.version,
+        error_code=error,
+        partition_errors=tuple(sr.StopReplicaPartitionError(*e) for e in errors),
+    )
+
+
+def refuse(request: Any, error: ErrorCode) -> Any:
+    """Kafka's StopReplicaRequest.getErrorResponse: every partition carries ``error``."""
+    return _response(request, error, [(t, p, int(error)) for t, p, _ in partitions(request)])
+
+
+def _stop(state: BrokerState, topic: str, partition: int, epoch: int) -> ErrorCode:
+    held = state.replicas.get((topic, partition))
+    if held is not None and epoch not in (NO_EPOCH, EPOCH_DURING_DELETE) and epoch < held.leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    state.replicas.pop((topic, partition), None)
+    return ErrorCode.NONE
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    state: BrokerState = ctx.state
+    start = time.monotonic()
+    error = state.fence(request.controller_epoch, request.broker_epoch)
+    parts = partitions(request)
+    if error != ErrorCode.NONE:
+        response = refuse(request, error)
+    else:
+        response = _response(
+            request, ErrorCode.NONE, [(t, p, int(_stop(state, t, p, e))) for t, p, e in parts]
+        )
+    if state.state_log is not None:
+        state.state_log.apply(
+            api_key=ApiKey.STOP_REPLICA,
+            correlation_id=ctx.header.correlation_id,
+            controller_id=request.controller_id,
+            controller_epoch=request.controller_epoch,
+            snapshot_version=state.cache.snapshot.version,
+            topics=[t for t, _, _ in parts],
+            partitions=len(parts),
+            apply_ms=(time.monotonic() - start) * 1000.0,
+            error_code=error,
+        )
+    return response
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.STOP_REPLICA, handle, on_client=False, refuse=refuse)

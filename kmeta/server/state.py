@@ -1,0 +1,69 @@
+"""BrokerState: what the broker's handlers share (cache, epochs, replica roles, logs).
+
+Fencing follows Kafka 3.x ZK mode (``KafkaApis.isBrokerEpochStale`` and ``ReplicaManager``):
+
+* broker epoch: a request that carries a known epoch (not -1) older than this broker's
+  current epoch is STALE_BROKER_EPOCH (it was meant for an earlier incarnation of this
+  broker). A newer one is accepted: the controller may see the registration first.
+* controller epoch: one older than the highest seen is STALE_CONTROLLER_EPOCH; an accepted
+  control request raises the highest seen to its epoch. The three control APIs share it.
+
+Both leave the cache and the replica states untouched.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from kmeta.metadata.cache import MetadataCache
+from kmeta.protocol.errors import ErrorCode
+from kmeta.server.config import BrokerConfig
+from kmeta.server.state_log import StateChangeLog
+
+LEADER = "leader"
+FOLLOWER = "follower"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaState:
+    """This broker's role for one partition, as the last accepted LeaderAndIsr set it."""
+
+    role: str  # LEADER or FOLLOWER
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    topic_id: uuid.UUID | None
+
+
+class BrokerState:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.cache = MetadataCache(config.broker_id, config.cluster_id)
+        #: set by the controller link on registration; -1 until then (nothing is stale)
+        self.broker_epoch = -1
+        self.controller_epoch = 0  # Kafka's KafkaController.InitialControllerEpoch
+        self.replicas: dict[tuple[str, int], ReplicaState] = {}
+        #: the ControllerLink service when the broker runs with --controller (admin forwarding)
+        self.controller_link: object | None = None
+        self.state_log: StateChangeLog | None = (
+            StateChangeLog(config.state_change_log, config.broker_id)
+            if config.state_change_log
+            else None
+        )
+
+    def fence(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        """The error for a control request with these epochs; NONE accepts (and records) it."""
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = controller_epoch
+        return ErrorCode.NONE
+
+    def close(self) -> None:
+        if self.state_log is not None:
+            self.state_log.close()
