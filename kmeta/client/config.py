@@ -1,0 +1,64 @@
+"""``ClientConfig``: the metadata client's settings, named and defaulted as Kafka's client configs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kmeta.client.errors import NoBrokersAvailableError
+
+#: The newest Metadata version the client speaks (the codec knows 0-13).
+MAX_METADATA_VERSION = 13
+#: v0 cannot ask for "no topics" (an empty list means all), so the client starts at v1.
+MIN_METADATA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    bootstrap_servers: tuple[str, ...]
+    client_id: str = "kmeta-client"
+    request_timeout_ms: int = 30_000
+    socket_connection_setup_timeout_ms: int = 10_000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1_000
+    metadata_max_age_ms: int = 5 * 60 * 1000
+    metadata_max_idle_ms: int = 5 * 60 * 1000
+    max_in_flight_requests_per_connection: int = 5
+    #: Kafka's producer asks brokers to auto-create topics; a metadata tool should not.
+    allow_auto_topic_creation: bool = False
+    max_metadata_version: int = MAX_METADATA_VERSION
+    #: "rebootstrap" (KIP-899) or "none"
+    metadata_recovery_strategy: str = "rebootstrap"
+    max_response_size: int = 100 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers:
+            raise NoBrokersAvailableError("bootstrap_servers is empty")
+        parse_bootstrap_servers(self.bootstrap_servers)
+        if not MIN_METADATA_VERSION <= self.max_metadata_version <= MAX_METADATA_VERSION:
+            raise ValueError(
+                f"max_metadata_version must be in {MIN_METADATA_VERSION}..{MAX_METADATA_VERSION}"
+            )
+        if self.metadata_recovery_strategy not in ("rebootstrap", "none"):
+            raise ValueError("metadata_recovery_strategy must be 'rebootstrap' or 'none'")
+        if self.max_in_flight_requests_per_connection < 1:
+            raise ValueError("max_in_flight_requests_per_connection must be >= 1")
+
+
+def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    """``"h1:9092,h2:9093"`` or ``["h1:9092", "[::1]:9092"]`` -> [(host, port), ...]."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out: list[tuple[str, int]] = []
+    for raw in items:
+        item = raw.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise NoBrokersAvailableError(f"bootstrap server {item!r} is not HOST:PORT")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise NoBrokersAvailableError("no bootstrap servers given")
+    return out
