@@ -1,0 +1,274 @@
+"""ControllerChannelManager: one request queue and one sender task per broker.
+
+As Kafka's ``ControllerChannelManager``:
+
+* ``send_request(broker_id, request, callback)`` only enqueues a :class:`QueueItem`
+  (api key, request, callback, enqueue time); an unknown broker is logged and dropped.
+* One sender task per broker (Kafka's RequestSendThread) takes the next item, waits until the
+  broker is reachable, sends it and awaits the response. On any failure it closes the
+  connection, backs off ``retry_backoff_s`` and retries the same item, until it is sent or the
+  broker is removed. Requests to one broker therefore go out strictly in order.
+* The response must be LeaderAndIsr, StopReplica or UpdateMetadata; then the callback runs.
+* Measured: queue size per broker, total queue size, queue time of each request.
+
+Each request carries a controller-global correlation id, so (broker, controller epoch,
+correlation id) names one request in the state-change log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kmeta.controller.metrics import ControllerMetrics
+from kmeta.controller.model import Endpoint
+from kmeta.controller.state_log import StateChangeLog, wall_ms
+from kmeta.net.connection import KafkaConnection, api_of_instance
+from kmeta.protocol.errors import ProtocolError
+from kmeta.protocol.header import RequestHeader
+from kmeta.protocol.messages.leader_and_isr import LeaderAndIsrResponse
+from kmeta.protocol.messages.stop_replica import StopReplicaResponse
+from kmeta.protocol.messages.update_metadata import UpdateMetadataResponse
+
+log = logging.getLogger(__name__)
+
+_CONTROL_RESPONSES = (LeaderAndIsrResponse, StopReplicaResponse, UpdateMetadataResponse)
+Callback = Callable[[Any, int], None]  # (response, broker_id)
+
+
+@dataclass(slots=True)
+class QueueItem:
+    api_key: int
+    request: Any
+    callback: Callback | None
+    enqueue_time: float  # time.monotonic()
+    correlation_id: int = 0
+    #: for the state-change log: update id, topic names, partition count
+    update_id: int = 0
+    topics: list[str] = field(default_factory=list)
+    partitions: int = 0
+    send_time: float = 0.0
+
+
+class _BrokerChannel:
+    """The queue and sender task of one broker."""
+
+    def __init__(self, owner: ControllerChannelManager, broker_id: int, endpoint: Endpoint) -> None:
+        self.owner = owner
+        self.broker_id = broker_id
+        self.endpoint = endpoint
+        self.queue: asyncio.Queue[QueueItem] = asyncio.Queue()
+        self.conn: KafkaConnection | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"controller-sender-{self.broker_id}"
+        )
+
+    def stop(self) -> asyncio.Task[None] | None:
+        """Cancel the sender (it stops at its next await) and close the connection."""
+        task, self.task = self.task, None
+        if task is not None:
+            task.cancel()
+        self._close()
+        return task
+
+    def _close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    async def _run(self) -> None:
+        owner = self.owner
+        while True:
+            item = await self.queue.get()
+            owner._queue_changed(self.broker_id, self.queue.qsize())
+            response = await self._send_until_answered(item)
+            if not isinstance(response, _CONTROL_RESPONSES):
+                log.error(
+                    "broker %d answered api %s with %r",
+                    self.broker_id,
+                    item.api_key,
+                    type(response),
+                )
+                continue
+            owner._acked(self.broker_id, item, response)
+            if item.callback is not None:
+                try:
+                    item.callback(response, self.broker_id)
+                except Exception:
+                    log.exception(
+                        "callback for api %d to broker %d failed", item.api_key, self.broker_id
+                    )
+
+    async def _send_until_answered(self, item: QueueItem) -> Any:
+        owner = self.owner
+        first = True
+        while True:
+            try:
+                if self.conn is None or not self.conn.is_open:
+                    self._close()
+                    self.conn = await KafkaConnection.open(
+                        self.endpoint.host,
+                        self.endpoint.port,
+                        client_id=owner.client_id,
+                        timeout_s=owner.request_timeout_s,
+                        max_frame_size=owner.max_frame_size,
+                    )
+                header = RequestHeader(
+                    item.api_key, item.request.version, item.correlation_id, owner.client_id
+                )
+                future = self.conn.send(item.request, header=header)
+                if first:
+                    owner._sent(self.broker_id, item)
+                    first = False
+                return await asyncio.wait_for(future, owner.request_timeout_s)
+            except (OSError, ConnectionError, TimeoutError, ProtocolError) as exc:
+                owner.metrics.send_failures.labels(str(self.broker_id)).inc()
+                log.debug("send to broker %d failed (%r); retrying", self.broker_id, exc)
+                self._close()
+                await asyncio.sleep(owner.retry_backoff_s)
+
+
+class ControllerChannelManager:
+    def __init__(
+        self,
+        *,
+        listener_name: str | None,
+        metrics: ControllerMetrics,
+        state_log: StateChangeLog,
+        client_id: str = "kmeta-controller",
+        retry_backoff_s: float = 0.1,
+        request_timeout_s: float = 30.0,
+        max_frame_size: int = 256 * 1024 * 1024,
+    ) -> None:
+        self.listener_name = listener_name
+        self.metrics = metrics
+        self.state_log = state_log
+        self.client_id = client_id
+        self.retry_backoff_s = retry_backoff_s
+        self.request_timeout_s = request_timeout_s
+        self.max_frame_size = max_frame_size
+        self._channels: dict[int, _BrokerChannel] = {}
+        self._next_correlation_id = 0
+        self._running = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def startup(self) -> None:
+        self._running = True
+        for ch in self._channels.values():
+            ch.start()
+
+    async def shutdown(self) -> None:
+        self._running = False
+        tasks = [t for t in (self.remove_broker(b) for b in list(self._channels)) if t is not None]
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def add_broker(self, broker_id: int, listeners: tuple[Endpoint, ...]) -> None:
+        """Start a queue and sender for a broker (its control listener, else its first)."""
+        if broker_id in self._channels:
+            return
+        endpoint = next((ep for ep in listeners if ep.name == self.listener_name), None)
+        endpoint = endpoint or listeners[0]
+        ch = _BrokerChannel(self, broker_id, endpoint)
+        self._channels[broker_id] = ch
+        if self._running:
+            ch.start()
+
+    def remove_broker(self, broker_id: int) -> asyncio.Task[None] | None:
+        """Stop the broker's sender and drop its queue; returns the cancelled task (or None)."""
+        ch = self._channels.pop(broker_id, None)
+        if ch is None:
+            return None
+        self.metrics.broker_queue_size.labels(str(broker_id)).set(0)
+        self._update_total()
+        return ch.stop()
+
+    def has_broker(self, broker_id: int) -> bool:
+        return broker_id in self._channels
+
+    # -- requests -------------------------------------------------------------------------------
+    def send_request(
+        self,
+        broker_id: int,
+        request: Any,
+        callback: Callback | None = None,
+        *,
+        update_id: int = 0,
+        topics: list[str] | None = None,
+        partitions: int = 0,
+    ) -> QueueItem | None:
+        """Enqueue ``request`` for ``broker_id``; returns the queued item (None: unknown broker)."""
+        ch = self._channels.get(broker_id)
+        if ch is None:
+            log.warning("not sending %s to unknown broker %d", type(request).__name__, broker_id)
+            return None
+        self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
+        item = QueueItem(
+            int(api_of_instance(request).key),
+            request,
+            callback,
+            time.monotonic(),
+            self._next_correlation_id,
+            update_id,
+            topics or [],
+            partitions,
+        )
+        ch.queue.put_nowait(item)
+        self._queue_changed(broker_id, ch.queue.qsize())
+        self._log("enqueue", broker_id, item)
+        return item
+
+    def queue_size(self, broker_id: int | None = None) -> int:
+        if broker_id is None:
+            return sum(ch.queue.qsize() for ch in self._channels.values())
+        ch = self._channels.get(broker_id)
+        return 0 if ch is None else ch.queue.qsize()
+
+    # -- bookkeeping (called by the senders) ----------------------------------------------------
+    def _queue_changed(self, broker_id: int, size: int) -> None:
+        self.metrics.broker_queue_size.labels(str(broker_id)).set(size)
+        self._update_total()
+
+    def _update_total(self) -> None:
+        self.metrics.total_queue_size.set(self.queue_size())
+
+    def _sent(self, broker_id: int, item: QueueItem) -> None:
+        now = time.monotonic()
+        item.send_time = now
+        self.metrics.request_queue_time_ms.observe((now - item.enqueue_time) * 1000)
+        self._log("send", broker_id, item, send_ms=wall_ms(now))
+
+    def _acked(self, broker_id: int, item: QueueItem, response: Any) -> None:
+        self._log(
+            "ack",
+            broker_id,
+            item,
+            error_code=int(getattr(response, "error_code", 0)),
+            send_ms=wall_ms(item.send_time),
+            ack_ms=time.time() * 1000.0,
+        )
+        self.state_log.flush()
+
+    def _log(self, event: str, broker_id: int, item: QueueItem, **extra: Any) -> None:
+        if not self.state_log.enabled:
+            return
+        self.state_log.write(
+            event,
+            api_key=item.api_key,
+            target_broker=broker_id,
+            update_id=item.update_id,
+            correlation_id=item.correlation_id,
+            topics=item.topics,
+            partitions=item.partitions,
+            enqueue_ms=wall_ms(item.enqueue_time),
+            **extra,
+        )

@@ -1,0 +1,54 @@
+"""ControllerConfig: everything a controller daemon is started with (one frozen dataclass)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)$")
+
+
+def parse_listener(text: str) -> tuple[str, str, int]:
+    """``NAME://host:port`` -> (NAME, host, port)."""
+    m = _LISTENER.match(text.strip())
+    if m is None:
+        raise ValueError(f"listener {text!r} is not NAME://host:port")
+    port = int(m.group(3))
+    if not 0 <= port <= 65535:
+        raise ValueError(f"listener {text!r}: port out of range")
+    return m.group(1).upper(), m.group(2).strip("[]"), port
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    data_dir: str
+    listeners: tuple[str, ...] = ("CONTROLLER://127.0.0.1:9093",)
+    node_id: int = 3000  # the controller's own id (KRaft convention: above broker ids)
+    session_timeout_ms: int = 9_000  # broker.session.timeout.ms
+    retry_backoff_ms: int = 100  # retry.backoff.ms of the channel manager
+    request_timeout_ms: int = 30_000  # controller.socket.timeout.ms
+    #: answer admin requests only after every live broker acked the UpdateMetadata
+    propagation_barrier: bool = True
+    #: the broker listener the channel manager connects to
+    broker_control_listener: str = "CONTROL"
+    default_partitions: int = 1  # num.partitions
+    default_replication_factor: int = 1  # default.replication.factor
+    max_partitions_per_topic: int = 100_000
+    state_change_log: bool = True  # <data_dir>/state-change.log
+    shutdown_timeout_ms: int = 5_000
+
+    def __post_init__(self) -> None:
+        if not self.listeners:
+            raise ValueError("at least one listener is required")
+        for item in self.listeners:
+            parse_listener(item)
+        if (
+            self.session_timeout_ms <= 0
+            or self.retry_backoff_ms < 0
+            or self.request_timeout_ms <= 0
+        ):
+            raise ValueError("timeouts must be positive")
+
+    @property
+    def session_timeout_s(self) -> float:
+        return self.session_timeout_ms / 1000.0

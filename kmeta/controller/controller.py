@@ -1,0 +1,449 @@
+"""KafkaController: cluster state, broker liveness and the events that change them.
+
+Every change happens in one controller event (see :mod:`event_manager`), in this order: the
+state is changed in memory, committed to the store (fsynced), and only then are the requests
+that carry it enqueued on the channel manager, so nothing a broker or client has seen can be
+lost by a crash. Admin answers wait on a :class:`Barrier` of UpdateMetadata acknowledgements.
+
+What is sent when (Kafka's ZooKeeper-mode controller):
+* startup (failover): every stored broker gets the full partition set (UpdateMetadata FULL);
+* broker registration: the new broker gets the full partition set and LeaderAndIsr for its
+  replicas, the others a brokers-only update (plus partitions whose ISR/leader changed);
+* broker death or controlled shutdown: leaders re-elected from the ISR, ISR shrunk, offline
+  replicas set; the affected partitions go to all live brokers;
+* topic creation and partition addition: the new partitions to all live brokers;
+* topic deletion: leader -2 to all live brokers, StopReplica(delete) to replicas, then removal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kmeta.controller.admin import TopicPlan, plan_create_partitions, plan_create_topics
+from kmeta.controller.channel_manager import ControllerChannelManager
+from kmeta.controller.config import ControllerConfig
+from kmeta.controller.election import add_replica, remove_replicas
+from kmeta.controller.event_manager import ControllerEventManager
+from kmeta.controller.metrics import ControllerMetrics
+from kmeta.controller.model import (
+    BrokerInfo,
+    ClusterState,
+    Endpoint,
+    PartitionState,
+    TopicInfo,
+    TopicPartition,
+)
+from kmeta.controller.request_batch import (
+    UM_FULL,
+    BatchContext,
+    ControllerBrokerRequestBatch,
+)
+from kmeta.controller.state_log import StateChangeLog
+from kmeta.controller.store import ControllerStore
+
+log = logging.getLogger(__name__)
+
+
+class Barrier:
+    """Resolves once every broker in ``pending`` acked (or left the cluster)."""
+
+    def __init__(self, registry: set[Barrier]) -> None:
+        self.pending: set[int] = set()
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._registry = registry
+        registry.add(self)
+
+    def arm(self, pending: Iterable[int]) -> Barrier:
+        """Set the brokers to wait for (after the requests were enqueued)."""
+        self.pending = set(pending)
+        self._check()
+        return self
+
+    def ack(self, _response: Any, broker_id: int) -> None:
+        self.pending.discard(broker_id)
+        self._check()
+
+    def broker_gone(self, broker_id: int) -> None:
+        self.pending.discard(broker_id)
+        self._check()
+
+    def _check(self) -> None:
+        if not self.pending and not self.done.done():
+            self.done.set_result(None)
+            self._registry.discard(self)
+
+    async def wait(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(asyncio.shield(self.done), timeout_s)
+            return True
+        except TimeoutError:
+            self._registry.discard(self)
+            return False
+
+
+class _Event:
+    __slots__ = ("fn", "future", "name")
+
+    def __init__(
+        self, name: str, fn: Callable[[], Any], future: asyncio.Future[Any] | None
+    ) -> None:
+        self.name = name
+        self.fn = fn
+        self.future = future
+
+    def process(self) -> None:
+        result = self.fn()
+        if self.future is not None and not self.future.done():
+            self.future.set_result(result)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.future is not None and not self.future.done():
+            self.future.set_exception(exc)
+
+
+class KafkaController:
+    def __init__(self, config: ControllerConfig) -> None:
+        self.config = config
+        self.metrics = ControllerMetrics()
+        self.store = ControllerStore(config.data_dir)
+        self.state: ClusterState = ClusterState()
+        log_path = f"{config.data_dir}/state-change.log" if config.state_change_log else None
+        self.state_log = StateChangeLog(log_path, config.node_id)
+        self.channel = ControllerChannelManager(
+            listener_name=config.broker_control_listener,
+            metrics=self.metrics,
+            state_log=self.state_log,
+            client_id=f"kmeta-controller-{config.node_id}",
+            retry_backoff_s=config.retry_backoff_ms / 1000.0,
+            request_timeout_s=config.request_timeout_ms / 1000.0,
+        )
+        self.events = ControllerEventManager(self.metrics, self._event_done)
+        self.barriers: set[Barrier] = set()
+        self._deadlines: dict[int, float] = {}  # broker id -> session expiry (monotonic)
+        self._expiring: set[int] = set()
+        self._liveness_task: asyncio.Task[None] | None = None
+        self._update_id = 0
+        self._event_update_id = 0
+        self.epoch = 0
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.epoch = self.store.bump_controller_epoch()
+        self.state = self.store.load()
+        self.state.controller_epoch = self.epoch
+        self.state_log.controller_epoch = self.epoch
+        log.info("controller %d starting with epoch %d", self.config.node_id, self.epoch)
+        self.channel.startup()
+        self.events.start()
+        self.enqueue("Startup", self._on_startup)
+        self._liveness_task = asyncio.get_running_loop().create_task(self._liveness_loop())
+
+    async def stop(self) -> None:
+        if self._liveness_task is not None:
+            self._liveness_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._liveness_task
+        await self.events.close()
+        await self.channel.shutdown()
+        self.state_log.close()
+        self.store.close()
+
+    def enqueue(self, name: str, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.events.put(_Event(name, fn, future))
+        return future
+
+    def _event_done(self, event: Any, queue_s: float, process_s: float) -> None:
+        self.state_log.write(
+            "event",
+            name=event.name,
+            queue_ms=queue_s * 1000.0,
+            process_ms=process_s * 1000.0,
+            update_id=self._event_update_id,
+        )
+        self._event_update_id = 0
+        self.state_log.flush()
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _batch(self) -> ControllerBrokerRequestBatch:
+        return ControllerBrokerRequestBatch(
+            BatchContext(self.state, self.channel, self.epoch, self.config.node_id)
+        )
+
+    def _update_id_for_event(self) -> int:
+        if not self._event_update_id:
+            self._update_id += 1
+            self._event_update_id = self._update_id
+        return self._event_update_id
+
+    def _send(
+        self,
+        *,
+        um_to: Iterable[int] = (),
+        um_partitions: Iterable[TopicPartition] = (),
+        lair: Iterable[tuple[Iterable[int], TopicPartition, bool]] = (),
+        stop: Iterable[tuple[Iterable[int], TopicPartition, bool]] = (),
+        um_type: int = 1,
+        barrier: Barrier | None = None,
+    ) -> list[int]:
+        batch = self._batch()
+        batch.new_batch()
+        for brokers, tp, is_new in lair:
+            batch.add_leader_and_isr(brokers, tp, is_new)
+        batch.add_update_metadata(um_to, um_partitions)
+        for brokers, tp, delete in stop:
+            batch.add_stop_replica(brokers, tp, delete)
+        if batch.is_empty():
+            return []
+        return batch.send_requests_to_brokers(
+            self._update_id_for_event(), barrier.ack if barrier else None, um_type
+        )
+
+    def _persist_partitions(self, changed: dict[TopicPartition, PartitionState]) -> None:
+        by_topic: dict[str, list[tuple[int, PartitionState]]] = {}
+        for (topic, p), st in changed.items():
+            self.state.topics[topic].partitions[p] = st
+            by_topic.setdefault(topic, []).append((p, st))
+        for topic, parts in by_topic.items():
+            self.store.put_partitions(topic, parts)
+
+    def _propagation(self, targets: list[int], forwarder: int | None) -> set[int]:
+        """The brokers an admin answer waits for: all (barrier on) or the forwarding one."""
+        if self.config.propagation_barrier:
+            return set(targets)
+        return {forwarder} & set(targets) if forwarder is not None else set()
+
+    # -- liveness ---------------------------------------------------------------------------------
+    def heartbeat(self, broker_id: int, broker_epoch: int) -> bool:
+        """Record a heartbeat; False if the broker is not registered alive with this epoch."""
+        broker = self.state.brokers.get(broker_id)
+        if broker is None or not broker.alive or broker.epoch != broker_epoch:
+            return False
+        self._deadlines[broker_id] = time.monotonic() + self.config.session_timeout_s
+        return True
+
+    async def _liveness_loop(self) -> None:
+        period = min(0.1, self.config.session_timeout_s / 10)
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for broker_id, deadline in list(self._deadlines.items()):
+                if deadline < now and broker_id not in self._expiring:
+                    self._expiring.add(broker_id)
+                    epoch = self.state.brokers[broker_id].epoch
+                    self.enqueue(
+                        "BrokerExpiration", functools.partial(self._on_expired, broker_id, epoch)
+                    )
+
+    def _on_expired(self, broker_id: int, epoch: int) -> None:
+        self._expiring.discard(broker_id)
+        broker = self.state.brokers.get(broker_id)
+        deadline = self._deadlines.get(broker_id)
+        if broker is None or not broker.alive or broker.epoch != epoch:
+            return
+        if deadline is not None and deadline >= time.monotonic():
+            return  # a heartbeat arrived while the event waited
+        log.warning("broker %d missed its session timeout; fencing it", broker_id)
+        self._on_broker_failure([broker_id])
+
+    # -- events -----------------------------------------------------------------------------------
+    def _on_startup(self) -> None:
+        """Failover: resume from the store; every stored live broker gets the full state."""
+        now = time.monotonic()
+        self._finish_deletion(list(self.state.deleting))
+        for broker in self.state.brokers.values():
+            if broker.alive:
+                self.channel.add_broker(broker.broker_id, broker.listeners)
+                self._deadlines[broker.broker_id] = now + self.config.session_timeout_s
+        self._send(
+            um_to=self.state.live_broker_ids(),
+            um_partitions=self.state.all_partitions(),
+            um_type=UM_FULL,
+        )
+
+    def register_broker(
+        self,
+        broker_id: int,
+        incarnation_id: str,
+        listeners: tuple[Endpoint, ...],
+        rack: str | None,
+    ) -> int:
+        """BrokerRegistration event: returns the broker epoch."""
+        old = self.state.brokers.get(broker_id)
+        if old is not None and old.alive and old.incarnation_id == incarnation_id:
+            self._deadlines[broker_id] = time.monotonic() + self.config.session_timeout_s
+            return old.epoch  # a retried registration of the same process
+        if old is not None and old.alive:
+            self._on_broker_failure([broker_id])  # bounced: fail the old incarnation first
+        with self.store.transaction():
+            epoch = self.store.next_broker_epoch()
+            broker = BrokerInfo(broker_id, epoch, incarnation_id, listeners, rack, True)
+            self.state.brokers[broker_id] = broker
+            self.store.put_broker(broker)
+            hosted = self.state.partitions_on(broker_id)
+            changed: dict[TopicPartition, PartitionState] = {}
+            for tp in hosted:
+                st = self.state.partition(tp)
+                new = add_replica(st, broker_id, self.state.is_alive)
+                if new is not st:
+                    changed[tp] = new
+            self._persist_partitions(changed)
+        self._deadlines[broker_id] = time.monotonic() + self.config.session_timeout_s
+        self.channel.add_broker(broker_id, listeners)
+        others = [b for b in self.state.live_broker_ids() if b != broker_id]
+        lair: list[tuple[Iterable[int], TopicPartition, bool]] = [
+            ([broker_id], tp, False) for tp in hosted
+        ]
+        lair += [(self.state.partition(tp).replicas, tp, False) for tp in changed]
+        self._send(um_to=others, um_partitions=changed, lair=lair)
+        self._send(um_to=[broker_id], um_partitions=self.state.all_partitions(), um_type=UM_FULL)
+        log.info("broker %d registered with epoch %d", broker_id, epoch)
+        return epoch
+
+    def _on_broker_failure(
+        self, dead: list[int], barrier: Barrier | None = None
+    ) -> dict[TopicPartition, PartitionState]:
+        gone = set(dead)
+        with self.store.transaction():
+            for broker_id in dead:
+                broker = self.state.brokers[broker_id]
+                broker.alive = False
+                self.store.put_broker(broker)
+            changed: dict[TopicPartition, PartitionState] = {}
+            for topic in self.state.topics.values():
+                for p, st in topic.partitions.items():
+                    if any(r in gone for r in st.replicas):
+                        new = remove_replicas(st, gone.__contains__)
+                        changed[(topic.name, p)] = new
+            self._persist_partitions(changed)
+        for broker_id in dead:
+            self._deadlines.pop(broker_id, None)
+            self.channel.remove_broker(broker_id)
+            for barrier in list(self.barriers):
+                barrier.broker_gone(broker_id)
+        lair = [(self.state.partition(tp).replicas, tp, False) for tp, st in changed.items()]
+        targets = self._send(
+            um_to=self.state.live_broker_ids(), um_partitions=changed, lair=lair, barrier=barrier
+        )
+        if barrier is not None:
+            barrier.arm(targets)
+        return changed
+
+    def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> tuple[int, list[TopicPartition], Barrier | None]:
+        """ControlledShutdown event: (error code, partitions it still leads, barrier)."""
+        broker = self.state.brokers.get(broker_id)
+        if broker is None or not broker.alive:
+            return 8, [], None  # BROKER_NOT_AVAILABLE
+        if broker_epoch not in (-1, broker.epoch):
+            return 77, [], None  # STALE_BROKER_EPOCH
+        remaining = [
+            (t.name, p)
+            for t in self.state.topics.values()
+            for p, st in t.partitions.items()
+            if st.leader == broker_id
+            and not any(r != broker_id and self.state.is_alive(r) for r in st.isr)
+        ]
+        barrier = Barrier(self.barriers)
+        # Kafka moves leaderships and shrinks ISRs here; the broker's exit then fences it.
+        # We do both at once: the broker is about to stop anyway.
+        self._on_broker_failure([broker_id], barrier)
+        return 0, remaining, barrier
+
+    # -- admin ------------------------------------------------------------------------------------
+    def create_topics(
+        self, topics: Any, validate_only: bool, forwarder: int | None
+    ) -> tuple[list[TopicPlan], dict[str, uuid.UUID], Barrier | None]:
+        plans = plan_create_topics(
+            topics,
+            self.state,
+            default_partitions=self.config.default_partitions,
+            default_replication_factor=self.config.default_replication_factor,
+            max_partitions=self.config.max_partitions_per_topic,
+        )
+        ok = [p for p in plans if p.error == 0]
+        if validate_only or not ok:
+            return plans, {}, None
+        ids: dict[str, uuid.UUID] = {}
+        new_tps: list[TopicPartition] = []
+        with self.store.transaction():
+            for plan in ok:
+                info = TopicInfo(plan.name, uuid.uuid4())
+                for p, replicas in sorted(plan.assignment.items()):
+                    live = tuple(r for r in replicas if self.state.is_alive(r))
+                    leader = live[0] if live else -1
+                    info.partitions[p] = PartitionState(
+                        tuple(replicas), live or tuple(replicas[:1]), leader
+                    )
+                    new_tps.append((plan.name, p))
+                self.state.topics[plan.name] = info
+                ids[plan.name] = info.topic_id
+                self.store.put_topic(info)
+                self.store.put_partitions(plan.name, info.partitions.items())
+        barrier = self._announce(new_tps, forwarder)
+        return plans, ids, barrier
+
+    def _announce(self, tps: list[TopicPartition], forwarder: int | None) -> Barrier:
+        barrier = Barrier(self.barriers)
+        lair = [(self.state.partition(tp).replicas, tp, True) for tp in tps]
+        targets = self._send(
+            um_to=self.state.live_broker_ids(), um_partitions=tps, lair=lair, barrier=barrier
+        )
+        return barrier.arm(self._propagation(targets, forwarder))
+
+    def create_partitions(
+        self, topics: Any, validate_only: bool, forwarder: int | None
+    ) -> tuple[list[TopicPlan], Barrier | None]:
+        plans = plan_create_partitions(
+            topics, self.state, max_partitions=self.config.max_partitions_per_topic
+        )
+        ok = [p for p in plans if p.error == 0]
+        if validate_only or not ok:
+            return plans, None
+        new_tps: list[TopicPartition] = []
+        with self.store.transaction():
+            for plan in ok:
+                info = self.state.topics[plan.name]
+                added = []
+                for p, replicas in sorted(plan.assignment.items()):
+                    live = tuple(r for r in replicas if self.state.is_alive(r))
+                    st = PartitionState(
+                        tuple(replicas), live or tuple(replicas[:1]), live[0] if live else -1
+                    )
+                    info.partitions[p] = st
+                    added.append((p, st))
+                    new_tps.append((plan.name, p))
+                self.store.put_partitions(plan.name, added)
+        return plans, self._announce(new_tps, forwarder)
+
+    def delete_topics(self, names: list[str], forwarder: int | None) -> Barrier:
+        """Mark deleting (durably), send leader -2 to all and StopReplica, then remove."""
+        with self.store.transaction():
+            for name in names:
+                self.state.deleting.add(name)
+                self.store.put_topic(self.state.topics[name], deleting=True)
+        tps = [(n, p) for n in names for p in self.state.topics[n].partitions]
+        barrier = Barrier(self.barriers)
+        stop = [(self.state.partition(tp).replicas, tp, True) for tp in tps]
+        targets = self._send(
+            um_to=self.state.live_broker_ids(), um_partitions=tps, stop=stop, barrier=barrier
+        )
+        self._finish_deletion(names)
+        return barrier.arm(self._propagation(targets, forwarder))
+
+    def _finish_deletion(self, names: Iterable[str]) -> None:
+        names = list(names)
+        with self.store.transaction():
+            for name in names:
+                self.store.delete_topic(name)
+        for name in names:
+            self.state.topics.pop(name, None)
+            self.state.deleting.discard(name)

@@ -1,0 +1,87 @@
+"""The controller daemon: a KafkaController behind kmeta.net listeners, with ordered shutdown.
+
+Shutdown: stop accepting, let connections finish what they read (bounded by
+shutdown_timeout_ms), then stop the controller (event task, then the channel senders last).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+from kmeta.controller.config import ControllerConfig, parse_listener
+from kmeta.controller.controller import KafkaController
+from kmeta.controller.handlers import build_registry
+from kmeta.net.listener import Listener
+from kmeta.net.server_connection import ConnectionLimits
+
+log = logging.getLogger(__name__)
+
+
+class ControllerDaemon:
+    def __init__(self, config: ControllerConfig) -> None:
+        self.config = config
+        self.controller = KafkaController(config)
+        registry = build_registry()
+        self.listeners = []
+        for spec in config.listeners:
+            name, host, port = parse_listener(spec)
+            self.listeners.append(
+                Listener(
+                    name,
+                    host,
+                    port,
+                    is_control=False,
+                    registry=registry,
+                    state=self.controller,
+                    limits=ConnectionLimits(max_queued_requests=1024),
+                )
+            )
+
+    @property
+    def port(self) -> int:
+        return self.listeners[0].port
+
+    async def start(self) -> None:
+        await self.controller.start()
+        for listener in self.listeners:
+            await listener.start()
+
+    async def stop(self) -> None:
+        timeout_s = self.config.shutdown_timeout_ms / 1000.0
+        for listener in self.listeners:
+            listener.stop_accepting()
+        for listener in self.listeners:
+            await listener.shutdown(timeout_s)
+        await self.controller.stop()
+
+
+async def serve(config: ControllerConfig, ready: asyncio.Event | None = None) -> None:
+    """Run until SIGTERM/SIGINT (a second signal forces exit)."""
+    daemon = ControllerDaemon(config)
+    await daemon.start()
+    log.info(
+        "controller listening on %s (epoch %d)",
+        ", ".join(config.listeners),
+        daemon.controller.epoch,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    hits = 0
+
+    def on_signal() -> None:
+        nonlocal hits
+        hits += 1
+        if hits > 1:
+            raise SystemExit(1)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, on_signal)
+    if ready is not None:
+        ready.set()
+    await stop.wait()
+    await daemon.stop()

@@ -1,0 +1,232 @@
+"""The controller's request handlers, one per API key, on a kmeta.net HandlerRegistry.
+
+* BrokerRegistration (62, v0-4): a registration event; a new incarnation gets a new epoch.
+* BrokerHeartbeat (63, v0-1): answered at once (no event): refreshes the session, or answers
+  STALE_BROKER_EPOCH when the broker is unknown, fenced or on an old epoch (it re-registers).
+* ControlledShutdown (7, v0-3): leaderships move away before the answer (which lists the
+  partitions that could not move).
+* CreateTopics (19, v0-7), DeleteTopics (20, v0-6), CreatePartitions (37, v0-3), forwarded by
+  brokers: validated with Kafka's error codes, applied in one event, answered after the
+  propagation barrier (or the forwarding broker's ack with the barrier off). A change not
+  propagated within the request's timeout_ms is answered REQUEST_TIMED_OUT (it still happened).
+
+Brokers identify themselves when forwarding with client id ``kmeta-broker-<id>``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kmeta.controller.controller import Barrier, KafkaController
+from kmeta.controller.model import Endpoint
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import broker_heartbeat as bh
+from kmeta.protocol.messages import broker_registration as br
+from kmeta.protocol.messages import controlled_shutdown as cs
+from kmeta.protocol.messages import create_partitions as cp
+from kmeta.protocol.messages import create_topics as ct
+from kmeta.protocol.messages import delete_topics as dt
+from kmeta.protocol.schema import uuid_or_zero
+
+MAX_LISTENERS = 32
+MAX_TOPICS_PER_REQUEST = 10_000
+_BROKER_CLIENT = re.compile(r"^kmeta-broker-(\d+)$")
+
+
+def forwarder_of(ctx: RequestContext) -> int | None:
+    m = _BROKER_CLIENT.match(ctx.header.client_id or "")
+    return int(m.group(1)) if m else None
+
+
+async def _wait(controller: KafkaController, barrier: Barrier | None, timeout_ms: int) -> bool:
+    if barrier is None:
+        return True
+    if timeout_ms <= 0:  # Kafka: timeout 0 answers without waiting
+        return True
+    return await barrier.wait(timeout_ms / 1000.0)
+
+
+# -- broker lifecycle -----------------------------------------------------------------------------
+async def broker_registration(ctx: RequestContext, req: Any) -> Any:
+    c: KafkaController = ctx.state
+    if req.broker_id < 0 or not req.listeners or len(req.listeners) > MAX_LISTENERS:
+        return br.BrokerRegistrationResponse(
+            version=req.version, error_code=ErrorCode.INVALID_REQUEST
+        )
+    listeners = tuple(
+        Endpoint(ls.name, ls.host, ls.port, ls.security_protocol) for ls in req.listeners
+    )
+    epoch = await c.enqueue(
+        "BrokerRegistration",
+        lambda: c.register_broker(req.broker_id, str(req.incarnation_id), listeners, req.rack),
+    )
+    return br.BrokerRegistrationResponse(version=req.version, error_code=0, broker_epoch=epoch)
+
+
+def broker_heartbeat(ctx: RequestContext, req: Any) -> Any:
+    c: KafkaController = ctx.state
+    if not c.heartbeat(req.broker_id, req.broker_epoch):
+        return bh.BrokerHeartbeatResponse(
+            version=req.version, error_code=ErrorCode.STALE_BROKER_EPOCH, is_fenced=True
+        )
+    return bh.BrokerHeartbeatResponse(
+        version=req.version,
+        error_code=0,
+        is_caught_up=True,
+        is_fenced=False,
+        should_shut_down=req.want_shut_down,
+    )
+
+
+async def controlled_shutdown(ctx: RequestContext, req: Any) -> Any:
+    c: KafkaController = ctx.state
+    error, remaining, barrier = await c.enqueue(
+        "ControlledShutdown", lambda: c.controlled_shutdown(req.broker_id, req.broker_epoch)
+    )
+    await _wait(c, barrier, c.config.request_timeout_ms)
+    return cs.ControlledShutdownResponse(
+        version=req.version,
+        error_code=error,
+        remaining_partitions=tuple(cs.RemainingPartition(t, p) for t, p in remaining),
+    )
+
+
+# -- admin ----------------------------------------------------------------------------------------
+async def create_topics(ctx: RequestContext, req: Any) -> Any:
+    c: KafkaController = ctx.state
+    if len(req.topics) > MAX_TOPICS_PER_REQUEST:
+        return ct.CreateTopicsResponse(
+            version=req.version,
+            topics=tuple(
+                ct.CreatableTopicResult(name=t.name, error_code=ErrorCode.INVALID_REQUEST)
+                for t in req.topics
+            ),
+        )
+    plans, ids, barrier = await c.enqueue(
+        "TopicCreation", lambda: c.create_topics(req.topics, req.validate_only, forwarder_of(ctx))
+    )
+    propagated = await _wait(c, barrier, req.timeout_ms)
+    results = []
+    for plan in plans:
+        error, message = int(plan.error), plan.message
+        if error == 0 and not propagated and not req.validate_only:
+            error, message = (
+                ErrorCode.REQUEST_TIMED_OUT,
+                "Topic creation did not propagate in time.",
+            )
+        ok = plan.error == 0
+        results.append(
+            ct.CreatableTopicResult(
+                name=plan.name,
+                topic_id=uuid_or_zero(ids.get(plan.name)),
+                error_code=error,
+                error_message=message,
+                num_partitions=len(plan.assignment) if ok else -1,
+                replication_factor=len(next(iter(plan.assignment.values()))) if ok else -1,
+                configs=() if ok else None,
+            )
+        )
+    return ct.CreateTopicsResponse(version=req.version, topics=tuple(results))
+
+
+async def delete_topics(ctx: RequestContext, req: Any) -> Any:
+    c: KafkaController = ctx.state
+    if req.version >= 6:
+        entries = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        entries = [(n, None) for n in req.topic_names]
+    if len(entries) > MAX_TOPICS_PER_REQUEST:
+        entries = entries[:0]
+
+    def run() -> tuple[list[tuple[str | None, Any, int, str | None]], Barrier | None]:
+        state = c.state
+        results: list[tuple[str | None, Any, int, str | None]] = []
+        seen: dict[str, int] = {}
+        for name, topic_id in entries:
+            zero = topic_id is None or topic_id.int == 0
+            if name is not None and not zero:
+                results.append(
+                    (
+                        name,
+                        topic_id,
+                        ErrorCode.INVALID_REQUEST,
+                        "Topic name and id cannot both be set.",
+                    )
+                )
+                continue
+            if name is None and zero:
+                results.append(
+                    (None, topic_id, ErrorCode.INVALID_REQUEST, "Topic name or id must be set.")
+                )
+                continue
+            if name is None:
+                info = state.topic_by_id(topic_id)
+                if info is None:
+                    results.append((None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, None))
+                    continue
+                name = info.name
+            elif name not in state.topics or name in state.deleting:
+                results.append((name, topic_id, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None))
+                continue
+            if name in seen:
+                results[seen[name]] = (
+                    *results[seen[name]][:2],
+                    ErrorCode.INVALID_REQUEST,
+                    "Duplicate topic.",
+                )
+                results.append((name, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic."))
+                continue
+            seen[name] = len(results)
+            results.append((name, state.topics[name].topic_id, 0, None))
+        names = [r[0] for r in results if r[2] == 0 and r[0] is not None]
+        barrier = c.delete_topics(names, forwarder_of(ctx)) if names else None
+        return results, barrier
+
+    results, barrier = await c.enqueue("TopicDeletion", run)
+    propagated = await _wait(c, barrier, req.timeout_ms)
+    out = []
+    for name, topic_id, error, message in results:
+        if error == 0 and not propagated:
+            error = ErrorCode.REQUEST_TIMED_OUT
+        out.append(
+            dt.DeletableTopicResult(
+                name=name, topic_id=uuid_or_zero(topic_id), error_code=error, error_message=message
+            )
+        )
+    return dt.DeleteTopicsResponse(version=req.version, responses=tuple(out))
+
+
+async def create_partitions(ctx: RequestContext, req: Any) -> Any:
+    c: KafkaController = ctx.state
+    topics = req.topics[:MAX_TOPICS_PER_REQUEST]
+    plans, barrier = await c.enqueue(
+        "CreatePartitions",
+        lambda: c.create_partitions(topics, req.validate_only, forwarder_of(ctx)),
+    )
+    propagated = await _wait(c, barrier, req.timeout_ms)
+    results = []
+    for plan in plans:
+        error, message = int(plan.error), plan.message
+        if error == 0 and not propagated and not req.validate_only:
+            error, message = (
+                ErrorCode.REQUEST_TIMED_OUT,
+                "Partition creation did not propagate in time.",
+            )
+        results.append(
+            cp.CreatePartitionsTopicResult(name=plan.name, error_code=error, error_message=message)
+        )
+    return cp.CreatePartitionsResponse(version=req.version, results=tuple(results))
+
+
+def build_registry() -> HandlerRegistry:
+    registry = HandlerRegistry()
+    registry.register(ApiKey.BROKER_REGISTRATION, broker_registration)
+    registry.register(ApiKey.BROKER_HEARTBEAT, broker_heartbeat)
+    registry.register(ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown)
+    registry.register(ApiKey.CREATE_TOPICS, create_topics)
+    registry.register(ApiKey.DELETE_TOPICS, delete_topics)
+    registry.register(ApiKey.CREATE_PARTITIONS, create_partitions)
+    return registry

@@ -1,0 +1,61 @@
+"""Controller metrics on a per-controller prometheus CollectorRegistry (no global state).
+
+Names follow Kafka's controller metrics: EventQueueSize / EventQueueTimeMs
+(ControllerEventManager) and QueueSize / TotalQueueSize / RequestQueueTimeMs
+(ControllerChannelManager).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_MS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10000)
+
+
+class ControllerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.event_queue_size = Gauge(
+            "kmeta_controller_event_queue_size", "Events waiting", registry=r
+        )
+        self.event_queue_time_ms = Histogram(
+            "kmeta_controller_event_queue_time_ms",
+            "Time an event waited in the queue",
+            buckets=_MS_BUCKETS,
+            registry=r,
+        )
+        self.event_process_time_ms = Histogram(
+            "kmeta_controller_event_process_time_ms",
+            "Time to process an event",
+            ["event"],
+            buckets=_MS_BUCKETS,
+            registry=r,
+        )
+        self.broker_queue_size = Gauge(
+            "kmeta_controller_channel_queue_size",
+            "Requests queued per broker",
+            ["broker_id"],
+            registry=r,
+        )
+        self.total_queue_size = Gauge(
+            "kmeta_controller_channel_total_queue_size",
+            "Requests queued for all brokers",
+            registry=r,
+        )
+        self.request_queue_time_ms = Histogram(
+            "kmeta_controller_channel_request_queue_time_ms",
+            "Time a request waited before it was sent",
+            buckets=_MS_BUCKETS,
+            registry=r,
+        )
+        self.send_failures = Counter(
+            "kmeta_controller_channel_send_failures",
+            "Failed send attempts (retried)",
+            ["broker_id"],
+            registry=r,
+        )
+
+    def value(self, name: str, labels: dict[str, str] | None = None) -> float:
+        v = self.registry.get_sample_value(name, labels or {})
+        return 0.0 if v is None else v

@@ -1,0 +1,101 @@
+"""The controller's cluster state: brokers, topics and partitions (Kafka's ControllerContext).
+
+Mutated only by the controller's event task (one event at a time), so it needs no locks.
+Partition states are immutable tuples replaced whole, which makes "what changed in this
+event" a plain set of (topic, partition) keys.
+
+ISR lists are kept in replica-assignment order, so "first live replica in ISR order" and
+Kafka's "first replica in assignment order that is live and in the ISR" pick the same leader.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+#: leader id meaning "no leader" (Kafka's LeaderAndIsr.NoLeader)
+NO_LEADER = -1
+#: leader id that tells brokers the partition is being deleted (LeaderAndIsr.LeaderDuringDelete)
+LEADER_DURING_DELETE = -2
+
+
+class Endpoint(NamedTuple):
+    name: str
+    host: str
+    port: int
+    security_protocol: int = 0  # PLAINTEXT
+
+
+@dataclass(slots=True)
+class BrokerInfo:
+    broker_id: int
+    epoch: int
+    incarnation_id: str
+    listeners: tuple[Endpoint, ...]
+    rack: str | None = None
+    alive: bool = True  # False: fenced (session expired or shut down)
+
+    def endpoint(self, name: str | None) -> Endpoint | None:
+        """The listener called ``name``; with None, the first one."""
+        for ep in self.listeners:
+            if name is None or ep.name == name:
+                return ep
+        return None
+
+
+class PartitionState(NamedTuple):
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0  # ZooKeeper's zkVersion: bumped on every change
+
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ClusterState:
+    controller_epoch: int = 0
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+    #: topics whose deletion started (leader -2 sent) but is not finished
+    deleting: set[str] = field(default_factory=set)
+
+    def live_broker_ids(self) -> list[int]:
+        return sorted(b.broker_id for b in self.brokers.values() if b.alive)
+
+    def is_alive(self, broker_id: int) -> bool:
+        broker = self.brokers.get(broker_id)
+        return broker is not None and broker.alive
+
+    def partition(self, tp: TopicPartition) -> PartitionState:
+        return self.topics[tp[0]].partitions[tp[1]]
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return [(t.name, p) for t in self.topics.values() for p in t.partitions]
+
+    def partitions_on(self, broker_id: int) -> list[TopicPartition]:
+        return [
+            (t.name, p)
+            for t in self.topics.values()
+            for p, st in t.partitions.items()
+            if broker_id in st.replicas
+        ]
+
+    def offline_replicas(self, state: PartitionState) -> list[int]:
+        return [r for r in state.replicas if not self.is_alive(r)]
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        for t in self.topics.values():
+            if t.topic_id == topic_id:
+                return t
+        return None

@@ -1,0 +1,70 @@
+"""Replica assignment (Kafka's AdminUtils) and leader election rules."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from kmeta.controller.assignment import AssignmentError, assign_replicas, rack_alternated
+from kmeta.controller.election import add_replica, remove_replicas
+from kmeta.controller.model import PartitionState
+
+
+def test_rack_unaware_matches_kafka_layout():
+    # Kafka's AdminUtils doc example: 5 brokers, 10 partitions, RF 3, start index 0, shift 0.
+    got = assign_replicas(dict.fromkeys(range(5)), 10, 3, fixed_start_index=0)
+    assert got[0] == [0, 1, 2]
+    assert got[4] == [4, 0, 1]
+    assert got[5] == [0, 2, 3]  # the shift grows by one after every n partitions
+    assert got[9] == [4, 1, 2]
+
+
+def test_leaders_and_replicas_are_spread_evenly():
+    got = assign_replicas(dict.fromkeys([1, 2, 3]), 12, 3)
+    leaders = collections.Counter(r[0] for r in got.values())
+    assert set(leaders.values()) == {4}
+    assert all(len(set(r)) == 3 for r in got.values())
+
+
+def test_rack_aware_puts_each_replica_on_another_rack():
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    assert rack_alternated(racks) == [1, 3, 5, 2, 4, 6]
+    got = assign_replicas(racks, 30, 3)
+    for replicas in got.values():
+        assert len({racks[b] for b in replicas}) == 3
+
+
+def test_replication_factor_above_brokers_is_refused():
+    with pytest.raises(AssignmentError, match="larger than available brokers: 2"):
+        assign_replicas({1: None, 2: None}, 1, 3)
+
+
+def test_create_partitions_continue_from_start_partition():
+    got = assign_replicas(dict.fromkeys([1, 2, 3]), 2, 2, fixed_start_index=0, start_partition=3)
+    assert sorted(got) == [3, 4]
+
+
+def test_dead_leader_is_replaced_by_first_live_isr_member():
+    st = PartitionState((1, 2, 3), (1, 2, 3), 1, 5, 7)
+    new = remove_replicas(st, {1}.__contains__)
+    assert (new.leader, new.isr, new.leader_epoch, new.partition_epoch) == (2, (2, 3), 6, 8)
+
+
+def test_no_unclean_election_and_isr_never_empty():
+    st = PartitionState((1, 2), (1,), 1)
+    new = remove_replicas(st, {1}.__contains__)
+    assert new.leader == -1
+    assert new.isr == (1,)
+    # 2 comes back: not in the ISR, so it cannot lead (no unclean election)
+    assert add_replica(new, 2, lambda b: b == 2) is new
+    # 1 comes back: it is the ISR, so it leads again
+    back = add_replica(new, 1, lambda b: b in (1, 2))
+    assert back.leader == 1
+
+
+def test_returning_follower_rejoins_isr_in_replica_order():
+    st = PartitionState((1, 2, 3), (2, 3), 2, 1, 1)
+    new = add_replica(st, 1, lambda b: True)
+    assert new.isr == (1, 2, 3)
+    assert new.leader == 2
