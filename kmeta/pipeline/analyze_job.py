@@ -1,0 +1,130 @@
+"""The ``analyze`` job: logs (+ bench files) -> tables, charts, report.md, summary.json.
+
+Output directory:
+
+    updates/ deliveries/ broker_lag/ disagreements/ malformed/ [bench/]   Parquet or CSV
+    convergence.png broker_lag.png report.md summary.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from kmeta.pipeline import analyze_extract as ex
+from kmeta.pipeline import analyze_report as rep
+from kmeta.pipeline import analyze_transform as tr
+from kmeta.pipeline.config import AnalyzeConfig
+
+#: updates drawn in the convergence chart (the tables hold all of them)
+CHART_POINTS = 5000
+REPORT_WINDOWS = 20
+
+
+def write_table(df: DataFrame, path: Path, fmt: str) -> None:
+    if fmt == "csv":  # CSV has no arrays: join them
+        df = df.select(
+            *(
+                F.array_join(F.col(f.name).cast("array<string>"), " ").alias(f.name)
+                if isinstance(f.dataType, T.ArrayType)
+                else F.col(f.name)
+                for f in df.schema.fields
+            )
+        )
+        df.write.mode("overwrite").option("header", "true").csv(str(path))
+    else:
+        df.write.mode("overwrite").parquet(str(path))
+
+
+def _rows(df: DataFrame) -> list[dict[str, Any]]:
+    return [r.asDict() for r in df.collect()]
+
+
+def run_analyze(spark: SparkSession, config: AnalyzeConfig) -> dict[str, Any]:
+    started = time.monotonic()
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = ex.log_paths(config.logs)
+    parsed = ex.parse_lines(ex.read_lines(spark, paths)).persist(StorageLevel.MEMORY_AND_DISK)
+    events = ex.events(parsed).persist(StorageLevel.MEMORY_AND_DISK)
+    counts = parsed.agg(
+        F.count(F.lit(1)).alias("lines"),
+        F.sum(F.col("problem").isNotNull().cast("long")).alias("malformed"),
+        F.max(F.when(F.col("problem").isNull(), F.col("ev.ts_ms"))).alias("log_end"),
+    ).first()
+    assert counts is not None
+    malformed = ex.malformed(parsed).orderBy("file", "line")
+    write_table(malformed, out / "malformed", config.format)
+
+    deliveries = tr.deliveries(events).persist(StorageLevel.MEMORY_AND_DISK)
+    updates = tr.update_convergence(deliveries, events).persist(StorageLevel.MEMORY_AND_DISK)
+    lag = tr.broker_lag(deliveries)
+    windows = tr.disagreement_windows(deliveries, counts["log_end"])
+    write_table(deliveries.orderBy(*tr._UPDATE, "broker"), out / "deliveries", config.format)
+    write_table(updates.orderBy("first_send_ts"), out / "updates", config.format)
+    write_table(lag, out / "broker_lag", config.format)
+    write_table(windows, out / "disagreements", config.format)
+
+    conv = updates.agg(
+        F.count(F.lit(1)).alias("updates"),
+        F.sum((~F.col("complete")).cast("long")).alias("incomplete"),
+        F.percentile("convergence_ms", F.array(*(F.lit(q) for q in (0.5, 0.95, 0.99)))).alias("p"),
+        F.max("convergence_ms").alias("max"),
+    ).first()
+    assert conv is not None
+    brokers = sorted(_rows(lag), key=lambda b: b["rank"])
+    window_rows = _rows(windows.orderBy(F.col("duration_ms").desc()).limit(REPORT_WINDOWS))
+    chart_updates = _rows(
+        updates.select("first_send_ts", "convergence_ms", "complete")
+        .where(F.col("convergence_ms").isNotNull())
+        .orderBy("first_send_ts")
+        .limit(CHART_POINTS)
+    )
+    bad_rows = _rows(malformed.limit(config.report_malformed_limit))
+
+    bench, bench_bad = ex.read_bench(list(config.bench))
+    if bench:
+        bench_schema = "file string, metric string, value double"
+        write_table(spark.createDataFrame(bench, bench_schema), out / "bench", config.format)
+
+    p = conv["p"] or [None, None, None]
+    summary: dict[str, Any] = {
+        "log_files": len(paths),
+        "lines": counts["lines"],
+        "malformed_lines": counts["malformed"] or 0,
+        "events": counts["lines"] - (counts["malformed"] or 0),
+        "updates": conv["updates"],
+        "updates_incomplete": conv["incomplete"] or 0,
+        "convergence_ms": {"p50": p[0], "p95": p[1], "p99": p[2], "max": conv["max"]},
+        "brokers_by_lag": brokers,
+        "disagreement_windows": window_rows,
+        "bench_files": len(config.bench),
+        "bench_metrics": len(bench),
+        "bench_malformed_lines": len(bench_bad),
+    }
+    charts = [
+        name
+        for name, ok in (
+            (rep.CONVERGENCE_PNG, rep.convergence_chart(chart_updates, out / rep.CONVERGENCE_PNG)),
+            (rep.LAG_PNG, rep.lag_chart(brokers, out / rep.LAG_PNG)),
+        )
+        if ok
+    ]
+    shown_bad = [{**r, "file": os.path.basename(r["file"])} for r in bad_rows + bench_bad]
+    (out / "report.md").write_text(
+        rep.markdown(summary, brokers, window_rows, shown_bad, bench, charts)
+    )
+    summary["malformed_examples"] = bad_rows + bench_bad
+    summary["seconds"] = round(time.monotonic() - started, 3)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    for df in (updates, deliveries, events, parsed):
+        df.unpersist()
+    return summary

@@ -1,0 +1,240 @@
+"""Validate an assignment in Spark: every row ends up accepted or rejected with its reasons.
+
+Reasons are ``code: detail`` strings. Rules (Kafka's where Kafka has one):
+
+* row: legal topic name (``[a-zA-Z0-9._-]``, 1..249 chars, not ``.``/``..``); partition >= 0;
+  replicas non-empty, distinct, all known brokers; a given leader is one of the replicas; a
+  given ISR is distinct, within the replicas and holds the given leader; replicas span
+  min(RF, racks in the cluster) racks when every replica's rack is known (what Kafka's
+  rack-aware assignment guarantees).
+* duplicates: the same (topic, partition) twice with the same assignment keeps the first row;
+  with different assignments every copy is rejected.
+* topic: partitions contiguous from 0; one replication factor (Kafka refuses mixed sizes);
+  names that collide once '.' and '_' are equated (Kafka refuses the second such topic); and a
+  topic with any rejected partition is rejected whole, so every accepted topic can be created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from kmeta.pipeline.config import BrokerSpec
+
+MAX_TOPIC_NAME_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH
+_LEGAL_NAME = r"^[a-zA-Z0-9._-]+$"
+
+
+class PlanIntegrityError(RuntimeError):
+    """accepted + rejected != input: a bug in the validation, never the input's fault."""
+
+
+def int_array(values: Sequence[int]) -> Column:
+    return F.array(*(F.lit(v) for v in values)).cast("array<int>")
+
+
+def _reasons(*checks: Column) -> Column:
+    return F.filter(F.array(*checks), lambda r: r.isNotNull())
+
+
+def _join(values: Column) -> Column:
+    return F.array_join(values.cast("array<string>"), ",")
+
+
+def row_checks(rows: DataFrame, brokers: Sequence[BrokerSpec]) -> DataFrame:
+    """Add ``row_reasons``: what is wrong with each row on its own."""
+    known = int_array([b.id for b in brokers])
+    racked = [b for b in brokers if b.rack is not None]
+    cluster_racks = len({b.rack for b in racked})
+    topic, replicas, leader, isr = F.col("topic"), F.col("replicas"), F.col("leader"), F.col("isr")
+    unknown = F.array_except(replicas, known)
+    checks = [
+        F.when(topic.isNotNull() & (F.length(topic) == 0), F.lit("illegal_topic_name: empty name")),
+        F.when(
+            F.length(topic) > MAX_TOPIC_NAME_LENGTH,
+            F.lit(f"illegal_topic_name: longer than {MAX_TOPIC_NAME_LENGTH} characters"),
+        ),
+        F.when(topic.isin(".", ".."), F.lit("illegal_topic_name: '.' and '..' are not allowed")),
+        F.when(
+            (F.length(topic) > 0) & ~topic.rlike(_LEGAL_NAME),
+            F.lit("illegal_topic_name: characters outside [a-zA-Z0-9._-]"),
+        ),
+        F.when(F.col("partition") < 0, F.lit("negative_partition: partition must be >= 0")),
+        F.when(F.size(replicas) == 0, F.lit("empty_replicas: no replicas")),
+        F.when(
+            F.size(F.array_distinct(replicas)) < F.size(replicas),
+            F.concat(F.lit("duplicate_replicas: "), _join(replicas)),
+        ),
+        F.when(F.size(unknown) > 0, F.concat(F.lit("unknown_broker: "), _join(unknown))),
+        F.when(
+            leader.isNotNull() & replicas.isNotNull() & ~F.array_contains(replicas, leader),
+            F.concat(F.lit("leader_not_replica: leader "), leader.cast("string")),
+        ),
+        F.when(
+            F.size(F.array_distinct(isr)) < F.size(isr),
+            F.concat(F.lit("duplicate_isr: "), _join(isr)),
+        ),
+        F.when(
+            replicas.isNotNull() & (F.size(F.array_except(isr, replicas)) > 0),
+            F.concat(F.lit("isr_not_replicas: "), _join(F.array_except(isr, replicas))),
+        ),
+        F.when(
+            leader.isNotNull() & (F.size(isr) > 0) & ~F.array_contains(isr, leader),
+            F.lit("leader_not_in_isr: the given leader is not in the given isr"),
+        ),
+    ]
+    if cluster_racks > 1:
+        rack_map = F.create_map(*(x for b in racked for x in (F.lit(b.id), F.lit(b.rack))))
+        racks = F.transform(replicas, lambda r: F.try_element_at(rack_map, r))
+        spread = F.size(F.array_distinct(racks))
+        wanted = F.least(F.size(replicas), F.lit(cluster_racks))
+        checks.append(
+            F.when(
+                (F.size(replicas) > 0)
+                & F.forall(racks, lambda r: r.isNotNull())
+                & (spread < wanted),
+                F.format_string(
+                    "rack_spread: replicas span %d of %d racks they could use",
+                    spread,
+                    wanted,
+                ),
+            )
+        )
+    return rows.withColumn("row_reasons", F.concat(F.col("parse_errors"), _reasons(*checks)))
+
+
+def duplicate_checks(rows: DataFrame) -> DataFrame:
+    """Add ``dup_reasons``: repeated (topic, partition) rows."""
+    w = Window.partitionBy("topic", "partition")
+    keyed = F.col("topic").isNotNull() & F.col("partition").isNotNull()
+    copies = F.count(F.lit(1)).over(w)
+    variants = F.size(F.collect_set(F.struct("replicas", "leader", "isr")).over(w))
+    first = F.min("row_id").over(w)
+    return rows.withColumn(
+        "dup_reasons",
+        _reasons(
+            F.when(
+                keyed & (variants > 1),
+                F.format_string(
+                    "conflicting_duplicate: partition listed %d times with different assignments",
+                    copies,
+                ),
+            ),
+            F.when(
+                keyed & (variants == 1) & (F.col("row_id") != first),
+                F.lit("duplicate: same as an earlier row"),
+            ),
+        ),
+    )
+
+
+def topic_checks(rows: DataFrame) -> DataFrame:
+    """Add ``topic_reasons``: what is wrong with the topic as a whole."""
+    own_fault = F.size("row_reasons") + F.size(
+        F.filter("dup_reasons", lambda r: ~r.startswith("duplicate:"))
+    )
+    per_topic = (
+        rows.where(F.col("topic").isNotNull())
+        .groupBy("topic")
+        .agg(
+            F.array_sort(F.collect_set("partition")).alias("_parts"),
+            F.array_sort(F.collect_set(F.size("replicas"))).alias("_rfs"),
+            F.collect_set(F.when(own_fault > 0, F.struct("partition"))).alias("_bad_parts"),
+        )
+    )
+    parts, rfs = F.col("_parts"), F.filter("_rfs", lambda n: n > 0)
+    n = F.size(parts)
+    contiguous = (n == 0) | (
+        (F.try_element_at(parts, F.lit(1)) == 0) & (F.array_max(parts) == n - 1)
+    )
+    per_topic = per_topic.select(
+        "topic",
+        "_bad_parts",
+        _reasons(
+            F.when(
+                ~contiguous & F.forall(parts, lambda p: p >= 0),
+                F.format_string(
+                    "partitions_not_contiguous: topic has %d distinct partitions numbered %d..%d",
+                    n,
+                    F.array_min(parts),
+                    F.array_max(parts),
+                ),
+            ),
+            F.when(
+                F.size(rfs) > 1,
+                F.concat(F.lit("mixed_replication_factor: "), _join(rfs)),
+            ),
+        ).alias("_topic_reasons"),
+    )
+    # Kafka: topics whose names differ only by '.' vs '_' collide in metric names.
+    collisions = (
+        per_topic.select("topic", F.translate("topic", ".", "_").alias("_key"))
+        .groupBy("_key")
+        .agg(F.array_sort(F.collect_set("topic")).alias("_names"))
+        .where(F.size("_names") > 1)
+        .select(F.explode("_names").alias("topic"), "_names")
+    )
+    joined = rows.join(per_topic, "topic", "left").join(collisions, "topic", "left")
+    # other partitions of the topic that were rejected (a bad copy of this row's own
+    # partition is already this row's reason)
+    others = F.size(
+        F.filter("_bad_parts", lambda b: ~b["partition"].eqNullSafe(F.col("partition")))
+    )
+    return joined.select(
+        *rows.columns,
+        F.concat(
+            F.coalesce(F.col("_topic_reasons"), F.array().cast("array<string>")),
+            _reasons(
+                F.when(
+                    F.col("_names").isNotNull(),
+                    F.concat(
+                        F.lit("topic_collision: '.' and '_' collide among "),
+                        F.array_join("_names", ","),
+                    ),
+                ),
+                F.when(
+                    others > 0,
+                    F.format_string(
+                        "topic_incomplete: %d other partition(s) of this topic were rejected",
+                        others,
+                    ),
+                ),
+            ),
+        ).alias("topic_reasons"),
+    )
+
+
+def validate(rows: DataFrame, brokers: Sequence[BrokerSpec]) -> DataFrame:
+    """All rows with ``reasons`` (empty when accepted); the normalised columns are kept."""
+    checked = topic_checks(duplicate_checks(row_checks(rows, brokers)))
+    return checked.select(
+        *rows.columns,
+        F.concat("row_reasons", "dup_reasons", "topic_reasons").alias("reasons"),
+    )
+
+
+def accepted(validated: DataFrame) -> DataFrame:
+    return validated.where(F.size("reasons") == 0).select(
+        "topic", "partition", "replicas", "leader", "isr"
+    )
+
+
+def rejected(validated: DataFrame) -> DataFrame:
+    return validated.where(F.size("reasons") > 0).select(
+        "row_id",
+        "topic",
+        F.col("raw_partition").alias("partition"),
+        F.col("raw_replicas").alias("replicas"),
+        F.col("raw_leader").alias("leader"),
+        F.col("raw_isr").alias("isr"),
+        "reasons",
+    )
+
+
+def check_balance(input_rows: int, accepted_rows: int, rejected_rows: int) -> None:
+    if accepted_rows + rejected_rows != input_rows:
+        raise PlanIntegrityError(
+            f"accepted {accepted_rows} + rejected {rejected_rows} != input {input_rows}"
+        )

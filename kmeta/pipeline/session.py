@@ -1,0 +1,94 @@
+"""The one place a SparkSession is built.
+
+A master is set only when nobody chose one: not the caller (``--master``), not spark-submit
+(which starts Python with ``PYSPARK_GATEWAY_PORT`` and passes its own ``--master``), not
+``PYSPARK_SUBMIT_ARGS``, and no SparkContext is already running. The Spark UI is off, shuffle
+partitions default to a small number fit for one machine, and logging is cut to errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
+DEFAULT_SHUFFLE_PARTITIONS = 8
+
+# Errors only, on stderr: Spark's INFO/WARN chatter would bury the job's own output.
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _log4j_file() -> str:
+    path = Path(tempfile.gettempdir()) / "kmeta-spark-log4j2.properties"
+    if not path.exists() or path.read_text() != _LOG4J2:
+        path.write_text(_LOG4J2)
+    return path.as_uri()
+
+
+def master_chosen_elsewhere() -> bool:
+    """True when spark-submit, the environment or a running context already picked a master."""
+    return (
+        "PYSPARK_GATEWAY_PORT" in os.environ
+        or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+        or SparkContext._active_spark_context is not None
+    )
+
+
+def build_session(
+    app_name: str = "kmeta",
+    master: str | None = None,
+    shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+) -> SparkSession:
+    builder = SparkSession.builder.appName(app_name)
+    launching_jvm = SparkContext._active_spark_context is None and (
+        "PYSPARK_GATEWAY_PORT" not in os.environ
+    )
+    if master is not None:
+        builder = builder.master(master)
+    elif not master_chosen_elsewhere():
+        builder = builder.master("local[*]")
+    builder = (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    if launching_jvm:
+        # Only reaches the driver JVM when we start it; a local master needs no LAN address.
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log4j_file()}"
+        )
+        if (master or "local").startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@contextlib.contextmanager
+def spark_session(
+    app_name: str = "kmeta",
+    master: str | None = None,
+    shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+) -> Iterator[SparkSession]:
+    """A session for one job; stopped at the end only if this call started it."""
+    existing = SparkSession.getActiveSession()
+    spark = build_session(app_name, master, shuffle_partitions)
+    try:
+        yield spark
+    finally:
+        if existing is None:
+            spark.stop()

@@ -1,0 +1,94 @@
+"""Writes small state-change logs (the /tmp/statelog.md format) with known answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+T0 = 1_700_000_000_000.0
+EPOCH = 3
+CONTROLLER = 100
+
+# update id -> {broker: (send offset ms, apply offset ms or None)}, all relative to T0
+PLAN: dict[int, dict[int, tuple[float, float | None]]] = {
+    1: {1: (0.0, 5.0), 2: (1.0, 8.0), 3: (2.0, 40.0)},
+    2: {1: (100.0, 104.0), 2: (100.0, 106.0), 3: (101.0, 190.0)},
+    3: {1: (300.0, 302.0), 2: (300.0, None), 3: (300.0, 350.0)},  # broker 2 never applies
+}
+
+
+def write_logs(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    ctl: list[str] = []
+    brokers: dict[int, list[str]] = {1: [], 2: [], 3: []}
+    corr = 0
+    for update, targets in PLAN.items():
+        ctl.append(
+            json.dumps(
+                {
+                    "ts_ms": T0 + min(s for s, _ in targets.values()) - 1,
+                    "component": "controller",
+                    "node_id": CONTROLLER,
+                    "controller_epoch": EPOCH,
+                    "event": "event",
+                    "name": "TopicCreation",
+                    "queue_ms": 0.5,
+                    "process_ms": 0.2,
+                    "update_id": update,
+                }
+            )
+        )
+        for broker, (send, apply) in targets.items():
+            corr += 1
+            common = {
+                "component": "controller",
+                "node_id": CONTROLLER,
+                "controller_epoch": EPOCH,
+                "api_key": 6,
+                "target_broker": broker,
+                "update_id": update,
+                "correlation_id": corr,
+                "topics": ["t"],
+                "partitions": 1,
+            }
+            ctl.append(json.dumps({**common, "ts_ms": T0 + send, "event": "enqueue"}))
+            ctl.append(json.dumps({**common, "ts_ms": T0 + send, "event": "send"}))
+            if apply is not None:
+                brokers[broker].append(
+                    json.dumps(
+                        {
+                            "ts_ms": T0 + apply,
+                            "component": "broker",
+                            "node_id": broker,
+                            "controller_epoch": EPOCH,
+                            "event": "apply",
+                            "api_key": 6,
+                            "correlation_id": corr,
+                            "controller_id": CONTROLLER,
+                            "snapshot_version": update,
+                            "topics": ["t"],
+                            "partitions": 1,
+                            "apply_ms": 0.1,
+                            "error_code": 0,
+                        }
+                    )
+                )
+    # malformed: line 2 of broker-1 is cut short, line 4 lacks ts_ms; a blank line is skipped
+    b1 = brokers[1]
+    b1.insert(1, '{"ts_ms": 1, "component": "bro')
+    b1.insert(
+        3,
+        json.dumps(
+            {
+                "component": "broker",
+                "node_id": 1,
+                "controller_epoch": 3,
+                "event": "apply",
+                "correlation_id": 99,
+            }
+        ),
+    )
+    b1.insert(4, "")
+    (directory / "controller.log").write_text("\n".join(ctl) + "\n")
+    for broker, lines in brokers.items():
+        (directory / f"broker-{broker}.log").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,167 @@
+"""Plan transforms against the shared local session."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import Row
+from pyspark.testing import assertDataFrameEqual
+
+from kmeta.pipeline import plan_extract, plan_transform, plan_validate
+from kmeta.pipeline.config import BrokerSpec
+
+pytestmark = pytest.mark.spark
+
+BROKERS = (BrokerSpec(1, "a"), BrokerSpec(2, "b"), BrokerSpec(3, "a"), BrokerSpec(4, "b", False))
+RAW_COLUMNS = "topic string, partition string, replicas string, leader string, isr string"
+
+# (topic, partition, replicas, leader, isr) as text -> expected reason codes (empty: accepted)
+CASES = [
+    (("orders", "0", "[1,2]", None, None), set()),
+    (("orders", "1", "[2,3]", "3", "[3]"), set()),
+    (("orders", "1", "[2,3]", "3", "[3]"), {"duplicate"}),
+    (("bad name", "0", "[1,2]", None, None), {"illegal_topic_name"}),
+    ((".", "0", "[1,2]", None, None), {"illegal_topic_name"}),
+    (("x" * 250, "0", "[1,2]", None, None), {"illegal_topic_name"}),
+    (("gap", "0", "[1,2]", None, None), {"partitions_not_contiguous"}),
+    (("gap", "2", "[1,2]", None, None), {"partitions_not_contiguous"}),
+    (("mixed", "0", "[1,2]", None, None), {"mixed_replication_factor"}),
+    (("mixed", "1", "[1]", None, None), {"mixed_replication_factor"}),
+    (("twice", "0", "[1,2]", None, None), {"conflicting_duplicate"}),
+    (("twice", "0", "[2,1]", None, None), {"conflicting_duplicate"}),
+    (("dups", "0", "[2,2]", None, None), {"duplicate_replicas", "rack_spread"}),
+    (("unknown", "0", "[1,9]", None, None), {"unknown_broker"}),
+    (("racks", "0", "[1,3]", None, None), {"rack_spread"}),
+    (("leader", "0", "[1,2]", "3", None), {"leader_not_replica"}),
+    (("isr", "0", "[1,2]", "1", "[2]"), {"leader_not_in_isr"}),
+    (("empty", "0", "[]", None, None), {"empty_replicas"}),
+    (("junk", "x", "1,y", None, None), {"bad_partition", "bad_replicas"}),
+    (("half", "0", "[1,2]", None, None), {"topic_incomplete"}),
+    (("half", "1", "[1,9]", None, None), {"unknown_broker"}),
+    (("a.b", "0", "[1,2]", None, None), {"topic_collision"}),
+    (("a_b", "0", "[1,2]", None, None), {"topic_collision"}),
+    ((None, "0", "[1,2]", None, None), {"missing_topic"}),
+    (("neg", "-1", "[1,2]", None, None), {"negative_partition"}),
+]
+
+
+def test_validate_gives_every_rejected_row_its_reasons(spark) -> None:
+    raw = spark.createDataFrame([c[0] for c in CASES], RAW_COLUMNS)
+    validated = plan_validate.validate(plan_extract.normalize_assignment(raw), BROKERS)
+    rows = validated.select("row_id", "reasons").orderBy("row_id").collect()
+    assert len(rows) == len(CASES)
+    got = [{r.split(":")[0] for r in row.reasons} for row in rows]
+    assert got == [c[1] for c in CASES]
+    plan_validate.check_balance(len(CASES), sum(1 for g in got if not g), sum(1 for g in got if g))
+    assertDataFrameEqual(
+        plan_validate.accepted(validated),
+        [
+            Row(topic="orders", partition=0, replicas=[1, 2], leader=None, isr=None),
+            Row(topic="orders", partition=1, replicas=[2, 3], leader=3, isr=[3]),
+        ],
+    )
+
+
+def test_check_balance_raises_when_rows_go_missing() -> None:
+    with pytest.raises(plan_validate.PlanIntegrityError):
+        plan_validate.check_balance(10, 6, 3)
+
+
+def test_partition_states_and_broker_load(spark) -> None:
+    accepted = spark.createDataFrame(
+        [
+            ("t", 0, [1, 2], None, None),  # first live replica leads
+            ("t", 1, [4, 2], None, None),  # 4 is dead: 2 leads, 4 offline
+            ("t", 2, [2, 1], 1, [1]),  # given leader and isr kept
+            ("u", 0, [4], 4, None),  # only replica dead: no leader
+        ],
+        "topic string, partition int, replicas array<int>, leader int, isr array<int>",
+    )
+    states = plan_transform.partition_states(accepted, BROKERS)
+    assertDataFrameEqual(
+        states,
+        [
+            Row(
+                topic="t",
+                partition=0,
+                replicas=[1, 2],
+                leader=1,
+                leader_source="elected",
+                isr=[1, 2],
+                offline_replicas=[],
+            ),
+            Row(
+                topic="t",
+                partition=1,
+                replicas=[4, 2],
+                leader=2,
+                leader_source="elected",
+                isr=[2],
+                offline_replicas=[4],
+            ),
+            Row(
+                topic="t",
+                partition=2,
+                replicas=[2, 1],
+                leader=1,
+                leader_source="given",
+                isr=[1],
+                offline_replicas=[],
+            ),
+            Row(
+                topic="u",
+                partition=0,
+                replicas=[4],
+                leader=-1,
+                leader_source="none",
+                isr=[],
+                offline_replicas=[4],
+            ),
+        ],
+    )
+    load = plan_transform.broker_load(states, plan_extract.brokers_frame(spark, BROKERS))
+    # 7 replicas and 3 leaders over 3 live brokers: an even share is 7/3 and 1
+    assertDataFrameEqual(
+        load,
+        [
+            Row(
+                broker_id=1,
+                rack="a",
+                alive=True,
+                replicas=2,
+                leaders=2,
+                preferred_leaders=1,
+                replica_skew=round(2 / (7 / 3) - 1, 6),
+                leader_skew=1.0,
+            ),
+            Row(
+                broker_id=2,
+                rack="b",
+                alive=True,
+                replicas=3,
+                leaders=1,
+                preferred_leaders=1,
+                replica_skew=round(3 / (7 / 3) - 1, 6),
+                leader_skew=0.0,
+            ),
+            Row(
+                broker_id=3,
+                rack="a",
+                alive=True,
+                replicas=0,
+                leaders=0,
+                preferred_leaders=0,
+                replica_skew=-1.0,
+                leader_skew=-1.0,
+            ),
+            Row(
+                broker_id=4,
+                rack="b",
+                alive=False,
+                replicas=2,
+                leaders=0,
+                preferred_leaders=2,
+                replica_skew=None,
+                leader_skew=None,
+            ),
+        ],
+    )
