@@ -1,0 +1,3 @@
+from kmeta.cli.main import main
+
+main()

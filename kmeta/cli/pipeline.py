@@ -1,0 +1,119 @@
+"""``kmeta pipeline plan|analyze``: the Spark jobs. pyspark is imported only when one runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from kmeta.pipeline.config import (
+    AnalyzeConfig,
+    BrokerListError,
+    BrokerSpec,
+    PlanConfig,
+    check_unique,
+    load_brokers,
+    parse_broker_flag,
+)
+
+
+@click.group("pipeline")
+def pipeline_group() -> None:
+    """Plan cluster assignments and analyse propagation logs on Spark."""
+
+
+@pipeline_group.command("plan")
+@click.option("--input", "input_path", required=True, help="Assignment file or directory.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "csv", "parquet"]),
+    default="json",
+    show_default=True,
+    help="json = Kafka's reassignment JSON.",
+)
+@click.option(
+    "--brokers",
+    "brokers_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Brokers file: JSON list or CSV with id,rack,alive.",
+)
+@click.option(
+    "--broker",
+    "broker_flags",
+    multiple=True,
+    metavar="ID[:RACK][:dead]",
+    help="A broker (repeatable); instead of --brokers.",
+)
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option("--master", default=None, help="Spark master URL (default: local[*]).")
+def plan_cmd(
+    input_path: str,
+    fmt: str,
+    brokers_file: str | None,
+    broker_flags: tuple[str, ...],
+    out: str,
+    master: str | None,
+) -> None:
+    """Validate an assignment and compute the partition states and broker load."""
+    if bool(brokers_file) == bool(broker_flags):
+        raise click.UsageError("give the brokers with either --brokers FILE or --broker flags")
+    try:
+        brokers: tuple[BrokerSpec, ...] = (
+            load_brokers(brokers_file)
+            if brokers_file
+            else check_unique(tuple(parse_broker_flag(f) for f in broker_flags))
+        )
+    except BrokerListError as exc:
+        raise click.BadParameter(str(exc), param_hint="--brokers/--broker") from None
+    config = PlanConfig(input_path, fmt, brokers, out, master)  # type: ignore[arg-type]
+    Path(out).mkdir(parents=True, exist_ok=True)
+
+    from kmeta.pipeline.plan_job import run_plan
+    from kmeta.pipeline.session import spark_session
+
+    with spark_session("kmeta-plan", master) as spark:
+        summary = run_plan(spark, config)
+    click.echo(json.dumps({k: v for k, v in summary.items() if k != "brokers"}, indent=2))
+    click.echo(
+        f"accepted {summary['accepted_rows']} of {summary['input_rows']} rows "
+        f"({summary['rejected_rows']} rejected, see {out}/rejects)",
+        err=True,
+    )
+
+
+@pipeline_group.command("analyze")
+@click.option("--logs", required=True, help="Directory or glob of JSON-lines state-change logs.")
+@click.option(
+    "--bench",
+    "bench",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Benchmark result file (repeatable).",
+)
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
+)
+@click.option("--master", default=None, help="Spark master URL (default: local[*]).")
+def analyze_cmd(logs: str, bench: tuple[str, ...], out: str, fmt: str, master: str | None) -> None:
+    """Convergence per update, lag per broker, disagreement windows; report.md with charts."""
+    config = AnalyzeConfig(logs, out, bench, fmt, master)  # type: ignore[arg-type]
+
+    from kmeta.pipeline.analyze_job import run_analyze
+    from kmeta.pipeline.session import spark_session
+
+    try:
+        with spark_session("kmeta-analyze", master) as spark:
+            summary = run_analyze(spark, config)
+    except FileNotFoundError as exc:
+        raise click.BadParameter(str(exc), param_hint="--logs") from None
+    click.echo(
+        f"{summary['updates']} updates, {summary['malformed_lines']} malformed line(s); "
+        f"report: {Path(out) / 'report.md'}"
+    )
+
+
+def register(group: click.Group) -> None:
+    group.add_command(pipeline_group)

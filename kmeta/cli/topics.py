@@ -1,0 +1,234 @@
+"""``kmeta topics create|delete|list|describe|add-partitions`` in the manner of kafka-topics.sh.
+
+Talks the Kafka protocol to any broker of ``--bootstrap-server`` (brokers forward admin
+requests to the controller), with kmeta.net's connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from kmeta.cli.topics_import import import_cmd
+from kmeta.net.connection import KafkaConnection
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import create_partitions as cp
+from kmeta.protocol.messages import create_topics as ct
+from kmeta.protocol.messages import delete_topics as dt
+from kmeta.protocol.messages import metadata as md
+
+T = TypeVar("T")
+TIMEOUT_MS = 30_000
+
+
+def _servers(text: str) -> list[tuple[str, int]]:
+    out = []
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise click.BadParameter(f"{item!r} is not host:port", param_hint="--bootstrap-server")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise click.BadParameter("no servers given", param_hint="--bootstrap-server")
+    return out
+
+
+async def _connect(bootstrap: str) -> KafkaConnection:
+    last: BaseException | None = None
+    for host, port in _servers(bootstrap):
+        try:
+            return await KafkaConnection.open(host, port, client_id="kmeta-topics", timeout_s=5.0)
+        except OSError as exc:
+            last = exc
+    raise click.ClickException(f"no broker of {bootstrap} is reachable: {last}")
+
+
+def _run(bootstrap: str, fn: Callable[[KafkaConnection], Awaitable[T]]) -> T:
+    async def main() -> T:
+        conn = await _connect(bootstrap)
+        try:
+            return await fn(conn)
+        finally:
+            conn.close()
+
+    return asyncio.run(main())
+
+
+def _check(name: str, code: int, message: str | None, ignore: tuple[int, ...] = ()) -> bool:
+    if code == 0:
+        return True
+    if code in ignore:
+        return False
+    error = ErrorCode(code) if code in ErrorCode._value2member_map_ else code
+    raise click.ClickException(
+        f"topic {name!r}: {getattr(error, 'name', error)}: {message or ''}".rstrip(": ")
+    )
+
+
+async def fetch_metadata(conn: KafkaConnection, topics: list[str] | None) -> Any:
+    request = md.MetadataRequest(
+        version=12,
+        topics=None if topics is None else tuple(md.MetadataRequestTopic(name=t) for t in topics),
+        allow_auto_topic_creation=False,
+    )
+    return await conn.request(request, TIMEOUT_MS / 1000)
+
+
+def _parse_assignment(text: str) -> tuple[Any, ...]:
+    """kafka-topics.sh syntax: ``1:2:3,2:3:1`` (one broker list per partition)."""
+    out = []
+    for p, part in enumerate(text.split(",")):
+        try:
+            ids = tuple(int(b) for b in part.split(":"))
+        except ValueError:
+            raise click.BadParameter(
+                f"{part!r} is not broker:broker:...", param_hint="--replica-assignment"
+            ) from None
+        out.append(ct.CreatableReplicaAssignment(partition_index=p, broker_ids=ids))
+    return tuple(out)
+
+
+_bootstrap = click.option("--bootstrap-server", required=True, help="host:port[,host:port...]")
+
+
+@click.group("topics")
+def topics_group() -> None:
+    """Create, delete, list and describe topics (as kafka-topics.sh)."""
+
+
+@topics_group.command("create")
+@_bootstrap
+@click.option("--topic", required=True)
+@click.option(
+    "--partitions", type=int, default=-1, help="Default: the controller's num.partitions."
+)
+@click.option(
+    "--replication-factor", type=int, default=-1, help="Default: the controller's default."
+)
+@click.option(
+    "--replica-assignment", default=None, help="broker:broker,broker:broker (per partition)"
+)
+@click.option("--config", "configs", multiple=True, help="name=value (repeatable)")
+@click.option("--if-not-exists", is_flag=True)
+@click.option("--validate-only", is_flag=True)
+def create_command(
+    bootstrap_server: str,
+    topic: str,
+    partitions: int,
+    replication_factor: int,
+    replica_assignment: str | None,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+    validate_only: bool,
+) -> None:
+    """Create a topic."""
+    cfgs = []
+    for item in configs:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not name=value", param_hint="--config")
+        cfgs.append(ct.CreatableTopicConfig(name=name, value=value))
+    assignments = _parse_assignment(replica_assignment) if replica_assignment else ()
+    request = ct.CreateTopicsRequest(
+        version=7,
+        topics=(
+            ct.CreatableTopic(
+                name=topic,
+                num_partitions=-1 if assignments else partitions,
+                replication_factor=-1 if assignments else replication_factor,
+                assignments=assignments,
+                configs=tuple(cfgs),
+            ),
+        ),
+        timeout_ms=TIMEOUT_MS,
+        validate_only=validate_only,
+    )
+    response = _run(bootstrap_server, lambda c: c.request(request, TIMEOUT_MS / 1000 + 5))
+    result = response.topics[0]
+    ignore = (ErrorCode.TOPIC_ALREADY_EXISTS,) if if_not_exists else ()
+    if _check(topic, result.error_code, result.error_message, ignore):
+        click.echo(f"{'Validated' if validate_only else 'Created'} topic {topic}.")
+
+
+@topics_group.command("delete")
+@_bootstrap
+@click.option("--topic", required=True, help="Topic name (comma-separated for several).")
+@click.option("--if-exists", is_flag=True)
+def delete_command(bootstrap_server: str, topic: str, if_exists: bool) -> None:
+    """Delete topics."""
+    names = [t for t in topic.split(",") if t]
+    request = dt.DeleteTopicsRequest(
+        version=6, topics=tuple(dt.DeleteTopicState(name=n) for n in names), timeout_ms=TIMEOUT_MS
+    )
+    response = _run(bootstrap_server, lambda c: c.request(request, TIMEOUT_MS / 1000 + 5))
+    ignore = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,) if if_exists else ()
+    for r in response.responses:
+        if _check(r.name or str(r.topic_id), r.error_code, r.error_message, ignore):
+            click.echo(f"Deleted topic {r.name}.")
+
+
+@topics_group.command("add-partitions")
+@_bootstrap
+@click.option("--topic", required=True)
+@click.option("--partitions", type=int, required=True, help="The new total partition count.")
+def add_partitions_command(bootstrap_server: str, topic: str, partitions: int) -> None:
+    """Raise a topic's partition count (kafka-topics.sh --alter --partitions)."""
+    request = cp.CreatePartitionsRequest(
+        version=3,
+        topics=(cp.CreatePartitionsTopic(name=topic, count=partitions, assignments=None),),
+        timeout_ms=TIMEOUT_MS,
+        validate_only=False,
+    )
+    response = _run(bootstrap_server, lambda c: c.request(request, TIMEOUT_MS / 1000 + 5))
+    r = response.results[0]
+    if _check(topic, r.error_code, r.error_message):
+        click.echo(f"Topic {topic} now has {partitions} partitions.")
+
+
+@topics_group.command("list")
+@_bootstrap
+def list_command(bootstrap_server: str) -> None:
+    """List topic names, one per line."""
+    response = _run(bootstrap_server, lambda c: fetch_metadata(c, None))
+    for name in sorted(t.name for t in response.topics if t.error_code == 0):
+        click.echo(name)
+
+
+@topics_group.command("describe")
+@_bootstrap
+@click.option("--topic", default=None, help="Only this topic (comma-separated for several).")
+def describe_command(bootstrap_server: str, topic: str | None) -> None:
+    """Show partitions, leaders, replicas and ISR (as kafka-topics.sh --describe)."""
+    names = [t for t in topic.split(",") if t] if topic else None
+    response = _run(bootstrap_server, lambda c: fetch_metadata(c, names))
+    console = Console()
+    for t in sorted(response.topics, key=lambda t: t.name or ""):
+        _check(t.name, t.error_code, None)
+        rf = len(t.partitions[0].replica_nodes) if t.partitions else 0
+        console.print(
+            f"[bold]Topic: {t.name}[/bold]\tTopicId: {t.topic_id}\t"
+            f"PartitionCount: {len(t.partitions)}\tReplicationFactor: {rf}"
+        )
+        table = Table("Partition", "Leader", "Replicas", "Isr", "Offline", "Error")
+        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+            table.add_row(
+                str(p.partition_index),
+                str(p.leader_id) if p.leader_id >= 0 else "none",
+                ",".join(map(str, p.replica_nodes)),
+                ",".join(map(str, p.isr_nodes)),
+                ",".join(map(str, p.offline_replicas)),
+                "" if p.error_code == 0 else ErrorCode(p.error_code).name,
+            )
+        console.print(table)
+
+
+topics_group.add_command(import_cmd, "import")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(topics_group)
