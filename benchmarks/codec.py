@@ -10,6 +10,13 @@ wire format declared the plain way with stock construct (``Struct``, ``PrefixedA
 ``PascalString``; yields Containers). The baselines run with the GC paused as kmeta's large
 decodes do, so the ratios compare codecs. Prints JSON with microseconds per partition.
 
+Times are CPU seconds of this process (``time.process_time``: the machine is shared, so wall
+time mostly measures the neighbours), the median of the runs (the minimum is printed too), with
+the load average before and after. A last section shows what the decoded UpdateMetadata costs
+the garbage collector afterwards: its records are namedtuples, which CPython never untracks, so
+every full collection walks them until they are frozen (``gc.freeze()``) by the caller that
+keeps them.
+
 Usage: python benchmarks/codec.py [--quick] [--repeat N]
 """
 
@@ -18,7 +25,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
+import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -212,26 +221,59 @@ def as_plain(value: Any) -> Any:
     return value
 
 
-def best_of(fn: Callable[[], Any], repeat: int) -> float:
-    """Fastest of ``repeat`` runs, in CPU seconds of this process: the machine is shared, so
-    wall time mostly measures the neighbours. The result is freed outside the timed span."""
-    best = float("inf")
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
+    """(median, min) of ``repeat`` runs in CPU seconds of this process. The result is freed
+    outside the timed span."""
+    times = []
     for _ in range(repeat):
         start = time.process_time()
         result = fn()
-        best = min(best, time.process_time() - start)
+        times.append(time.process_time() - start)
         del result
-    return best
+    return statistics.median(times), min(times)
+
+
+def gc_after_decode(decode: Callable[[], Any]) -> dict[str, Any]:
+    """What a kept decoded message costs the cyclic GC: the objects it leaves tracked (right
+    after the decode, and once a collection has untracked the tuples of ints), a full
+    collection with it alive, and the same after ``gc.freeze()``."""
+    gc.collect()
+    before = len(gc.get_objects())
+    kept = decode()
+    tracked = len(gc.get_objects()) - before
+    gc.collect()
+    still_tracked = len(gc.get_objects()) - before
+    start = time.process_time()
+    gc.collect()
+    full = time.process_time() - start
+    start = time.process_time()
+    gc.freeze()
+    freeze = time.process_time() - start
+    start = time.process_time()
+    gc.collect()
+    frozen = time.process_time() - start
+    gc.unfreeze()
+    del kept
+    gc.collect()
+    return {
+        "tracked_objects_after_decode": tracked,
+        "tracked_objects_after_a_collection": still_tracked,
+        "full_collection_ms": round(full * 1e3, 1),
+        "gc_freeze_ms": round(freeze * 1e3, 3),
+        "full_collection_after_freeze_ms": round(frozen * 1e3, 1),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1k topics / 100 topics, fewer runs")
-    parser.add_argument("--repeat", type=int, default=None, help="runs per measurement")
+    parser.add_argument("--repeat", type=int, default=None, help="runs of kmeta's codecs")
+    parser.add_argument("--repeat-baseline", type=int, default=1, help="runs of the baselines")
     args = parser.parse_args()
+    load_before = os.getloadavg()
     um_topics, md_topics = (1000, 100) if args.quick else (10_000, 1000)
-    repeat = args.repeat or (3 if args.quick else 5)
-    repeat_interp = 1 if not args.quick else 2
+    repeat = args.repeat or (9 if args.quick else 15)
+    repeat_base = args.repeat_baseline
 
     um = update_metadata.REQUEST
     um_msg = update_metadata_v8(um_topics, 10)
@@ -241,21 +283,23 @@ def main() -> None:
 
     decoded = um.decode(um_bytes, 8)
     assert decoded == um_msg
-    fast_decode = best_of(lambda: um.decode(um_bytes, 8), repeat)
-    # The interpreted baseline runs under the same GC regime as kmeta's decode (paused for
+    del decoded
+    fast_decode = timed(lambda: um.decode(um_bytes, 8), repeat)
+    # The interpreted baselines run under the same GC regime as kmeta's decode (paused for
     # large frames), so the ratio compares codecs, not garbage collectors.
     gc.disable()
     try:
         assert um.parse_interpreted(um_bytes, 8) == um_msg
-        slow_decode = best_of(lambda: um.parse_interpreted(um_bytes, 8), repeat_interp)
+        slow_decode = timed(lambda: um.parse_interpreted(um_bytes, 8), repeat_base)
         plain = PLAIN_UPDATE_METADATA_V8.parse(um_bytes)
         assert plain.topic_states[-1].partition_states[-1].replicas == list(
             um_msg.topic_states[-1].partition_states[-1].replicas
         )
         del plain
-        plain_decode = best_of(lambda: PLAIN_UPDATE_METADATA_V8.parse(um_bytes), repeat_interp)
+        plain_decode = timed(lambda: PLAIN_UPDATE_METADATA_V8.parse(um_bytes), repeat_base)
     finally:
         gc.enable()
+    gc_cost = gc_after_decode(lambda: um.decode(um_bytes, 8))
 
     md = metadata.RESPONSE
     md_msg = metadata_v12(md_topics, 10)
@@ -263,43 +307,46 @@ def main() -> None:
     md_bytes = md.encode(md_msg)
     assert md.build_interpreted(md_msg) == md_bytes
     assert md.decode(md_bytes, 12) == md_msg
-    fast_encode = best_of(lambda: md.encode(md_msg), repeat)
-    slow_encode = best_of(lambda: md.build_interpreted(md_msg), repeat_interp)
+    fast_encode = timed(lambda: md.encode(md_msg), repeat * 3)  # 10x smaller: more runs
+    slow_encode = timed(lambda: md.build_interpreted(md_msg), repeat_base)
     md_plain = as_plain(md_msg)
     assert PLAIN_METADATA_RESPONSE_V12.build(md_plain) == md_bytes
-    plain_encode = best_of(lambda: PLAIN_METADATA_RESPONSE_V12.build(md_plain), repeat_interp)
+    plain_encode = timed(lambda: PLAIN_METADATA_RESPONSE_V12.build(md_plain), repeat_base)
 
     def us(seconds: float, parts: int) -> float:
         return round(seconds / parts * 1e6, 3)
+
+    def figures(fast: tuple[float, float], slow: tuple[float, float], plain: tuple[float, float], parts: int) -> dict[str, Any]:
+        return {
+            "kmeta_us_per_partition": us(fast[0], parts),
+            "kmeta_us_per_partition_min": us(fast[1], parts),
+            "kmeta_interpreted_construct_us_per_partition": us(slow[0], parts),
+            "plain_construct_struct_us_per_partition": us(plain[0], parts),
+            "speedup_vs_kmeta_interpreted": round(slow[0] / fast[0], 1),
+            "speedup_vs_plain_construct": round(plain[0] / fast[0], 1),
+            "kmeta_total_ms": round(fast[0] * 1e3, 1),
+        }
 
     print(
         json.dumps(
             {
                 "python": platform.python_version(),
-                "timer": "process_time, best of runs",
+                "timer": f"process_time, median of {repeat} runs (baselines: {repeat_base})",
+                "load_avg_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
                 "quick": args.quick,
                 "update_metadata_v8_decode": {
                     "topics": um_topics,
                     "partitions": um_parts,
                     "frame_bytes": len(um_bytes),
-                    "kmeta_us_per_partition": us(fast_decode, um_parts),
-                    "kmeta_interpreted_construct_us_per_partition": us(slow_decode, um_parts),
-                    "plain_construct_struct_us_per_partition": us(plain_decode, um_parts),
-                    "speedup_vs_kmeta_interpreted": round(slow_decode / fast_decode, 1),
-                    "speedup_vs_plain_construct": round(plain_decode / fast_decode, 1),
-                    "kmeta_total_ms": round(fast_decode * 1e3, 1),
+                    **figures(fast_decode, slow_decode, plain_decode, um_parts),
                 },
                 "metadata_v12_response_encode": {
                     "topics": md_topics,
                     "partitions": md_parts,
                     "frame_bytes": len(md_bytes),
-                    "kmeta_us_per_partition": us(fast_encode, md_parts),
-                    "kmeta_interpreted_construct_us_per_partition": us(slow_encode, md_parts),
-                    "plain_construct_struct_us_per_partition": us(plain_encode, md_parts),
-                    "speedup_vs_kmeta_interpreted": round(slow_encode / fast_encode, 1),
-                    "speedup_vs_plain_construct": round(plain_encode / fast_encode, 1),
-                    "kmeta_total_ms": round(fast_encode * 1e3, 1),
+                    **figures(fast_encode, slow_encode, plain_encode, md_parts),
                 },
+                "gc_after_update_metadata_decode": gc_cost,
                 "target": {"decode_speedup_min": 25, "decode_us_per_partition_max": 1.5},
             },
             indent=2,

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kmeta.protocol.codegen import Gen
 from kmeta.protocol.errors import CorruptMessageError
-from kmeta.protocol.types import Gen, KStruct
+from kmeta.protocol.types import KStruct
 
 ParseFn = Callable[[Any, int, int], tuple[Any, int]]
 BuildFn = Callable[[Any, bytearray], None]

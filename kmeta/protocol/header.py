@@ -15,9 +15,10 @@ import struct
 from dataclasses import dataclass
 
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.codegen import read_uvarint
 from kmeta.protocol.errors import CorruptMessageError, UnsupportedVersionError
 from kmeta.protocol.registry import api_for
-from kmeta.protocol.types import KString, read_uvarint
+from kmeta.protocol.types import KString
 
 _HEAD = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
