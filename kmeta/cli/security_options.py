@@ -1,0 +1,111 @@
+"""Shared flags: TLS (``--ssl-*``, ``--listener-security-protocol-map``) and connection limits.
+
+Each group is a decorator that adds its options; the command takes them as ``**options`` and
+hands them to :func:`tls_fields` / :func:`limit_fields`, which return the config fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from kmeta.net.tls import CLIENT_AUTH, TlsConfig, parse_protocol_map
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _listener_auth(text: str) -> tuple[tuple[str, str], ...]:
+    out = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, auth = item.partition(":")
+        if not sep or auth.strip().lower() not in CLIENT_AUTH:
+            raise ValueError(f"{item!r} is not LISTENER:{'|'.join(CLIENT_AUTH)}")
+        out.append((name.strip().upper(), auth.strip().lower()))
+    return tuple(out)
+
+
+def tls_options(fn: F) -> F:
+    options = [
+        click.option(
+            "--listener-security-protocol-map",
+            default="",
+            help="LISTENER:PROTOCOL,... e.g. CONTROL:SSL (SSL://host:port needs no entry).",
+        ),
+        click.option("--ssl-certfile", default=None, help="PEM certificate (chain) of this node."),
+        click.option("--ssl-keyfile", default=None, help="PEM private key (default: in certfile)."),
+        click.option("--ssl-cafile", default=None, help="PEM CA bundle that verifies peers."),
+        click.option(
+            "--ssl-client-auth",
+            type=click.Choice(CLIENT_AUTH),
+            default="none",
+            show_default=True,
+            help="ssl.client.auth of SSL listeners: 'required' is mTLS.",
+        ),
+        click.option(
+            "--listener-ssl-client-auth",
+            default="",
+            help="Per listener, e.g. CONTROL:required (only the controller may connect).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def tls_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """Pop the TLS flags from ``options``; return listener_security_protocol_map and tls."""
+    return {
+        "listener_security_protocol_map": parse_protocol_map(
+            options.pop("listener_security_protocol_map")
+        ),
+        "tls": TlsConfig(
+            certfile=options.pop("ssl_certfile"),
+            keyfile=options.pop("ssl_keyfile"),
+            cafile=options.pop("ssl_cafile"),
+            client_auth=options.pop("ssl_client_auth"),
+            listener_client_auth=_listener_auth(options.pop("listener_ssl_client_auth")),
+        ),
+    }
+
+
+def limit_options(fn: F) -> F:
+    options = [
+        click.option(
+            "--request-timeout-ms",
+            type=click.IntRange(min=1),
+            default=30_000,
+            show_default=True,
+            help="A started request must be complete within this, else the connection closes.",
+        ),
+        click.option(
+            "--write-timeout-ms",
+            type=click.IntRange(min=1),
+            default=30_000,
+            show_default=True,
+            help="A client that reads none of its answers this long is disconnected.",
+        ),
+        click.option(
+            "--max-connections",
+            type=click.IntRange(min=0),
+            default=0,
+            show_default=True,
+            help="Per listener (max.connections); 0 = unlimited.",
+        ),
+        click.option(
+            "--max-connections-per-ip",
+            type=click.IntRange(min=0),
+            default=0,
+            show_default=True,
+            help="Per listener and client address (max.connections.per.ip); 0 = unlimited.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def limit_fields(options: dict[str, Any]) -> dict[str, Any]:
+    names = ("request_timeout_ms", "write_timeout_ms", "max_connections", "max_connections_per_ip")
+    return {name: options.pop(name) for name in names}
