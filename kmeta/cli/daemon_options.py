@@ -1,0 +1,44 @@
+"""Flags every daemon command shares: logging, metrics and ``--config``.
+
+A command decorated with :func:`daemon_options` takes them in ``**options``; it calls
+:func:`start_logging` first thing and passes :func:`metrics_fields` to its config dataclass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from kmeta.cli.config_sources import config_option
+from kmeta.cli.logging_setup import logging_options, setup_logging
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def daemon_options(fn: F) -> F:
+    fn = click.option(
+        "--metrics-port",
+        type=click.IntRange(0, 65535),
+        default=None,
+        help="Serve Prometheus /metrics and JSON /status on this HTTP port (0: any). Off if unset.",
+    )(fn)
+    fn = click.option(
+        "--metrics-host", default="127.0.0.1", show_default=True, help="Bind address of /metrics."
+    )(fn)
+    fn = logging_options()(fn)
+    return config_option(fn)  # type: ignore[return-value]
+
+
+def start_logging(options: dict[str, Any]) -> None:
+    """Set up logging from (and remove) --log-level / --log-format."""
+    setup_logging(options.pop("log_level"), options.pop("log_format"))
+
+
+def metrics_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """The config fields of --metrics-port / --metrics-host (removed from ``options``)."""
+    return {
+        "metrics_port": options.pop("metrics_port"),
+        "metrics_host": options.pop("metrics_host"),
+    }

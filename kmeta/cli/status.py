@@ -1,0 +1,183 @@
+"""``kmeta status``: brokers, propagation lag, queues, topic and partition health at a glance.
+
+Where the data comes from:
+
+* ``--controller HOST:PORT`` (the controller's ``--metrics-port``): GET /status, JSON the
+  controller computes from its own state (see :mod:`kmeta.controller.status`): every broker's
+  epoch, alive/fenced, last applied update, lag in updates and ms, queue size; counts of
+  topics, partitions, offline and under-replicated partitions. This is the full view.
+* ``--bootstrap-server HOST:PORT`` (a broker's Kafka listener): a Metadata request (all
+  topics), the view that broker serves to clients: alive brokers, topics, partitions,
+  offline (no leader) and under-replicated (ISR < replicas) partitions. Epochs, lag and queue
+  sizes are known only to the controller: add ``--controller`` to see them.
+
+``--watch`` redraws in place every ``--interval`` seconds (rich Live); ``--json`` prints JSON
+(one line per refresh with ``--watch``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import click
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from kmeta.net.connection import KafkaConnection
+from kmeta.protocol.messages import metadata as md
+
+MAX_STATUS_BYTES = 16 * 1024 * 1024
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise click.BadParameter(f"{text!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def from_controller(address: str, timeout_s: float) -> dict[str, Any]:
+    host, port = _host_port(address)
+    url = f"http://{host}:{port}/status"
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        data: dict[str, Any] = json.loads(resp.read(MAX_STATUS_BYTES))
+    data["source"] = f"controller {address}"
+    return data
+
+
+async def _metadata(address: str, timeout_s: float) -> Any:
+    host, port = _host_port(address)
+    conn = await KafkaConnection.open(host, port, client_id="kmeta-status", timeout_s=timeout_s)
+    try:
+        return await conn.request(md.MetadataRequest(version=12, topics=None), timeout_s)
+    finally:
+        conn.close()
+
+
+def from_bootstrap(address: str, timeout_s: float) -> dict[str, Any]:
+    resp = asyncio.run(_metadata(address, timeout_s))
+    partitions = offline = under = 0
+    for topic in resp.topics:
+        for p in topic.partitions:
+            partitions += 1
+            offline += p.leader_id < 0
+            under += len(p.isr_nodes) < len(p.replica_nodes)
+    brokers = [
+        {"id": b.node_id, "state": "alive", "endpoint": f"{b.host}:{b.port}", "rack": b.rack}
+        for b in sorted(resp.brokers, key=lambda b: b.node_id)
+    ]
+    return {
+        "source": f"broker {address}",
+        "controller": {"node_id": resp.controller_id},
+        "brokers": brokers,
+        "topics": len(resp.topics),
+        "partitions": partitions,
+        "offline_partitions": offline,
+        "under_replicated_partitions": under,
+    }
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def render(data: dict[str, Any]) -> Group:
+    ctl = data.get("controller") or {}
+    table = Table(title=f"kmeta status ({data['source']})", title_justify="left")
+    for col in ("broker", "epoch", "state", "endpoint", "applied", "lag", "lag ms", "queue"):
+        table.add_column(col, justify="left" if col in ("state", "endpoint") else "right")
+    for b in data["brokers"]:
+        state = b.get("state", "?")
+        lag = b.get("lag_versions")
+        style = "red" if state != "alive" else ("yellow" if lag else "")
+        table.add_row(
+            str(b["id"]), _cell(b.get("epoch")), state, _cell(b.get("endpoint")),
+            _cell(b.get("applied_update")), _cell(lag), _cell(b.get("lag_ms")),
+            _cell(b.get("queue_size")), style=style,
+        )  # fmt: skip
+    summary = Text(
+        f"topics {data['topics']}  partitions {data['partitions']}  "
+        f"offline {data['offline_partitions']}  "
+        f"under-replicated {data['under_replicated_partitions']}"
+    )
+    if data["offline_partitions"]:
+        summary.stylize("bold red")
+    lines: list[Any] = [table, summary]
+    if "epoch" in ctl:
+        lines.append(
+            Text(
+                f"controller {ctl.get('node_id')} epoch {ctl['epoch']}  "
+                f"event queue {ctl.get('event_queue_size')}  "
+                f"total request queue {ctl.get('total_queue_size')}  "
+                f"latest update {ctl.get('latest_update')}"
+            )
+        )
+    elif ctl.get("node_id") is not None:
+        lines.append(Text(f"controller id {ctl['node_id']} (add --controller for lag and queues)"))
+    return Group(*lines)
+
+
+@click.command("status")
+@click.option("--bootstrap-server", default=None, help="A broker's HOST:PORT (Kafka listener).")
+@click.option(
+    "--controller", default=None, help="The controller's HOST:PORT of --metrics-port (full view)."
+)
+@click.option("--watch", is_flag=True, help="Refresh in place until Ctrl-C.")
+@click.option("--interval", type=click.FloatRange(0.1), default=1.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--timeout", "timeout_s", type=float, default=5.0, show_default=True)
+def status_command(
+    bootstrap_server: str | None,
+    controller: str | None,
+    watch: bool,
+    interval: float,
+    as_json: bool,
+    timeout_s: float,
+) -> None:
+    """Show brokers (epoch, alive/fenced, lag, queue) and topic/partition health."""
+    if not bootstrap_server and not controller:
+        raise click.UsageError(
+            "give --controller HOST:METRICS_PORT or --bootstrap-server HOST:PORT"
+        )
+
+    def fetch() -> dict[str, Any]:
+        try:
+            if controller:
+                return from_controller(controller, timeout_s)
+            assert bootstrap_server is not None
+            return from_bootstrap(bootstrap_server.split(",")[0], timeout_s)
+        except (OSError, TimeoutError, urllib.error.URLError, ValueError) as exc:
+            raise click.ClickException(f"cannot get the status: {exc}") from exc
+
+    if as_json:
+        while True:
+            click.echo(json.dumps(fetch(), sort_keys=True))
+            if not watch:
+                return
+            time.sleep(interval)
+    console = Console()
+    if not watch:
+        console.print(render(fetch()))
+        return
+    try:
+        with Live(render(fetch()), console=console, auto_refresh=False) as live:
+            while True:
+                time.sleep(interval)
+                try:
+                    view: Any = render(fetch())
+                except click.ClickException as exc:  # keep watching through a restart
+                    view = Text(f"{exc.message} (retrying every {interval} s)", style="red")
+                live.update(view, refresh=True)
+    except KeyboardInterrupt:
+        pass
+
+
+def register(group: click.Group) -> None:
+    group.add_command(status_command)

@@ -1,0 +1,140 @@
+"""What ``kmeta status`` shows, from the controller: its GET /status JSON and gauges.
+
+The controller is the one place that knows every broker's epoch, liveness, queue and
+propagation lag, so the status comes from it (HTTP JSON next to /metrics, see
+:mod:`kmeta.net.metrics_http`). Computed on request, O(partitions): nothing on the hot path.
+
+Gauges added to the controller's registry (Kafka's names in brackets):
+
+* ``kmeta_controller_broker_lag_versions{broker_id}``, ``kmeta_controller_broker_lag_ms``,
+  ``kmeta_controller_broker_applied_update``, ``kmeta_controller_latest_update``;
+* ``kmeta_controller_propagation_seconds``: time until every broker sent a change acked it;
+* ``kmeta_controller_topics``, ``kmeta_controller_partitions``,
+  ``kmeta_controller_offline_partitions`` [OfflinePartitionsCount],
+  ``kmeta_controller_under_replicated_partitions``, ``kmeta_controller_active_brokers``
+  [ActiveBrokerCount], ``kmeta_controller_fenced_brokers`` [FencedBrokerCount],
+  ``kmeta_controller_epoch``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from kmeta.net.metrics import plain_histogram_family
+
+if TYPE_CHECKING:
+    from kmeta.controller.controller import KafkaController
+
+
+def partition_counts(controller: KafkaController) -> dict[str, int]:
+    state = controller.state
+    total = offline = under = 0
+    for topic in state.topics.values():
+        for st in topic.partitions.values():
+            total += 1
+            if st.leader < 0 or not state.is_alive(st.leader):
+                offline += 1
+            if len(st.isr) < len(st.replicas):
+                under += 1
+    return {
+        "topics": len(state.topics),
+        "partitions": total,
+        "offline_partitions": offline,
+        "under_replicated_partitions": under,
+    }
+
+
+def controller_status(controller: KafkaController) -> dict[str, Any]:
+    now = time.monotonic()
+    tracker = controller.metrics.propagation
+    brokers = []
+    for broker_id, info in sorted(controller.state.brokers.items()):
+        lag = tracker.brokers.get(broker_id)
+        endpoint = info.listeners[0] if info.listeners else None
+        brokers.append(
+            {
+                "id": broker_id,
+                "epoch": info.epoch,
+                "state": "alive" if info.alive else "fenced",
+                "endpoint": f"{endpoint.host}:{endpoint.port}" if endpoint else None,
+                "rack": info.rack,
+                "applied_update": lag.applied_update if lag else None,
+                "lag_versions": lag.lag_versions if lag else None,
+                "lag_ms": round(lag.lag_ms(now), 1) if lag else None,
+                "queue_size": controller.channel.queue_size(broker_id) if info.alive else None,
+            }
+        )
+    return {
+        "controller": {
+            "node_id": controller.config.node_id,
+            "epoch": controller.epoch,
+            "event_queue_size": controller.events.queue_size,
+            "total_queue_size": controller.channel.queue_size(),
+            "latest_update": tracker.latest_update,
+        },
+        "brokers": brokers,
+        **partition_counts(controller),
+    }
+
+
+class ControllerCollector(Collector):
+    def __init__(self, controller: KafkaController) -> None:
+        self.controller = controller
+
+    def collect(self) -> Iterator[Metric]:
+        controller = self.controller
+        now = time.monotonic()
+        tracker = controller.metrics.propagation
+        labels = ["broker_id"]
+        lag_v = GaugeMetricFamily(
+            "kmeta_controller_broker_lag_versions", "UpdateMetadata not yet acked", labels=labels
+        )
+        lag_ms = GaugeMetricFamily(
+            "kmeta_controller_broker_lag_ms",
+            "Age of the oldest UpdateMetadata the broker has not acked",
+            labels=labels,
+        )
+        applied = GaugeMetricFamily(
+            "kmeta_controller_broker_applied_update",
+            "Controller update id of the last UpdateMetadata the broker acked",
+            labels=labels,
+        )
+        for broker_id, lag in sorted(tracker.brokers.items()):
+            lag_v.add_metric([str(broker_id)], lag.lag_versions)
+            lag_ms.add_metric([str(broker_id)], lag.lag_ms(now))
+            applied.add_metric([str(broker_id)], lag.applied_update)
+        yield from (lag_v, lag_ms, applied)
+        yield GaugeMetricFamily(
+            "kmeta_controller_latest_update",
+            "Latest controller update id",
+            value=tracker.latest_update,
+        )
+        yield plain_histogram_family(
+            "kmeta_controller_propagation_seconds",
+            "Time from enqueue until every broker it was sent to acked an update",
+            [([], tracker.propagation)],
+            [],
+        )
+        counts = partition_counts(controller)
+        for key, doc in (
+            ("topics", "Topics"),
+            ("partitions", "Partitions"),
+            ("offline_partitions", "Partitions without a live leader (OfflinePartitionsCount)"),
+            ("under_replicated_partitions", "Partitions whose ISR is smaller than the replicas"),
+        ):
+            yield GaugeMetricFamily(f"kmeta_controller_{key}", doc, value=counts[key])
+        alive = sum(1 for b in controller.state.brokers.values() if b.alive)
+        yield GaugeMetricFamily("kmeta_controller_active_brokers", "ActiveBrokerCount", value=alive)
+        yield GaugeMetricFamily(
+            "kmeta_controller_fenced_brokers",
+            "FencedBrokerCount",
+            value=len(controller.state.brokers) - alive,
+        )
+        yield GaugeMetricFamily(
+            "kmeta_controller_epoch", "Controller epoch", value=controller.epoch
+        )

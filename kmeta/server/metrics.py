@@ -1,0 +1,91 @@
+"""The broker's own metrics and /status, on top of the request metrics of kmeta.net.metrics.
+
+Read at scrape time from the current snapshot (nothing is counted on the request path):
+
+* ``kmeta_broker_snapshot_version``: the MetadataCache snapshot version (+1 per applied update);
+* ``kmeta_broker_topics`` / ``kmeta_broker_partitions``: what the cache holds;
+* ``kmeta_broker_alive_brokers``, ``kmeta_broker_epoch``, ``kmeta_broker_controller_epoch``;
+* ``kmeta_broker_update_apply_seconds``: time to apply one UpdateMetadata to the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from kmeta.net.metrics import DaemonMetrics, plain_histogram_family
+from kmeta.net.metrics_http import MetricsServer
+
+if TYPE_CHECKING:
+    from kmeta.server.broker import Broker
+    from kmeta.server.state import BrokerState
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def broker_status(state: BrokerState) -> dict[str, Any]:
+    """This broker's view (its cache), for GET /status."""
+    snap = state.cache.snapshot
+    controller = state.config.controller
+    return {
+        "broker_id": state.broker_id,
+        "broker_epoch": state.broker_epoch,
+        "controller_epoch": state.controller_epoch,
+        "controller": f"{controller[0]}:{controller[1]}" if controller else None,
+        "snapshot_version": snap.version,
+        "topics": len(snap.partition_states),
+        "partitions": sum(len(parts) for parts in snap.partition_states.values()),
+        "alive_brokers": sorted(snap.alive_brokers),
+    }
+
+
+class BrokerCollector(Collector):
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        state = self.state
+        snap = state.cache.snapshot
+        yield _gauge("kmeta_broker_snapshot_version", "Metadata snapshot version", snap.version)
+        yield _gauge(
+            "kmeta_broker_topics", "Topics in the metadata cache", len(snap.partition_states)
+        )
+        yield _gauge(
+            "kmeta_broker_partitions",
+            "Partitions in the metadata cache",
+            sum(len(parts) for parts in snap.partition_states.values()),
+        )
+        yield _gauge("kmeta_broker_alive_brokers", "Alive brokers known", len(snap.alive_brokers))
+        yield _gauge(
+            "kmeta_broker_epoch", "This broker's epoch (-1: not registered)", state.broker_epoch
+        )
+        yield _gauge(
+            "kmeta_broker_controller_epoch", "Highest controller epoch seen", state.controller_epoch
+        )
+        yield plain_histogram_family(
+            "kmeta_broker_update_apply_seconds",
+            "Time to apply one UpdateMetadata to the cache",
+            [([], state.update_apply)],
+            [],
+        )
+
+
+def broker_metrics(broker: Broker) -> tuple[DaemonMetrics, MetricsServer]:
+    """Meter the broker's listeners and build its /metrics + /status server (not started)."""
+    config = broker.config
+    assert config.metrics_port is not None
+    metrics = DaemonMetrics()
+    metrics.instrument(broker.listeners)
+    metrics.registry.register(BrokerCollector(broker.state))
+    server = MetricsServer(
+        metrics.registry,
+        config.metrics_host,
+        config.metrics_port,
+        status=lambda: broker_status(broker.state),
+    )
+    return metrics, server
