@@ -2,7 +2,9 @@
 
 It splits frames exactly as the broker does and answers each frame with the correlation id
 followed by the rest of the request (one write per read, like the broker), with no decoding.
-Run it in its own process with :func:`serve_in_process`.
+With ``reply_size`` it answers the correlation id followed by a fixed payload of that size
+instead (the floor for large answers: the kernel's copy, with nothing to build). Run it in
+its own process with :func:`serve_in_process`.
 """
 
 from __future__ import annotations
@@ -15,14 +17,18 @@ from kmeta.protocol.framing import FrameSplitter
 
 
 class EchoProtocol(asyncio.Protocol):
-    def __init__(self) -> None:
+    def __init__(self, reply: bytes | None = None) -> None:
         self._splitter = FrameSplitter()
         self._transport: asyncio.Transport | None = None
+        self._reply = reply
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if self._reply is not None:
+            self._fixed(self._splitter.feed(data), self._reply)
+            return
         out = bytearray()
         for frame in self._splitter.feed(data):
             body = frame[4:8] + frame[8:]  # correlation id, then the echoed request
@@ -32,9 +38,22 @@ class EchoProtocol(asyncio.Protocol):
             self._transport.write(out)
 
 
-async def _serve(conn: Connection) -> None:
+    def _fixed(self, frames: list[bytes], reply: bytes) -> None:
+        # like the broker's large answers: small pieces joined, the big payload not copied
+        if self._transport is None:
+            return
+        pieces: list[bytes | bytearray] = []
+        for frame in frames:
+            pieces.append((len(reply) + 4).to_bytes(4, "big") + frame[4:8])
+            pieces.append(reply)
+        if pieces:
+            self._transport.writelines(pieces)
+
+
+async def _serve(conn: Connection, reply_size: int = 0) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(EchoProtocol, "127.0.0.1", 0)
+    reply = b"\x00" * reply_size if reply_size else None
+    server = await loop.create_server(lambda: EchoProtocol(reply), "127.0.0.1", 0)
     conn.send({"PLAINTEXT": server.sockets[0].getsockname()[1]})
     await serve_commands(conn)
     server.close()
@@ -58,10 +77,10 @@ async def serve_commands(conn: Connection) -> None:
     loop.remove_reader(conn.fileno())
 
 
-def serve_in_process(conn: Connection) -> None:
+def serve_in_process(conn: Connection, reply_size: int = 0) -> None:
     try:
         import uvloop
     except ImportError:
-        asyncio.run(_serve(conn))
+        asyncio.run(_serve(conn, reply_size))
     else:
-        uvloop.run(_serve(conn))
+        uvloop.run(_serve(conn, reply_size))

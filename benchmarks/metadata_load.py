@@ -1,9 +1,13 @@
 """Metadata load: the broker against a framed echo server (the ceiling), in the same run.
 
-Processes: one broker (holding TOPICS x PARTITIONS), one echo server, and one load generator
-per scenario, each its own process. A generator opens N connections and keeps D Metadata
-requests in flight on each for a bounded duration. Prints JSON: req/s, p50/p99 latency,
-the ratio to the echo ceiling with the same N x D, and server CPU per response.
+Processes: one broker (holding TOPICS x PARTITIONS), one echo server, and ``--generators``
+load generator processes per scenario (the N connections are spread over them, so the
+generator is not the bottleneck; the echo ceiling is measured with the very same
+generators). Each connection keeps D Metadata requests in flight for a bounded duration.
+Prints JSON: req/s, p50/p99 latency, the ratio to the echo ceiling with the same N x D, and
+server CPU per response. For "all topics" the ceiling is a second echo server answering a
+fixed payload of the broker's all-topics answer size: its CPU per response is the floor
+(kernel copy and syscalls, nothing built).
 Also measures, in-process, one all-topics answer spliced from cached blocks against
 re-encoding the whole response record (why the blocks are cached).
 
@@ -150,6 +154,7 @@ class LoadConnection(asyncio.Protocol):
 
 
 async def _load(port: int, template: bytes, conns: int, depth: int, duration_s: float) -> dict[str, Any]:
+    """One generator process: its latencies (seconds) and how long it ran."""
     loop = asyncio.get_running_loop()
     latencies: list[float] = []
     deadline = time.perf_counter() + duration_s
@@ -165,13 +170,19 @@ async def _load(port: int, template: bytes, conns: int, depth: int, duration_s: 
     elapsed = time.perf_counter() - start
     for t in transports:
         t.close()
-    latencies.sort()
+    return {"latencies": latencies, "elapsed_s": elapsed}
+
+
+def summarize(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    latencies = sorted(x for p in parts for x in p["latencies"])
+    elapsed = max(p["elapsed_s"] for p in parts)
     n = len(latencies)
     return {
         "requests": n,
         "req_per_s": round(n / elapsed, 1),
         "p50_us": round(latencies[n // 2] * 1e6, 1) if n else None,
         "p99_us": round(latencies[min(n - 1, int(n * 0.99))] * 1e6, 1) if n else None,
+        "generators": len(parts),
     }
 
 
@@ -179,14 +190,22 @@ def load_process(port: int, template: bytes, conns: int, depth: int, duration_s:
     out.send(_run(_load(port, template, conns, depth, duration_s)))
 
 
-def run_load(server: Connection, port: int, template: bytes, conns: int, depth: int, duration_s: float) -> dict[str, Any]:
-    here, there = mp.Pipe()
+def run_load(
+    server: Connection, port: int, template: bytes, conns: int, depth: int, duration_s: float, generators: int
+) -> dict[str, Any]:
     server.send("cpu")
     cpu0 = server.recv()
-    proc = mp.Process(target=load_process, args=(port, template, conns, depth, duration_s, there))
-    proc.start()
-    result: dict[str, Any] = here.recv()
-    proc.join()
+    shares = [conns // generators + (1 if i < conns % generators else 0) for i in range(generators)]
+    running = []
+    for share in shares:
+        if share:
+            here, there = mp.Pipe()
+            proc = mp.Process(target=load_process, args=(port, template, share, depth, duration_s, there))
+            proc.start()
+            running.append((proc, here))
+    result = summarize([here.recv() for _, here in running])
+    for proc, _ in running:
+        proc.join()
     server.send("cpu")
     cpu1 = server.recv()
     n = max(1, result["requests"])
@@ -194,6 +213,16 @@ def run_load(server: Connection, port: int, template: bytes, conns: int, depth: 
     result["server_cpu_us_per_response"] = round((user + system) / n * 1e6, 1)
     result["server_user_cpu_us_per_response"] = round(user / n * 1e6, 1)
     return result
+
+
+async def answer_size(port: int, frame: bytes) -> int:
+    """The body size of the broker's answer to ``frame`` (after the correlation id)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(frame)
+    size = int.from_bytes(await reader.readexactly(4), "big")
+    await reader.readexactly(size)
+    writer.close()
+    return size - 4
 
 
 # -- splice vs re-encode, in-process -----------------------------------------------------------
@@ -244,6 +273,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per scenario")
     parser.add_argument("--topics", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=10)
+    parser.add_argument("--generators", type=int, default=2, help="load generator processes per scenario")
     args = parser.parse_args()
 
     broker_end, broker_child = mp.Pipe()
@@ -260,6 +290,13 @@ def main() -> None:
         conn.close()
 
     asyncio.run(load_metadata())
+    # the floor for all-topics answers: an echo server answering a payload of the same size
+    all_size = asyncio.run(answer_size(ports["PLAINTEXT"], request_frame(None)))
+    big_end, big_child = mp.Pipe()
+    big = mp.Process(target=serve_in_process, args=(big_child, all_size))
+    big.start()
+    procs.append(big)
+    big_ports = big_end.recv()
     names = [f"topic-{t:04d}" for t in range(args.topics)]
     scenarios = [
         ("1 topic", names[:1], 64, 1),
@@ -269,16 +306,23 @@ def main() -> None:
     ]
     ceilings: dict[tuple[int, int], dict[str, Any]] = {}
     results = []
+    gens = args.generators
     for label, topics, conns, depth in scenarios:
         template = request_frame(topics)
-        if (conns, depth) not in ceilings:
-            ceilings[(conns, depth)] = run_load(echo_end, echo_ports["PLAINTEXT"], request_frame(names[:1]), conns, depth, args.duration)
-        got = run_load(broker_end, ports["PLAINTEXT"], template, conns, depth, args.duration)
-        ceiling = ceilings[(conns, depth)]
+        if topics is None:
+            ceiling = run_load(big_end, big_ports["PLAINTEXT"], template, conns, depth, args.duration, gens)
+            ceiling["payload_bytes"] = all_size
+        else:
+            if (conns, depth) not in ceilings:
+                ceilings[(conns, depth)] = run_load(
+                    echo_end, echo_ports["PLAINTEXT"], request_frame(names[:1]), conns, depth, args.duration, gens
+                )
+            ceiling = ceilings[(conns, depth)]
+        got = run_load(broker_end, ports["PLAINTEXT"], template, conns, depth, args.duration, gens)
         got["ratio_to_ceiling"] = round(got["req_per_s"] / ceiling["req_per_s"], 3)
         results.append({"scenario": label, "connections": conns, "in_flight": depth, "broker": got, "echo_ceiling": ceiling})
 
-    for end in (broker_end, echo_end):
+    for end in (broker_end, echo_end, big_end):
         end.send("stop")
     for p in procs:
         p.join(10)

@@ -1,0 +1,389 @@
+"""One entry point for every benchmark: ``kmeta bench SCENARIO`` runs this script.
+
+    .venv/bin/python benchmarks/run.py SCENARIO [--duration S] [--connections 1,4,16,64]
+        [--depth D] [--repeat N] [--json OUT] [scenario flags]
+
+Scenarios and what they call (each script runs in its own process; servers and load
+generators run in processes of their own):
+
+* ``codec``          codec.py (--quick below 5 s of --duration)
+* ``metadata-load``  side_by_side.py: kmeta's broker, the echo ceiling and librdkafka's mock
+                     cluster under one load generator, swept over --connections; then
+                     metadata_load.py's own scenarios (unless --no-owner-script)
+* ``cache-update``   cache_update.py at each of --sizes partitions (kmeta against a full copy)
+* ``propagation``    propagation_cdf.py (every sample, for the CDF) and propagation.py
+* ``client-await``   client_await.py (--seconds = --duration)
+* ``pipeline-plan``  pipeline_plan.py (local[2])
+* ``soak``           soak.py (--idle-connections held; --requests from --duration)
+
+The result is one JSON object (see common.py) written to --json OUT, or printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common
+
+SCENARIOS = (
+    "codec", "metadata-load", "cache-update", "propagation", "client-await", "pipeline-plan", "soak",
+)  # fmt: skip
+
+
+@dataclass
+class Step:
+    label: str
+    estimate_s: float
+    run: Callable[[], Any]
+
+
+class Bar:
+    """A rich progress bar on stderr; a step's share fills with time toward its estimate."""
+
+    def __init__(self, title: str, steps: list[Step], enabled: bool) -> None:
+        self.steps = steps
+        self.enabled = enabled
+        self.title = title
+
+    def run(self) -> list[Any]:
+        if not self.enabled:
+            return [s.run() for s in self.steps]
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        total = sum(s.estimate_s for s in self.steps)
+        out: list[Any] = []
+        with Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+            TimeElapsedColumn(), console=Console(stderr=True), transient=False,
+        ) as progress:  # fmt: skip
+            task = progress.add_task(self.title, total=total)
+            done = 0.0
+            for step in self.steps:
+                progress.update(task, description=f"{self.title}: {step.label}")
+                stop = threading.Event()
+                t0 = time.monotonic()
+
+                def tick(
+                    base: float = done,
+                    est: float = step.estimate_s,
+                    t0: float = t0,
+                    stop: threading.Event = stop,
+                ) -> None:
+                    while not stop.wait(0.2):
+                        progress.update(
+                            task, completed=base + min(time.monotonic() - t0, 0.95 * est)
+                        )
+
+                ticker = threading.Thread(target=tick, daemon=True)
+                ticker.start()
+                try:
+                    out.append(step.run())
+                finally:
+                    stop.set()
+                    ticker.join()
+                done += step.estimate_s
+                progress.update(task, completed=done)
+            progress.update(task, description=f"{self.title}: done")
+        return out
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def median_leaves(runs: list[Any]) -> Any:
+    """Leaf-wise median of several runs of the same script (numbers only; else the first)."""
+    first = runs[0]
+    if isinstance(first, dict):
+        return {k: median_leaves([r.get(k) for r in runs if isinstance(r, dict)]) for k in first}
+    if isinstance(first, bool) or not isinstance(first, int | float):
+        return first
+    values = [r for r in runs if isinstance(r, int | float) and not isinstance(r, bool)]
+    return round(statistics.median(values), 3) if values else first
+
+
+def repeated(label: str, estimate_s: float, repeat: int, fn: Callable[[], Any]) -> list[Step]:
+    return [
+        Step(f"{label} ({i + 1}/{repeat})" if repeat > 1 else label, estimate_s, fn)
+        for i in range(repeat)
+    ]
+
+
+def with_median(runs: list[Any]) -> dict[str, Any]:
+    return (
+        {"median": median_leaves(runs), "runs": runs}
+        if len(runs) > 1
+        else {"median": runs[0], "runs": runs}
+    )
+
+
+# -- scenarios: each returns (parameters, steps, combine(step results) -> result) ---------------
+Plan = tuple[dict[str, Any], list[Step], Callable[[list[Any]], Any]]
+
+
+def plan_codec(a: argparse.Namespace) -> Plan:
+    args = ["--quick"] if a.duration < 5 else []
+    steps = repeated(
+        "codec.py", 15 if args else 60, a.repeat, lambda: common.run_script("codec.py", *args)
+    )
+    return {"quick": bool(args)}, steps, with_median
+
+
+def plan_metadata_load(a: argparse.Namespace) -> Plan:
+    import side_by_side
+
+    sbs = side_by_side.SideBySide(a.topics, with_peer=not a.no_peer)
+    points: list[dict[str, Any]] = []
+    grid = [("1 topic", c) for c in a.connections] + (
+        [("all topics", min(8, max(a.connections)))] if a.all_topics else []
+    )
+    steps = [Step("start broker, echo, mock", 8, sbs.start)]
+    for rep in range(a.repeat):
+        for which, conns in grid:
+            for target in side_by_side.TARGETS:
+
+                def one(t: str = target, w: str = which, c: int = conns) -> None:
+                    if t in sbs.targets():
+                        points.append(sbs.point(t, w, c, a.depth, a.duration))
+
+                rep_label = f" #{rep + 1}" if a.repeat > 1 else ""
+                steps.append(
+                    Step(f"{target} {which} {conns}x{a.depth}{rep_label}", a.duration + 0.5, one)
+                )
+    steps.append(Step("stop", 1, sbs.stop))
+    if a.owner_script:
+        script_args = ("--duration", str(a.duration), "--topics", str(a.topics))
+        steps.append(
+            Step(
+                "metadata_load.py",
+                7 * a.duration + 10,
+                lambda: common.run_script("metadata_load.py", *script_args),
+            )
+        )
+
+    def combine(results: list[Any]) -> Any:
+        return {
+            "cluster": {"topics": a.topics, "partitions_per_topic": 4, "replication_factor": 3},
+            "peer": sbs.peer_info or None,
+            "peer_skipped": sbs.peer_error,
+            "rows": side_by_side.summarise(points),
+            "points": points,
+            "metadata_load_script": results[-1] if a.owner_script else None,
+        }
+
+    params = {
+        "topics": a.topics,
+        "peer": not a.no_peer,
+        "all_topics": a.all_topics,
+        "owner_script": a.owner_script,
+    }
+    return params, steps, combine
+
+
+def plan_cache_update(a: argparse.Namespace) -> Plan:
+    steps: list[Step] = []
+    for size in a.sizes:
+        topics = max(1, size // 100)
+        args = ("--topics", str(topics), "--partitions", str(min(100, size)), "--applies", str(a.applies),
+                "--baseline-applies", str(a.baseline_applies), "--skip-raw")  # fmt: skip
+        steps += repeated(
+            f"cache_update.py {size:,} partitions",
+            3 + size / 25_000,
+            a.repeat,
+            lambda args=args: common.run_script("cache_update.py", *args),
+        )
+
+    def combine(results: list[Any]) -> Any:
+        per = a.repeat
+        return {
+            "sizes": [
+                dict(partitions=s, **with_median(results[i * per : (i + 1) * per]))
+                for i, s in enumerate(a.sizes)
+            ]
+        }
+
+    return (
+        {"sizes": a.sizes, "applies": a.applies, "baseline_applies": a.baseline_applies},
+        steps,
+        combine,
+    )
+
+
+def plan_propagation(a: argparse.Namespace) -> Plan:
+    cdf_args = ("--creates", str(a.creates))
+    prop_args = ("--creates", str(a.creates), "--bulk-topics", str(a.bulk_topics), "--bulk-partitions", "10",
+                 "--resync-partitions", str(a.resync_partitions))  # fmt: skip
+    steps = repeated(
+        "propagation_cdf.py",
+        5 + a.creates * 0.05,
+        a.repeat,
+        lambda: common.run_script("propagation_cdf.py", *cdf_args),
+    )
+    steps += repeated("propagation.py", 8 + a.creates * 0.05 + a.bulk_topics * 0.01 + a.resync_partitions / 20_000, a.repeat,
+                      lambda: common.run_script("propagation.py", *prop_args))  # fmt: skip
+
+    def combine(results: list[Any]) -> Any:
+        return {
+            "cdf": with_median(results[: a.repeat]),
+            "propagation_script": with_median(results[a.repeat :]),
+        }
+
+    return (
+        {
+            "creates": a.creates,
+            "bulk_topics": a.bulk_topics,
+            "resync_partitions": a.resync_partitions,
+        },
+        steps,
+        combine,
+    )
+
+
+def plan_client_await(a: argparse.Namespace) -> Plan:
+    args = ("--trials", str(a.trials), "--seconds", str(a.duration))
+    steps = repeated(
+        "client_await.py",
+        3 + a.trials * 0.3 + 4 * a.duration,
+        a.repeat,
+        lambda: common.run_script("client_await.py", *args),
+    )
+    return {"trials": a.trials}, steps, with_median
+
+
+def plan_pipeline_plan(a: argparse.Namespace) -> Plan:
+    args = ("--partitions", str(a.partitions), "--master", "local[2]")
+    steps = repeated(
+        "pipeline_plan.py",
+        30 + a.partitions / 20_000,
+        a.repeat,
+        lambda: common.run_script("pipeline_plan.py", *args),
+    )
+    return {"partitions": a.partitions, "master": "local[2]"}, steps, with_median
+
+
+def plan_soak(a: argparse.Namespace) -> Plan:
+    if not (common.HERE / "soak.py").is_file():
+        raise SystemExit("soak: benchmarks/soak.py is not present in this checkout")
+    # soak.py holds --idle-connections idle and times --requests sequential Metadata per phase
+    requests = max(100, int(a.duration * 250))
+    args = ("--connections", str(a.idle_connections), "--requests", str(requests),
+            "--timeout", str(max(120.0, a.duration * 20)))  # fmt: skip
+    steps = repeated(
+        "soak.py",
+        10 + a.idle_connections / 1000 + requests / 100,
+        a.repeat,
+        lambda: common.run_script("soak.py", *args, timeout_s=max(120.0, a.duration * 20) + 60),
+    )
+    return (
+        {"idle_connections": a.idle_connections, "requests_per_phase": requests},
+        steps,
+        with_median,
+    )
+
+
+PLANS: dict[str, Callable[[argparse.Namespace], Plan]] = {
+    "codec": plan_codec, "metadata-load": plan_metadata_load, "cache-update": plan_cache_update,
+    "propagation": plan_propagation, "client-await": plan_client_await,
+    "pipeline-plan": plan_pipeline_plan, "soak": plan_soak,
+}  # fmt: skip
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("scenario", choices=SCENARIOS)
+    ap.add_argument("--duration", type=float, default=2.0, help="seconds per measured point")
+    ap.add_argument(
+        "--connections", type=ints, default=[1, 4, 16, 64], help="comma list (metadata-load sweep)"
+    )
+    ap.add_argument("--depth", type=int, default=1, help="requests in flight per connection")
+    ap.add_argument("--repeat", type=int, default=1, help="repeat and report medians")
+    ap.add_argument("--json", dest="json_out", help="write the result here instead of stdout")
+    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument(
+        "--topics", type=int, default=1000, help="metadata-load: topics held (x4 partitions)"
+    )
+    ap.add_argument("--no-peer", action="store_true", help="metadata-load: skip librdkafka's mock")
+    ap.add_argument("--all-topics", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument(
+        "--owner-script",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="metadata-load: also run metadata_load.py",
+    )
+    ap.add_argument(
+        "--sizes", type=ints, default=[10_000, 100_000, 1_000_000], help="cache-update: partitions"
+    )
+    ap.add_argument("--applies", type=int, default=1000)
+    ap.add_argument("--baseline-applies", type=int, default=15)
+    ap.add_argument("--creates", type=int, default=100)
+    ap.add_argument("--bulk-topics", type=int, default=100)
+    ap.add_argument("--resync-partitions", type=int, default=10_000)
+    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--idle-connections", type=int, default=2000, help="soak: idle connections")
+    ap.add_argument("--partitions", type=int, default=200_000, help="pipeline-plan: partitions")
+    return ap
+
+
+def reproducible(argv: list[str]) -> list[str]:
+    """The command line without where the output went (no machine paths in results)."""
+    out, skip = [], False
+    for x in argv:
+        if skip or x == "--no-progress" or x.startswith("--json="):
+            skip = False
+            continue
+        skip = x == "--json"
+        if not skip:
+            out.append(x)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    a = parser().parse_args(argv)
+    if (
+        a.duration <= 0
+        or a.depth < 1
+        or a.repeat < 1
+        or not a.connections
+        or min(a.connections) < 1
+    ):
+        raise SystemExit("--duration must be > 0, --depth, --repeat and --connections >= 1")
+    params, steps, combine = PLANS[a.scenario](a)
+    parameters = {
+        "duration_s": a.duration,
+        "connections": a.connections,
+        "depth": a.depth,
+        "repeat": a.repeat,
+        **params,
+    }
+    doc = common.envelope(a.scenario, parameters, "kmeta bench " + shlex.join(reproducible(argv)))
+    enabled = not a.no_progress and sys.stderr.isatty()
+    results = Bar(a.scenario, steps, enabled).run()
+    doc = common.finish(doc, combine(results))
+    text = json.dumps(doc, indent=2)
+    if a.json_out:
+        Path(a.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json_out).write_text(text + "\n")
+        print(f"wrote {a.json_out}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

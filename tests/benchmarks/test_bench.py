@@ -1,0 +1,144 @@
+"""`kmeta bench`: each smoke test runs a real scenario for a fraction of a second.
+
+The scenarios run as `kmeta bench ...` subprocesses (servers and load generators in processes
+of their own, as in a real run); the report is built from those results with matplotlib.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import kmeta
+from kmeta.cli.main import cli
+
+pytestmark = pytest.mark.e2e
+
+MACHINE_KEYS = {"cpu_count", "cpu_model", "load_average_start", "load_average_end", "python", "os"}
+
+
+def bench(tmp: Path, name: str, *args: str) -> dict[str, Any]:
+    out = tmp / f"{name}.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kmeta", "bench", name, *args, "--json", str(out)],
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc: dict[str, Any] = json.loads(out.read_text())
+    assert doc["schema"] == "kmeta-bench/1"
+    assert doc["scenario"] == name
+    assert doc["machine"].keys() >= MACHINE_KEYS
+    assert doc["machine"]["cpu_count"] >= 1
+    assert doc["versions"]["kmeta"] == kmeta.__version__
+    assert doc["reproduce"].startswith(f"kmeta bench {name} ")
+    assert str(tmp) not in doc["reproduce"]
+    return doc
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("bench")
+    return {
+        "metadata-load": bench(
+            tmp, "metadata-load", "--duration", "0.2", "--connections", "1,4", "--depth", "2",
+            "--topics", "20", "--no-owner-script",
+        ),
+        "cache-update": bench(
+            tmp, "cache-update", "--sizes", "300,3000", "--applies", "40", "--baseline-applies", "3"
+        ),
+    }  # fmt: skip
+
+
+def test_metadata_load_puts_kmeta_echo_and_librdkafka_mock_side_by_side(
+    results: dict[str, Any],
+) -> None:
+    doc = results["metadata-load"]
+    assert doc["parameters"]["connections"] == [1, 4]
+    assert doc["parameters"]["depth"] == 2
+    rows = {(r["request"], r["connections"]): r for r in doc["result"]["rows"]}
+    assert set(rows) == {("1 topic", 1), ("1 topic", 4), ("all topics", 4)}
+    expected = {"kmeta", "echo"}
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        assert doc["result"]["peer_skipped"]
+    else:
+        expected.add("librdkafka-mock")
+        assert doc["result"]["peer"]["brokers"] == 3
+    for row in rows.values():
+        assert set(row["targets"]) == expected
+        for t in row["targets"].values():
+            assert t["requests"] > 0
+            assert t["req_per_s"] > 0
+            assert t["p50_us"] <= t["p90_us"] <= t["p99_us"] <= t["p99.9_us"] <= t["max_us"]
+        assert row["kmeta_to_ceiling"] > 0
+        assert ("kmeta_to_peer" in row) == ("librdkafka-mock" in expected)
+
+
+def test_cache_update_runs_each_size(results: dict[str, Any]) -> None:
+    sizes = results["cache-update"]["result"]["sizes"]
+    assert [s["partitions"] for s in sizes] == [300, 3000]
+    for s in sizes:
+        r = s["median"]
+        assert r["partitions"] == s["partitions"]
+        assert r["one_partition_update"]["n"] == 40
+        assert r["kafka_copy_everything_update"]["n"] == 3
+
+
+def test_report_writes_tables_and_charts(results: dict[str, Any], tmp_path: Path) -> None:
+    files = []
+    for name, doc in results.items():
+        files.append(tmp_path / f"{name}.json")
+        files[-1].write_text(json.dumps(doc))
+    out = tmp_path / "BENCHMARKS.md"
+    res = CliRunner().invoke(cli, ["bench", "report", *map(str, files), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert "## Metadata load" in text
+    assert "## Metadata cache" in text
+    assert "| 1 topic | 4 x 2 |" in text
+    assert results["metadata-load"]["reproduce"] in text
+    charts = tmp_path / "benchmarks" / "charts"
+    for png in ("metadata_throughput.png", "metadata_latency.png", "cache_update_cost.png"):
+        assert (charts / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"](benchmarks/charts/{png})" in text
+
+
+def test_report_rejects_a_file_that_is_not_a_result(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text('{"hello": 1}')
+    res = CliRunner().invoke(cli, ["bench", "report", str(bad), "--out", str(tmp_path / "B.md")])
+    assert res.exit_code != 0
+    assert not (tmp_path / "B.md").exists()
+
+
+def test_bench_without_a_checkout_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(
+        kmeta, "__file__", str(tmp_path / "site-packages" / "kmeta" / "__init__.py")
+    )
+    res = CliRunner().invoke(cli, ["bench", "codec", "--duration", "1"])
+    assert res.exit_code != 0
+    assert "run.py is missing" in res.output
+    assert "pip install -e" in res.output
+
+
+def test_bench_lists_every_scenario() -> None:
+    res = CliRunner().invoke(cli, ["bench", "--help"])
+    assert res.exit_code == 0
+    for name in (
+        "codec",
+        "metadata-load",
+        "cache-update",
+        "propagation",
+        "client-await",
+        "pipeline-plan",
+        "soak",
+        "report",
+    ):
+        assert name in res.output

@@ -1,0 +1,61 @@
+"""The runner's pieces in-process: medians over runs, script output, the progress bar, the peer."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import common
+import peer_mock
+import pytest
+import run
+
+from kmeta.net.connection import KafkaConnection
+from kmeta.protocol.messages import metadata as md
+
+
+def test_median_leaves_takes_numbers_and_keeps_the_rest() -> None:
+    runs = [{"a": 1, "b": {"c": 10.0}, "s": "x", "ok": True}, {"a": 3, "b": {"c": 30.0}, "s": "y", "ok": False},
+            {"a": 2, "b": {"c": 20.0}, "s": "z", "ok": True}]  # fmt: skip
+    assert run.median_leaves(runs) == {"a": 2, "b": {"c": 20.0}, "s": "x", "ok": True}
+
+
+def test_last_json_object_skips_log_lines() -> None:
+    assert common.last_json_object('starting\n{\n  "a": 1\n}\n') == {"a": 1}
+    with pytest.raises(ValueError, match="no JSON"):
+        common.last_json_object("nothing here")
+
+
+def test_reproducible_drops_the_output_path() -> None:
+    argv = ["codec", "--duration", "1", "--json", "/tmp/x.json", "--no-progress", "--json=/y"]
+    assert run.reproducible(argv) == ["codec", "--duration", "1"]
+
+
+def test_progress_bar_runs_every_step_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    steps = [run.Step("one", 0.1, lambda: 1), run.Step("two", 0.1, lambda: 2)]
+    assert run.Bar("test", steps, enabled=True).run() == [1, 2]
+
+
+def test_bad_parameters_are_refused() -> None:
+    with pytest.raises(SystemExit, match="--duration"):
+        run.main(["codec", "--duration", "0"])
+
+
+async def test_librdkafka_mock_serves_the_requested_topics_on_loopback() -> None:
+    pytest.importorskip("confluent_kafka")
+    client, nodes = peer_mock.start_mock(3, ["bench-a", "bench-b"])
+    try:
+        assert [n[0] for n in nodes] == [1, 2, 3]
+        assert all(n[1] == "127.0.0.1" for n in nodes)
+        conn = await KafkaConnection.open("127.0.0.1", nodes[1][2])
+        req = md.MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False)
+        resp = await conn.request(req, 10)
+        conn.close()
+        topics = {t.name: t for t in resp.topics}
+        assert {"bench-a", "bench-b"} <= set(topics)
+        assert len(topics["bench-a"].partitions) == peer_mock.MOCK_PARTITIONS
+        assert {b.node_id for b in resp.brokers} == {1, 2, 3}
+    finally:
+        del client
+    await asyncio.sleep(0)
