@@ -13,7 +13,10 @@ Kafka's rules (ZooKeeper-mode AdminManager / AdminZkClient, 3.x):
   the number of live brokers -> INVALID_REPLICATION_FACTOR
 * assignments together with num_partitions/replication_factor -> INVALID_REQUEST; assignments
   must number partitions 0..n-1, have the same non-zero size, no duplicate and no unknown
-  broker -> INVALID_REPLICA_ASSIGNMENT
+  broker -> INVALID_REPLICA_ASSIGNMENT. ZooKeeper-mode Kafka does not check the brokers of a
+  new topic's assignment, so CreateTopics uses the messages of Kafka's (KRaft) controller,
+  which does; CreatePartitions keeps AdminZkClient's, plus its check that added partitions
+  have the topic's replication factor.
 """
 
 from __future__ import annotations
@@ -79,44 +82,95 @@ def _live_racks(state: ClusterState) -> dict[int, str | None]:
     return {b.broker_id: b.rack for b in state.brokers.values() if b.alive}
 
 
-def _check_assignment(
-    plan: TopicPlan, assignment: dict[int, list[int]], state: ClusterState, first_partition: int = 0
+def _check_manual_assignment(
+    plan: TopicPlan, assignments: Sequence[Any], state: ClusterState
+) -> dict[int, list[int]] | None:
+    """CreateTopics' explicit assignments, checked as Kafka's controller checks them
+    (ReplicationControlManager.createTopic / validateManualPartitionAssignment): per entry in
+    request order, the partition index once, replicas non-empty, registered, each broker once,
+    as many as the entries before, at least one unfenced; then indexes 0..n-1."""
+    bad = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    out: dict[int, list[int]] = {}
+    rf: int | None = None
+    for a in assignments:
+        if a.partition_index in out:
+            plan.fail(
+                bad,
+                f"Found multiple manual partition assignments for partition {a.partition_index}",
+            )
+            return None
+        replicas = list(a.broker_ids)
+        if not replicas:
+            plan.fail(bad, "The manual partition assignment includes an empty replica list.")
+            return None
+        previous = None
+        for b in sorted(replicas):
+            if b not in state.brokers:
+                plan.fail(
+                    bad,
+                    f"The manual partition assignment includes broker {b}, but no such broker "
+                    "is registered.",
+                )
+                return None
+            if b == previous:
+                plan.fail(
+                    bad, f"The manual partition assignment includes the broker {b} more than once."
+                )
+                return None
+            previous = b
+        if rf is not None and len(replicas) != rf:
+            plan.fail(
+                bad,
+                f"The manual partition assignment includes a partition with {len(replicas)} "
+                "replica(s), but this is not consistent with previous partitions, which have "
+                f"{rf} replica(s).",
+            )
+            return None
+        rf = len(replicas)
+        if not any(state.is_alive(b) for b in replicas):
+            plan.fail(
+                bad,
+                "All brokers specified in the manual partition assignment for partition "
+                f"{a.partition_index} are fenced or in controlled shutdown.",
+            )
+            return None
+        out[a.partition_index] = replicas
+    if sorted(out) != list(range(len(out))):
+        plan.fail(bad, "partitions should be a consecutive 0-based integer sequence")
+        return None
+    return out
+
+
+def _check_added_assignment(
+    plan: TopicPlan, assignment: dict[int, list[int]], state: ClusterState, rf: int
 ) -> bool:
-    if not assignment:
-        plan.fail(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Replica assignment is empty.")
-        return False
-    expected = list(range(first_partition, first_partition + len(assignment)))
-    if sorted(assignment) != expected:
-        plan.fail(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            "Partitions should be a consecutive 0-based integer sequence",
-        )
-        return False
-    sizes = {len(r) for r in assignment.values()}
+    """CreatePartitions' explicit assignments (AdminZkClient.validateReplicaAssignment): each
+    non-empty, no broker twice, only registered brokers; then every one of the topic's RF."""
+    bad = ErrorCode.INVALID_REPLICA_ASSIGNMENT
     for p, replicas in assignment.items():
         if not replicas:
-            plan.fail(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Replica assignment for partition {p} is empty.",
-            )
+            plan.fail(bad, f"Cannot have replication factor of 0 for partition id {p}.")
             return False
         if len(set(replicas)) != len(replicas):
             plan.fail(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Duplicate brokers not allowed in replica assignment: {', '.join(map(str, replicas))} for partition id {p}.",
+                bad,
+                f"Duplicate brokers not allowed in replica assignment: "
+                f"{', '.join(map(str, replicas))} for partition id {p}.",
             )
             return False
-        unknown = [b for b in replicas if b not in state.brokers]
+        unknown = sorted({b for b in replicas if b not in state.brokers})
         if unknown:
             plan.fail(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.",
+                bad, f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
             )
             return False
-    if len(sizes) > 1:
+    wrong = sorted((p, len(r)) for p, r in assignment.items() if len(r) != rf)
+    if wrong:
         plan.fail(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            "All partitions should have the same number of replicas",
+            bad,
+            f"Inconsistent replication factor between partitions, partition 0 has {rf} while "
+            f"partitions [{', '.join(str(p) for p, _ in wrong)}] have replication factors "
+            f"[{', '.join(str(n) for _, n in wrong)}], respectively.",
         )
         return False
     return True
@@ -164,15 +218,9 @@ def plan_create_topics(
                     "Both cannot be used at the same time.",
                 )
                 continue
-            assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
-            if len(assignment) != len(t.assignments):
-                plan.fail(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    "Duplicate partition index in replica assignment.",
-                )
-                continue
-            if _check_assignment(plan, assignment, state):
-                plan.assignment = assignment
+            manual = _check_manual_assignment(plan, t.assignments, state)
+            if manual is not None:
+                plan.assignment = manual
             continue
         n = default_partitions if t.num_partitions == -1 else t.num_partitions
         rf = default_replication_factor if t.replication_factor == -1 else t.replication_factor
@@ -251,7 +299,7 @@ def plan_create_partitions(
                 )
                 continue
             assignment = {current + i: list(a.broker_ids) for i, a in enumerate(t.assignments)}
-            if _check_assignment(plan, assignment, state, first_partition=current):
+            if _check_added_assignment(plan, assignment, state, rf):
                 plan.assignment = assignment
             continue
         live = _live_racks(state)

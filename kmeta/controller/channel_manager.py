@@ -20,15 +20,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kmeta.controller.faults import FaultInjector
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import Endpoint
 from kmeta.controller.state_log import StateChangeLog, wall_ms
 from kmeta.net.connection import KafkaConnection, api_of_instance
+from kmeta.net.tls import NO_TLS, SSL, TlsConfig
 from kmeta.protocol.errors import ProtocolError
 from kmeta.protocol.header import RequestHeader
 from kmeta.protocol.messages.leader_and_isr import LeaderAndIsrResponse
@@ -53,6 +56,8 @@ class QueueItem:
     topics: list[str] = field(default_factory=list)
     partitions: int = 0
     send_time: float = 0.0
+    #: ``request`` already encoded (one big body shared by several brokers), or None
+    encoded: bytes | None = None
 
 
 class _BrokerChannel:
@@ -86,9 +91,11 @@ class _BrokerChannel:
 
     async def _run(self) -> None:
         owner = self.owner
-        while True:
+        while self.task is not None:
             item = await self.queue.get()
             owner._queue_changed(self.broker_id, self.queue.qsize())
+            if not await owner.faults.admit(self.broker_id, item.enqueue_time):
+                continue  # fault injection: dropped (see kmeta.controller.faults)
             response = await self._send_until_answered(item)
             if not isinstance(response, _CONTROL_RESPONSES):
                 log.error(
@@ -120,16 +127,21 @@ class _BrokerChannel:
                         client_id=owner.client_id,
                         timeout_s=owner.request_timeout_s,
                         max_frame_size=owner.max_frame_size,
+                        ssl=owner.ssl_for(self.endpoint),
                     )
                 header = RequestHeader(
                     item.api_key, item.request.version, item.correlation_id, owner.client_id
                 )
-                future = self.conn.send(item.request, header=header)
+                future = self.conn.send(item.request, header=header, body=item.encoded)
                 if first:
                     owner._sent(self.broker_id, item)
                     first = False
                 return await asyncio.wait_for(future, owner.request_timeout_s)
             except (OSError, ConnectionError, TimeoutError, ProtocolError) as exc:
+                if self.task is None:
+                    # stop() cancelled us and closed the connection; on Python 3.11 wait_for
+                    # can surface the close instead of the cancel, which must not be retried.
+                    raise asyncio.CancelledError from exc
                 owner.metrics.send_failures.labels(str(self.broker_id)).inc()
                 log.debug("send to broker %d failed (%r); retrying", self.broker_id, exc)
                 self._close()
@@ -147,6 +159,8 @@ class ControllerChannelManager:
         retry_backoff_s: float = 0.1,
         request_timeout_s: float = 30.0,
         max_frame_size: int = 256 * 1024 * 1024,
+        tls: TlsConfig = NO_TLS,
+        faults: FaultInjector | None = None,
     ) -> None:
         self.listener_name = listener_name
         self.metrics = metrics
@@ -155,7 +169,11 @@ class ControllerChannelManager:
         self.retry_backoff_s = retry_backoff_s
         self.request_timeout_s = request_timeout_s
         self.max_frame_size = max_frame_size
+        self.tls = tls
+        self.faults = faults or FaultInjector()
+        self._ssl: ssl.SSLContext | None = None
         self._channels: dict[int, _BrokerChannel] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
         self._next_correlation_id = 0
         self._running = False
 
@@ -190,7 +208,20 @@ class ControllerChannelManager:
             return None
         self.metrics.broker_queue_size.labels(str(broker_id)).set(0)
         self._update_total()
-        return ch.stop()
+        self.metrics.propagation.broker_removed(broker_id)
+        task = ch.stop()
+        if task is not None:  # referenced until it has finished cancelling (else GC'd pending)
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+        return task
+
+    def ssl_for(self, endpoint: Endpoint) -> ssl.SSLContext | None:
+        """TLS (our certificate for mTLS) when the broker registered its listener as SSL."""
+        if endpoint.security_protocol != SSL:
+            return None
+        if self._ssl is None:
+            self._ssl = self.tls.client_context()
+        return self._ssl
 
     def has_broker(self, broker_id: int) -> bool:
         return broker_id in self._channels
@@ -205,6 +236,7 @@ class ControllerChannelManager:
         update_id: int = 0,
         topics: list[str] | None = None,
         partitions: int = 0,
+        encoded: bytes | None = None,
     ) -> QueueItem | None:
         """Enqueue ``request`` for ``broker_id``; returns the queued item (None: unknown broker)."""
         ch = self._channels.get(broker_id)
@@ -221,9 +253,11 @@ class ControllerChannelManager:
             update_id,
             topics or [],
             partitions,
+            encoded=encoded,
         )
         ch.queue.put_nowait(item)
         self._queue_changed(broker_id, ch.queue.qsize())
+        self.metrics.propagation.enqueued(broker_id, item.api_key, update_id, item.enqueue_time)
         self._log("enqueue", broker_id, item)
         return item
 
@@ -244,10 +278,13 @@ class ControllerChannelManager:
     def _sent(self, broker_id: int, item: QueueItem) -> None:
         now = time.monotonic()
         item.send_time = now
-        self.metrics.request_queue_time_ms.observe((now - item.enqueue_time) * 1000)
+        queue_ms = (now - item.enqueue_time) * 1000
+        self.metrics.request_queue_time_ms.observe(queue_ms)
+        self.metrics.request_rate_and_queue_time_ms.labels(str(broker_id)).observe(queue_ms)
         self._log("send", broker_id, item, send_ms=wall_ms(now))
 
     def _acked(self, broker_id: int, item: QueueItem, response: Any) -> None:
+        self.metrics.propagation.acked(broker_id, item.api_key, item.update_id)
         self._log(
             "ack",
             broker_id,

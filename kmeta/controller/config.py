@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kmeta.controller.faults import parse_fault
+from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol
+
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)$")
 
 
@@ -24,6 +27,8 @@ class ControllerConfig:
     data_dir: str
     listeners: tuple[str, ...] = ("CONTROLLER://127.0.0.1:9093",)
     node_id: int = 3000  # the controller's own id (KRaft convention: above broker ids)
+    #: brokers registering with another (non-empty) cluster id are refused, as in KRaft
+    cluster_id: str | None = None
     session_timeout_ms: int = 9_000  # broker.session.timeout.ms
     retry_backoff_ms: int = 100  # retry.backoff.ms of the channel manager
     request_timeout_ms: int = 30_000  # controller.socket.timeout.ms
@@ -36,18 +41,36 @@ class ControllerConfig:
     max_partitions_per_topic: int = 100_000
     state_change_log: bool = True  # <data_dir>/state-change.log
     shutdown_timeout_ms: int = 5_000
+    #: listener.security.protocol.map for our listeners; SSL://... needs no entry
+    listener_security_protocol_map: tuple[tuple[str, str], ...] = ()
+    #: our certificate (SSL listeners; presented to brokers whose control listener is SSL),
+    #: the CA that verifies brokers and, with client auth, the brokers' certificates
+    tls: TlsConfig = NO_TLS
+    #: serve /metrics and /status over HTTP on this port (0: the OS picks); None: metrics off
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    #: fault injection, e.g. ("broker=2,delay=500ms",): see kmeta.controller.faults
+    faults: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.listeners:
             raise ValueError("at least one listener is required")
         for item in self.listeners:
-            parse_listener(item)
+            name = parse_listener(item)[0]
+            if self.security_protocol(name) and self.tls.certfile is None:
+                raise ValueError(f"listener {name} is SSL: an ssl certificate file is required")
         if (
             self.session_timeout_ms <= 0
             or self.retry_backoff_ms < 0
             or self.request_timeout_ms <= 0
         ):
             raise ValueError("timeouts must be positive")
+        for spec in self.faults:
+            parse_fault(spec)
+
+    def security_protocol(self, listener: str) -> int:
+        """Kafka's security protocol id of one of our listeners (0 PLAINTEXT, 1 SSL)."""
+        return security_protocol(listener, self.listener_security_protocol_map)
 
     @property
     def session_timeout_s(self) -> float:

@@ -31,6 +31,7 @@ from kmeta.controller.channel_manager import ControllerChannelManager
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.election import add_replica, remove_replicas
 from kmeta.controller.event_manager import ControllerEventManager
+from kmeta.controller.faults import Fault, FaultInjector, parse_fault
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import (
     BrokerInfo,
@@ -89,7 +90,7 @@ class Barrier:
 
 
 class _Event:
-    __slots__ = ("fn", "future", "name")
+    __slots__ = ("fn", "future", "name", "result")
 
     def __init__(
         self, name: str, fn: Callable[[], Any], future: asyncio.Future[Any] | None
@@ -97,11 +98,15 @@ class _Event:
         self.name = name
         self.fn = fn
         self.future = future
+        self.result: Any = None
 
     def process(self) -> None:
-        result = self.fn()
+        self.result = self.fn()
+
+    def complete(self) -> None:
+        """The event's writes are durable: answer (never before, see the event manager)."""
         if self.future is not None and not self.future.done():
-            self.future.set_result(result)
+            self.future.set_result(self.result)
 
     def fail(self, exc: BaseException) -> None:
         if self.future is not None and not self.future.done():
@@ -116,6 +121,11 @@ class KafkaController:
         self.state: ClusterState = ClusterState()
         log_path = f"{config.data_dir}/state-change.log" if config.state_change_log else None
         self.state_log = StateChangeLog(log_path, config.node_id)
+        #: fault injection (delay / drop / pause the requests to chosen brokers)
+        self.faults = FaultInjector()
+        for spec in config.faults:
+            self.faults.set(*parse_fault(spec))
+        self.faults.on_change = self._fault_changed
         self.channel = ControllerChannelManager(
             listener_name=config.broker_control_listener,
             metrics=self.metrics,
@@ -123,8 +133,10 @@ class KafkaController:
             client_id=f"kmeta-controller-{config.node_id}",
             retry_backoff_s=config.retry_backoff_ms / 1000.0,
             request_timeout_s=config.request_timeout_ms / 1000.0,
+            tls=config.tls,
+            faults=self.faults,
         )
-        self.events = ControllerEventManager(self.metrics, self._event_done)
+        self.events = ControllerEventManager(self.metrics, self._event_done, self.store)
         self.barriers: set[Barrier] = set()
         self._deadlines: dict[int, float] = {}  # broker id -> session expiry (monotonic)
         self._expiring: set[int] = set()
@@ -206,16 +218,24 @@ class KafkaController:
             self._update_id_for_event(), barrier.ack if barrier else None, um_type
         )
 
-    def _persist_partitions(self, changed: dict[TopicPartition, PartitionState]) -> None:
+    def _persist_partitions(
+        self, changed: dict[TopicPartition, PartitionState], write: bool = True
+    ) -> None:
+        """Set ``changed`` in memory and (``write``) in the store's open transaction."""
         by_topic: dict[str, list[tuple[int, PartitionState]]] = {}
         for (topic, p), st in changed.items():
             self.state.topics[topic].partitions[p] = st
             by_topic.setdefault(topic, []).append((p, st))
+        if not write:
+            return
         for topic, parts in by_topic.items():
             self.store.put_partitions(topic, parts)
 
     def _propagation(self, targets: list[int], forwarder: int | None) -> set[int]:
-        """The brokers an admin answer waits for: all (barrier on) or the forwarding one."""
+        """The brokers an admin answer waits for: all (barrier on) or the forwarding one.
+
+        Never a broker whose requests a fault drops: its acknowledgement will not come."""
+        targets = [b for b in targets if not self.faults.drops(b)]
         if self.config.propagation_barrier:
             return set(targets)
         return {forwarder} & set(targets) if forwarder is not None else set()
@@ -253,18 +273,50 @@ class KafkaController:
         log.warning("broker %d missed its session timeout; fencing it", broker_id)
         self._on_broker_failure([broker_id])
 
+    # -- fault injection --------------------------------------------------------------------------
+    def _fault_changed(self, broker_id: int, old: Fault | None, new: Fault | None) -> None:
+        """A drop releases the barriers waiting on the broker; the end of one resyncs it."""
+        if new is not None and new.drop:
+            for barrier in list(self.barriers):
+                barrier.broker_gone(broker_id)
+        elif old is not None and old.drop:
+            self.enqueue("FaultCleared", functools.partial(self._resync, broker_id))
+
+    def _resync(self, broker_id: int) -> None:
+        """Send a broker everything (as after its registration): what it missed was dropped."""
+        if not self.state.is_alive(broker_id) or not self.channel.has_broker(broker_id):
+            return
+        hosted = self.state.partitions_on(broker_id)
+        self._send(
+            um_to=[broker_id],
+            um_partitions=self.state.all_partitions(),
+            lair=[([broker_id], tp, False) for tp in hosted],
+            um_type=UM_FULL,
+        )
+
     # -- events -----------------------------------------------------------------------------------
     def _on_startup(self) -> None:
-        """Failover: resume from the store; every stored live broker gets the full state."""
+        """Failover (Kafka's onControllerFailover): resume from the store and push everything.
+
+        Brokers registered before the restart stay registered (the store holds them, as
+        ZooKeeper held Kafka's broker registrations) with their epochs and a fresh session;
+        one that died meanwhile expires after the session timeout. Every live broker gets
+        LeaderAndIsr for the partitions it hosts (the replica state machine's startup) and the
+        full partition set with the live brokers (sendUpdateMetadataRequest), all stamped
+        with the new controller epoch, which fences any request of the previous controller.
+        """
         now = time.monotonic()
         self._finish_deletion(list(self.state.deleting))
         for broker in self.state.brokers.values():
             if broker.alive:
                 self.channel.add_broker(broker.broker_id, broker.listeners)
                 self._deadlines[broker.broker_id] = now + self.config.session_timeout_s
+        live = self.state.live_broker_ids()
+        partitions = self.state.all_partitions()
         self._send(
-            um_to=self.state.live_broker_ids(),
-            um_partitions=self.state.all_partitions(),
+            um_to=live,
+            um_partitions=partitions,
+            lair=[(self.state.partition(tp).replicas, tp, False) for tp in partitions],
             um_type=UM_FULL,
         )
 
@@ -280,8 +332,11 @@ class KafkaController:
         if old is not None and old.alive and old.incarnation_id == incarnation_id:
             self._deadlines[broker_id] = time.monotonic() + self.config.session_timeout_s
             return old.epoch  # a retried registration of the same process
+        failed: dict[TopicPartition, PartitionState] = {}
         if old is not None and old.alive:
-            self._on_broker_failure([broker_id])  # bounced: fail the old incarnation first
+            # Bounced: fail the old incarnation first. What that changes goes out below with
+            # the re-registration (one push of the final states, not two of 100k partitions).
+            failed = self._on_broker_failure([broker_id], send=False)
         with self.store.transaction():
             epoch = self.store.next_broker_epoch()
             broker = BrokerInfo(broker_id, epoch, incarnation_id, listeners, rack, True)
@@ -289,27 +344,61 @@ class KafkaController:
             self.store.put_broker(broker)
             hosted = self.state.partitions_on(broker_id)
             changed: dict[TopicPartition, PartitionState] = {}
+            alive = set(self.state.live_broker_ids()).__contains__  # C-level, 100k calls
             for tp in hosted:
                 st = self.state.partition(tp)
-                new = add_replica(st, broker_id, self.state.is_alive)
+                new = add_replica(st, broker_id, alive)
                 if new is not st:
                     changed[tp] = new
+            changed = {**failed, **changed}  # the final states (written once)
             self._persist_partitions(changed)
         self._deadlines[broker_id] = time.monotonic() + self.config.session_timeout_s
         self.channel.add_broker(broker_id, listeners)
         others = [b for b in self.state.live_broker_ids() if b != broker_id]
-        lair: list[tuple[Iterable[int], TopicPartition, bool]] = [
-            ([broker_id], tp, False) for tp in hosted
-        ]
-        lair += [(self.state.partition(tp).replicas, tp, False) for tp in changed]
-        self._send(um_to=others, um_partitions=changed, lair=lair)
+        # Kafka's onBrokerStartup order: the others learn of the broker, the new broker gets
+        # the full partition set (it serves clients from then on), then LeaderAndIsr for its
+        # replicas. The last two are a follow-up event: with 100k partitions, building and
+        # encoding them takes seconds, and the full set goes out meanwhile (while this
+        # event's commit runs), instead of after them.
+        self._send(um_to=others)
         self._send(um_to=[broker_id], um_partitions=self.state.all_partitions(), um_type=UM_FULL)
+        hosted_only = [tp for tp in hosted if tp not in changed]
+        follow_up = functools.partial(
+            self._registration_follow_up, broker_id, hosted_only, list(changed)
+        )
+        self.events.put(_Event("BrokerRegistrationLeaderAndIsr", follow_up, None))
         log.info("broker %d registered with epoch %d", broker_id, epoch)
         return epoch
 
+    def _registration_follow_up(
+        self, broker_id: int, hosted: list[TopicPartition], changed: list[TopicPartition]
+    ) -> None:
+        """LeaderAndIsr for a newly registered broker's replicas, and the partitions its
+        return changed (ISR, leader) to every replica and the other brokers. Reads the state
+        now: an event in between may have changed or deleted some of them."""
+        topics = self.state.topics
+
+        def exists(tp: TopicPartition) -> bool:
+            info = topics.get(tp[0])
+            return (
+                info is not None and tp[1] in info.partitions and tp[0] not in self.state.deleting
+            )
+
+        changed = [tp for tp in changed if exists(tp)]
+        lair: list[tuple[Iterable[int], TopicPartition, bool]] = [
+            ([broker_id], tp, False) for tp in hosted if exists(tp)
+        ]
+        lair += [(self.state.partition(tp).replicas, tp, False) for tp in changed]
+        others = [b for b in self.state.live_broker_ids() if b != broker_id]
+        self._send(um_to=others, um_partitions=changed, lair=lair)
+
     def _on_broker_failure(
-        self, dead: list[int], barrier: Barrier | None = None
+        self, dead: list[int], barrier: Barrier | None = None, send: bool = True
     ) -> dict[TopicPartition, PartitionState]:
+        """Fence ``dead``, re-elect and shrink ISRs; returns the changed partitions.
+
+        ``send=False``: the caller sends them in its own batch (a bounced broker's
+        re-registration)."""
         gone = set(dead)
         with self.store.transaction():
             for broker_id in dead:
@@ -319,21 +408,25 @@ class KafkaController:
             changed: dict[TopicPartition, PartitionState] = {}
             for topic in self.state.topics.values():
                 for p, st in topic.partitions.items():
-                    if any(r in gone for r in st.replicas):
+                    if not gone.isdisjoint(st.replicas):
                         new = remove_replicas(st, gone.__contains__)
                         changed[(topic.name, p)] = new
-            self._persist_partitions(changed)
+            self._persist_partitions(changed, write=send)  # else written by the caller
         for broker_id in dead:
             self._deadlines.pop(broker_id, None)
             self.channel.remove_broker(broker_id)
-            for barrier in list(self.barriers):
-                barrier.broker_gone(broker_id)
+            # (not ``barrier``: the caller's own is armed below, and must not resolve early)
+            for waiting in list(self.barriers):
+                if waiting is not barrier:
+                    waiting.broker_gone(broker_id)
+        if not send:
+            return changed
         lair = [(self.state.partition(tp).replicas, tp, False) for tp, st in changed.items()]
         targets = self._send(
             um_to=self.state.live_broker_ids(), um_partitions=changed, lair=lair, barrier=barrier
         )
         if barrier is not None:
-            barrier.arm(targets)
+            barrier.arm(b for b in targets if not self.faults.drops(b))
         return changed
 
     def controlled_shutdown(
@@ -345,11 +438,14 @@ class KafkaController:
             return 8, [], None  # BROKER_NOT_AVAILABLE
         if broker_epoch not in (-1, broker.epoch):
             return 77, [], None  # STALE_BROKER_EPOCH
+        # Kafka answers the replicated partitions (RF > 1) it could not move; a single
+        # replica partition has nowhere to go and is not listed.
         remaining = [
             (t.name, p)
             for t in self.state.topics.values()
             for p, st in t.partitions.items()
             if st.leader == broker_id
+            and len(st.replicas) > 1
             and not any(r != broker_id and self.state.is_alive(r) for r in st.isr)
         ]
         barrier = Barrier(self.barriers)

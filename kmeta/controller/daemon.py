@@ -14,10 +14,28 @@ import signal
 from kmeta.controller.config import ControllerConfig, parse_listener
 from kmeta.controller.controller import KafkaController
 from kmeta.controller.handlers import build_registry
+from kmeta.controller.status import ControllerCollector, controller_status
 from kmeta.net.listener import Listener
+from kmeta.net.metrics import DaemonMetrics
+from kmeta.net.metrics_http import MetricsServer
 from kmeta.net.server_connection import ConnectionLimits
 
 log = logging.getLogger(__name__)
+
+
+def controller_metrics(controller: KafkaController, listeners: list[Listener]) -> MetricsServer:
+    """Meter the listeners into the controller's registry; build /metrics + /status."""
+    config = controller.config
+    assert config.metrics_port is not None
+    metrics = DaemonMetrics(controller.metrics.registry)
+    metrics.instrument(listeners)
+    metrics.registry.register(ControllerCollector(controller))
+    return MetricsServer(
+        metrics.registry,
+        config.metrics_host,
+        config.metrics_port,
+        status=lambda: controller_status(controller),
+    )
 
 
 class ControllerDaemon:
@@ -37,8 +55,14 @@ class ControllerDaemon:
                     registry=registry,
                     state=self.controller,
                     limits=ConnectionLimits(max_queued_requests=1024),
+                    ssl=config.tls.server_context(name) if config.security_protocol(name) else None,
                 )
             )
+
+        #: /metrics and /status (only with config.metrics_port)
+        self.metrics_server: MetricsServer | None = None
+        if config.metrics_port is not None:
+            self.metrics_server = controller_metrics(self.controller, self.listeners)
 
     @property
     def port(self) -> int:
@@ -48,6 +72,8 @@ class ControllerDaemon:
         await self.controller.start()
         for listener in self.listeners:
             await listener.start()
+        if self.metrics_server is not None:
+            await self.metrics_server.start()
 
     async def stop(self) -> None:
         timeout_s = self.config.shutdown_timeout_ms / 1000.0
@@ -56,6 +82,8 @@ class ControllerDaemon:
         for listener in self.listeners:
             await listener.shutdown(timeout_s)
         await self.controller.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
 
 
 async def serve(config: ControllerConfig, ready: asyncio.Event | None = None) -> None:

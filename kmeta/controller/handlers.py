@@ -10,6 +10,11 @@
   propagation barrier (or the forwarding broker's ack with the barrier off). A change not
   propagated within the request's timeout_ms is answered REQUEST_TIMED_OUT (it still happened).
 
+* ApiVersions (18, v0-4): the keys and ranges of this registry only (what the controller
+  decodes and serves); a version above 4 gets a v0 UNSUPPORTED_VERSION answer listing
+  ApiVersions' own range (KIP-511); v3+ with an illegal client software name/version gets
+  INVALID_REQUEST (still listing the keys), as Kafka's broker answers.
+
 Brokers identify themselves when forwarding with client id ``kmeta-broker-<id>``.
 """
 
@@ -23,6 +28,7 @@ from kmeta.controller.model import Endpoint
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs
@@ -34,6 +40,7 @@ from kmeta.protocol.schema import uuid_or_zero
 MAX_LISTENERS = 32
 MAX_TOPICS_PER_REQUEST = 10_000
 _BROKER_CLIENT = re.compile(r"^kmeta-broker-(\d+)$")
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def forwarder_of(ctx: RequestContext) -> int | None:
@@ -49,12 +56,39 @@ async def _wait(controller: KafkaController, barrier: Barrier | None, timeout_ms
     return await barrier.wait(timeout_ms / 1000.0)
 
 
+# -- ApiVersions ----------------------------------------------------------------------------------
+def api_versions(ctx: RequestContext, req: Any) -> Any:
+    error = ErrorCode.NONE
+    if req.version >= 3 and not (
+        _SOFTWARE.fullmatch(req.client_software_name)
+        and _SOFTWARE.fullmatch(req.client_software_version)
+    ):
+        error = ErrorCode.INVALID_REQUEST
+    keys = tuple(av.ApiVersion(h.api.key, h.min_version, h.max_version) for h in ctx.registry)
+    return av.ApiVersionsResponse(version=req.version, error_code=error, api_keys=keys)
+
+
+def api_versions_unsupported(ctx: RequestContext) -> Any:
+    own = ctx.registry.get(ApiKey.API_VERSIONS)
+    assert own is not None
+    return av.ApiVersionsResponse(
+        version=0,
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=(av.ApiVersion(ApiKey.API_VERSIONS, own.min_version, own.max_version),),
+    )
+
+
 # -- broker lifecycle -----------------------------------------------------------------------------
 async def broker_registration(ctx: RequestContext, req: Any) -> Any:
     c: KafkaController = ctx.state
     if req.broker_id < 0 or not req.listeners or len(req.listeners) > MAX_LISTENERS:
         return br.BrokerRegistrationResponse(
             version=req.version, error_code=ErrorCode.INVALID_REQUEST
+        )
+    expected = c.config.cluster_id
+    if expected and req.cluster_id and req.cluster_id != expected:
+        return br.BrokerRegistrationResponse(
+            version=req.version, error_code=ErrorCode.INCONSISTENT_CLUSTER_ID
         )
     listeners = tuple(
         Endpoint(ls.name, ls.host, ls.port, ls.security_protocol) for ls in req.listeners
@@ -223,6 +257,9 @@ async def create_partitions(ctx: RequestContext, req: Any) -> Any:
 
 def build_registry() -> HandlerRegistry:
     registry = HandlerRegistry()
+    registry.register(
+        ApiKey.API_VERSIONS, api_versions, unsupported_version=api_versions_unsupported
+    )
     registry.register(ApiKey.BROKER_REGISTRATION, broker_registration)
     registry.register(ApiKey.BROKER_HEARTBEAT, broker_heartbeat)
     registry.register(ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown)

@@ -1,13 +1,16 @@
 """Controller metrics on a per-controller prometheus CollectorRegistry (no global state).
 
 Names follow Kafka's controller metrics: EventQueueSize / EventQueueTimeMs
-(ControllerEventManager) and QueueSize / TotalQueueSize / RequestQueueTimeMs
-(ControllerChannelManager).
+(ControllerEventManager) and QueueSize / TotalQueueSize / RequestRateAndQueueTimeMs per broker
+(ControllerChannelManager). Beyond Kafka, :class:`PropagationTracker` follows each broker's
+lag (exposed, with the cluster-state gauges, by :mod:`kmeta.controller.status`).
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from kmeta.controller.propagation import PropagationTracker
 
 _MS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10000)
 
@@ -49,6 +52,14 @@ class ControllerMetrics:
             buckets=_MS_BUCKETS,
             registry=r,
         )
+        self.request_rate_and_queue_time_ms = Histogram(
+            "kmeta_controller_channel_request_rate_and_queue_time_ms",
+            "Kafka's RequestRateAndQueueTimeMs: queue time of each request sent, per broker",
+            ["broker_id"],
+            buckets=_MS_BUCKETS,
+            registry=r,
+        )
+        self.propagation = PropagationTracker()
         self.send_failures = Counter(
             "kmeta_controller_channel_send_failures",
             "Failed send attempts (retried)",

@@ -17,6 +17,7 @@ from typing import Any
 
 from kmeta.controller.channel_manager import Callback, ControllerChannelManager
 from kmeta.controller.model import LEADER_DURING_DELETE, ClusterState, TopicPartition
+from kmeta.net.connection import api_of_instance
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
@@ -29,6 +30,44 @@ UM_INCREMENTAL = 1
 UM_FULL = 2
 #: StopReplica leader epoch that means "deleting" (Kafka's LeaderAndIsr.EpochDuringDelete)
 EPOCH_DURING_DELETE = -2
+#: where the broker epoch (int64) sits in the body of LeaderAndIsr v7+, UpdateMetadata v8 and
+#: StopReplica v4: after controller_id (int32), is_kraft_controller (bool), controller_epoch
+#: (int32). Checked on every use; a mismatch falls back to encoding per broker.
+_BROKER_EPOCH_AT = 9
+
+
+_LAIR_DEFAULTS = tuple(
+    lair.LeaderAndIsrPartitionState._field_defaults[f]
+    for f in ("adding_replicas", "removing_replicas", "leader_recovery_state")
+)
+
+
+def _epoch_bytes(epoch: int) -> bytes:
+    return epoch.to_bytes(8, "big", signed=True)
+
+
+def encode_for_brokers(request: Any, epochs: dict[int, int]) -> dict[int, tuple[Any, bytes | None]]:
+    """broker id -> (its request, its encoded body): one encode for all of them.
+
+    The requests differ only in ``broker_epoch``, so the body is encoded once (a full
+    UpdateMetadata of 100k partitions is megabytes and hundreds of milliseconds of Python) and
+    each broker's copy gets its epoch patched in. None: encode per broker (layout not as
+    expected, which a test would catch).
+    """
+    if not epochs:
+        return {}
+    first = next(iter(epochs.values()))
+    base = request._replace(broker_epoch=first)
+    api = api_of_instance(base)
+    body = api.request.encode(base)
+    at = _BROKER_EPOCH_AT
+    if body[at : at + 8] != _epoch_bytes(first):
+        return {b: (request._replace(broker_epoch=e), None) for b, e in epochs.items()}
+    head, tail = body[:at], body[at + 8 :]
+    return {
+        b: (request._replace(broker_epoch=e), body if e == first else head + _epoch_bytes(e) + tail)
+        for b, e in epochs.items()
+    }
 
 
 @dataclass(slots=True)
@@ -62,10 +101,16 @@ class ControllerBrokerRequestBatch:
     def add_leader_and_isr(
         self, broker_ids: Iterable[int], tp: TopicPartition, is_new: bool = False
     ) -> None:
-        st = self.ctx.state.partition(tp)
+        state = self.ctx.state
+        st = state.topics[tp[0]].partitions[tp[1]]
+        brokers = state.brokers
         for b in broker_ids:
-            if self.ctx.state.is_alive(b):
-                self._lair.setdefault(b, {})[tp] = (st, is_new)
+            broker = brokers.get(b)
+            if broker is not None and broker.alive:
+                parts = self._lair.get(b)
+                if parts is None:
+                    parts = self._lair[b] = {}
+                parts[tp] = (st, is_new)
 
     def add_update_metadata(
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] = ()
@@ -73,21 +118,24 @@ class ControllerBrokerRequestBatch:
         """``broker_ids`` get the live brokers plus ``partitions`` (none: a brokers-only update)."""
         state = self.ctx.state
         epoch = self.ctx.controller_epoch
+        # The hot loop of a full resync (100k partitions): locals, one liveness set, and
+        # tuple.__new__ (a NamedTuple's __new__ is a Python-level wrapper).
+        alive = {b.broker_id for b in state.brokers.values() if b.alive}
+        topics, deleting, out = state.topics, state.deleting, self._um_partitions
+        make, cls = tuple.__new__, um.UpdateMetadataPartitionState
         for tp in partitions:
-            st = state.partition(tp)
-            leader = LEADER_DURING_DELETE if tp[0] in state.deleting else st.leader
-            self._um_partitions[tp] = um.UpdateMetadataPartitionState(
-                topic_name=tp[0],
-                partition_index=tp[1],
-                controller_epoch=epoch,
-                leader=leader,
-                leader_epoch=st.leader_epoch,
-                isr=st.isr,
-                zk_version=st.partition_epoch,
-                replicas=st.replicas,
-                offline_replicas=tuple(state.offline_replicas(st)),
+            name, index = tp
+            st = topics[name].partitions[index]
+            replicas = st.replicas
+            offline = (
+                () if alive.issuperset(replicas) else tuple(r for r in replicas if r not in alive)
             )
-        self._um_brokers.update(b for b in broker_ids if state.is_alive(b))
+            leader = LEADER_DURING_DELETE if name in deleting else st.leader
+            out[tp] = make(cls, (
+                name, index, epoch, leader, st.leader_epoch, st.isr, st.partition_epoch,
+                replicas, offline,
+            ))  # fmt: skip
+        self._um_brokers.update(b for b in broker_ids if b in alive)
 
     def add_stop_replica(self, broker_ids: Iterable[int], tp: TopicPartition, delete: bool) -> None:
         for b in broker_ids:
@@ -117,51 +165,69 @@ class ControllerBrokerRequestBatch:
         return info.topic_id if info is not None else uuid.UUID(int=0)
 
     def _send_leader_and_isr(self, update_id: int) -> None:
-        ctx = self.ctx
+        # Brokers that get the same partitions (every broker, when all hold all replicas) get
+        # the same request but for their epoch: build and encode it once for all of them.
+        groups: list[tuple[dict[TopicPartition, tuple[Any, bool]], list[int]]] = []
         for broker_id, parts in self._lair.items():
-            by_topic: dict[str, list[Any]] = {}
-            leaders: set[int] = set()
-            for (topic, p), (st, is_new) in parts.items():
-                leaders.add(st.leader)
-                by_topic.setdefault(topic, []).append(
-                    lair.LeaderAndIsrPartitionState(
-                        partition_index=p,
-                        controller_epoch=ctx.controller_epoch,
-                        leader=st.leader,
-                        leader_epoch=st.leader_epoch,
-                        isr=st.isr,
-                        partition_epoch=st.partition_epoch,
-                        replicas=st.replicas,
-                        is_new=is_new,
-                    )
+            for group_parts, members in groups:
+                if group_parts == parts:
+                    members.append(broker_id)
+                    break
+            else:
+                groups.append((parts, [broker_id]))
+        for parts, members in groups:
+            request, topics = self._leader_and_isr(parts)
+            epochs = {b: self._broker_epoch(b) for b in members}
+            for broker_id, (req, body) in encode_for_brokers(request, epochs).items():
+                self.ctx.channel.send_request(
+                    broker_id,
+                    req,
+                    None,
+                    update_id=update_id,
+                    topics=topics,
+                    partitions=len(parts),
+                    encoded=body,
                 )
-            live_leaders = []
-            for leader in sorted(leaders):
-                broker = ctx.state.brokers.get(leader)
-                ep = broker.endpoint(None) if broker is not None and broker.alive else None
-                if ep is not None:
-                    live_leaders.append(lair.LeaderAndIsrLiveLeader(leader, ep.host, ep.port))
-            request = lair.LeaderAndIsrRequest(
-                version=LEADER_AND_ISR_VERSION,
-                controller_id=ctx.controller_id,
-                is_kraft_controller=True,
-                controller_epoch=ctx.controller_epoch,
-                broker_epoch=self._broker_epoch(broker_id),
-                type=0,
-                topic_states=tuple(
-                    lair.LeaderAndIsrTopicState(t, self._topic_id(t), tuple(ps))
-                    for t, ps in by_topic.items()
-                ),
-                live_leaders=tuple(live_leaders),
-            )
-            ctx.channel.send_request(
-                broker_id,
-                request,
-                None,
-                update_id=update_id,
-                topics=list(by_topic),
-                partitions=len(parts),
-            )
+
+    def _leader_and_isr(
+        self, parts: dict[TopicPartition, tuple[Any, bool]]
+    ) -> tuple[Any, list[str]]:
+        ctx = self.ctx
+        by_topic: dict[str, list[Any]] = {}
+        leaders: set[int] = set()
+        make, cls = tuple.__new__, lair.LeaderAndIsrPartitionState
+        epoch = ctx.controller_epoch
+        # topic_name is not on the wire at v2+ (states are grouped by topic)
+        adding, removing, recovery = _LAIR_DEFAULTS
+        for (topic, p), (st, is_new) in parts.items():
+            leaders.add(st.leader)
+            group = by_topic.get(topic)
+            if group is None:
+                group = by_topic[topic] = []
+            group.append(make(cls, (
+                "", p, epoch, st.leader, st.leader_epoch, st.isr, st.partition_epoch,
+                st.replicas, adding, removing, is_new, recovery,
+            )))  # fmt: skip
+        live_leaders = []
+        for leader in sorted(leaders):
+            broker = ctx.state.brokers.get(leader)
+            ep = broker.endpoint(None) if broker is not None and broker.alive else None
+            if ep is not None:
+                live_leaders.append(lair.LeaderAndIsrLiveLeader(leader, ep.host, ep.port))
+        request = lair.LeaderAndIsrRequest(
+            version=LEADER_AND_ISR_VERSION,
+            controller_id=ctx.controller_id,
+            is_kraft_controller=True,
+            controller_epoch=ctx.controller_epoch,
+            broker_epoch=-1,
+            type=0,
+            topic_states=tuple(
+                lair.LeaderAndIsrTopicState(t, self._topic_id(t), tuple(ps))
+                for t, ps in by_topic.items()
+            ),
+            live_leaders=tuple(live_leaders),
+        )
+        return request, list(by_topic)
 
     def live_brokers(self) -> tuple[Any, ...]:
         out = []
@@ -205,14 +271,16 @@ class ControllerBrokerRequestBatch:
         )
         topics = list(by_topic)
         targets = sorted(self._um_brokers)
-        for broker_id in targets:
+        epochs = {b: self._broker_epoch(b) for b in targets}
+        for broker_id, (request, body) in encode_for_brokers(base, epochs).items():
             ctx.channel.send_request(
                 broker_id,
-                base._replace(broker_epoch=self._broker_epoch(broker_id)),
+                request,
                 callback,
                 update_id=update_id,
                 topics=topics,
                 partitions=len(self._um_partitions),
+                encoded=body,
             )
         return targets
 

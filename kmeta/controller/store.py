@@ -12,6 +12,7 @@ The controller epoch and the broker-epoch counter live in the ``meta`` table; bo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import uuid
@@ -44,6 +45,20 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(json.loads(text))
 
 
+_JSON_LISTS: dict[tuple[int, ...], str] = {}
+
+
+def _json_ints(ids: tuple[int, ...]) -> str:
+    """``json.dumps(ids)``, memoised: a cluster has few distinct replica lists, and a full
+    resync writes 100k partitions, where json.dumps is most of the time."""
+    text = _JSON_LISTS.get(ids)
+    if text is None:
+        if len(_JSON_LISTS) >= 100_000:
+            _JSON_LISTS.clear()
+        text = _JSON_LISTS[ids] = json.dumps(ids)
+    return text
+
+
 class ControllerStore:
     """Open (or create) ``<data_dir>/controller.db``. Writes happen inside :meth:`transaction`."""
 
@@ -56,6 +71,14 @@ class ControllerStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
         self._in_tx = False
+        #: between begin_deferred() and commit_deferred(): the transactions of one controller
+        #: event are one, committed (fsynced) off the event loop while its requests go out
+        self._deferred = False
+        self._open = False  # a deferred transaction has begun and is not committed yet
+        #: deferred partition rows (statement, rows), written in the commit's thread; any
+        #: other statement writes them first, so statements keep their order
+        self._rows: list[tuple[str, list[tuple[object, ...]]]] = []
+        self._in_event = False  # the savepoint of the current event is open
 
     def close(self) -> None:
         self._db.close()
@@ -63,26 +86,81 @@ class ControllerStore:
     # -- transactions ---------------------------------------------------------------------------
     def __enter__(self) -> ControllerStore:
         assert not self._in_tx, "nested transaction"
-        self._db.execute("BEGIN IMMEDIATE")
+        if not self._deferred:
+            self._db.execute("BEGIN IMMEDIATE")
+        else:
+            if not self._open:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._open = True
+            if not self._in_event:  # this event's first write: a savepoint of its own
+                self._flush()  # earlier events' rows go before it
+                self._db.execute("SAVEPOINT kmeta_event")
+                self._in_event = True
         self._in_tx = True
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         self._in_tx = False
-        if exc_type is None:
+        if exc_type is not None:
+            self._rows.clear()
+            if self._deferred:  # undo this event only; the group's other events stay
+                self._db.execute("ROLLBACK TO kmeta_event")
+            else:
+                self._db.execute("ROLLBACK")
+        elif not self._deferred:
             self._db.execute("COMMIT")  # fsyncs the WAL (synchronous=FULL)
-        else:
-            self._db.execute("ROLLBACK")
+
+    def begin_deferred(self) -> None:
+        """Transactions from now on stay open until :meth:`commit_deferred` (group commit:
+        the events processed meanwhile share one commit; each has a savepoint)."""
+        self._deferred = True
+
+    def end_event(self) -> None:
+        """The current event's writes are done (kept, unless its block raised)."""
+        if self._in_event:
+            self._db.execute("RELEASE kmeta_event")
+            self._in_event = False
+
+    async def commit_deferred(self) -> None:
+        """Commit (and fsync) what was written since :meth:`begin_deferred`, in a thread.
+
+        The caller must not touch the store until this returns (the event manager awaits it
+        before the next event): only the commit's fsync runs beside the event loop.
+        """
+        self._deferred = False
+        if not self._open:
+            return
+        self._open = False
+        rows, self._rows = self._rows, []
+
+        def commit() -> None:
+            for sql, batch in rows:
+                self._db.executemany(sql, batch)
+            self._db.execute("COMMIT")
+
+        try:
+            await asyncio.to_thread(commit)
+        except sqlite3.Error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
 
     def transaction(self) -> ControllerStore:
         return self
 
     # -- meta -------------------------------------------------------------------------------------
+    def _flush(self) -> None:
+        for sql, batch in self._rows:
+            self._db.executemany(sql, batch)
+        self._rows.clear()
+
     def get_meta(self, key: str, default: int = 0) -> int:
+        self._flush()
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return default if row is None else int(row[0])
 
     def set_meta(self, key: str, value: int) -> None:
+        self._flush()
         self._db.execute(
             "INSERT INTO meta(key, value) VALUES(?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -104,6 +182,7 @@ class ControllerStore:
 
     # -- writes -----------------------------------------------------------------------------------
     def put_broker(self, b: BrokerInfo) -> None:
+        self._flush()
         self._db.execute(
             "INSERT OR REPLACE INTO brokers VALUES(?, ?, ?, ?, ?, ?)",
             (
@@ -117,29 +196,34 @@ class ControllerStore:
         )
 
     def put_topic(self, t: TopicInfo, deleting: bool = False) -> None:
+        self._flush()
         self._db.execute(
             "INSERT OR REPLACE INTO topics VALUES(?, ?, ?)",
             (t.name, str(t.topic_id), int(deleting)),
         )
 
     def put_partitions(self, topic: str, parts: Iterable[tuple[int, PartitionState]]) -> None:
-        self._db.executemany(
-            "INSERT OR REPLACE INTO partitions VALUES(?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    topic,
-                    p,
-                    json.dumps(st.replicas),
-                    json.dumps(st.isr),
-                    st.leader,
-                    st.leader_epoch,
-                    st.partition_epoch,
-                )
-                for p, st in parts
-            ],
-        )
+        """Deferred (see begin_deferred): the rows are written in the commit's thread."""
+        sql = "INSERT OR REPLACE INTO partitions VALUES(?, ?, ?, ?, ?, ?, ?)"
+        rows: list[tuple[object, ...]] = [
+            (
+                topic,
+                p,
+                _json_ints(st.replicas),
+                _json_ints(st.isr),
+                st.leader,
+                st.leader_epoch,
+                st.partition_epoch,
+            )
+            for p, st in parts
+        ]
+        if self._open:
+            self._rows.append((sql, rows))
+        else:
+            self._db.executemany(sql, rows)
 
     def delete_topic(self, name: str) -> None:
+        self._flush()
         self._db.execute("DELETE FROM partitions WHERE topic = ?", (name,))
         self._db.execute("DELETE FROM topics WHERE name = ?", (name,))
 

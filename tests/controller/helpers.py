@@ -1,0 +1,201 @@
+"""In-process clusters for controller tests: a real ControllerDaemon plus real or recording brokers.
+
+* :class:`RecordingBroker` registers over the wire (BrokerRegistration) and serves a real
+  control listener that records every LeaderAndIsr / UpdateMetadata / StopReplica it gets,
+  in order; ``hold`` makes it leave UpdateMetadata unanswered (a slow broker).
+* :func:`start_cluster` runs a controller and real ``Broker`` daemons with controller links,
+  all on 127.0.0.1 with OS-picked ports, in the test's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kmeta.controller.config import ControllerConfig
+from kmeta.controller.daemon import ControllerDaemon
+from kmeta.net.connection import KafkaConnection
+from kmeta.net.dispatch import HandlerRegistry
+from kmeta.net.listener import Listener
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.messages import broker_heartbeat as bh
+from kmeta.protocol.messages import broker_registration as br
+from kmeta.protocol.messages import leader_and_isr as lair
+from kmeta.protocol.messages import stop_replica as sr
+from kmeta.protocol.messages import update_metadata as um
+from kmeta.server.broker import Broker
+from kmeta.server.config import BrokerConfig, parse_listeners
+from kmeta.server.controller_link import controller_link
+
+
+def controller_config(data_dir: Path, **overrides: Any) -> ControllerConfig:
+    values: dict[str, Any] = {
+        "data_dir": str(data_dir),
+        "listeners": ("CONTROLLER://127.0.0.1:0",),
+        "session_timeout_ms": 30_000,
+        "retry_backoff_ms": 20,
+        "request_timeout_ms": 5_000,
+    }
+    values.update(overrides)
+    return ControllerConfig(**values)
+
+
+async def start_controller(data_dir: Path, **overrides: Any) -> ControllerDaemon:
+    os.makedirs(data_dir, exist_ok=True)
+    daemon = ControllerDaemon(controller_config(data_dir, **overrides))
+    await daemon.start()
+    return daemon
+
+
+class RecordingBroker:
+    """A broker stand-in: registers with the controller, records the control requests."""
+
+    def __init__(self, broker_id: int, rack: str | None = None) -> None:
+        self.broker_id = broker_id
+        self.rack = rack
+        self.epoch = -1
+        self.incarnation_id = uuid.uuid4()
+        self.received: list[Any] = []
+        self.changed = asyncio.Event()
+        self.hold = False  # True: never answer UpdateMetadata
+        registry = HandlerRegistry()
+        for key, response in (
+            (ApiKey.UPDATE_METADATA, um.UpdateMetadataResponse),
+            (ApiKey.LEADER_AND_ISR, lair.LeaderAndIsrResponse),
+            (ApiKey.STOP_REPLICA, sr.StopReplicaResponse),
+        ):
+            registry.register(key, self._handler(key, response))
+        self.listener = Listener(
+            "CONTROL", "127.0.0.1", 0, is_control=True, registry=registry, state=None
+        )
+
+    def _handler(self, key: int, response: Any) -> Any:
+        async def handle(ctx: Any, request: Any) -> Any:
+            self.received.append(request)
+            self.changed.set()
+            if self.hold and key == ApiKey.UPDATE_METADATA:
+                await asyncio.Event().wait()  # cancelled when the connection goes
+            return response(version=request.version, error_code=0)
+
+        return handle
+
+    async def start(self) -> None:
+        await self.listener.start()
+
+    async def register(self, controller_port: int) -> int:
+        conn = await KafkaConnection.open("127.0.0.1", controller_port, client_id="test-broker")
+        try:
+            response = await conn.request(
+                br.BrokerRegistrationRequest(
+                    version=4,
+                    broker_id=self.broker_id,
+                    incarnation_id=self.incarnation_id,
+                    listeners=(
+                        br.Listener(
+                            name="CONTROL",
+                            host="127.0.0.1",
+                            port=self.listener.port,
+                            security_protocol=0,
+                        ),
+                    ),
+                    rack=self.rack,
+                ),
+                5.0,
+            )
+        finally:
+            conn.close()
+        assert response.error_code == 0
+        self.epoch = response.broker_epoch
+        return self.epoch
+
+    async def heartbeat(self, controller_port: int) -> int:
+        conn = await KafkaConnection.open("127.0.0.1", controller_port, client_id="test-broker")
+        try:
+            response = await conn.request(
+                bh.BrokerHeartbeatRequest(
+                    version=1, broker_id=self.broker_id, broker_epoch=self.epoch
+                ),
+                5.0,
+            )
+        finally:
+            conn.close()
+        return response.error_code
+
+    def of(self, kind: type) -> list[Any]:
+        return [r for r in self.received if isinstance(r, kind)]
+
+    async def wait_for(self, predicate: Any, timeout_s: float = 5.0) -> None:
+        async def loop() -> None:
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
+
+        await asyncio.wait_for(loop(), timeout_s)
+
+    async def stop(self) -> None:
+        await self.listener.shutdown(0.5)
+
+
+@dataclass
+class InProcessCluster:
+    controller: ControllerDaemon
+    brokers: dict[int, Broker] = field(default_factory=dict)
+
+    def client_port(self, broker_id: int) -> int:
+        return self.brokers[broker_id].port("PLAINTEXT")
+
+    async def connect(self, broker_id: int = 1) -> KafkaConnection:
+        return await KafkaConnection.open("127.0.0.1", self.client_port(broker_id))
+
+    async def stop(self) -> None:
+        for b in self.brokers.values():
+            await b.stop()
+        await self.controller.stop()
+
+
+def broker_config(broker_id: int, controller_port: int, **overrides: Any) -> BrokerConfig:
+    values: dict[str, Any] = {
+        "broker_id": broker_id,
+        "listeners": parse_listeners("PLAINTEXT://127.0.0.1:0,CONTROL://127.0.0.1:0"),
+        "controller": ("127.0.0.1", controller_port),
+        "heartbeat_interval_ms": 100,
+        "shutdown_timeout_ms": 500,
+    }
+    values.update(overrides)
+    return BrokerConfig(**values)
+
+
+async def start_cluster(
+    data_dir: Path,
+    brokers: int = 3,
+    racks: dict[int, str] | None = None,
+    **controller_overrides: Any,
+) -> InProcessCluster:
+    controller = await start_controller(data_dir, **controller_overrides)
+    cluster = InProcessCluster(controller)
+    for i in range(1, brokers + 1):
+        broker = Broker(
+            broker_config(i, controller.port, rack=(racks or {}).get(i)), [controller_link]
+        )
+        await broker.start()
+        cluster.brokers[i] = broker
+    await wait_until(
+        lambda: all(
+            len(b.cache.snapshot.alive_brokers) == brokers for b in cluster.brokers.values()
+        ),
+        10.0,
+    )
+    return cluster
+
+
+async def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.01) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s} s")
+        await asyncio.sleep(interval_s)

@@ -1,0 +1,139 @@
+"""One controller event = one transaction, committed off the loop; answered only once durable."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sqlite3
+import uuid
+
+from kmeta.controller.event_manager import ControllerEventManager
+from kmeta.controller.metrics import ControllerMetrics
+from kmeta.controller.model import PartitionState, TopicInfo
+from kmeta.controller.store import ControllerStore, _json_ints
+
+
+def _topics_on_disk(store: ControllerStore) -> set[str]:
+    """What another process would read after a kill -9 (a separate connection)."""
+    db = sqlite3.connect(store.path)
+    try:
+        return {name for (name,) in db.execute("SELECT name FROM topics")}
+    finally:
+        db.close()
+
+
+class _Event:
+    def __init__(self, name, fn):
+        self.name = name
+        self.fn = fn
+        self.log: list[str] = []
+        self.done: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    def process(self) -> None:
+        self.fn(self)
+
+    def complete(self) -> None:
+        self.log.append("complete")
+        self.done.set_result(None)
+
+    def fail(self, exc: BaseException) -> None:
+        self.log.append("fail")
+        self.done.set_exception(exc)
+
+
+async def test_an_event_is_answered_only_after_its_writes_are_durable(tmp_path):
+    store = ControllerStore(tmp_path)
+    manager = ControllerEventManager(ControllerMetrics(), store=store)
+    manager.start()
+    seen_during_process: list[set[str]] = []
+
+    def create(event: _Event) -> None:
+        # two blocks in one event (as deletion does): one transaction, not yet on disk
+        with store.transaction():
+            store.put_topic(TopicInfo("a", uuid.uuid4()))
+        with store.transaction():
+            info = TopicInfo("b", uuid.uuid4())
+            store.put_topic(info)
+            store.put_partitions("b", [(0, PartitionState((1, 2), (1, 2), 1))])
+        seen_during_process.append(_topics_on_disk(store))
+
+    event = _Event("create", create)
+    try:
+        manager.put(event)
+        await asyncio.wait_for(event.done, 10)
+        assert seen_during_process == [set()]  # not durable while processing
+        assert _topics_on_disk(store) == {"a", "b"}  # durable before the answer
+        db = sqlite3.connect(store.path)
+        assert db.execute("SELECT topic, partition FROM partitions").fetchall() == [("b", 0)]
+        db.close()
+        assert event.log == ["complete"]
+
+        def broken(_event: _Event) -> None:
+            with store.transaction():
+                store.put_topic(TopicInfo("c", uuid.uuid4()))
+                raise RuntimeError("bug")
+
+        bad = _Event("broken", broken)
+        manager.put(bad)
+        with contextlib.suppress(RuntimeError):
+            await asyncio.wait_for(bad.done, 10)
+        assert bad.log == ["fail"]
+        assert _topics_on_disk(store) == {"a", "b"}  # rolled back
+    finally:
+        await manager.close()
+        store.close()
+    # outside an event manager, a transaction commits on exit as before
+    store = ControllerStore(tmp_path)
+    with store.transaction():
+        store.put_topic(TopicInfo("d", uuid.uuid4()))
+    assert _topics_on_disk(store) == {"a", "b", "d"}
+    store.close()
+
+
+def test_replica_lists_are_stored_as_json():
+    for ids in [(), (1,), (3, 1, 2), (1000, -1)]:
+        assert _json_ints(ids) == json.dumps(ids)
+        assert _json_ints(ids) is _json_ints(ids)
+
+
+async def test_queued_events_share_one_commit_and_a_failing_one_is_undone_alone(tmp_path):
+    store = ControllerStore(tmp_path)
+    manager = ControllerEventManager(ControllerMetrics(), store=store)
+    commits = 0
+    real_commit = store.commit_deferred
+
+    async def counting_commit() -> None:
+        nonlocal commits
+        commits += 1
+        await real_commit()
+
+    store.commit_deferred = counting_commit  # type: ignore[method-assign]
+
+    def writer(name: str, fail: bool = False):
+        def run(_event: _Event) -> None:
+            with store.transaction():
+                store.put_topic(TopicInfo(name, uuid.uuid4()))
+                store.put_partitions(name, [(0, PartitionState((1,), (1,), 1))])
+                if fail:
+                    raise RuntimeError("bug")
+
+        return run
+
+    events = [_Event("one", writer("one")), _Event("bad", writer("bad", True)), _Event("two", writer("two"))]
+    for event in events:  # all queued before the manager runs: one group
+        manager.put(event)
+    manager.start()
+    try:
+        for event in events:
+            with contextlib.suppress(RuntimeError):
+                await asyncio.wait_for(event.done, 10)
+        assert [e.log for e in events] == [["complete"], ["fail"], ["complete"]]
+        assert commits == 1
+        assert _topics_on_disk(store) == {"one", "two"}
+        db = sqlite3.connect(store.path)
+        assert sorted(db.execute("SELECT topic FROM partitions").fetchall()) == [("one",), ("two",)]
+        db.close()
+    finally:
+        await manager.close()
+        store.close()
