@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
+from typing import Any
 
 import click
 
+from kmeta.cli.config_sources import daemon_settings
+from kmeta.cli.daemon_options import daemon_options, metrics_fields, start_logging
+from kmeta.cli.security_options import limit_fields, limit_options, tls_fields, tls_options
 from kmeta.server.broker import run
 from kmeta.server.config import BrokerConfig, parse_listeners
 from kmeta.server.controller_link import controller_link
@@ -23,7 +26,7 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
     return host.strip("[]"), int(port)
 
 
-@click.command("broker")
+@click.command("broker", context_settings=daemon_settings("broker"))
 @click.option("--broker-id", type=int, required=True, help="This broker's id.")
 @click.option(
     "--listeners",
@@ -42,10 +45,27 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
     show_default=True,
 )
 @click.option("--controller", default=None, help="host:port of the controller to register with.")
+@click.option("--rack", default=None, help="broker.rack, for rack-aware replica assignment.")
+@click.option(
+    "--heartbeat-interval-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["heartbeat_interval_ms"],
+    show_default=True,
+    help="broker.heartbeat.interval.ms: BrokerHeartbeat period (keep it under the session timeout).",
+)
 @click.option(
     "--shutdown-timeout-ms", type=int, default=_DEFAULTS["shutdown_timeout_ms"], show_default=True
 )
-@click.option("--log-level", default="INFO", show_default=True)
+@daemon_options
+@limit_options
+@tls_options
+@click.option(
+    "--controller-security-protocol",
+    type=click.Choice(["PLAINTEXT", "SSL"], case_sensitive=False),
+    default="PLAINTEXT",
+    show_default=True,
+    help="SSL: reach the controller over TLS (presenting --ssl-certfile for mTLS).",
+)
 def broker_command(
     broker_id: int,
     listeners: str,
@@ -56,13 +76,13 @@ def broker_command(
     max_frame_size: int,
     connections_max_idle_ms: int,
     controller: str | None,
+    rack: str | None,
+    heartbeat_interval_ms: int,
     shutdown_timeout_ms: int,
-    log_level: str,
+    **options: Any,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT."""
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    start_logging(options)
     try:
         config = BrokerConfig(
             broker_id=broker_id,
@@ -74,7 +94,13 @@ def broker_command(
             connections_max_idle_ms=connections_max_idle_ms,
             state_change_log=state_change_log,
             controller=_host_port(controller),
+            rack=rack,
+            heartbeat_interval_ms=heartbeat_interval_ms,
             shutdown_timeout_ms=shutdown_timeout_ms,
+            controller_security_protocol=options.pop("controller_security_protocol").upper(),
+            **limit_fields(options),
+            **metrics_fields(options),
+            **tls_fields(options),
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc

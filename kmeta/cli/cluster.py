@@ -9,16 +9,20 @@ can shut down in a controlled way), wait, then SIGKILL what is left.
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
+
+from kmeta.controller.faults import parse_fault
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,9 +32,28 @@ class ClusterConfig:
     data_dir: str | None = None
     host: str = "127.0.0.1"
     session_timeout_ms: int = 9_000
+    #: None: Kafka's 2000 ms, or a quarter of a shorter session timeout
+    heartbeat_interval_ms: int | None = None
     propagation_barrier: bool = True
     stop_timeout_s: float = 10.0
     log_level: str = "WARNING"
+    #: fault injection specs for the controller (``broker=2,delay=500ms``)
+    faults: tuple[str, ...] = ()
+    #: /metrics and /status: broker i on base_port + 200 + i - 1, the controller on base_port + 300
+    metrics: bool = True
+
+    def metrics_port(self, i: int) -> int:
+        return self.base_port + 200 + i - 1
+
+    @property
+    def controller_metrics_port(self) -> int:
+        return self.base_port + 300
+
+    @property
+    def heartbeat_ms(self) -> int:
+        if self.heartbeat_interval_ms is not None:
+            return self.heartbeat_interval_ms
+        return max(1, min(2_000, self.session_timeout_ms // 4))
 
     @property
     def controller_port(self) -> int:
@@ -47,14 +70,27 @@ class ClusterConfig:
         return ",".join(f"{self.host}:{self.client_port(i)}" for i in range(1, self.brokers + 1))
 
 
+def cluster_id_of(data_dir: Path) -> str:
+    """The cluster's id, made once per data dir (Kafka's form: a url-safe base64 UUID)."""
+    path = data_dir / "cluster.id"
+    if path.exists():
+        return path.read_text().strip()
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    path.write_text(cluster_id + "\n")
+    return cluster_id
+
+
 def controller_argv(cfg: ClusterConfig, data_dir: Path) -> list[str]:
     return [
         sys.executable, "-m", "kmeta", "controller",
         "--listeners", f"CONTROLLER://{cfg.host}:{cfg.controller_port}",
         "--data-dir", str(data_dir / "controller"),
+        "--cluster-id", cluster_id_of(data_dir),
         "--session-timeout-ms", str(cfg.session_timeout_ms),
         "--propagation-barrier" if cfg.propagation_barrier else "--no-propagation-barrier",
         "--log-level", cfg.log_level,
+        *(arg for spec in cfg.faults for arg in ("--fault", spec)),
+        *(("--metrics-port", str(cfg.controller_metrics_port)) if cfg.metrics else ()),
     ]  # fmt: skip
 
 
@@ -65,8 +101,11 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         "--listeners",
         f"PLAINTEXT://{cfg.host}:{cfg.client_port(i)},CONTROL://{cfg.host}:{cfg.control_port(i)}",
         "--controller", f"{cfg.host}:{cfg.controller_port}",
+        "--cluster-id", cluster_id_of(data_dir),
+        "--heartbeat-interval-ms", str(cfg.heartbeat_ms),
         "--state-change-log", str(data_dir / f"broker-{i}.state-change.log"),
         "--log-level", cfg.log_level,
+        *(("--metrics-port", str(cfg.metrics_port(i))) if cfg.metrics else ()),
     ]  # fmt: skip
 
 
@@ -114,6 +153,15 @@ def up(cfg: ClusterConfig) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     click.echo(f"kmeta cluster: controller {cfg.host}:{cfg.controller_port}, data dir {data_dir}")
     click.echo(f"bootstrap servers: {cfg.bootstrap}")
+    for spec in cfg.faults:
+        click.echo(f"fault injection: {spec} (controller -> broker updates)")
+    if cfg.metrics:
+        h = cfg.host
+        ports = ", ".join(
+            f"broker {i} {h}:{cfg.metrics_port(i)}" for i in range(1, cfg.brokers + 1)
+        )
+        click.echo(f"metrics (/metrics, /status): controller {h}:{cfg.controller_metrics_port}, {ports}")
+        click.echo(f"status: kmeta status --controller {h}:{cfg.controller_metrics_port} --watch")
     click.echo("Ctrl-C stops the cluster.")
     try:
         while True:
@@ -146,25 +194,55 @@ def cluster_group() -> None:
     "--data-dir", default=None, type=click.Path(file_okay=False), help="Default: a new temp dir."
 )
 @click.option("--session-timeout-ms", type=int, default=9000, show_default=True)
+@click.option(
+    "--heartbeat-interval-ms",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Brokers' heartbeat period [default: 2000, or a quarter of a shorter session timeout].",
+)
 @click.option("--propagation-barrier/--no-propagation-barrier", default=True, show_default=True)
 @click.option("--log-level", default="WARNING", show_default=True)
+@click.option(
+    "--fault",
+    "faults",
+    multiple=True,
+    metavar="broker=ID,delay=500ms|drop|pause",
+    help="Delay, drop or pause the controller's updates to a broker (repeatable).",
+)
+@click.option(
+    "--metrics/--no-metrics",
+    default=True,
+    show_default=True,
+    help="Serve /metrics and /status (brokers: base port + 200 + i - 1; controller: + 300).",
+)
 def up_command(
     brokers: int,
     base_port: int,
     data_dir: str | None,
     session_timeout_ms: int,
+    heartbeat_interval_ms: int | None,
     propagation_barrier: bool,
     log_level: str,
+    faults: tuple[str, ...],
+    metrics: bool,
 ) -> None:
     """Start a controller and N brokers; print the bootstrap address; Ctrl-C stops them."""
+    for spec in faults:  # refuse a bad --fault here, not as a dead controller later
+        try:
+            parse_fault(spec)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--fault") from exc
     up(
         ClusterConfig(
             brokers=brokers,
             base_port=base_port,
             data_dir=data_dir,
             session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
             propagation_barrier=propagation_barrier,
             log_level=log_level,
+            faults=faults,
+            metrics=metrics,
         )
     )
 

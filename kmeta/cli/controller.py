@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import logging
+from typing import Any
 
 import click
 
+from kmeta.cli.config_sources import daemon_settings
+from kmeta.cli.daemon_options import daemon_options, metrics_fields, start_logging
+from kmeta.cli.security_options import tls_fields, tls_options
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.daemon import serve
 
 _D = ControllerConfig(data_dir=".")
 
 
-@click.command("controller")
+@click.command("controller", context_settings=daemon_settings("controller"))
 @click.option(
     "--listeners", default=_D.listeners[0], show_default=True, help="NAME://host:port[,...]"
 )
@@ -21,6 +24,7 @@ _D = ControllerConfig(data_dir=".")
     "--data-dir", required=True, type=click.Path(file_okay=False), help="Durable state lives here."
 )
 @click.option("--node-id", type=int, default=_D.node_id, show_default=True)
+@click.option("--cluster-id", default=None, help="Refuse brokers registering with another id.")
 @click.option("--session-timeout-ms", type=int, default=_D.session_timeout_ms, show_default=True)
 @click.option("--retry-backoff-ms", type=int, default=_D.retry_backoff_ms, show_default=True)
 @click.option("--request-timeout-ms", type=int, default=_D.request_timeout_ms, show_default=True)
@@ -44,11 +48,20 @@ _D = ControllerConfig(data_dir=".")
     show_default=True,
     help="Write <data-dir>/state-change.log (JSON lines).",
 )
-@click.option("--log-level", default="INFO", show_default=True)
+@daemon_options
+@click.option(
+    "--fault",
+    "faults",
+    multiple=True,
+    metavar="broker=ID,delay=500ms|drop|pause",
+    help="Delay, drop or pause the controller's updates to a broker (repeatable).",
+)
+@tls_options
 def controller_command(
     listeners: str,
     data_dir: str,
     node_id: int,
+    cluster_id: str | None,
     session_timeout_ms: int,
     retry_backoff_ms: int,
     request_timeout_ms: int,
@@ -57,17 +70,17 @@ def controller_command(
     default_partitions: int,
     default_replication_factor: int,
     state_change_log: bool,
-    log_level: str,
+    faults: tuple[str, ...],
+    **options: Any,
 ) -> None:
     """Run the controller until SIGTERM or SIGINT."""
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    start_logging(options)
     try:
         config = ControllerConfig(
             data_dir=data_dir,
             listeners=tuple(item.strip() for item in listeners.split(",") if item.strip()),
             node_id=node_id,
+            cluster_id=cluster_id,
             session_timeout_ms=session_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             request_timeout_ms=request_timeout_ms,
@@ -76,6 +89,9 @@ def controller_command(
             default_partitions=default_partitions,
             default_replication_factor=default_replication_factor,
             state_change_log=state_change_log,
+            faults=faults,
+            **tls_fields(options),
+            **metrics_fields(options),
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc

@@ -13,7 +13,7 @@ import click
 from kmeta import __version__
 
 #: modules that each define ``register(group)``; listed here so `kmeta --help` shows them all
-COMMAND_MODULES: tuple[str, ...] = ("broker", "controller", "cluster", "topics", "client_cmds", "pipeline")
+COMMAND_MODULES: tuple[str, ...] = ("broker", "controller", "cluster", "topics", "client_cmds", "pipeline", "bench", "status", "config_cmd")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -212,7 +212,8 @@ def describe_command(bootstrap_server: str, topic: str | None) -> None:
         rf = len(t.partitions[0].replica_nodes) if t.partitions else 0
         console.print(
             f"[bold]Topic: {t.name}[/bold]\tTopicId: {t.topic_id}\t"
-            f"PartitionCount: {len(t.partitions)}\tReplicationFactor: {rf}"
+            f"PartitionCount: {len(t.partitions)}\tReplicationFactor: {rf}",
+            soft_wrap=True,  # one line per topic, as kafka-topics.sh prints it
         )
         table = Table("Partition", "Leader", "Replicas", "Isr", "Offline", "Error")
         for p in sorted(t.partitions, key=lambda p: p.partition_index):

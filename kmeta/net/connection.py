@@ -134,8 +134,14 @@ class KafkaConnection(asyncio.Protocol):
     def peer(self) -> tuple[str, int] | None:
         return self._transport.get_extra_info("peername") if self._transport else None
 
-    def send(self, request: Any, *, header: RequestHeader | None = None) -> asyncio.Future[Any]:
-        """Write ``request`` (a message instance carrying its version); the future gets the response."""
+    def send(
+        self, request: Any, *, header: RequestHeader | None = None, body: bytes | None = None
+    ) -> asyncio.Future[Any]:
+        """Write ``request`` (a message instance carrying its version); the future gets the response.
+
+        ``body``: ``request`` already encoded (the controller encodes one big request once and
+        sends it to several brokers); it is written as is instead of encoding ``request``.
+        """
         if not self.is_open:
             raise ConnectionClosedError(f"connection is closed: {self.close_reason}")
         assert self._transport is not None
@@ -145,7 +151,10 @@ class KafkaConnection(asyncio.Protocol):
         head = header or RequestHeader(api.key, request.version, correlation_id, self.client_id)
         out = bytearray(4)
         encode_request_header(head, out)
-        api.request.encode_into(request, out)
+        if body is None:
+            api.request.encode_into(request, out)
+        else:
+            out += body
         out[0:4] = (len(out) - 4).to_bytes(4, "big")
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._in_flight.append(

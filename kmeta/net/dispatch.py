@@ -52,6 +52,10 @@ RefuseFn = Callable[[Any, ErrorCode], Any]
 #: optional fast path: ``(ctx, frame, body_pos) -> result``; decodes (or skips decoding) itself
 RawHandleFn = Callable[[RequestContext, bytes, int], Any]
 UnsupportedFn = Callable[[RequestContext], Any]
+#: optional memo: ``(state, listener, version, body) -> result or None``. An answer that
+#: depends only on those (never on the client or correlation id) and is already known; the
+#: connection then skips the header object, the context and ``handle`` altogether.
+MemoFn = Callable[[Any, str, int, bytes], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,8 @@ class Handler:
     handle_raw: RawHandleFn | None
     #: the response header version for each request version (index = version)
     response_header_versions: tuple[int, ...]
+    #: answers known without decoding (see MemoFn); None falls back to the full path
+    memo: MemoFn | None = None
 
     def serves(self, is_control: bool) -> bool:
         return self.on_control if is_control else self.on_client
@@ -89,6 +95,7 @@ class HandlerRegistry:
         refuse: RefuseFn | None = None,
         unsupported_version: UnsupportedFn | None = None,
         handle_raw: RawHandleFn | None = None,
+        memo: MemoFn | None = None,
         min_version: int | None = None,
         max_version: int | None = None,
     ) -> None:
@@ -104,7 +111,7 @@ class HandlerRegistry:
         header_versions = tuple(response_header_version(api_key, v) for v in range(high + 1))
         self._handlers[api_key] = Handler(
             api, handle, low, high, on_client, on_control, refuse, unsupported_version,
-            handle_raw, header_versions,
+            handle_raw, header_versions, memo,
         )  # fmt: skip
 
     def get(self, api_key: int) -> Handler | None:

@@ -2,12 +2,21 @@
 
 Shutdown order (:meth:`Listener.shutdown`): stop accepting; ask every connection to finish the
 requests it has already read and close; wait up to a timeout; abort the stragglers.
+
+Connection limits (Kafka's ``max.connections`` / ``max.connections.per.ip``, here per listener
+so a client flood cannot lock the controller out of the control listener): a connection over
+either limit is aborted as soon as it is accepted, counted in ``refused`` and logged at debug.
+With ``ssl`` the listener speaks TLS (its own context); the limits then apply after the
+handshake, which asyncio completes before handing the connection over.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl as ssl_module
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry
@@ -27,25 +36,70 @@ class Listener:
         registry: HandlerRegistry,
         state: Any,
         limits: ConnectionLimits | None = None,
+        ssl: ssl_module.SSLContext | None = None,
     ) -> None:
         self.name = name
         self.host = host
         self.requested_port = port
         self.info = ServingInfo(name, is_control, registry, state, limits or ConnectionLimits())
         self.connections: set[ServerConnection] = set()
+        #: what accepted sockets become (kmeta.net.metrics swaps in a metered subclass)
+        self.connection_class: Callable[..., ServerConnection] = ServerConnection
+        self.ssl = ssl
         self._server: asyncio.Server | None = None
+        self._admitted = 0
+        self._per_ip: Counter[str] = Counter()
+        self.refused = 0  # connections closed at accept by the limits
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            self._make_connection, self.host, self.requested_port, reuse_address=True, backlog=1024
+            self._make_connection,
+            self.host,
+            self.requested_port,
+            reuse_address=True,
+            backlog=1024,
+            ssl=self.ssl,
+            # a TLS handshake is a request like any other: bounded by the request timeout
+            ssl_handshake_timeout=self.info.limits.request_timeout_s if self.ssl else None,
         )
-        log.info("listener %s on %s:%d", self.name, self.host, self.port)
+        log.info(
+            "listener %s on %s:%d%s", self.name, self.host, self.port, " (TLS)" if self.ssl else ""
+        )
 
     def _make_connection(self) -> ServerConnection:
-        conn = ServerConnection(self.info, self.connections.discard)
-        self.connections.add(conn)
-        return conn
+        return self.connection_class(self.info, self._closed, self._admit)
+
+    def _admit(self, conn: ServerConnection) -> bool:
+        """Called from connection_made: only then is a connection tracked. (On a TLS listener
+        a failed handshake never reaches connection_made, nor connection_lost.)"""
+        limits = self.info.limits
+        if not (limits.max_connections or limits.max_connections_per_ip):
+            self.connections.add(conn)
+            return True
+        ip = str(conn.peer[0]) if isinstance(conn.peer, tuple) else str(conn.peer)
+        if limits.max_connections and self._admitted >= limits.max_connections:
+            reason = f"max.connections {limits.max_connections}"
+        elif limits.max_connections_per_ip and self._per_ip[ip] >= limits.max_connections_per_ip:
+            reason = f"max.connections.per.ip {limits.max_connections_per_ip}"
+        else:
+            self._admitted += 1
+            self._per_ip[ip] += 1
+            self.connections.add(conn)
+            return True
+        self.refused += 1
+        log.debug("listener %s refused a connection from %s: %s", self.name, conn.peer, reason)
+        return False
+
+    def _closed(self, conn: ServerConnection) -> None:
+        self.connections.discard(conn)
+        limits = self.info.limits
+        if conn.admitted and (limits.max_connections or limits.max_connections_per_ip):
+            ip = str(conn.peer[0]) if isinstance(conn.peer, tuple) else str(conn.peer)
+            self._admitted -= 1
+            self._per_ip[ip] -= 1
+            if self._per_ip[ip] <= 0:
+                del self._per_ip[ip]
 
     @property
     def port(self) -> int:

@@ -14,6 +14,11 @@
 * Reading pauses while the peer does not read our answers or while ``max_queued_requests``
   answers wait (see :mod:`kmeta.net.flow_control`); a connection idle for
   ``idle_timeout_s`` is closed.
+* Memory per connection is bounded: answers are written once about 1 MiB is encoded, and if
+  the peer is not reading, the frames still unhandled wait (reading is paused) until it does.
+  A peer that reads nothing for ``write_timeout_s`` is aborted (its unsent answers dropped);
+  a frame started but not completed within ``request_timeout_s`` closes the connection.
+  One watchdog timer per connection serves all three timeouts.
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ from kmeta.protocol.header import (
 log = logging.getLogger("kmeta.net.server")
 
 DEFAULT_IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms default: 10 minutes
+DEFAULT_REQUEST_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms default
+#: answers encoded in one pass before we look at the write buffer again
+_FLUSH_AT = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +57,13 @@ class ConnectionLimits:
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     #: answers allowed to wait (behind an asynchronous handler) before reading pauses
     max_queued_requests: int = 64
+    #: a request whose first bytes arrived must be complete within this (else: close)
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    #: a peer that does not read our answers for this long is cut off (write buffer dropped)
+    write_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    #: per listener; 0 = unlimited (Kafka's max.connections / max.connections.per.ip)
+    max_connections: int = 0
+    max_connections_per_ip: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +131,36 @@ def encode_answer(header: RequestHeader, handler: Handler, result: Any, out: Chu
     buf[start : start + 4] = (len(buf) - start - 4).to_bytes(4, "big")
 
 
+def _encode_memo_answer(correlation: bytes, header_version: int, result: Any, out: Chunks) -> None:
+    """:func:`encode_answer` for a memo hit: the correlation id is copied as raw bytes."""
+    head = correlation + b"\0" if header_version >= 1 else correlation
+    last = out[-1] if out else None
+    if type(last) is not bytearray:
+        last = bytearray()
+        out.append(last)
+    if isinstance(result, EncodedPieces):
+        last += (len(head) + sum(map(len, result))).to_bytes(4, "big")
+        last += head
+        for piece in result:
+            if len(piece) >= _BIG:
+                out.append(piece)
+            elif type(out[-1]) is bytearray:
+                out[-1] += piece
+            else:
+                out.append(bytearray(piece))
+        return
+    last += (len(head) + len(result)).to_bytes(4, "big")
+    last += head
+    last += result
+
+
 class ServerConnection(asyncio.Protocol):
-    def __init__(self, info: ServingInfo, on_close: Callable[[ServerConnection], None]) -> None:
+    def __init__(
+        self,
+        info: ServingInfo,
+        on_close: Callable[[ServerConnection], None],
+        admit: Callable[[ServerConnection], bool] | None = None,
+    ) -> None:
         self.info = info
         self._on_close = on_close
         self._splitter = FrameSplitter(info.limits.max_frame_size)
@@ -127,6 +170,16 @@ class ServerConnection(asyncio.Protocol):
         self._closing = False
         self._last_active = time.monotonic()
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._timer_at = float("inf")  # monotonic time the watchdog timer fires
+        self._partial_since: float | None = None  # a frame started and is not complete yet
+        self._stalled_since: float | None = None  # the peer stopped reading our answers
+        self._stashed: list[bytes] | None = None  # frames read but not handled (write paused)
+        self._admit = admit
+        self.admitted = False
+        #: (api key+version bytes, body offset, header bytes after the correlation id,
+        #: handler, version, response header version) of the last request whose handler has a
+        #: memo: a request with the same header bytes is answered from the memo directly
+        self._known: tuple[bytes, int, bytes, Handler, int, int] | None = None
         self.peer: Any = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.requests_handled = 0
@@ -138,21 +191,36 @@ class ServerConnection(asyncio.Protocol):
         self._transport = transport
         self._flow = FlowControl(transport)
         self.peer = transport.get_extra_info("peername")
-        self._idle_timer = asyncio.get_running_loop().call_later(
-            self.info.limits.idle_timeout_s, self._check_idle
-        )
+        if self._admit is not None and not self._admit(self):
+            self._closing = True  # refused at accept (connection limits); the listener logged it
+            transport.abort()
+            return
+        self.admitted = True
+        self._arm(self._last_active + self.info.limits.idle_timeout_s)
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
-        self._last_active = time.monotonic()
+        now = self._last_active = time.monotonic()
         try:
             frames = self._splitter.feed(data)
         except ProtocolError as exc:
             self._drop(str(exc))
             return
+        if self._splitter.buffered:
+            if self._partial_since is None or frames:  # a request started: request_timeout_s
+                self._partial_since = now
+                self._arm(now + self.info.limits.request_timeout_s)
+        else:
+            self._partial_since = None
+        if self._stashed is not None:
+            self._stashed += frames
+        elif frames:
+            self._process(frames)
+
+    def _process(self, frames: list[bytes]) -> None:
         out: Chunks = []
-        for frame in frames:
+        for i, frame in enumerate(frames):
             try:
                 self._handle_frame(frame, out)
             except ProtocolError as exc:
@@ -164,6 +232,14 @@ class ServerConnection(asyncio.Protocol):
                 self._write(out)
                 self._drop("internal error")
                 return
+            if out and (len(out) > 1 or len(out[0]) >= _FLUSH_AT):
+                # Bound what one read can make us buffer: write, and if the peer is not
+                # reading, keep the rest of the frames until it does.
+                self._write(out)
+                out = []
+                if self._flow is not None and self._flow.write_paused and i + 1 < len(frames):
+                    self._stashed = frames[i + 1 :]
+                    return
         self._write(out)
         if len(self._pending) > self.info.limits.max_queued_requests:
             assert self._flow is not None
@@ -172,10 +248,17 @@ class ServerConnection(asyncio.Protocol):
     def pause_writing(self) -> None:
         if self._flow is not None:
             self._flow.pause_writing()
+            now = time.monotonic()
+            self._stalled_since = now
+            self._arm(now + self.info.limits.write_timeout_s)
 
     def resume_writing(self) -> None:
+        self._stalled_since = None
         if self._flow is not None:
             self._flow.resume_writing()
+        stashed, self._stashed = self._stashed, None
+        if stashed and not self._closing:
+            self._process(stashed)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -193,8 +276,24 @@ class ServerConnection(asyncio.Protocol):
 
     # -- requests ------------------------------------------------------------------------------
     def _handle_frame(self, frame: bytes, out: Chunks) -> None:
-        header, pos = decode_request_header(frame)
         info = self.info
+        known = self._known
+        if (
+            known is not None
+            and not self._pending
+            and frame[:4] == known[0]
+            and frame[8 : known[1]] == known[2]
+        ):
+            # Same api key, version, client id and header tags as the last request: the
+            # header parse is known, and a memo hit needs no header object nor context.
+            memo = known[3].memo
+            assert memo is not None
+            hit = memo(info.state, info.listener, known[4], frame[known[1] :])
+            if hit is not None:
+                self.requests_handled += 1
+                _encode_memo_answer(frame[4:8], known[5], hit, out)
+                return
+        header, pos = decode_request_header(frame)
         handler = info.registry.get(header.api_key)
         if handler is None:
             raise UnsupportedVersionError(f"api key {header.api_key} has no handler")
@@ -207,6 +306,11 @@ class ServerConnection(asyncio.Protocol):
             self._answer(header, handler, handler.unsupported_version(ctx), out)
             return
         if handler.serves(info.is_control):
+            if handler.memo is not None:
+                self._known = (
+                    frame[:4], pos, frame[8:pos], handler, version,
+                    handler.response_header_versions[version],
+                )  # fmt: skip
             if handler.handle_raw is not None:
                 result = handler.handle_raw(ctx, frame, pos)
             else:
@@ -284,27 +388,63 @@ class ServerConnection(asyncio.Protocol):
             self._last_active = time.monotonic()
 
     # -- closing -------------------------------------------------------------------------------
-    def _drop(self, reason: str) -> None:
-        """Close because of the peer (or an internal failure), without answering further."""
+    def _drop(self, reason: str, *, abort: bool = False) -> None:
+        """Close because of the peer (or an internal failure), without answering further.
+
+        ``abort``: discard unsent answers too (a peer that does not read would otherwise keep
+        them, and the socket, alive).
+        """
         log.debug("closing connection from %s on %s: %s", self.peer, self.info.listener, reason)
         self._closing = True
+        self._stashed = None
         for slot in self._pending:
             if isinstance(slot, _AsyncSlot):
                 slot.future.cancel()
         self._pending.clear()
         if self._transport is not None:
-            self._transport.close()
+            if abort:
+                self._transport.abort()
+            else:
+                self._transport.close()
+
+    def _arm(self, deadline: float) -> None:
+        """Make the watchdog fire no later than ``deadline`` (one timer per connection)."""
+        if deadline >= self._timer_at:
+            return
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self._timer_at = deadline
+        delay = max(0.0, deadline - time.monotonic())
+        self._idle_timer = asyncio.get_running_loop().call_later(delay, self._check_idle)
 
     def _check_idle(self) -> None:
+        """The watchdog: idle timeout, request (partial frame) timeout, write timeout."""
+        self._timer_at = float("inf")
+        self._idle_timer = None
         if self._transport is None or self._transport.is_closing():
             return
-        limit = self.info.limits.idle_timeout_s
-        idle_for = time.monotonic() - self._last_active
-        if idle_for >= limit and not self._pending:
+        limits = self.info.limits
+        now = time.monotonic()
+        if self._stalled_since is not None:
+            stalled_for = now - self._stalled_since
+            if stalled_for >= limits.write_timeout_s:
+                self._drop(f"not reading its answers for {stalled_for:.1f} s", abort=True)
+                return
+            self._arm(self._stalled_since + limits.write_timeout_s)
+        if self._partial_since is not None and self._flow is not None and self._flow.reading_paused:
+            self._partial_since = now  # we are not reading: not the peer's delay
+        if self._partial_since is not None:
+            waited = now - self._partial_since
+            if waited >= limits.request_timeout_s:
+                self._drop(f"request incomplete after {waited:.1f} s (request timeout)")
+                return
+            self._arm(self._partial_since + limits.request_timeout_s)
+        idle_for = now - self._last_active
+        if idle_for >= limits.idle_timeout_s and not self._pending:
             self._drop(f"idle for {idle_for:.1f} s (connections.max.idle.ms)")
             return
-        wait = limit - idle_for if idle_for < limit else limit
-        self._idle_timer = asyncio.get_running_loop().call_later(wait, self._check_idle)
+        base = self._last_active if idle_for < limits.idle_timeout_s else now
+        self._arm(base + limits.idle_timeout_s)
 
     def close_gracefully(self) -> None:
         """Stop reading; close once the requests already read are answered."""

@@ -18,9 +18,12 @@ from typing import Protocol
 
 from kmeta.metadata.cache import MetadataCache
 from kmeta.net.listener import Listener
+from kmeta.net.metrics import DaemonMetrics
+from kmeta.net.metrics_http import MetricsServer
 from kmeta.net.server_connection import ConnectionLimits
 from kmeta.server.config import BrokerConfig
 from kmeta.server.handlers import build_registry
+from kmeta.server.metrics import broker_metrics
 from kmeta.server.state import BrokerState
 
 log = logging.getLogger("kmeta.server")
@@ -46,6 +49,10 @@ class Broker:
             max_frame_size=config.max_frame_size,
             idle_timeout_s=config.idle_timeout_s,
             max_queued_requests=config.max_queued_requests,
+            request_timeout_s=config.request_timeout_ms / 1000.0,
+            write_timeout_s=config.write_timeout_ms / 1000.0,
+            max_connections=config.max_connections,
+            max_connections_per_ip=config.max_connections_per_ip,
         )
         self.listeners = [
             Listener(
@@ -56,9 +63,18 @@ class Broker:
                 registry=self.registry,
                 state=self.state,
                 limits=limits,
+                # one context per SSL listener: client auth may differ (mTLS on CONTROL)
+                ssl=config.tls.server_context(spec.name)
+                if config.security_protocol(spec.name)
+                else None,
             )
             for spec in config.listeners
         ]
+        #: /metrics and /status (only with config.metrics_port; off: nothing is counted)
+        self.metrics: DaemonMetrics | None = None
+        self.metrics_server: MetricsServer | None = None
+        if config.metrics_port is not None:
+            self.metrics, self.metrics_server = broker_metrics(self)
         self._service_factories = tuple(services)
         self.services: list[Service] = []
         self._stopped = asyncio.Event()
@@ -80,6 +96,8 @@ class Broker:
             for lst in self.listeners:
                 await lst.start()
                 started.append(lst)
+            if self.metrics_server is not None:
+                await self.metrics_server.start()
         except BaseException:
             for lst in started:
                 await lst.shutdown(0.1)
@@ -107,6 +125,8 @@ class Broker:
                 await service.stop()
             except Exception:
                 log.exception("service %r failed to stop", service)
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         self.state.close()
         log.info("broker %d stopped", self.config.broker_id)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)$")
@@ -57,7 +58,23 @@ class BrokerConfig:
     #: the controller to register with (host, port); None: no controller link
     controller: tuple[str, int] | None = None
     shutdown_timeout_ms: int = 5_000  # graceful shutdown: wait this long for connections
-    rack: str | None = None
+    rack: str | None = None  # broker.rack: sent at registration, used by rack-aware assignment
+    #: broker.heartbeat.interval.ms: how often the controller link sends BrokerHeartbeat
+    heartbeat_interval_ms: int = 2_000
+    #: a request whose first bytes arrived must be complete within this, else the connection
+    #: is closed (distinct from the idle timeout)
+    request_timeout_ms: int = 30_000
+    #: a client that reads none of our answers for this long is disconnected
+    write_timeout_ms: int = 30_000
+    max_connections: int = 0  # per listener, 0 = unlimited (max.connections)
+    max_connections_per_ip: int = 0  # per listener, 0 = unlimited (max.connections.per.ip)
+    #: listener.security.protocol.map, e.g. (("CONTROL", "SSL"),); SSL://... needs no entry
+    listener_security_protocol_map: tuple[tuple[str, str], ...] = ()
+    tls: TlsConfig = NO_TLS  # certificates for SSL listeners and the controller link
+    controller_security_protocol: str = "PLAINTEXT"  # how we reach the controller
+    #: serve /metrics and /status over HTTP on this port (0: the OS picks); None: metrics off
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         if not self.listeners:
@@ -72,6 +89,21 @@ class BrokerConfig:
                 raise ValueError(f"advertised listener {spec.name} has no matching listener")
         if self.max_frame_size <= 0 or self.connections_max_idle_ms <= 0:
             raise ValueError("max_frame_size and connections_max_idle_ms must be positive")
+        if self.heartbeat_interval_ms <= 0:
+            raise ValueError("heartbeat_interval_ms must be positive")
+        if self.request_timeout_ms <= 0 or self.write_timeout_ms <= 0:
+            raise ValueError("request_timeout_ms and write_timeout_ms must be positive")
+        if self.max_connections < 0 or self.max_connections_per_ip < 0:
+            raise ValueError("connection limits must be >= 0")
+        if self.controller_security_protocol not in ("PLAINTEXT", "SSL"):
+            raise ValueError("controller security protocol must be PLAINTEXT or SSL")
+        for spec in self.listeners:
+            if self.security_protocol(spec.name) and self.tls.certfile is None:
+                raise ValueError(f"listener {spec.name} is SSL: an ssl certificate file is required")
+
+    def security_protocol(self, listener: str) -> int:
+        """Kafka's security protocol id of ``listener`` (0 PLAINTEXT, 1 SSL)."""
+        return security_protocol(listener, self.listener_security_protocol_map)
 
     @property
     def advertised(self) -> tuple[ListenerSpec, ...]:

@@ -3,7 +3,12 @@
 * On start a background task connects (retrying with backoff), sends BrokerRegistration (62)
   with this process's incarnation id and advertised listeners, and records the broker epoch in
   ``BrokerState.broker_epoch`` (control requests are fenced with it).
-* Every ``heartbeat_interval_s`` it sends BrokerHeartbeat (63). STALE_BROKER_EPOCH (the
+* Each new connection starts with ApiVersions (18), as Kafka's broker-to-controller channel
+  does; registration, heartbeat and controlled shutdown then use the highest version both
+  sides serve, and a forwarded admin request whose version the controller does not serve is
+  answered UNSUPPORTED_VERSION here instead of breaking the controller connection.
+* Every ``heartbeat_interval_s`` (``--heartbeat-interval-ms``, Kafka's
+  broker.heartbeat.interval.ms) it sends BrokerHeartbeat (63). STALE_BROKER_EPOCH (the
   controller fenced us, or does not know this epoch) makes it register again, which yields a
   new epoch and a full metadata push. A lost connection is reopened; the epoch is kept.
 * On stop: ControlledShutdown (7), so the controller moves leaderships away first.
@@ -19,11 +24,15 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable
+from ssl import SSLContext
 from typing import TYPE_CHECKING, Any
 
-from kmeta.net.connection import KafkaConnection
+from kmeta import __version__
+from kmeta.net.connection import KafkaConnection, api_of_instance
 from kmeta.net.dispatch import RequestContext
-from kmeta.protocol.errors import ErrorCode, ProtocolError
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
+from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs
@@ -33,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kmeta.server.controller_link")
 
-HEARTBEAT_INTERVAL_S = 0.25
+HEARTBEAT_INTERVAL_S = 2.0  # broker.heartbeat.interval.ms default
 RETRY_BACKOFF_S = 0.1
 REQUEST_TIMEOUT_S = 10.0
 _NET_ERRORS = (OSError, ConnectionError, TimeoutError, ProtocolError)
@@ -49,6 +58,37 @@ async def _call(conn: KafkaConnection, request: Any) -> Any:
         raise
 
 
+async def _open(
+    host: str, port: int, client_id: str, ssl: SSLContext | None = None
+) -> tuple[KafkaConnection, dict[int, range]]:
+    """Connect (TLS when ``ssl``) and ask ApiVersions; returns the connection and the ranges."""
+    conn = await KafkaConnection.open(
+        host, port, client_id=client_id, timeout_s=REQUEST_TIMEOUT_S, ssl=ssl
+    )
+    try:
+        response = await _call(
+            conn,
+            av.ApiVersionsRequest(
+                version=3, client_software_name="kmeta", client_software_version=__version__
+            ),
+        )
+    except BaseException:
+        conn.close()
+        raise
+    if response.error_code != ErrorCode.NONE:
+        conn.close()
+        raise ConnectionError(f"ApiVersions: {ErrorCode(response.error_code).name}")
+    return conn, {k.api_key: range(k.min_version, k.max_version + 1) for k in response.api_keys}
+
+
+def _pick(versions: dict[int, range], api_key: int, ours: int) -> int:
+    """The highest version of ``api_key`` up to ``ours`` that the controller serves."""
+    theirs = versions.get(api_key)
+    if theirs is None or theirs.start > ours:
+        raise UnsupportedVersionError(f"the controller does not serve api {api_key} <= v{ours}")
+    return min(ours, theirs.stop - 1)
+
+
 class ControllerLink:
     def __init__(
         self,
@@ -60,6 +100,11 @@ class ControllerLink:
         assert broker.config.controller is not None
         self.broker = broker
         self.host, self.port = broker.config.controller
+        # --controller-security-protocol SSL: verify the controller, present our certificate
+        config = broker.config
+        self._ssl = (
+            config.tls.client_context() if config.controller_security_protocol == "SSL" else None
+        )
         self.broker_id = broker.config.broker_id
         self.client_id = f"kmeta-broker-{self.broker_id}"
         self.incarnation_id = uuid.uuid4()
@@ -69,8 +114,14 @@ class ControllerLink:
         self.registered = asyncio.Event()
         self._conn: KafkaConnection | None = None
         self._admin_conn: KafkaConnection | None = None
+        #: api key -> versions the controller serves (ApiVersions of the current connection)
+        self.controller_versions: dict[int, range] = {}
+        self._admin_versions: dict[int, range] = {}
         self._admin_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        #: Python 3.11's wait_for can swallow a cancel that races a completing future, so the
+        #: loop also checks this flag; otherwise stop() could wait for the task forever
+        self._stopping = False
 
     # -- Service --------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -78,6 +129,7 @@ class ControllerLink:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="controller-link")
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -91,8 +143,8 @@ class ControllerLink:
     # -- registration and heartbeats --------------------------------------------------------------
     async def _connection(self) -> KafkaConnection:
         if self._conn is None or not self._conn.is_open:
-            self._conn = await KafkaConnection.open(
-                self.host, self.port, client_id=self.client_id, timeout_s=REQUEST_TIMEOUT_S
+            self._conn, self.controller_versions = await _open(
+                self.host, self.port, self.client_id, self._ssl
             )
         return self._conn
 
@@ -100,13 +152,16 @@ class ControllerLink:
         out = []
         for spec in self.broker.config.advertised:
             port = spec.port or self.broker.port(spec.name)
-            out.append(br.Listener(name=spec.name, host=spec.host, port=port, security_protocol=0))
+            protocol = self.broker.config.security_protocol(spec.name)
+            out.append(
+                br.Listener(name=spec.name, host=spec.host, port=port, security_protocol=protocol)
+            )
         return tuple(out)
 
     async def _register(self) -> None:
         conn = await self._connection()
         request = br.BrokerRegistrationRequest(
-            version=4,
+            version=_pick(self.controller_versions, ApiKey.BROKER_REGISTRATION, 4),
             broker_id=self.broker_id,
             cluster_id=self.broker.config.cluster_id or "",
             incarnation_id=self.incarnation_id,
@@ -127,7 +182,7 @@ class ControllerLink:
 
     async def _run(self) -> None:
         need_registration = True
-        while True:
+        while not self._stopping:
             try:
                 if need_registration:
                     await self._register()
@@ -136,7 +191,7 @@ class ControllerLink:
                 response = await _call(
                     conn,
                     bh.BrokerHeartbeatRequest(
-                        version=1,
+                        version=_pick(self.controller_versions, ApiKey.BROKER_HEARTBEAT, 1),
                         broker_id=self.broker_id,
                         broker_epoch=self.broker_epoch,
                         current_metadata_offset=self.broker.state.cache.snapshot.version,
@@ -162,7 +217,9 @@ class ControllerLink:
             response = await _call(
                 conn,
                 cs.ControlledShutdownRequest(
-                    version=3, broker_id=self.broker_id, broker_epoch=self.broker_epoch
+                    version=_pick(self.controller_versions, ApiKey.CONTROLLED_SHUTDOWN, 3),
+                    broker_id=self.broker_id,
+                    broker_epoch=self.broker_epoch,
                 ),
             )
             log.info(
@@ -178,10 +235,15 @@ class ControllerLink:
         """Send an admin request to the controller at its own version; return the answer."""
         async with self._admin_lock:
             if self._admin_conn is None or not self._admin_conn.is_open:
-                self._admin_conn = await KafkaConnection.open(
-                    self.host, self.port, client_id=self.client_id, timeout_s=REQUEST_TIMEOUT_S
+                self._admin_conn, self._admin_versions = await _open(
+                    self.host, self.port, self.client_id, self._ssl
                 )
             conn = self._admin_conn
+            key = api_of_instance(request).key
+            if request.version not in self._admin_versions.get(key, range(0)):
+                raise UnsupportedVersionError(
+                    f"the controller does not serve api {key} v{request.version}"
+                )
             future = conn.send(request)
         try:
             return await asyncio.wait_for(future, timeout_s)
@@ -207,6 +269,9 @@ async def forward(
     timeout_s = max(timeout_ms / 1000.0, 1.0) + FORWARD_MARGIN_S
     try:
         return await link.forward(request, timeout_s)
+    except UnsupportedVersionError as exc:
+        log.warning("not forwarding: %s", exc)
+        return error_response(request, ErrorCode.UNSUPPORTED_VERSION)
     except _NET_ERRORS as exc:
         log.warning("forwarding api %d to the controller failed: %r", ctx.header.api_key, exc)
         return error_response(request, ErrorCode.NOT_CONTROLLER)
@@ -214,4 +279,4 @@ async def forward(
 
 def controller_link(broker: Broker) -> ControllerLink:
     """The Service factory ``kmeta broker`` passes to ``Broker`` when --controller is set."""
-    return ControllerLink(broker)
+    return ControllerLink(broker, heartbeat_interval_s=broker.config.heartbeat_interval_ms / 1000.0)

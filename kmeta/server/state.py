@@ -14,9 +14,10 @@ Both leave the cache and the replica states untouched.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kmeta.metadata.cache import MetadataCache
+from kmeta.net.metrics import PlainHistogram
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.config import BrokerConfig
 from kmeta.server.state_log import StateChangeLog
@@ -25,9 +26,10 @@ LEADER = "leader"
 FOLLOWER = "follower"
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaState:
-    """This broker's role for one partition, as the last accepted LeaderAndIsr set it."""
+class ReplicaState(NamedTuple):
+    """This broker's role for one partition, as the last accepted LeaderAndIsr set it.
+
+    (A NamedTuple: a LeaderAndIsr for 100k partitions makes 100k of them.)"""
 
     role: str  # LEADER or FOLLOWER
     leader: int
@@ -49,6 +51,8 @@ class BrokerState:
         self.replicas: dict[tuple[str, int], ReplicaState] = {}
         #: the ControllerLink service when the broker runs with --controller (admin forwarding)
         self.controller_link: object | None = None
+        #: seconds per applied UpdateMetadata (exposed by kmeta.server.metrics)
+        self.update_apply = PlainHistogram()
         self.state_log: StateChangeLog | None = (
             StateChangeLog(config.state_change_log, config.broker_id)
             if config.state_change_log

@@ -74,6 +74,7 @@ class Cluster:
             "--listeners",
             f"PLAINTEXT://127.0.0.1:{self.client_ports[i]},CONTROL://127.0.0.1:{self.control_ports[i]}",
             "--controller", f"127.0.0.1:{self.controller_port}",
+            "--heartbeat-interval-ms", "250",
             "--state-change-log", str(self.data_dir / f"broker-{i}.log"),
         )  # fmt: skip
 

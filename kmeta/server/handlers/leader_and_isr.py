@@ -71,27 +71,36 @@ def refuse(request: Any, error: ErrorCode) -> Any:
     return _response(request, error, every)
 
 
-def _apply(state: BrokerState, name: str, topic_id: uuid.UUID, p: Any) -> ErrorCode:
-    key = (name, p.partition_index)
-    held = state.replicas.get(key)
+def _apply_topic(
+    state: BrokerState, name: str, topic_id: uuid.UUID, parts: list[Any], errors: dict[tuple[str, int], int]
+) -> None:
+    """Apply one topic's partition states; each partition's error goes into ``errors``."""
     request_id = None if topic_id == ZERO_UUID else topic_id
-    if held is not None and held.topic_id and request_id and held.topic_id != request_id:
-        return ErrorCode.INCONSISTENT_TOPIC_ID
-    if held is not None and p.leader_epoch <= held.leader_epoch:
-        return ErrorCode.STALE_CONTROLLER_EPOCH
-    if state.broker_id not in p.replicas:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    role = LEADER if p.leader == state.broker_id else FOLLOWER
-    state.replicas[key] = ReplicaState(
-        role,
-        p.leader,
-        p.leader_epoch,
-        p.partition_epoch,
-        tuple(p.isr),
-        tuple(p.replicas),
-        request_id or (held.topic_id if held is not None else None),
-    )
-    return ErrorCode.NONE
+    replicas, me = state.replicas, state.broker_id
+    make = tuple.__new__  # ReplicaState is a NamedTuple: skip its Python-level __new__
+    for p in parts:
+        key = (name, p.partition_index)
+        held = replicas.get(key)
+        if held is not None:
+            if held.topic_id and request_id and held.topic_id != request_id:
+                errors[key] = ErrorCode.INCONSISTENT_TOPIC_ID
+                continue
+            if p.leader_epoch <= held.leader_epoch:
+                errors[key] = ErrorCode.STALE_CONTROLLER_EPOCH
+                continue
+        if me not in p.replicas:
+            errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        replicas[key] = make(ReplicaState, (
+            LEADER if p.leader == me else FOLLOWER,
+            p.leader,
+            p.leader_epoch,
+            p.partition_epoch,
+            tuple(p.isr),
+            tuple(p.replicas),
+            request_id or (held.topic_id if held is not None else None),
+        ))  # fmt: skip
+        errors[key] = ErrorCode.NONE
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -102,11 +111,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if error != ErrorCode.NONE:
         response = refuse(request, error)
     else:
-        errors = {
-            (name, p.partition_index): int(_apply(state, name, topic_id, p))
-            for name, topic_id, parts in groups
-            for p in parts
-        }
+        errors: dict[tuple[str, int], int] = {}
+        for name, topic_id, parts in groups:
+            _apply_topic(state, name, topic_id, parts, errors)
         response = _response(request, ErrorCode.NONE, errors)
     if state.state_log is not None:
         state.state_log.apply(

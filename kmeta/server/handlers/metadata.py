@@ -205,6 +205,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 #: raw request bodies up to this size are memoised per snapshot, up to this many of them
 _MEMO_BODY_MAX = 1024
 _MEMO_ENTRIES_MAX = 4096
+#: memoised answers smaller than this are kept joined (one piece to copy per answer)
+_JOIN_BELOW = 32 * 1024
+
+
+def memo(state: Any, listener: str, version: int, body: bytes) -> Any:
+    """The memoised answer to exactly this request body, or None (see :func:`handle_raw`)."""
+    table: dict[Any, Any] | None = state.cache.snapshot.derived.get("md-raw")
+    return None if table is None else table.get((version, listener, body))
 
 
 def handle_raw(ctx: RequestContext, frame: bytes, pos: int) -> Any:
@@ -212,23 +220,25 @@ def handle_raw(ctx: RequestContext, frame: bytes, pos: int) -> Any:
 
     The answer depends only on the snapshot, listener, version and body bytes (never on the
     client id or correlation id), so it is memoised on the snapshot under those, bounded in
-    key size and count.
+    key size and count. Small answers are memoised joined into one ``bytes``.
     """
     snap: MetadataSnapshot = ctx.state.cache.snapshot
     version = ctx.header.api_version
     key = (version, ctx.listener, frame[pos:])
-    memo: dict[Any, Any] | None = snap.derived.get("md-raw")
-    if memo is None:
-        memo = snap.derived["md-raw"] = {}
+    table: dict[Any, Any] | None = snap.derived.get("md-raw")
+    if table is None:
+        table = snap.derived["md-raw"] = {}
     else:
-        hit = memo.get(key)
+        hit = table.get(key)
         if hit is not None:
             return hit
     result = handle(ctx, md.REQUEST.decode(frame, version, pos))
-    if isinstance(result, EncodedPieces) and len(key[2]) <= _MEMO_BODY_MAX and len(memo) < _MEMO_ENTRIES_MAX:
-        memo[key] = result
+    if isinstance(result, EncodedPieces) and len(key[2]) <= _MEMO_BODY_MAX and len(table) < _MEMO_ENTRIES_MAX:
+        if sum(map(len, result)) < _JOIN_BELOW:
+            result = b"".join(result)
+        table[key] = result
     return result
 
 
 def register(registry: HandlerRegistry) -> None:
-    registry.register(ApiKey.METADATA, handle, handle_raw=handle_raw)
+    registry.register(ApiKey.METADATA, handle, handle_raw=handle_raw, memo=memo)

@@ -50,6 +50,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     error = state.fence(request.controller_epoch, request.broker_epoch)
     if error == ErrorCode.NONE:
         state.cache.update_metadata(ctx.header.correlation_id, request)
+        state.update_apply.observe(time.monotonic() - start)
     if state.state_log is not None:
         state.state_log.apply(
             api_key=ApiKey.UPDATE_METADATA,

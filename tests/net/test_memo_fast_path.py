@@ -1,0 +1,105 @@
+"""The memo fast path: a request whose header bytes repeat the last one is answered from the
+handler's memo without a header object or context, byte for byte as the full path would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.framing import FrameSplitter
+from kmeta.protocol.header import RequestHeader, encode_request_header
+from kmeta.protocol.messages import metadata as md
+from tests.server.helpers import (
+    PLAINTEXT,
+    ConnectionPair,
+    MemoryTransport,
+    broker_state,
+    live_broker,
+    partition,
+    update_metadata,
+)
+
+
+def _frame(request: Any, correlation_id: int, client_id: str | None = "c") -> bytes:
+    out = bytearray()
+    encode_request_header(RequestHeader(ApiKey.METADATA, request.version, correlation_id, client_id), out)
+    md.REQUEST.encode_into(request, out)
+    return len(out).to_bytes(4, "big") + bytes(out)
+
+
+class _Counting:
+    """A Metadata handler whose memo knows one body; counts which path answered."""
+
+    def __init__(self) -> None:
+        self.handled = 0
+        self.memo_calls: list[bytes] = []
+        self.known: dict[bytes, bytes] = {}
+
+    def handle(self, ctx: RequestContext, request: Any) -> Any:
+        self.handled += 1
+        response = md.MetadataResponse(version=request.version, cluster_id=ctx.header.client_id)
+        out = bytearray()
+        md.RESPONSE.encode_into(response, out)
+        self.known[md.REQUEST.encode(request)] = bytes(out)
+        return bytes(out)
+
+    def memo(self, state: Any, listener: str, version: int, body: bytes) -> Any:
+        assert listener == PLAINTEXT
+        assert version == 12
+        self.memo_calls.append(body)
+        return self.known.get(body)
+
+
+def _connection(registry: HandlerRegistry) -> tuple[ServerConnection, MemoryTransport]:
+    conn = ServerConnection(ServingInfo(PLAINTEXT, False, registry, None, ConnectionLimits()), lambda _c: None)
+    transport = MemoryTransport()
+    conn.connection_made(transport)
+    return conn, transport
+
+
+def _answers(transport: MemoryTransport) -> list[bytes]:
+    splitter = FrameSplitter()
+    return [f for chunk in transport.written for f in splitter.feed(chunk)]
+
+
+async def test_memo_answers_repeated_headers_and_keeps_correlation_ids() -> None:
+    h = _Counting()
+    registry = HandlerRegistry()
+    registry.register(ApiKey.METADATA, h.handle, memo=h.memo)
+    conn, transport = _connection(registry)
+    one = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="a"),))
+    other = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="b"),))
+    conn.data_received(_frame(one, 1))  # full path: learns the header, fills the memo
+    conn.data_received(_frame(one, 2) + _frame(one, 3))  # memo hits, pipelined
+    conn.data_received(_frame(other, 4))  # memo miss: full path
+    conn.data_received(_frame(one, 5, client_id="other"))  # another client id: full path
+    answers = _answers(transport)
+    assert [int.from_bytes(a[:4], "big") for a in answers] == [1, 2, 3, 4, 5]
+    assert h.handled == 3
+    # flexible v12: response header v1 (correlation id + empty tags) then the same body
+    assert answers[1][4:] == answers[0][4:] == answers[2][4:]
+    assert answers[4][4:] != answers[0][4:]  # answered for the "other" client id
+    assert len(h.memo_calls) == 3  # frames 2, 3 and 4 (the header of 5 differs)
+    assert conn.requests_handled == 5
+
+
+async def test_broker_memo_answers_equal_the_full_path() -> None:
+    state = broker_state()
+    brokers = [live_broker(1, {PLAINTEXT: ("127.0.0.1", 9092)})]
+    state.cache.update_metadata(0, update_metadata(brokers, {"t": [partition(0, 1, (1,))]}))
+    fast = ConnectionPair(state)
+    for version in (1, 9, 12):
+        request = md.MetadataRequest(version=version, topics=(md.MetadataRequestTopic(name="t"),))
+        answers = [fast.raw(fast.encode(request, cid))[0] for cid in (7, 8, 9)]
+        fresh = ConnectionPair(state)  # no learned header: the full path
+        expected = fresh.raw(fresh.encode(request, 8))[0]
+        assert answers[1] == expected
+        assert [int.from_bytes(a[:4], "big") for a in answers] == [7, 8, 9]
+        assert len({a[4:] for a in answers}) == 1
+    # a new snapshot: the memo lives on the old one, so the answer changes
+    state.cache.update_metadata(1, update_metadata(brokers, {"t": [partition(0, 1, (1,)), partition(1, 1, (1,))]}))
+    request = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="t"),))
+    response = fast.decode(request, fast.raw(fast.encode(request, 10))[0])
+    assert len(response.topics[0].partitions) == 2
