@@ -57,10 +57,19 @@ _NEEDS = {
 MALFORMED_TEXT_CHARS = 200
 
 
+#: what a directory given to --logs is searched for: a cluster's data dir also holds the
+#: controller's SQLite files and cluster.id, which are not logs and must not count as malformed
+LOG_SUFFIXES = (".log", ".jsonl")
+
+
 def log_paths(logs: str) -> list[str]:
-    """A directory (its files, recursively), a file, or a glob -> sorted file paths."""
+    """A directory (its *.log / *.jsonl files, recursively), a file, or a glob -> sorted paths."""
     if os.path.isdir(logs):
-        found = [str(p) for p in sorted(Path(logs).rglob("*")) if p.is_file()]
+        found = [
+            str(p)
+            for p in sorted(Path(logs).rglob("*"))
+            if p.is_file() and p.name.endswith(LOG_SUFFIXES)
+        ]
     else:
         found = sorted(p for p in glob.glob(logs, recursive=True) if os.path.isfile(p))
     found = [p for p in found if not os.path.basename(p).startswith((".", "_"))]
