@@ -7,7 +7,7 @@ Kafka's rules (ZooKeeper-mode AdminManager / AdminZkClient, 3.x):
 * names: 1-249 chars of [a-zA-Z0-9._-], not "." or ".." -> INVALID_TOPIC_EXCEPTION; a name
   that collides with an existing one once '.' and '_' are equated -> INVALID_TOPIC_EXCEPTION
 * a name twice in one request -> INVALID_REQUEST for each of its entries
-* existing topic -> TOPIC_ALREADY_EXISTS
+* existing topic -> TOPIC_ALREADY_EXISTS ("... is marked for deletion." while being deleted)
 * num_partitions -1 = broker default; 0 or < -1 -> INVALID_PARTITIONS
 * replication_factor -1 = broker default; 0 or < -1 -> INVALID_REPLICATION_FACTOR; larger than
   the number of live brokers -> INVALID_REPLICATION_FACTOR
@@ -199,6 +199,9 @@ def plan_create_topics(
         reason = validate_topic_name(t.name)
         if reason is not None:
             plan.fail(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+            continue
+        if t.name in state.deleting:  # until every replica stopped (Kafka's wording)
+            plan.fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' is marked for deletion.")
             continue
         if t.name in state.topics:
             plan.fail(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")

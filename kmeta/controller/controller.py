@@ -12,7 +12,8 @@ What is sent when (Kafka's ZooKeeper-mode controller):
 * broker death or controlled shutdown: leaders re-elected from the ISR, ISR shrunk, offline
   replicas set; the affected partitions go to all live brokers;
 * topic creation and partition addition: the new partitions to all live brokers;
-* topic deletion: leader -2 to all live brokers, StopReplica(delete) to replicas, then removal.
+* topic deletion (:mod:`deletion`): leader -2 to all live brokers, StopReplica(delete) to the
+  replicas, removal once every replica acknowledged (a dead one's waits for its return).
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kmeta.controller.admin import TopicPlan, plan_create_partitions, plan_create_topics
+from kmeta.controller.barrier import Barrier as Barrier  # (re-exported for the handlers)
+from kmeta.controller.barrier import DeletionBarrier
 from kmeta.controller.channel_manager import ControllerChannelManager
 from kmeta.controller.config import ControllerConfig
+from kmeta.controller.deletion import TopicDeletionManager
 from kmeta.controller.election import add_replica, remove_replicas
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.faults import Fault, FaultInjector, parse_fault
@@ -50,43 +54,6 @@ from kmeta.controller.state_log import StateChangeLog
 from kmeta.controller.store import ControllerStore
 
 log = logging.getLogger(__name__)
-
-
-class Barrier:
-    """Resolves once every broker in ``pending`` acked (or left the cluster)."""
-
-    def __init__(self, registry: set[Barrier]) -> None:
-        self.pending: set[int] = set()
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._registry = registry
-        registry.add(self)
-
-    def arm(self, pending: Iterable[int]) -> Barrier:
-        """Set the brokers to wait for (after the requests were enqueued)."""
-        self.pending = set(pending)
-        self._check()
-        return self
-
-    def ack(self, _response: Any, broker_id: int) -> None:
-        self.pending.discard(broker_id)
-        self._check()
-
-    def broker_gone(self, broker_id: int) -> None:
-        self.pending.discard(broker_id)
-        self._check()
-
-    def _check(self) -> None:
-        if not self.pending and not self.done.done():
-            self.done.set_result(None)
-            self._registry.discard(self)
-
-    async def wait(self, timeout_s: float) -> bool:
-        try:
-            await asyncio.wait_for(asyncio.shield(self.done), timeout_s)
-            return True
-        except TimeoutError:
-            self._registry.discard(self)
-            return False
 
 
 class _Event:
@@ -138,6 +105,7 @@ class KafkaController:
         )
         self.events = ControllerEventManager(self.metrics, self._event_done, self.store)
         self.barriers: set[Barrier] = set()
+        self.deletion = TopicDeletionManager(self)
         self._deadlines: dict[int, float] = {}  # broker id -> session expiry (monotonic)
         self._expiring: set[int] = set()
         self._liveness_task: asyncio.Task[None] | None = None
@@ -172,6 +140,11 @@ class KafkaController:
         self.events.put(_Event(name, fn, future))
         return future
 
+    @staticmethod
+    def event(name: str, fn: Callable[[], Any], future: asyncio.Future[Any] | None) -> _Event:
+        """An event whose ``future`` gets fn's result once the event's writes are durable."""
+        return _Event(name, fn, future)
+
     def _event_done(self, event: Any, queue_s: float, process_s: float) -> None:
         self.state_log.write(
             "event",
@@ -204,6 +177,7 @@ class KafkaController:
         stop: Iterable[tuple[Iterable[int], TopicPartition, bool]] = (),
         um_type: int = 1,
         barrier: Barrier | None = None,
+        stop_callback: Callable[[Any, int], None] | None = None,
     ) -> list[int]:
         batch = self._batch()
         batch.new_batch()
@@ -215,7 +189,7 @@ class KafkaController:
         if batch.is_empty():
             return []
         return batch.send_requests_to_brokers(
-            self._update_id_for_event(), barrier.ack if barrier else None, um_type
+            self._update_id_for_event(), barrier.ack if barrier else None, um_type, stop_callback
         )
 
     def _persist_partitions(
@@ -286,13 +260,21 @@ class KafkaController:
         """Send a broker everything (as after its registration): what it missed was dropped."""
         if not self.state.is_alive(broker_id) or not self.channel.has_broker(broker_id):
             return
-        hosted = self.state.partitions_on(broker_id)
+        hosted = self._live_partitions_on(broker_id)
         self._send(
             um_to=[broker_id],
             um_partitions=self.state.all_partitions(),
             lair=[([broker_id], tp, False) for tp in hosted],
+            stop=self.deletion.stops_for(broker_id=broker_id),
             um_type=UM_FULL,
+            stop_callback=self.deletion.stop_replica_answered,
         )
+
+    def _live_partitions_on(self, broker_id: int) -> list[TopicPartition]:
+        """The partitions with a replica on ``broker_id``, but those of topics being deleted."""
+        deleting = self.state.deleting
+        hosted = self.state.partitions_on(broker_id)
+        return [tp for tp in hosted if tp[0] not in deleting] if deleting else hosted
 
     # -- events -----------------------------------------------------------------------------------
     def _on_startup(self) -> None:
@@ -306,19 +288,24 @@ class KafkaController:
         with the new controller epoch, which fences any request of the previous controller.
         """
         now = time.monotonic()
-        self._finish_deletion(list(self.state.deleting))
         for broker in self.state.brokers.values():
             if broker.alive:
                 self.channel.add_broker(broker.broker_id, broker.listeners)
                 self._deadlines[broker.broker_id] = now + self.config.session_timeout_s
         live = self.state.live_broker_ids()
         partitions = self.state.all_partitions()
+        deleting = self.state.deleting
         self._send(
             um_to=live,
             um_partitions=partitions,
-            lair=[(self.state.partition(tp).replicas, tp, False) for tp in partitions],
+            lair=[
+                (self.state.partition(tp).replicas, tp, False)
+                for tp in partitions
+                if tp[0] not in deleting
+            ],
             um_type=UM_FULL,
         )
+        self.deletion.resume()  # Kafka resumes the topics still under /admin/delete_topics
 
     def register_broker(
         self,
@@ -333,16 +320,17 @@ class KafkaController:
             self._deadlines[broker_id] = time.monotonic() + self.config.session_timeout_s
             return old.epoch  # a retried registration of the same process
         failed: dict[TopicPartition, PartitionState] = {}
+        before: dict[TopicPartition, PartitionState] = {}
         if old is not None and old.alive:
             # Bounced: fail the old incarnation first. What that changes goes out below with
             # the re-registration (one push of the final states, not two of 100k partitions).
-            failed = self._on_broker_failure([broker_id], send=False)
+            failed = self._on_broker_failure([broker_id], send=False, before=before)
         with self.store.transaction():
             epoch = self.store.next_broker_epoch()
             broker = BrokerInfo(broker_id, epoch, incarnation_id, listeners, rack, True)
             self.state.brokers[broker_id] = broker
             self.store.put_broker(broker)
-            hosted = self.state.partitions_on(broker_id)
+            hosted = self._live_partitions_on(broker_id)
             changed: dict[TopicPartition, PartitionState] = {}
             alive = set(self.state.live_broker_ids()).__contains__  # C-level, 100k calls
             for tp in hosted:
@@ -351,6 +339,8 @@ class KafkaController:
                 if new is not st:
                     changed[tp] = new
             changed = {**failed, **changed}  # the final states (written once)
+            if before:
+                self._drop_round_trips(changed, before)
             self._persist_partitions(changed)
         self._deadlines[broker_id] = time.monotonic() + self.config.session_timeout_s
         self.channel.add_broker(broker_id, listeners)
@@ -391,14 +381,39 @@ class KafkaController:
         lair += [(self.state.partition(tp).replicas, tp, False) for tp in changed]
         others = [b for b in self.state.live_broker_ids() if b != broker_id]
         self._send(um_to=others, um_partitions=changed, lair=lair)
+        # then the deletions that waited for it (Kafka: resumeDeletionForTopics)
+        self._send(
+            stop=self.deletion.stops_for(broker_id=broker_id),
+            stop_callback=self.deletion.stop_replica_answered,
+        )
+
+    def _drop_round_trips(
+        self,
+        changed: dict[TopicPartition, PartitionState],
+        before: dict[TopicPartition, PartitionState],
+    ) -> None:
+        """A bounced broker's partitions that end with the leader and ISR they had (it was a
+        follower, left the ISR and rejoined it) keep their old state: nothing to write or send
+        to anyone but the broker itself (its LeaderAndIsr), and at 100k partitions that is
+        most of a resync's work."""
+        partitions = {name: info.partitions for name, info in self.state.topics.items()}
+        for tp, old in before.items():
+            new = changed.get(tp)
+            if new is not None and new[1] == old[1] and new[2] == old[2]:  # isr, leader
+                partitions[tp[0]][tp[1]] = old
+                del changed[tp]
 
     def _on_broker_failure(
-        self, dead: list[int], barrier: Barrier | None = None, send: bool = True
+        self,
+        dead: list[int],
+        barrier: Barrier | None = None,
+        send: bool = True,
+        before: dict[TopicPartition, PartitionState] | None = None,
     ) -> dict[TopicPartition, PartitionState]:
         """Fence ``dead``, re-elect and shrink ISRs; returns the changed partitions.
 
         ``send=False``: the caller sends them in its own batch (a bounced broker's
-        re-registration)."""
+        re-registration); ``before`` then gets the changed partitions' previous states."""
         gone = set(dead)
         with self.store.transaction():
             for broker_id in dead:
@@ -406,11 +421,16 @@ class KafkaController:
                 broker.alive = False
                 self.store.put_broker(broker)
             changed: dict[TopicPartition, PartitionState] = {}
+            deleting = self.state.deleting
             for topic in self.state.topics.values():
+                if topic.name in deleting:
+                    continue  # no election for a topic being deleted (Kafka: ineligible)
                 for p, st in topic.partitions.items():
                     if not gone.isdisjoint(st.replicas):
                         new = remove_replicas(st, gone.__contains__)
                         changed[(topic.name, p)] = new
+                        if before is not None:
+                            before[(topic.name, p)] = st
             self._persist_partitions(changed, write=send)  # else written by the caller
         for broker_id in dead:
             self._deadlines.pop(broker_id, None)
@@ -521,25 +541,16 @@ class KafkaController:
         return plans, self._announce(new_tps, forwarder)
 
     def delete_topics(self, names: list[str], forwarder: int | None) -> Barrier:
-        """Mark deleting (durably), send leader -2 to all and StopReplica, then remove."""
-        with self.store.transaction():
-            for name in names:
-                self.state.deleting.add(name)
-                self.store.put_topic(self.state.topics[name], deleting=True)
-        tps = [(n, p) for n in names for p in self.state.topics[n].partitions]
-        barrier = Barrier(self.barriers)
-        stop = [(self.state.partition(tp).replicas, tp, True) for tp in tps]
-        targets = self._send(
-            um_to=self.state.live_broker_ids(), um_partitions=tps, stop=stop, barrier=barrier
-        )
-        self._finish_deletion(names)
-        return barrier.arm(self._propagation(targets, forwarder))
+        """DeleteTopics event (see :mod:`kmeta.controller.deletion`).
 
-    def _finish_deletion(self, names: Iterable[str]) -> None:
-        names = list(names)
-        with self.store.transaction():
-            for name in names:
-                self.store.delete_topic(name)
-        for name in names:
-            self.state.topics.pop(name, None)
-            self.state.deleting.discard(name)
+        Barrier on: the answer waits until the live brokers acked the leader -2 update and
+        every live replica its StopReplica, and the removal is committed, so the name can be
+        created again right away. Off: the forwarding broker's UpdateMetadata ack."""
+        names = [n for n in names if n not in self.state.deleting]
+        barrier: Barrier = (
+            DeletionBarrier(self.barriers, ())
+            if self.config.propagation_barrier
+            else Barrier(self.barriers)
+        )
+        targets = self.deletion.start(names, barrier) if names else []
+        return barrier.arm(self._propagation(targets, forwarder))

@@ -144,14 +144,20 @@ class ControllerBrokerRequestBatch:
 
     # -- sending --------------------------------------------------------------------------------
     def send_requests_to_brokers(
-        self, update_id: int, um_callback: Callback | None = None, um_type: int = UM_INCREMENTAL
+        self,
+        update_id: int,
+        um_callback: Callback | None = None,
+        um_type: int = UM_INCREMENTAL,
+        stop_callback: Callback | None = None,
     ) -> list[int]:
-        """Enqueue everything added; returns the brokers an UpdateMetadata went to."""
+        """Enqueue everything added; returns the brokers an UpdateMetadata went to.
+
+        ``stop_callback`` runs on every StopReplica answer (topic deletion counts them)."""
         try:
             self._send_leader_and_isr(update_id)
             return self._send_update_metadata(update_id, um_callback, um_type)
         finally:
-            self._send_stop_replica(update_id)
+            self._send_stop_replica(update_id, stop_callback)
             self._lair.clear()
             self._um_brokers.clear()
             self._um_partitions.clear()
@@ -284,7 +290,7 @@ class ControllerBrokerRequestBatch:
             )
         return targets
 
-    def _send_stop_replica(self, update_id: int) -> None:
+    def _send_stop_replica(self, update_id: int, callback: Callback | None) -> None:
         ctx = self.ctx
         for broker_id, parts in self._stop.items():
             by_topic: dict[str, list[Any]] = {}
@@ -309,7 +315,7 @@ class ControllerBrokerRequestBatch:
             ctx.channel.send_request(
                 broker_id,
                 request,
-                None,
+                callback,
                 update_id=update_id,
                 topics=list(by_topic),
                 partitions=len(parts),

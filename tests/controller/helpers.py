@@ -62,6 +62,9 @@ class RecordingBroker:
         self.received: list[Any] = []
         self.changed = asyncio.Event()
         self.hold = False  # True: never answer UpdateMetadata
+        self.stop_error = 0  # the error code every StopReplica partition is answered with
+        self.stop_gate = asyncio.Event()  # cleared: StopReplica waits for it (a slow replica)
+        self.stop_gate.set()
         registry = HandlerRegistry()
         for key, response in (
             (ApiKey.UPDATE_METADATA, um.UpdateMetadataResponse),
@@ -79,6 +82,14 @@ class RecordingBroker:
             self.changed.set()
             if self.hold and key == ApiKey.UPDATE_METADATA:
                 await asyncio.Event().wait()  # cancelled when the connection goes
+            if key == ApiKey.STOP_REPLICA:  # per partition, as a broker answers
+                await self.stop_gate.wait()  # (cancelled when the connection goes)
+                errors = tuple(
+                    sr.StopReplicaPartitionError(t.topic_name, p.partition_index, self.stop_error)
+                    for t in request.topic_states
+                    for p in t.partition_states
+                )
+                return response(version=request.version, error_code=0, partition_errors=errors)
             return response(version=request.version, error_code=0)
 
         return handle

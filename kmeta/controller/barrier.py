@@ -1,0 +1,72 @@
+"""Barriers: what an admin answer waits for (acknowledgements from brokers)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+
+class Barrier:
+    """Resolves once every broker in ``pending`` acked (or left the cluster)."""
+
+    def __init__(self, registry: set[Barrier]) -> None:
+        self.pending: set[int] = set()
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._registry = registry
+        registry.add(self)
+
+    def arm(self, pending: Iterable[int]) -> Barrier:
+        """Set the brokers to wait for (after the requests were enqueued)."""
+        self.pending = set(pending)
+        self._check()
+        return self
+
+    def ack(self, _response: Any, broker_id: int) -> None:
+        self.pending.discard(broker_id)
+        self._check()
+
+    def broker_gone(self, broker_id: int) -> None:
+        self.pending.discard(broker_id)
+        self._check()
+
+    def _check(self) -> None:
+        if not self.pending and not self.done.done():
+            self.done.set_result(None)
+            self._registry.discard(self)
+
+    async def wait(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(asyncio.shield(self.done), timeout_s)
+            return True
+        except TimeoutError:
+            self._registry.discard(self)
+            return False
+
+
+class DeletionBarrier(Barrier):
+    """A topic deletion's answer: the leader -2 UpdateMetadata acked by ``pending`` brokers
+    and every StopReplica of ``stops`` ((topic, broker) pairs) done and committed.
+
+    A broker that leaves releases both (its replicas then wait for its return, not the answer).
+    """
+
+    def __init__(self, registry: set[Barrier], stops: Iterable[tuple[str, int]]) -> None:
+        self.stops = set(stops)
+        super().__init__(registry)
+
+    def stop_done(self, topic: str, broker_id: int) -> None:
+        self.stops.discard((topic, broker_id))
+        self._check()
+
+    def topic_done(self, topic: str) -> None:
+        self.stops = {s for s in self.stops if s[0] != topic}
+        self._check()
+
+    def broker_gone(self, broker_id: int) -> None:
+        self.stops = {s for s in self.stops if s[1] != broker_id}
+        super().broker_gone(broker_id)
+
+    def _check(self) -> None:
+        if not self.stops:
+            super()._check()

@@ -1,0 +1,176 @@
+"""TopicDeletionManager: Kafka's (ZooKeeper-mode) topic deletion, without logs to delete.
+
+A deletion (DeleteTopics, or a restart that finds topics marked for deletion) goes:
+
+1. the topics are marked for deletion in the store (the ``deleting`` flag, Kafka's
+   /admin/delete_topics), so a restarted controller resumes them;
+2. every live broker gets UpdateMetadata with leader -2 (LeaderDuringDelete) for their
+   partitions, so Metadata stops showing them, then every replica StopReplica(delete);
+3. each successful StopReplica answer is a ``TopicDeletionStopReplicaResponseReceived``
+   event; once every replica of every partition of a topic answered, the topic is removed
+   from the state and the store.
+
+While marked, the topic exists for the controller only: CreateTopics of the name answers
+TOPIC_ALREADY_EXISTS "marked for deletion", DeleteTopics UNKNOWN_TOPIC_OR_PARTITION, and no
+election, ISR change or LeaderAndIsr touches it.
+
+A replica on a dead broker (Kafka: ReplicaDeletionIneligible) keeps the topic marked: its
+StopReplica goes out when the broker registers again (or when a fault that dropped requests
+to it clears), and the deletion then completes. A StopReplica answered with an error is
+treated the same way (retried on the broker's next registration or the next controller start).
+The DeleteTopics answer waits for the live brokers only (as Kafka's, which waits for the
+metadata caches): with a replica down it returns while the topic is still marked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from kmeta.controller.barrier import Barrier, DeletionBarrier
+from kmeta.controller.model import TopicPartition
+
+if TYPE_CHECKING:
+    from kmeta.controller.controller import KafkaController
+
+log = logging.getLogger(__name__)
+
+#: (topic, broker) pairs whose StopReplica completed, and topics removed, by one event
+_Done = tuple[list[tuple[str, int]], list[str]]
+
+
+class TopicDeletionManager:
+    def __init__(self, controller: KafkaController) -> None:
+        self.c = controller
+        #: topic -> broker -> partitions whose StopReplica(delete) is not acknowledged yet
+        self.pending: dict[str, dict[int, set[int]]] = {}
+
+    # -- starting and resuming ----------------------------------------------------------------
+    def start(self, names: list[str], barrier: Barrier | None) -> list[int]:
+        """Mark ``names`` (inside the caller's event), send leader -2 and StopReplica.
+
+        Returns the brokers the UpdateMetadata went to."""
+        c = self.c
+        with c.store.transaction():
+            for name in names:
+                c.state.deleting.add(name)
+                c.store.put_topic(c.state.topics[name], deleting=True)
+        tps: list[TopicPartition] = []
+        for name in names:
+            by_broker: dict[int, set[int]] = {}
+            for p, st in c.state.topics[name].partitions.items():
+                tps.append((name, p))
+                for r in st.replicas:
+                    by_broker.setdefault(r, set()).add(p)
+            self.pending[name] = by_broker
+        stops = self.stops_for(names)
+        if isinstance(barrier, DeletionBarrier):  # (barrier off: the forwarder's UM ack only)
+            barrier.stops = {(tp[0], bs[0]) for bs, tp, _ in stops if self._sendable(bs[0])}
+        targets = c._send(
+            um_to=c.state.live_broker_ids(),
+            um_partitions=tps,
+            stop=stops,
+            barrier=barrier,
+            stop_callback=self.stop_replica_answered,
+        )
+        # topics without partitions (or replicas) are done at once
+        self._finish([n for n in names if not self.pending.get(n)])
+        return targets
+
+    def _sendable(self, broker_id: int) -> bool:
+        c = self.c
+        return (
+            c.state.is_alive(broker_id)
+            and c.channel.has_broker(broker_id)
+            and not c.faults.drops(broker_id)
+        )
+
+    def resume(self) -> None:
+        """Controller start: topics still marked are deleted again from the beginning."""
+        names = sorted(self.c.state.deleting)
+        if names:
+            log.info("resuming the deletion of %d topic(s)", len(names))
+            self.start(names, None)
+
+    def stops_for(
+        self, names: Iterable[str] | None = None, broker_id: int | None = None
+    ) -> list[tuple[list[int], TopicPartition, bool]]:
+        """The StopReplica(delete) still due, for ``names`` (all) and ``broker_id`` (all)."""
+        out: list[tuple[list[int], TopicPartition, bool]] = []
+        for name in self.pending if names is None else names:
+            for b, parts in self.pending.get(name, {}).items():
+                if broker_id is None or b == broker_id:
+                    out += [([b], (name, p), True) for p in sorted(parts)]
+        return out
+
+    # -- answers ------------------------------------------------------------------------------
+    def stop_replica_answered(self, response: Any, broker_id: int) -> None:
+        """Channel callback (outside any event): count the answer in an event of its own."""
+        c = self.c
+        fn = functools.partial(self._on_answer, broker_id, response)
+        future: asyncio.Future[_Done] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(self._committed)
+        c.events.put(c.event("TopicDeletionStopReplicaResponseReceived", fn, future))
+
+    def _on_answer(self, broker_id: int, response: Any) -> _Done:
+        if response.error_code != 0:
+            log.warning(
+                "broker %d refused StopReplica (error %d); retried when it registers again",
+                broker_id,
+                response.error_code,
+            )
+            return [], []
+        touched: set[str] = set()
+        for e in response.partition_errors:
+            parts = self.pending.get(e.topic_name, {}).get(broker_id)
+            if parts is None:
+                continue
+            if e.error_code != 0:
+                log.warning(
+                    "broker %d: StopReplica %s-%d failed with %d",
+                    broker_id,
+                    e.topic_name,
+                    e.partition_index,
+                    e.error_code,
+                )
+                continue
+            parts.discard(e.partition_index)
+            touched.add(e.topic_name)
+        done: list[tuple[str, int]] = []
+        for name in sorted(touched):
+            by_broker = self.pending[name]
+            if not by_broker[broker_id]:
+                del by_broker[broker_id]
+                done.append((name, broker_id))
+        finished = [n for n in sorted(touched) if not self.pending[n]]
+        self._finish(finished)
+        return done, finished
+
+    def _committed(self, future: asyncio.Future[_Done]) -> None:
+        """After the event's commit: release the DeleteTopics answers waiting on it."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        done, finished = future.result()
+        barriers = [b for b in list(self.c.barriers) if isinstance(b, DeletionBarrier)]
+        for barrier in barriers:
+            for name, broker_id in done:
+                barrier.stop_done(name, broker_id)
+            for name in finished:
+                barrier.topic_done(name)
+
+    def _finish(self, names: list[str]) -> None:
+        """Every replica answered: the topics go from the state and the store."""
+        if not names:
+            return
+        c = self.c
+        with c.store.transaction():
+            for name in names:
+                c.store.delete_topic(name)
+        for name in names:
+            c.state.topics.pop(name, None)
+            c.state.deleting.discard(name)
+            self.pending.pop(name, None)
+        log.info("deleted topic(s) %s", ", ".join(names))

@@ -1,0 +1,47 @@
+"""A broker that restarts within its session (bounced): only what really changed goes out."""
+
+from __future__ import annotations
+
+import uuid
+
+from kmeta.protocol.messages import leader_and_isr as lair
+from kmeta.protocol.messages import update_metadata as um
+from tests.controller.helpers import start_controller
+from tests.controller.test_controller_flows import _brokers, _create, _request, _um_parts
+
+
+async def test_bounced_follower_partitions_keep_their_state(tmp_path):
+    ctl = await start_controller(tmp_path)
+    brokers = await _brokers(ctl.port)
+    try:
+        # broker 3 follows t-0 and leads t-1
+        await _request(ctl.port, _create(("t", [[1, 3], [3, 2]])))
+        state = ctl.controller.state
+        followed = state.partition(("t", 0))
+        for b in brokers.values():
+            b.received.clear()
+        brokers[3].incarnation_id = uuid.uuid4()  # restarted before its session expired
+        await brokers[3].register(ctl.port)
+        await brokers[2].wait_for(lambda: brokers[2].of(lair.LeaderAndIsrRequest))
+        await brokers[3].wait_for(lambda: brokers[3].of(lair.LeaderAndIsrRequest))
+        assert state.partition(("t", 0)) == followed  # left the ISR and rejoined: no change
+        moved = state.partition(("t", 1))
+        assert moved.leader == 2
+        assert moved.isr == (3, 2)
+        # the others hear only of the partition whose leader moved
+        for i in (1, 2):
+            changed = [set(_um_parts(r)) for r in brokers[i].of(um.UpdateMetadataRequest)]
+            assert set().union(*changed) == {("t", 1)}
+        # the bounced broker gets everything, and LeaderAndIsr for both its replicas
+        told = {
+            (t.topic_name, p.partition_index): p
+            for r in brokers[3].of(lair.LeaderAndIsrRequest)
+            for t in r.topic_states
+            for p in t.partition_states
+        }
+        assert told[("t", 0)].leader_epoch == followed.leader_epoch
+        assert told[("t", 1)].leader == 2
+    finally:
+        for b in brokers.values():
+            await b.stop()
+        await ctl.stop()
