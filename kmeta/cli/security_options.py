@@ -6,7 +6,7 @@ hands them to :func:`tls_fields` / :func:`limit_fields`, which return the config
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -24,6 +24,19 @@ def _listener_auth(text: str) -> tuple[tuple[str, str], ...]:
             raise ValueError(f"{item!r} is not LISTENER:{'|'.join(CLIENT_AUTH)}")
         out.append((name.strip().upper(), auth.strip().lower()))
     return tuple(out)
+
+
+def _apply(fn: F, options: Sequence[Callable[[Any], Any]]) -> F:
+    """Apply click option decorators so ``--help`` lists them in the order given."""
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _int_option(flag: str, minimum: int, default: int, help_text: str) -> Callable[[Any], Any]:
+    return click.option(
+        flag, type=click.IntRange(min=minimum), default=default, show_default=True, help=help_text
+    )
 
 
 def tls_options(fn: F) -> F:
@@ -49,9 +62,7 @@ def tls_options(fn: F) -> F:
             help="Per listener, e.g. CONTROL:required (only the controller may connect).",
         ),
     ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+    return _apply(fn, options)
 
 
 def tls_fields(options: dict[str, Any]) -> dict[str, Any]:
@@ -72,38 +83,27 @@ def tls_fields(options: dict[str, Any]) -> dict[str, Any]:
 
 def limit_options(fn: F) -> F:
     options = [
-        click.option(
+        _int_option(
             "--request-timeout-ms",
-            type=click.IntRange(min=1),
-            default=30_000,
-            show_default=True,
-            help="A started request must be complete within this, else the connection closes.",
+            1,
+            30_000,
+            "A started request must be complete within this, else the connection closes.",
         ),
-        click.option(
+        _int_option(
             "--write-timeout-ms",
-            type=click.IntRange(min=1),
-            default=30_000,
-            show_default=True,
-            help="A client that reads none of its answers this long is disconnected.",
+            1,
+            30_000,
+            "A client that reads none of its answers this long is disconnected.",
         ),
-        click.option(
-            "--max-connections",
-            type=click.IntRange(min=0),
-            default=0,
-            show_default=True,
-            help="Per listener (max.connections); 0 = unlimited.",
-        ),
-        click.option(
+        _int_option("--max-connections", 0, 0, "Per listener (max.connections); 0 = unlimited."),
+        _int_option(
             "--max-connections-per-ip",
-            type=click.IntRange(min=0),
-            default=0,
-            show_default=True,
-            help="Per listener and client address (max.connections.per.ip); 0 = unlimited.",
+            0,
+            0,
+            "Per listener and client address (max.connections.per.ip); 0 = unlimited.",
         ),
     ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+    return _apply(fn, options)
 
 
 def limit_fields(options: dict[str, Any]) -> dict[str, Any]:

@@ -188,6 +188,19 @@ class Cluster:
             if t.is_internal:
                 internal.append(t.name)
             partitions.extend(partition_from_response(t.name, p) for p in t.partitions)
+        return cls.of_response(response, partitions, topic_ids, errors, internal)
+
+    @classmethod
+    def of_response(
+        cls,
+        response: Any,
+        partitions: Iterable[PartitionInfo],
+        topic_ids: Mapping[str, uuid.UUID],
+        errors: Mapping[str, int],
+        internal: Iterable[str],
+    ) -> Cluster:
+        """The response's nodes, cluster and controller ids with the topics already gathered
+        from it; the topic errors also give the unauthorized and invalid topic sets."""
         return cls(
             nodes_from_response(response),
             partitions,

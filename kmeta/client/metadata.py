@@ -34,7 +34,6 @@ from kmeta.client.cluster import (
     Cluster,
     PartitionInfo,
     TopicPartition,
-    nodes_from_response,
     partition_from_response,
 )
 from kmeta.client.errors import MetadataClosedError
@@ -335,19 +334,7 @@ class Metadata:
             for name, code in old.topic_errors.items():
                 if name not in in_response and name not in errors:
                     errors[name] = code
-        return Cluster(
-            nodes_from_response(response),
-            partitions,
-            cluster_id=response.cluster_id,
-            controller_id=response.controller_id,
-            topic_ids=topic_ids,
-            unauthorized_topics=[
-                n for n, e in errors.items() if e == ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            ],
-            invalid_topics=[n for n, e in errors.items() if e == ErrorCode.INVALID_TOPIC_EXCEPTION],
-            internal_topics=internal,
-            topic_errors=errors,
-        )
+        return Cluster.of_response(response, partitions, topic_ids, errors, internal)
 
     def _latest(
         self,

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 
 
 class AssignmentError(ValueError):
@@ -53,22 +54,30 @@ def assign_replicas(
     )
 
 
+def _walk(
+    n: int, n_parts: int, fixed: int, start_partition: int, rng: random.Random
+) -> Iterator[tuple[int, int, int]]:
+    """(partition, index of its first replica, shift) for each new partition, as Kafka walks
+    them: a random (or ``fixed``) start index and shift, the shift growing once per round."""
+    start_index = fixed if fixed >= 0 else rng.randrange(n)
+    shift = fixed if fixed >= 0 else rng.randrange(n)
+    current = max(0, start_partition)
+    for _ in range(n_parts):
+        if current > 0 and current % n == 0:
+            shift += 1
+        yield current, (current + start_index) % n, shift
+        current += 1
+
+
 def _rack_unaware(
     ids: list[int], n_parts: int, rf: int, fixed: int, start_partition: int, rng: random.Random
 ) -> dict[int, list[int]]:
     n = len(ids)
-    start_index = fixed if fixed >= 0 else rng.randrange(n)
-    shift = fixed if fixed >= 0 else rng.randrange(n)
-    current = max(0, start_partition)
     out: dict[int, list[int]] = {}
-    for _ in range(n_parts):
-        if current > 0 and current % n == 0:
-            shift += 1
-        first = (current + start_index) % n
+    for current, first, shift in _walk(n, n_parts, fixed, start_partition, rng):
         out[current] = [ids[first]] + [
             ids[_replica_index(first, shift, j, n)] for j in range(rf - 1)
         ]
-        current += 1
     return out
 
 
@@ -100,14 +109,8 @@ def _rack_aware(
     arranged = rack_alternated(racks)
     n = len(arranged)
     num_racks = len(set(racks.values()))
-    start_index = fixed if fixed >= 0 else rng.randrange(n)
-    shift = fixed if fixed >= 0 else rng.randrange(n)
-    current = max(0, start_partition)
     out: dict[int, list[int]] = {}
-    for _ in range(n_parts):
-        if current > 0 and current % n == 0:
-            shift += 1
-        first = (current + start_index) % n
+    for current, first, shift in _walk(n, n_parts, fixed, start_partition, rng):
         leader = arranged[first]
         replicas = [leader]
         used_racks = {racks[leader]}
@@ -126,5 +129,4 @@ def _rack_aware(
                     used_brokers.add(broker)
                     break
         out[current] = replicas
-        current += 1
     return out

@@ -10,10 +10,10 @@
   propagation barrier (or the forwarding broker's ack with the barrier off). A change not
   propagated within the request's timeout_ms is answered REQUEST_TIMED_OUT (it still happened).
 
-* ApiVersions (18, v0-4): the keys and ranges of this registry only (what the controller
-  decodes and serves); a version above 4 gets a v0 UNSUPPORTED_VERSION answer listing
-  ApiVersions' own range (KIP-511); v3+ with an illegal client software name/version gets
-  INVALID_REQUEST (still listing the keys), as Kafka's broker answers.
+* ApiVersions (18, v0-4, kmeta.net.api_versions, as the broker serves it): the keys and
+  ranges of this registry only (what the controller decodes and serves); a version above 4
+  gets a v0 UNSUPPORTED_VERSION answer listing ApiVersions' own range (KIP-511); v3+ with an
+  illegal client software name/version gets INVALID_REQUEST (still listing the keys).
 
 Brokers identify themselves when forwarding with client id ``kmeta-broker-<id>``.
 """
@@ -23,12 +23,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kmeta.controller.admin import TopicPlan
 from kmeta.controller.controller import Barrier, KafkaController
 from kmeta.controller.model import Endpoint
+from kmeta.net import api_versions
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs
@@ -40,7 +41,6 @@ from kmeta.protocol.schema import uuid_or_zero
 MAX_LISTENERS = 32
 MAX_TOPICS_PER_REQUEST = 10_000
 _BROKER_CLIENT = re.compile(r"^kmeta-broker-(\d+)$")
-_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def forwarder_of(ctx: RequestContext) -> int | None:
@@ -56,26 +56,14 @@ async def _wait(controller: KafkaController, barrier: Barrier | None, timeout_ms
     return await barrier.wait(timeout_ms / 1000.0)
 
 
-# -- ApiVersions ----------------------------------------------------------------------------------
-def api_versions(ctx: RequestContext, req: Any) -> Any:
-    error = ErrorCode.NONE
-    if req.version >= 3 and not (
-        _SOFTWARE.fullmatch(req.client_software_name)
-        and _SOFTWARE.fullmatch(req.client_software_version)
-    ):
-        error = ErrorCode.INVALID_REQUEST
-    keys = tuple(av.ApiVersion(h.api.key, h.min_version, h.max_version) for h in ctx.registry)
-    return av.ApiVersionsResponse(version=req.version, error_code=error, api_keys=keys)
-
-
-def api_versions_unsupported(ctx: RequestContext) -> Any:
-    own = ctx.registry.get(ApiKey.API_VERSIONS)
-    assert own is not None
-    return av.ApiVersionsResponse(
-        version=0,
-        error_code=ErrorCode.UNSUPPORTED_VERSION,
-        api_keys=(av.ApiVersion(ApiKey.API_VERSIONS, own.min_version, own.max_version),),
-    )
+def _outcome(
+    plan: TopicPlan, propagated: bool, validate_only: bool, what: str
+) -> tuple[int, str | None]:
+    """A plan's (error code, message); an applied change that did not propagate in time is
+    REQUEST_TIMED_OUT (it still happened)."""
+    if plan.error == 0 and not propagated and not validate_only:
+        return ErrorCode.REQUEST_TIMED_OUT, f"{what} did not propagate in time."
+    return int(plan.error), plan.message
 
 
 # -- broker lifecycle -----------------------------------------------------------------------------
@@ -145,12 +133,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
     propagated = await _wait(c, barrier, req.timeout_ms)
     results = []
     for plan in plans:
-        error, message = int(plan.error), plan.message
-        if error == 0 and not propagated and not req.validate_only:
-            error, message = (
-                ErrorCode.REQUEST_TIMED_OUT,
-                "Topic creation did not propagate in time.",
-            )
+        error, message = _outcome(plan, propagated, req.validate_only, "Topic creation")
         ok = plan.error == 0
         results.append(
             ct.CreatableTopicResult(
@@ -243,12 +226,7 @@ async def create_partitions(ctx: RequestContext, req: Any) -> Any:
     propagated = await _wait(c, barrier, req.timeout_ms)
     results = []
     for plan in plans:
-        error, message = int(plan.error), plan.message
-        if error == 0 and not propagated and not req.validate_only:
-            error, message = (
-                ErrorCode.REQUEST_TIMED_OUT,
-                "Partition creation did not propagate in time.",
-            )
+        error, message = _outcome(plan, propagated, req.validate_only, "Partition creation")
         results.append(
             cp.CreatePartitionsTopicResult(name=plan.name, error_code=error, error_message=message)
         )
@@ -257,9 +235,7 @@ async def create_partitions(ctx: RequestContext, req: Any) -> Any:
 
 def build_registry() -> HandlerRegistry:
     registry = HandlerRegistry()
-    registry.register(
-        ApiKey.API_VERSIONS, api_versions, unsupported_version=api_versions_unsupported
-    )
+    api_versions.register(registry)
     registry.register(ApiKey.BROKER_REGISTRATION, broker_registration)
     registry.register(ApiKey.BROKER_HEARTBEAT, broker_heartbeat)
     registry.register(ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown)

@@ -26,7 +26,8 @@ from __future__ import annotations
 import io
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from construct import Construct, stream_read, stream_write
@@ -266,6 +267,32 @@ class _Prefixed(KafkaType):
         else:
             g.line(f"out += {g.const(self._len._struct.pack, 'pack')}({n})")
 
+    @contextmanager
+    def emit_unless_null(self, g: Gen, expr: str) -> Iterator[None]:
+        """What is emitted inside runs when ``expr`` is not None; a null writes the null length."""
+        if not self.nullable:
+            yield
+            return
+        null = b"\xff" * self._len.min_size  # -1 as int16 / int32
+        g.line(f"if {expr} is None:")
+        g.line("    out.append(0)" if self.compact else f"    out += {null!r}")
+        g.line("else:")
+        g.depth += 1
+        yield
+        g.depth -= 1
+
+    def emit_parse_slice(self, g: Gen, target: str, convert: str) -> None:
+        """Emit the parse of a string or bytes: ``convert`` formatted with the slice of the
+        value (None when null)."""
+        n = g.tmp("n")
+        self.emit_len(g, n)
+        value = convert.format(f"buf[pos:pos + {n}]")
+        if self.nullable:
+            g.line(f"if {n} < 0: {target} = None")
+            g.line(f"else: {target} = {value}; pos += {n}")
+        else:
+            g.line(f"{target} = {value}; pos += {n}")
+
 
 class KString(_Prefixed):
     what = "string"
@@ -288,29 +315,16 @@ class KString(_Prefixed):
         return obj
 
     def emit_parse(self, g: Gen, target: str) -> None:
-        n = g.tmp("n")
-        self.emit_len(g, n)
-        value = f"str(buf[pos:pos + {n}], 'utf-8')"  # UnicodeDecodeError: see decode_from
-        if self.nullable:
-            g.line(f"if {n} < 0: {target} = None")
-            g.line(f"else: {target} = {value}; pos += {n}")
-        else:
-            g.line(f"{target} = {value}; pos += {n}")
+        self.emit_parse_slice(g, target, "str({}, 'utf-8')")  # UnicodeDecodeError: see decode_from
 
     def emit_build(self, g: Gen, expr: str) -> None:
         raw, n = g.tmp("raw"), g.tmp("n")
-        if self.nullable:
-            g.line(f"if {expr} is None:")
-            g.line("    out.append(0)" if self.compact else "    out += b'\\xff\\xff'")
-            g.line("else:")
-            g.depth += 1
-        g.line(f"{raw} = {expr}.encode(); {n} = len({raw})")
-        if not self.compact:
-            g.line(f"if {n} > 0x7FFF: raise ValueError('string longer than 32767 bytes')")
-        self.emit_write_len(g, n)
-        g.line(f"out += {raw}")
-        if self.nullable:
-            g.depth -= 1
+        with self.emit_unless_null(g, expr):
+            g.line(f"{raw} = {expr}.encode(); {n} = len({raw})")
+            if not self.compact:
+                g.line(f"if {n} > 0x7FFF: raise ValueError('string longer than 32767 bytes')")
+            self.emit_write_len(g, n)
+            g.line(f"out += {raw}")
 
     def __repr__(self) -> str:
         return f"{'compact ' if self.compact else ''}{'nullable ' if self.nullable else ''}string"
@@ -334,27 +348,14 @@ class KBytes(_Prefixed):
         return obj
 
     def emit_parse(self, g: Gen, target: str) -> None:
-        n = g.tmp("n")
-        self.emit_len(g, n)
-        value = f"bytes(buf[pos:pos + {n}])"
-        if self.nullable:
-            g.line(f"if {n} < 0: {target} = None")
-            g.line(f"else: {target} = {value}; pos += {n}")
-        else:
-            g.line(f"{target} = {value}; pos += {n}")
+        self.emit_parse_slice(g, target, "bytes({})")
 
     def emit_build(self, g: Gen, expr: str) -> None:
         n = g.tmp("n")
-        if self.nullable:
-            g.line(f"if {expr} is None:")
-            g.line("    out.append(0)" if self.compact else "    out += b'\\xff\\xff\\xff\\xff'")
-            g.line("else:")
-            g.depth += 1
-        g.line(f"{n} = len({expr})")
-        self.emit_write_len(g, n)
-        g.line(f"out += {expr}")
-        if self.nullable:
-            g.depth -= 1
+        with self.emit_unless_null(g, expr):
+            g.line(f"{n} = len({expr})")
+            self.emit_write_len(g, n)
+            g.line(f"out += {expr}")
 
     def __repr__(self) -> str:
         return f"{'compact ' if self.compact else ''}{'nullable ' if self.nullable else ''}bytes"
@@ -413,19 +414,13 @@ class KArray(_Prefixed):
 
     def emit_build(self, g: Gen, expr: str) -> None:
         n = g.tmp("n")
-        if self.nullable:
-            g.line(f"if {expr} is None:")
-            g.line("    out.append(0)" if self.compact else "    out += b'\\xff\\xff\\xff\\xff'")
-            g.line("else:")
-            g.depth += 1
-        g.line(f"{n} = len({expr})")
-        self.emit_write_len(g, n)
-        if self.element is Int32:
-            g.line(f"out += (_I32P[{n}] if {n} < 0x7F else _int32s({n}).pack)(*{expr})")
-        else:
-            self.element.emit_build_items(g, expr)
-        if self.nullable:
-            g.depth -= 1
+        with self.emit_unless_null(g, expr):
+            g.line(f"{n} = len({expr})")
+            self.emit_write_len(g, n)
+            if self.element is Int32:
+                g.line(f"out += (_I32P[{n}] if {n} < 0x7F else _int32s({n}).pack)(*{expr})")
+            else:
+                self.element.emit_build_items(g, expr)
 
     def __repr__(self) -> str:
         flags = f"{'compact ' if self.compact else ''}{'nullable ' if self.nullable else ''}"

@@ -8,15 +8,12 @@ from typing import Any
 
 import pytest
 
-from kmeta.net.connection import KafkaConnection
 from kmeta.server.broker import Broker
 from tests.server.helpers import (
-    CONTROL,
     PLAINTEXT,
-    live_broker,
     loopback_config,
     partition,
-    update_metadata,
+    push_update_metadata,
 )
 
 pytestmark = [
@@ -32,21 +29,12 @@ TOPICS = {
 }
 
 
-async def _push(brokers: list[Broker], topics: dict[str, list[Any]], controller_epoch: int) -> None:
-    live = [live_broker(b.config.broker_id, {PLAINTEXT: ("127.0.0.1", b.port(PLAINTEXT))}) for b in brokers]
-    request = update_metadata(live, topics, controller_id=1, controller_epoch=controller_epoch)
-    for b in brokers:
-        conn = await KafkaConnection.open("127.0.0.1", b.port(CONTROL))
-        assert (await conn.request(request, 5)).error_code == 0
-        conn.close()
-
-
 @pytest.fixture
 async def cluster() -> AsyncIterator[list[Broker]]:
     brokers = [Broker(loopback_config(i)) for i in (1, 2, 3)]
     for b in brokers:
         await b.start()
-    await _push(brokers, TOPICS, controller_epoch=1)
+    await push_update_metadata(brokers, TOPICS, controller_epoch=1)
     yield brokers
     for b in brokers:
         await b.stop()
@@ -108,7 +96,7 @@ async def test_clients_see_exactly_the_pushed_metadata(cluster: list[Broker]) ->
     assert cf["topics"]["payments"][1][3] == 5
 
     # delete "audit" (leader -2) on every broker: both clients stop seeing it
-    await _push(cluster, {"audit": [partition(0, -2, (3,))]}, controller_epoch=1)
+    await push_update_metadata(cluster, {"audit": [partition(0, -2, (3,))]}, controller_epoch=1)
     kp2 = await asyncio.to_thread(_kafka_python_view, f"127.0.0.1:{cluster[1].port(PLAINTEXT)}")
     assert kp2["names"] == {"orders", "payments"}
     cf2 = await asyncio.to_thread(_confluent_view, f"127.0.0.1:{cluster[2].port(PLAINTEXT)}")

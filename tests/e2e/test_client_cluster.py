@@ -14,15 +14,12 @@ from typing import Any
 import pytest
 
 from kmeta.client import MetadataClient, TopicPartition
-from kmeta.net.connection import KafkaConnection
 from kmeta.server.broker import Broker
 from tests.server.helpers import (
-    CONTROL,
     PLAINTEXT,
-    live_broker,
     loopback_config,
     partition,
-    update_metadata,
+    push_update_metadata,
 )
 
 pytestmark = pytest.mark.e2e
@@ -33,16 +30,7 @@ TOPICS = {"orders": [partition(0, 1, (1, 2, 3)), partition(1, 2, (2, 3, 1))]}
 async def push(
     brokers: list[Broker], topics: dict[str, list[Any]], live: list[Broker] | None = None
 ) -> None:
-    alive = brokers if live is None else live
-    live_brokers = [
-        live_broker(b.config.broker_id, {PLAINTEXT: ("127.0.0.1", b.port(PLAINTEXT))})
-        for b in alive
-    ]
-    request = update_metadata(live_brokers, topics, controller_id=1, controller_epoch=1)
-    for b in alive:
-        conn = await KafkaConnection.open("127.0.0.1", b.port(CONTROL))
-        assert (await conn.request(request, 5)).error_code == 0
-        conn.close()
+    await push_update_metadata(brokers if live is None else live, topics)
 
 
 @pytest.fixture

@@ -22,27 +22,18 @@ from kmeta.server.broker import Broker
 from tests.server.helpers import (
     CONTROL,
     PLAINTEXT,
+    assert_healthy,
+    broker_with_topics,
     closed_by_peer,
     encode_frame,
-    live_broker,
-    loopback_config,
-    partition,
     read_frame,
-    update_metadata,
 )
 
 TOPICS = 50
 
 
 async def _start(**kw: Any) -> Broker:
-    b = Broker(loopback_config(1, **kw))
-    await b.start()
-    ctl = await KafkaConnection.open("127.0.0.1", b.port(CONTROL))
-    brokers = [live_broker(1, {PLAINTEXT: ("127.0.0.1", b.port(PLAINTEXT))})]
-    topics = {f"t{i}": [partition(p, 1, (1,)) for p in range(4)] for i in range(TOPICS)}
-    assert (await ctl.request(update_metadata(brokers, topics))).error_code == 0
-    ctl.close()
-    return b
+    return await broker_with_topics(TOPICS, **kw)
 
 
 @pytest.fixture
@@ -53,12 +44,7 @@ async def broker() -> AsyncIterator[Broker]:
 
 
 async def _healthy(port: int) -> None:
-    """Another connection still gets correct answers."""
-    conn = await KafkaConnection.open("127.0.0.1", port)
-    resp = await conn.request(md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="t7"),)), 5)
-    assert [t.name for t in resp.topics] == ["t7"]
-    assert [p.partition_index for p in resp.topics[0].partitions] == [0, 1, 2, 3]
-    conn.close()
+    await assert_healthy(port, "t7")
 
 
 async def _open(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

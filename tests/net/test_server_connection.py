@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from kmeta.net import api_versions as api_versions_handler
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.listener import Listener
@@ -16,17 +17,15 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.messages import metadata as md
 from kmeta.server.broker import Broker
-from kmeta.server.handlers import api_versions as api_versions_handler
 from tests.server.helpers import (
-    CONTROL,
     PLAINTEXT,
     ConnectionPair,
+    assert_healthy,
     broker_state,
+    broker_with_topics,
     closed_by_peer,
     encode_frame,
-    live_broker,
     loopback_config,
-    partition,
     read_frame,
     update_metadata,
 )
@@ -34,24 +33,13 @@ from tests.server.helpers import (
 
 @pytest.fixture
 async def broker() -> AsyncIterator[Broker]:
-    b = Broker(loopback_config(1, connections_max_idle_ms=60_000))
-    await b.start()
-    ctl = await KafkaConnection.open("127.0.0.1", b.port(CONTROL))
-    brokers = [live_broker(1, {PLAINTEXT: ("127.0.0.1", b.port(PLAINTEXT))})]
-    topics = {f"t{i}": [partition(p, 1, (1,)) for p in range(4)] for i in range(50)}
-    assert (await ctl.request(update_metadata(brokers, topics))).error_code == 0
-    ctl.close()
+    b = await broker_with_topics(50, connections_max_idle_ms=60_000)
     yield b
     await b.stop()
 
 
 async def _healthy(port: int) -> None:
-    """A second connection still gets correct answers."""
-    conn = await KafkaConnection.open("127.0.0.1", port)
-    resp = await conn.request(md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="t1"),)), 5)
-    assert resp.topics[0].name == "t1"
-    assert len(resp.topics[0].partitions) == 4
-    conn.close()
+    await assert_healthy(port, "t1")
 
 
 async def _open(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from kmeta.net.connection import api_of_instance
+from kmeta.net.connection import KafkaConnection, api_of_instance
 from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 from kmeta.protocol.framing import FrameSplitter, frame
 from kmeta.protocol.header import (
@@ -15,7 +15,9 @@ from kmeta.protocol.header import (
     encode_request_header,
     response_header_version,
 )
+from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import update_metadata as um
+from kmeta.server.broker import Broker
 from kmeta.server.config import BrokerConfig, ListenerSpec
 from kmeta.server.handlers import build_registry
 from kmeta.server.state import BrokerState
@@ -153,6 +155,40 @@ def loopback_config(broker_id: int, **kw: Any) -> BrokerConfig:
         cluster_id="kmeta-test",
         **kw,
     )
+
+
+async def push_update_metadata(
+    brokers: list[Broker], topics: dict[str, list[Any]], *, controller_epoch: int = 1
+) -> None:
+    """What the controller (id 1) would send: ``brokers`` alive on PLAINTEXT, ``topics``; sent
+    to each one's CONTROL listener, and each must accept it."""
+    live = [live_broker(b.config.broker_id, {PLAINTEXT: ("127.0.0.1", b.port(PLAINTEXT))}) for b in brokers]
+    request = update_metadata(live, topics, controller_id=1, controller_epoch=controller_epoch)
+    for b in brokers:
+        conn = await KafkaConnection.open("127.0.0.1", b.port(CONTROL))
+        assert (await conn.request(request, 5)).error_code == 0
+        conn.close()
+
+
+async def broker_with_topics(topics: int = 50, **kw: Any) -> Broker:
+    """A started broker 1 holding ``t0`` .. ``t<topics - 1>``, four partitions each, led by it."""
+    b = Broker(loopback_config(1, **kw))
+    await b.start()
+    ctl = await KafkaConnection.open("127.0.0.1", b.port(CONTROL))
+    brokers = [live_broker(1, {PLAINTEXT: ("127.0.0.1", b.port(PLAINTEXT))})]
+    names = {f"t{i}": [partition(p, 1, (1,)) for p in range(4)] for i in range(topics)}
+    assert (await ctl.request(update_metadata(brokers, names))).error_code == 0
+    ctl.close()
+    return b
+
+
+async def assert_healthy(port: int, topic: str) -> None:
+    """Another connection still gets correct answers: ``topic`` with partitions 0-3."""
+    conn = await KafkaConnection.open("127.0.0.1", port)
+    resp = await conn.request(md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name=topic),)), 5)
+    assert [t.name for t in resp.topics] == [topic]
+    assert [p.partition_index for p in resp.topics[0].partitions] == [0, 1, 2, 3]
+    conn.close()
 
 
 def encode_frame(request: Any, correlation_id: int, api_key: int | None = None) -> bytes:

@@ -23,42 +23,7 @@ Versions:
 
 from __future__ import annotations
 
-import re
-from typing import Any
+# Served exactly as the controller serves it: the one implementation is in kmeta.net.
+from kmeta.net.api_versions import handle, register, unsupported_version
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
-from kmeta.protocol.api_keys import ApiKey
-from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
-
-_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
-
-
-def _api_keys(registry: HandlerRegistry) -> tuple[Any, ...]:
-    return tuple(ApiVersion(h.api.key, h.min_version, h.max_version) for h in registry)
-
-
-def handle(ctx: RequestContext, request: Any) -> Any:
-    error = ErrorCode.NONE
-    if request.version >= 3 and not (
-        _SOFTWARE.fullmatch(request.client_software_name)
-        and _SOFTWARE.fullmatch(request.client_software_version)
-    ):
-        error = ErrorCode.INVALID_REQUEST
-    return ApiVersionsResponse(
-        version=request.version, error_code=error, api_keys=_api_keys(ctx.registry)
-    )
-
-
-def unsupported_version(ctx: RequestContext) -> Any:
-    own = ctx.registry.get(ApiKey.API_VERSIONS)
-    assert own is not None
-    return ApiVersionsResponse(
-        version=0,
-        error_code=ErrorCode.UNSUPPORTED_VERSION,
-        api_keys=(ApiVersion(ApiKey.API_VERSIONS, own.min_version, own.max_version),),
-    )
-
-
-def register(registry: HandlerRegistry) -> None:
-    registry.register(ApiKey.API_VERSIONS, handle, unsupported_version=unsupported_version)
+__all__ = ["handle", "register", "unsupported_version"]

@@ -28,6 +28,7 @@ from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import leader_and_isr as lai
+from kmeta.server.handlers.control_log import log_apply
 from kmeta.server.state import FOLLOWER, LEADER, BrokerState, ReplicaState
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -115,18 +116,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for name, topic_id, parts in groups:
             _apply_topic(state, name, topic_id, parts, errors)
         response = _response(request, ErrorCode.NONE, errors)
-    if state.state_log is not None:
-        state.state_log.apply(
-            api_key=ApiKey.LEADER_AND_ISR,
-            correlation_id=ctx.header.correlation_id,
-            controller_id=request.controller_id,
-            controller_epoch=request.controller_epoch,
-            snapshot_version=state.cache.snapshot.version,
-            topics=[name for name, _, _ in groups],
-            partitions=sum(len(parts) for _, _, parts in groups),
-            apply_ms=(time.monotonic() - start) * 1000.0,
-            error_code=error,
-        )
+    log_apply(
+        ctx,
+        request,
+        ApiKey.LEADER_AND_ISR,
+        topics=[name for name, _, _ in groups],
+        partitions=sum(len(parts) for _, _, parts in groups),
+        start_s=start,
+        error=error,
+    )
     return response
 
 

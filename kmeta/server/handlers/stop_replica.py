@@ -24,6 +24,7 @@ from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import stop_replica as sr
+from kmeta.server.handlers.control_log import log_apply
 from kmeta.server.state import BrokerState
 
 NO_EPOCH = -1
@@ -75,18 +76,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         response = _response(
             request, ErrorCode.NONE, [(t, p, int(_stop(state, t, p, e))) for t, p, e in parts]
         )
-    if state.state_log is not None:
-        state.state_log.apply(
-            api_key=ApiKey.STOP_REPLICA,
-            correlation_id=ctx.header.correlation_id,
-            controller_id=request.controller_id,
-            controller_epoch=request.controller_epoch,
-            snapshot_version=state.cache.snapshot.version,
-            topics=[t for t, _, _ in parts],
-            partitions=len(parts),
-            apply_ms=(time.monotonic() - start) * 1000.0,
-            error_code=error,
-        )
+    log_apply(
+        ctx,
+        request,
+        ApiKey.STOP_REPLICA,
+        topics=[t for t, _, _ in parts],
+        partitions=len(parts),
+        start_s=start,
+        error=error,
+    )
     return response
 
 

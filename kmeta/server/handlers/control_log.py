@@ -1,0 +1,38 @@
+"""The state-change log entry of a control request (not a handler module: no ``register``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from kmeta.net.dispatch import RequestContext
+from kmeta.protocol.errors import ErrorCode
+from kmeta.server.state import BrokerState
+
+
+def log_apply(
+    ctx: RequestContext,
+    request: Any,
+    api_key: int,
+    *,
+    topics: Iterable[str],
+    partitions: int,
+    start_s: float,
+    error: ErrorCode,
+) -> None:
+    """Write one "apply" line (when a log is configured): who sent it, what it touched, how
+    long it took since ``start_s`` (monotonic) and its top-level error."""
+    state: BrokerState = ctx.state
+    if state.state_log is not None:
+        state.state_log.apply(
+            api_key=api_key,
+            correlation_id=ctx.header.correlation_id,
+            controller_id=request.controller_id,
+            controller_epoch=request.controller_epoch,
+            snapshot_version=state.cache.snapshot.version,
+            topics=topics,
+            partitions=partitions,
+            apply_ms=(time.monotonic() - start_s) * 1000.0,
+            error_code=error,
+        )
