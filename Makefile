@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 lint: install
-	$(BIN)/ruff check kmeta tests benchmarks
+	$(BIN)/ruff check kmeta tests benchmarks tools fuzz
 
 typecheck: install
 	$(BIN)/mypy kmeta

@@ -2,7 +2,7 @@
 
 Log lines are read as text with their file and line number (line order is recovered from the
 split's byte offset and the row's position inside the split), parsed in Spark with
-``from_json`` against the shared schema (/tmp/statelog.md), and every line that does not parse,
+``from_json`` against the shared schema (docs/state-change-log.md), and every line that does not parse,
 or lacks a required field, goes to the malformed output with its file, line and reason.
 """
 

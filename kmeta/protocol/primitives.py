@@ -23,6 +23,7 @@ arrays are tuples: decoded messages are immutable values that caches may keep as
 
 from __future__ import annotations
 
+import abc
 import io
 import struct
 import uuid
@@ -64,7 +65,7 @@ def read_uvarint_stream(stream: io.IOBase, path: str, max_bytes: int = 5) -> int
     return value
 
 
-class KafkaType(Construct):  # type: ignore[misc]
+class KafkaType(Construct, metaclass=abc.ABCMeta):  # type: ignore[misc]
     """Base of every Kafka primitive: a construct plus a fast-path emitter."""
 
     #: fewest bytes one value can take on the wire; bounds array counts
@@ -73,11 +74,13 @@ class KafkaType(Construct):  # type: ignore[misc]
     fmt: str | None = None
     default: Any = None
 
+    @abc.abstractmethod
     def emit_parse(self, g: Gen, target: str) -> None:
-        raise NotImplementedError(type(self).__name__)  # every concrete type overrides
+        """Emit code that reads one value into ``target`` and advances ``pos``."""
 
+    @abc.abstractmethod
     def emit_build(self, g: Gen, expr: str) -> None:
-        raise NotImplementedError(type(self).__name__)  # every concrete type overrides
+        """Emit code that appends the encoding of ``expr`` to ``out``."""
 
     def emit_parse_items(self, g: Gen, target: str, n: str) -> None:
         """Emit the decoding of ``n`` consecutive values (n already bounds-checked) into the

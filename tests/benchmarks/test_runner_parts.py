@@ -27,7 +27,7 @@ def test_last_json_object_skips_log_lines() -> None:
 
 
 def test_reproducible_drops_the_output_path() -> None:
-    argv = ["codec", "--duration", "1", "--json", "/tmp/x.json", "--no-progress", "--json=/y"]
+    argv = ["codec", "--duration", "1", "--json", "out/x.json", "--no-progress", "--json=/y"]
     assert run.reproducible(argv) == ["codec", "--duration", "1"]
 
 

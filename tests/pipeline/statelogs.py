@@ -1,4 +1,4 @@
-"""Writes small state-change logs (the /tmp/statelog.md format) with known answers."""
+"""Writes small state-change logs (the format in docs/state-change-log.md) with known answers."""
 
 from __future__ import annotations
 
