@@ -184,10 +184,13 @@ def check_round(
     allowed = model.allowed()
     # marked for deletion: leader -2 in the push, and never an acknowledged (kept) topic
     pushed_marked = {n for n, ps in pushed.items() if all(p.leader == -2 for p in ps.values())}
-    assert pushed_marked == marked
-    for name in marked:
+    # The restarted controller resumes pending deletions at once, so a topic marked in its
+    # startup push may have finished deleting (and left the store) before the store is read.
+    assert marked <= pushed_marked, f"marked on disk but not pushed as deleting: {marked - pushed_marked}"
+    for name in pushed_marked:
         assert None in allowed.get(name, {None}), f"{name}: acknowledged, but marked for deletion"
-        del pushed[name], on_disk[name]
+        del pushed[name]
+        on_disk.pop(name, None)
     assert set(pushed) == set(on_disk)
     assert set(pushed) <= set(allowed), f"unexpected topics: {set(pushed) - set(allowed)}"
     for name, counts in allowed.items():
