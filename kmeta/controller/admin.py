@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,6 +176,21 @@ def _check_added_assignment(
     return True
 
 
+def _unique_entries(
+    topics: Sequence[Any], plans: list[TopicPlan], duplicate_message: str
+) -> Iterator[tuple[Any, TopicPlan]]:
+    """Append one plan per entry to ``plans``; entries naming a topic twice fail with
+    INVALID_REQUEST (Kafka's per-API message, ``{}`` = the name); yield the others."""
+    dup = duplicates([t.name for t in topics])
+    for t in topics:
+        plan = TopicPlan(t.name)
+        plans.append(plan)
+        if t.name in dup:
+            plan.fail(ErrorCode.INVALID_REQUEST, duplicate_message.format(t.name))
+        else:
+            yield t, plan
+
+
 def plan_create_topics(
     topics: Sequence[Any],
     state: ClusterState,
@@ -185,17 +200,10 @@ def plan_create_topics(
     max_partitions: int,
 ) -> list[TopicPlan]:
     """One plan per CreatableTopic entry, in request order."""
-    dup = duplicates([t.name for t in topics])
-    plans = []
-    for t in topics:
-        plan = TopicPlan(t.name)
-        plans.append(plan)
-        if t.name in dup:
-            plan.fail(
-                ErrorCode.INVALID_REQUEST,
-                f"Create topics request contains multiple entries for topic {t.name}.",
-            )
-            continue
+    plans: list[TopicPlan] = []
+    for t, plan in _unique_entries(
+        topics, plans, "Create topics request contains multiple entries for topic {}."
+    ):
         reason = validate_topic_name(t.name)
         if reason is not None:
             plan.fail(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
@@ -262,14 +270,8 @@ def plan_create_partitions(
     topics: Sequence[Any], state: ClusterState, *, max_partitions: int
 ) -> list[TopicPlan]:
     """One plan per CreatePartitionsTopic entry; ``assignment`` holds only the new partitions."""
-    dup = duplicates([t.name for t in topics])
-    plans = []
-    for t in topics:
-        plan = TopicPlan(t.name)
-        plans.append(plan)
-        if t.name in dup:
-            plan.fail(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
-            continue
+    plans: list[TopicPlan] = []
+    for t, plan in _unique_entries(topics, plans, "Duplicate topic in request."):
         info = state.topics.get(t.name)
         if info is None or t.name in state.deleting:
             plan.fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist.")
