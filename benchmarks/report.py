@@ -202,6 +202,13 @@ def metadata_load(doc: dict[str, Any], charts: Charts) -> str:
         out += ["", f"`benchmarks/metadata_load.py` in the same run ({script['cluster']['topics']:,} topics x "
                 f"{script['cluster']['partitions_per_topic']} partitions):", "",
                 table(["scenario", "conns x in flight", "kmeta req/s", "echo req/s", "ratio", "server CPU µs/resp"], srows)]  # fmt: skip
+        for s in script.get("results", []):
+            if "broker_copying" in s:
+                zc, cp = s["broker"], s["broker_copying"]
+                out += ["", f"All topics, server CPU per answer (median of {len(zc['server_cpu_us_per_response_runs'])} "
+                        f"interleaved runs): {fmt(zc['server_cpu_us_per_response'])} µs sent by sendfile against "
+                        f"{fmt(cp['server_cpu_us_per_response'])} µs copied into the socket (x{fmt(zc['cpu_vs_copying'])}); "
+                        f"the fixed-payload echo costs {fmt(s['echo_ceiling']['server_cpu_us_per_response'])} µs."]  # fmt: skip
         splice = script.get("all_topics_splice_vs_reencode")
         if splice:
             out += ["", f"All-topics answer spliced from cached blocks: {fmt(splice['spliced_us'])} µs against "

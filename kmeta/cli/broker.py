@@ -56,6 +56,13 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
 @click.option(
     "--shutdown-timeout-ms", type=int, default=_DEFAULTS["shutdown_timeout_ms"], show_default=True
 )
+@click.option(
+    "--zero-copy/--no-zero-copy",
+    default=_DEFAULTS["zero_copy"],
+    show_default=True,
+    help="Send large cached answers (all-topics Metadata) by sendfile instead of copying them "
+    "(plain-TCP listeners on Linux).",
+)
 @daemon_options
 @limit_options
 @tls_options
@@ -79,6 +86,7 @@ def broker_command(
     rack: str | None,
     heartbeat_interval_ms: int,
     shutdown_timeout_ms: int,
+    zero_copy: bool,
     **options: Any,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT."""
@@ -97,6 +105,7 @@ def broker_command(
             rack=rack,
             heartbeat_interval_ms=heartbeat_interval_ms,
             shutdown_timeout_ms=shutdown_timeout_ms,
+            zero_copy=zero_copy,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
             **limit_fields(options),
             **metrics_fields(options),

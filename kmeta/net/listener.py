@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from kmeta.net import zerocopy
 from kmeta.net.dispatch import HandlerRegistry
 from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 
@@ -37,11 +38,16 @@ class Listener:
         state: Any,
         limits: ConnectionLimits | None = None,
         ssl: ssl_module.SSLContext | None = None,
+        zero_copy: bool = True,
     ) -> None:
         self.name = name
         self.host = host
         self.requested_port = port
-        self.info = ServingInfo(name, is_control, registry, state, limits or ConnectionLimits())
+        self.info = ServingInfo(
+            name, is_control, registry, state, limits or ConnectionLimits(),
+            # TLS encrypts in user space: no pages to lend the kernel there
+            zero_copy=zero_copy and ssl is None and zerocopy.AVAILABLE,
+        )  # fmt: skip
         self.connections: set[ServerConnection] = set()
         #: what accepted sockets become (kmeta.net.metrics swaps in a metered subclass)
         self.connection_class: Callable[..., ServerConnection] = ServerConnection

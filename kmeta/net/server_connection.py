@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+from kmeta.net import zerocopy
 from kmeta.net.dispatch import EncodedPieces, Handler, HandlerRegistry, RequestContext
 from kmeta.net.flow_control import FlowControl
 from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
@@ -75,6 +76,8 @@ class ServingInfo:
     registry: HandlerRegistry
     state: Any
     limits: ConnectionLimits
+    #: large cached pieces leave by sendfile (plain TCP only; see kmeta.net.zerocopy)
+    zero_copy: bool = False
 
 
 class _AsyncSlot:
@@ -181,6 +184,7 @@ class ServerConnection(asyncio.Protocol):
         #: memo: a request with the same header bytes is answered from the memo directly
         self._known: tuple[bytes, int, bytes, Handler, int, int] | None = None
         self.peer: Any = None
+        self._socket_writer: zerocopy.SocketWriter | None = None  # with info.zero_copy
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.requests_handled = 0
 
@@ -191,6 +195,9 @@ class ServerConnection(asyncio.Protocol):
         self._transport = transport
         self._flow = FlowControl(transport)
         self.peer = transport.get_extra_info("peername")
+        if self.info.zero_copy:
+            sock = transport.get_extra_info("socket")
+            self._socket_writer = None if sock is None else zerocopy.SocketWriter(sock)
         if self._admit is not None and not self._admit(self):
             self._closing = True  # refused at accept (connection limits); the listener logged it
             transport.abort()
@@ -379,12 +386,27 @@ class ServerConnection(asyncio.Protocol):
             self._transport.close()
 
     def _write(self, out: Chunks) -> None:
-        """ONE write for everything answered in this pass (writelines: one writev on uvloop)."""
-        if out and self._transport is not None and not self._transport.is_closing():
-            if len(out) == 1:
-                self._transport.write(out[0])
+        """ONE write for everything answered in this pass (writelines: one writev on uvloop).
+
+        With zero copy, large cached pieces go straight to the socket by sendfile while the
+        transport has nothing buffered (so nothing can overtake it); the transport gets
+        whatever the kernel did not take at once.
+        """
+        transport = self._transport
+        if out and transport is not None and not transport.is_closing():
+            if (
+                self._socket_writer is not None
+                and len(out) > 1
+                and any(type(chunk) is zerocopy.SpliceableBytes for chunk in out)
+                and not transport.get_write_buffer_size()
+            ):
+                rest = self._socket_writer.send(out)
+                if rest:
+                    transport.writelines(rest)
+            elif len(out) == 1:
+                transport.write(out[0])
             else:
-                self._transport.writelines(out)
+                transport.writelines(out)
             self._last_active = time.monotonic()
 
     # -- closing -------------------------------------------------------------------------------

@@ -67,6 +67,7 @@ class Broker:
                 ssl=config.tls.server_context(spec.name)
                 if config.security_protocol(spec.name)
                 else None,
+                zero_copy=config.zero_copy,
             )
             for spec in config.listeners
         ]

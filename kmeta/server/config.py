@@ -75,6 +75,9 @@ class BrokerConfig:
     #: serve /metrics and /status over HTTP on this port (0: the OS picks); None: metrics off
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    #: large cached answers (all-topics Metadata) leave by sendfile from a sealed memfd
+    #: instead of being copied into the socket (plain-TCP listeners on Linux)
+    zero_copy: bool = True
 
     def __post_init__(self) -> None:
         if not self.listeners:

@@ -102,6 +102,7 @@ def test_flag_beats_env_beats_file_beats_default(tmp_path: Path, monkeypatch: py
         'listeners = ["PLAINTEXT://127.0.0.1:9092", "CONTROL://127.0.0.1:9192"]\n'
         "metrics-port = 9300\n"
         'cluster-id = "from-file"\n'
+        "zero-copy = false\n"
         "[controller]\n"
         'data_dir = "/nowhere"\n',
     )
@@ -117,6 +118,7 @@ def test_flag_beats_env_beats_file_beats_default(tmp_path: Path, monkeypatch: py
     assert rows["listeners"]["value"] == "PLAINTEXT://127.0.0.1:9092,CONTROL://127.0.0.1:9192"
     assert rows["log_level"]["value"] == "debug"  # a top-level key applies to every daemon
     assert (rows["max_frame_size"]["source"], rows["log_format"]["value"]) == ("default", "text")
+    assert (rows["zero_copy"]["value"], rows["zero_copy"]["source"]) == (False, f"file {conf}")
     assert "data_dir" not in rows  # the [controller] table is not the broker's
 
 

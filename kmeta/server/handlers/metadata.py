@@ -39,6 +39,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kmeta.metadata.snapshot import MetadataSnapshot
+from kmeta.net import zerocopy
 from kmeta.net.dispatch import EncodedPieces, HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
@@ -120,14 +121,19 @@ def _topic_block(
     return block
 
 
-def _all_topics(snap: MetadataSnapshot, version: int, listener: str, topic_ops: bool) -> tuple[int, bytes]:
-    key = ("md-all", version, listener, topic_ops)
-    joined: tuple[int, bytes] | None = snap.derived.get(key)
-    if joined is None:
+def _all_topics(snap: MetadataSnapshot, version: int, listener: str, topic_ops: bool, tail: bytes) -> bytes:
+    """The whole answer body for all topics, as one piece (sent without a copy when large)."""
+    key = ("md-all", version, listener, topic_ops, tail)
+    body: bytes | None = snap.derived.get(key)
+    if body is None:
         names = snap.topic_names_sorted
-        body = b"".join(_topic_block(snap, n, version, listener, topic_ops) for n in names)
-        joined = snap.derived[key] = (len(names), body)
-    return joined
+        body = snap.derived[key] = zerocopy.spliceable(b"".join((
+            blocks.head(snap, version, listener),
+            blocks.count_prefix(version, len(names)),
+            *(_topic_block(snap, n, version, listener, topic_ops) for n in names),
+            tail,
+        )))  # fmt: skip
+    return body
 
 
 def _missing_block(name: str | None, topic_id: uuid.UUID, error: ErrorCode, version: int, topic_ops: bool) -> bytes:
@@ -176,11 +182,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     topic_ops = version >= 8 and request.include_topic_authorized_operations
     cluster_ops = 8 <= version <= 10 and request.include_cluster_authorized_operations
     tail = blocks.tail(version, CLUSTER_OPERATIONS if cluster_ops else OPERATIONS_NOT_ASKED)
-    head = blocks.head(snap, version, listener)
     requested = request.topics
     if requested is None or (version == 0 and not requested):
-        count, body = _all_topics(snap, version, listener, topic_ops)
-        return EncodedPieces((head, blocks.count_prefix(version, count), body, tail))
+        return EncodedPieces((_all_topics(snap, version, listener, topic_ops, tail),))
+    head = blocks.head(snap, version, listener)
     if any(t.name is None for t in requested) or (
         version < 12 and any(t.topic_id != ZERO_UUID for t in requested)
     ):
