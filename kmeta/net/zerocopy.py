@@ -10,10 +10,10 @@ against any change (pages handed to a socket must never change under the peer), 
 send after that is a ``sendfile`` from it. The memfd closes when the piece dies, with the
 snapshot that cached it.
 
-:class:`SocketWriter` is only used on plain TCP sockets (TLS encrypts in user space) and only while
-the transport's own buffer is empty, so nothing can overtake what the transport holds; what
-the kernel does not take at once is returned, and the caller hands it to the transport like
-any other answer.
+:class:`SocketWriter` is only used on plain TCP sockets (TLS encrypts in user space) and
+only while the transport's own buffer is empty, so nothing can overtake what the transport
+holds; what the kernel does not take at once is returned, and the caller hands it to the
+transport like any other answer.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 AVAILABLE = sys.platform == "linux" and hasattr(os, "memfd_create") and hasattr(os, "sendfile")
 #: smaller pieces are not worth a file descriptor: they are copied
 MIN_SIZE = 64 * 1024
-_IOV_MAX = 512  # chunks per writev (Linux allows 1024)
+_IOV_MAX = 512  # chunks per call (Linux takes up to 1024 buffers in one sendmsg)
 
 Chunk = bytes | bytearray | memoryview
 
