@@ -10,7 +10,8 @@ A Metadata response body is ``head | topic count | topic blocks | tail`` where
   empty tag section (flexible versions).
 
 All of them live in ``snapshot.derived`` and so go away with the snapshot: an answer is a
-few dict lookups and one join, never a re-encode of unchanged topics.
+few dict lookups and one join, never a re-encode of unchanged topics. The all-topics answer
+body is kept whole, as one piece that large clusters send by sendfile (kmeta.net.zerocopy).
 """
 
 from __future__ import annotations
