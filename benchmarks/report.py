@@ -208,7 +208,10 @@ def metadata_load(doc: dict[str, Any], charts: Charts) -> str:
                 out += ["", f"All topics, server CPU per answer (median of {len(zc['server_cpu_us_per_response_runs'])} "
                         f"interleaved runs): {fmt(zc['server_cpu_us_per_response'])} µs sent by sendfile against "
                         f"{fmt(cp['server_cpu_us_per_response'])} µs copied into the socket (x{fmt(zc['cpu_vs_copying'])}); "
-                        f"the fixed-payload echo costs {fmt(s['echo_ceiling']['server_cpu_us_per_response'])} µs."]  # fmt: skip
+                        f"the fixed-payload echo costs {fmt(s['echo_ceiling']['server_cpu_us_per_response'])} µs copying"
+                        + (f", {fmt(s['echo_zero_copy_floor']['server_cpu_us_per_response'])} µs by sendfile (the "
+                           f"kernel's floor for the broker's path; kmeta above it: {fmt(zc['cpu_above_zero_copy_floor_us'])} µs)"
+                           if "echo_zero_copy_floor" in s else "") + "."]  # fmt: skip
         splice = script.get("all_topics_splice_vs_reencode")
         if splice:
             out += ["", f"All-topics answer spliced from cached blocks: {fmt(splice['spliced_us'])} µs against "

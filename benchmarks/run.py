@@ -169,7 +169,7 @@ def plan_metadata_load(a: argparse.Namespace) -> Plan:
         steps.append(
             Step(
                 "metadata_load.py",
-                14 * a.duration + 15,  # 5 scenarios + 3 rounds x 3 all-topics targets
+                17 * a.duration + 15,  # 5 scenarios + 3 rounds x 4 all-topics targets
                 lambda: common.run_script("metadata_load.py", *script_args),
             )
         )

@@ -6,10 +6,12 @@ import asyncio
 import io
 
 import common
+import echo_server
 import peer_mock
 import pytest
 import run
 
+from kmeta.net import zerocopy
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import metadata as md
 
@@ -59,3 +61,25 @@ async def test_librdkafka_mock_serves_the_requested_topics_on_loopback() -> None
     finally:
         del client
     await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("zero_copy", [False, True])
+async def test_fixed_payload_echo_answers_each_frame_with_its_correlation_id(zero_copy: bool) -> None:
+    """The all-topics floors: the same frames whether the payload is copied or sendfile'd."""
+    size = 200_000
+    reply = echo_server.fixed_reply(size, zero_copy)
+    server = await asyncio.get_running_loop().create_server(lambda: echo_server.EchoProtocol(reply), "127.0.0.1", 0)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+        requests = [b"\x00\x03\x00\x0c" + cid.to_bytes(4, "big") for cid in (7, 8, 9)]
+        writer.write(b"".join(len(r).to_bytes(4, "big") + r for r in requests))  # pipelined
+        for cid in (7, 8, 9):
+            assert int.from_bytes(await reader.readexactly(4), "big") == 4 + size
+            assert int.from_bytes(await reader.readexactly(4), "big") == cid
+            assert await reader.readexactly(size) == bytes(size)
+        writer.close()
+    finally:
+        server.close()
+    assert isinstance(reply, zerocopy.SpliceableBytes) is zero_copy
+    if zero_copy and zerocopy.AVAILABLE:  # its memfd is made on the first sendfile only
+        assert vars(reply).get("_file") is not None
