@@ -129,7 +129,9 @@ def render(data: dict[str, Any]) -> Group:
 @click.option(
     "--controller", default=None, help="The controller's HOST:PORT of --metrics-port (full view)."
 )
-@click.option("--watch", is_flag=True, help="Refresh in place until Ctrl-C.")
+@click.option(
+    "--watch", is_flag=True, help="Refresh until Ctrl-C (in place; piped: a view per interval)."
+)
 @click.option("--interval", type=click.FloatRange(0.1), default=1.0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--timeout", "timeout_s", type=float, default=5.0, show_default=True)
@@ -156,25 +158,32 @@ def status_command(
         except (OSError, TimeoutError, urllib.error.URLError, ValueError) as exc:
             raise click.ClickException(f"cannot get the status: {exc}") from exc
 
-    if as_json:
-        while True:
-            click.echo(json.dumps(fetch(), sort_keys=True))
-            if not watch:
-                return
-            time.sleep(interval)
+    def view() -> Any:
+        try:
+            return render(fetch())
+        except click.ClickException as exc:  # keep watching through a restart
+            return Text(f"{exc.message} (retrying every {interval} s)", style="red")
+
     console = Console()
-    if not watch:
-        console.print(render(fetch()))
-        return
     try:
-        with Live(render(fetch()), console=console, auto_refresh=False) as live:
+        if as_json:
+            while True:
+                click.echo(json.dumps(fetch(), sort_keys=True))
+                if not watch:
+                    return
+                time.sleep(interval)
+        if not watch:
+            console.print(render(fetch()))
+        elif console.is_terminal:
+            with Live(render(fetch()), console=console, auto_refresh=False) as live:
+                while True:
+                    time.sleep(interval)
+                    live.update(view(), refresh=True)
+        else:  # piped or redirected: Live would draw nothing, so print one view per interval
+            console.print(render(fetch()))
             while True:
                 time.sleep(interval)
-                try:
-                    view: Any = render(fetch())
-                except click.ClickException as exc:  # keep watching through a restart
-                    view = Text(f"{exc.message} (retrying every {interval} s)", style="red")
-                live.update(view, refresh=True)
+                console.print(view())
     except KeyboardInterrupt:
         pass
 

@@ -191,6 +191,8 @@ def test_controller_process_from_file_and_env(tmp_path: Path) -> None:
     assert lines, "no log lines"
     assert all({"ts", "level", "logger", "message"} <= set(line) for line in lines)
     assert any("controller listening" in line["message"] for line in lines)
+    assert [line["message"] for line in lines][-2:] == ["SIGTERM: shutting down", "controller stopped"]
+    assert proc.returncode == 0
     # the state-change log is its own file, not mixed into the main log
     assert (tmp_path / "data" / "state-change.log").exists()
     assert not any(line["message"].startswith("{") for line in lines)
@@ -237,3 +239,25 @@ async def test_status_from_controller_and_from_bootstrap(cluster: ObservedCluste
     down = await asyncio.to_thread(runner.invoke, cli, ["status", "--controller", f"127.0.0.1:{_free_port()}"])
     assert down.exit_code == 1
     assert "cannot get the status" in down.output
+
+
+async def test_status_watch_piped_prints_a_view_per_interval_and_ctrl_c_ends_it(cluster: ObservedCluster) -> None:
+    """Piped, a live view would draw nothing: each refresh is printed instead; Ctrl-C (SIGINT)
+    ends both forms with status 0."""
+    ctl = f"127.0.0.1:{cluster.controller_metrics_port}"
+    for extra in ((), ("--json",)):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kmeta", "status", "--controller", ctl, "--watch", "--interval", "0.2", *extra,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        await asyncio.sleep(2.5)  # start-up, then several refreshes
+        proc.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        assert b"Aborted" not in out + err
+        if extra:
+            views = [json.loads(line) for line in out.decode().splitlines()]
+            assert all(v["brokers"][0]["state"] == "alive" for v in views)
+        else:
+            views = [line for line in out.decode().splitlines() if line.startswith("topics ")]
+        assert len(views) >= 2, out.decode()
