@@ -7,7 +7,6 @@ shutdown_timeout_ms), then stop the controller (event task, then the channel sen
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 
@@ -95,21 +94,25 @@ async def serve(config: ControllerConfig, ready: asyncio.Event | None = None) ->
         ", ".join(config.listeners),
         daemon.controller.epoch,
     )
+    for spec in config.faults:
+        log.warning("fault injection on: %s", spec)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     hits = 0
 
-    def on_signal() -> None:
+    def on_signal(sig: signal.Signals) -> None:
         nonlocal hits
         hits += 1
         if hits > 1:
+            log.warning("second %s: exiting now", sig.name)
             raise SystemExit(1)
+        log.info("%s: shutting down", sig.name)
         stop.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, on_signal)
+        loop.add_signal_handler(sig, on_signal, sig)
     if ready is not None:
         ready.set()
     await stop.wait()
     await daemon.stop()
+    log.info("controller stopped")
