@@ -78,7 +78,7 @@ def plan_cmd(
     click.echo(json.dumps({k: v for k, v in summary.items() if k != "brokers"}, indent=2))
     click.echo(
         f"accepted {summary['accepted_rows']} of {summary['input_rows']} rows "
-        f"({summary['rejected_rows']} rejected, see {out}/rejects)",
+        f"({summary['rejected_rows']} rejected, see {Path(out) / 'rejects'})",
         err=True,
     )
 
