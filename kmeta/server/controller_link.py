@@ -81,6 +81,15 @@ async def _open(
     return conn, {k.api_key: range(k.min_version, k.max_version + 1) for k in response.api_keys}
 
 
+class RegistrationRefused(Exception):
+    """The controller answered the registration with an error: another cluster id
+    (INCONSISTENT_CLUSTER_ID) or listeners it does not accept (INVALID_REQUEST)."""
+
+    def __init__(self, error: ErrorCode) -> None:
+        super().__init__(error.name)
+        self.error = error
+
+
 def _pick(versions: dict[int, range], api_key: int, ours: int) -> int:
     """The highest version of ``api_key`` up to ``ours`` that the controller serves."""
     theirs = versions.get(api_key)
@@ -173,7 +182,7 @@ class ControllerLink:
         )
         response = await _call(conn, request)
         if response.error_code != ErrorCode.NONE:
-            raise ConnectionError(f"registration refused: {ErrorCode(response.error_code).name}")
+            raise RegistrationRefused(ErrorCode(response.error_code))
         # Set before anything else runs: control requests stamped with it must not look stale.
         self.broker_epoch = response.broker_epoch
         self.broker.state.broker_epoch = response.broker_epoch
@@ -182,11 +191,12 @@ class ControllerLink:
 
     async def _run(self) -> None:
         need_registration = True
+        refused: ErrorCode | None = None  # the last refusal, said once (not at every retry)
         while not self._stopping:
             try:
                 if need_registration:
                     await self._register()
-                    need_registration = False
+                    need_registration, refused = False, None
                 conn = await self._connection()
                 response = await _call(
                     conn,
@@ -204,6 +214,17 @@ class ControllerLink:
                     need_registration = True
                     continue
                 await asyncio.sleep(self.heartbeat_interval_s)
+            except RegistrationRefused as exc:
+                # A configuration error an operator must see (KRaft's brokers retry too).
+                if exc.error != refused:
+                    refused = exc.error
+                    log.error(
+                        "controller refused the registration of broker %d: %s (cluster id %r); "
+                        "retrying every %.1f s",
+                        self.broker_id, exc.error.name, self.broker.config.cluster_id,
+                        self.retry_backoff_s,
+                    )  # fmt: skip
+                await asyncio.sleep(self.retry_backoff_s)
             except _NET_ERRORS as exc:
                 log.debug("controller link: %r; retrying", exc)
                 if self._conn is not None:
