@@ -1,7 +1,7 @@
 """Per-request CPU cost of the request metrics (kmeta.net.metrics), measured in one process.
 
 The same pipelined Metadata frames are fed, in memory (no socket), to a plain ServerConnection
-and to a MeteredServerConnection, alternating, for ``--rounds`` rounds; the median CPU time
+and to one with the metrics observer attached (kmeta.net.metrics.ConnectionMetrics), alternating, for ``--rounds`` rounds; the median CPU time
 per request of each and their difference are printed as JSON (the
 minimum too: on a shared machine the least disturbed round is the better estimate). A small topic set keeps the
 handler cheap, so this is the worst case for the relative overhead.
@@ -20,7 +20,8 @@ import time
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry
-from kmeta.net.metrics import DaemonMetrics, connection_factory
+from kmeta.net.hooks import ConnectionHooks
+from kmeta.net.metrics import DaemonMetrics
 from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 from kmeta.protocol.framing import frame
 from kmeta.protocol.header import RequestHeader, encode_request_header
@@ -103,7 +104,7 @@ async def main(rounds: int, requests: int) -> dict[str, Any]:
     metrics = DaemonMetrics()
     lm = metrics.listener("PLAINTEXT", lambda: 1)
     plain = ServerConnection(info, lambda _c: None)
-    metered = connection_factory(lm)(info, lambda _c: None)
+    metered = ServerConnection(info, lambda _c: None, hooks=ConnectionHooks(observer=lm.observer))
     for conn in (plain, metered):
         conn.connection_made(NullTransport())
     data = _frames()

@@ -16,11 +16,11 @@ import asyncio
 import logging
 import ssl as ssl_module
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 from kmeta.net import zerocopy
 from kmeta.net.dispatch import HandlerRegistry
+from kmeta.net.hooks import NO_HOOKS, ConnectionHooks
 from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 
 log = logging.getLogger("kmeta.net.listener")
@@ -49,8 +49,8 @@ class Listener:
             zero_copy=zero_copy and ssl is None and zerocopy.AVAILABLE,
         )  # fmt: skip
         self.connections: set[ServerConnection] = set()
-        #: what accepted sockets become (kmeta.net.metrics swaps in a metered subclass)
-        self.connection_class: Callable[..., ServerConnection] = ServerConnection
+        #: attached to every connection accepted from now on (metrics, authentication)
+        self.hooks: ConnectionHooks = NO_HOOKS
         self.ssl = ssl
         self._server: asyncio.Server | None = None
         self._admitted = 0
@@ -74,7 +74,7 @@ class Listener:
         )
 
     def _make_connection(self) -> ServerConnection:
-        return self.connection_class(self.info, self._closed, self._admit)
+        return ServerConnection(self.info, self._closed, self._admit, self.hooks)
 
     def _admit(self, conn: ServerConnection) -> bool:
         """Called from connection_made: only then is a connection tracked. (On a TLS listener

@@ -2,8 +2,8 @@
 
 Every daemon (broker, controller) owns one :class:`DaemonMetrics` with its own
 ``CollectorRegistry`` (no global state: tests run several daemons in one process). When a
-daemon runs with metrics on, its listeners accept :class:`MeteredServerConnection`\\ s instead
-of plain ``ServerConnection``\\ s; with metrics off nothing on the request path changes.
+daemon runs with metrics on, its listeners attach a :class:`ConnectionMetrics` observer to each
+connection (:class:`kmeta.net.hooks.ConnectionHooks`); with metrics off nothing is counted.
 
 Why not ``Counter.labels(...).inc()`` per request: that takes a lock and a label lookup, about
 2 us a request; here a request costs two ``perf_counter()`` calls, one dict lookup and a few
@@ -15,17 +15,17 @@ Exposed (label ``listener`` on each):
   (until the answer is ready; for asynchronous handlers, until their result is);
 * ``kmeta_bytes_in_total``, ``kmeta_bytes_out_total``;
 * ``kmeta_connections_open``, ``kmeta_connections_accepted_total``;
-* ``kmeta_connection_errors_total{class}``: connections closed for a fault, by class
-  (the ProtocolError subclass, ``InternalError``, ``IdleTimeout``, ``FrameError``, ...).
+* ``kmeta_connection_errors_total{class}``: connections closed for a fault, by class (the
+  value of its :class:`kmeta.net.hooks.FaultKind`: ``FrameTooLargeError``, ``IdleTimeout``, ...).
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from time import perf_counter
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -36,10 +36,11 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from kmeta.net.hooks import FaultKind
 from kmeta.net.listener import Listener
-from kmeta.net.server_connection import ServerConnection, ServingInfo, _AsyncSlot
+from kmeta.net.server_connection import ServerConnection
 from kmeta.protocol.api_keys import ApiKey
-from kmeta.protocol.errors import ProtocolError
+from kmeta.protocol.registry import api_for
 
 #: request latency buckets (seconds): 50 us .. 10 s
 LATENCY_BUCKETS_S = (
@@ -82,6 +83,10 @@ class PlainHistogram:
         return out
 
 
+#: lookup keys (not series) kept for versions above the served ones
+_MAX_KEYS = 4096
+
+
 class _ApiStats:
     __slots__ = ("api_key", "count", "latency", "version")
 
@@ -107,54 +112,74 @@ class ListenerMetrics:
     def __init__(self, listener: str, open_connections: Callable[[], int] = lambda: 0) -> None:
         self.listener = listener
         self.open = open_connections
-        #: api_key << 8 | api_version -> stats
+        #: api_key << 16 | api_version -> stats (several keys may share one: see ``stats``)
         self.by_key: dict[int, _ApiStats] = {}
         self.bytes_in = 0
         self.bytes_out = 0
         self.accepted = 0
         self.errors: dict[str, int] = {}
 
-    def stats(self, frame: bytes) -> _ApiStats:
-        """The stats of the (served) request in ``frame``, created on first use."""
-        key = frame[1] << 8 | frame[3]
+    def stats(self, api_key: int, api_version: int) -> _ApiStats:
+        """The stats of a served request, created on first use.
+
+        A version above every served one (ApiVersions answers any, KIP-511) is counted as
+        the first unserved version: a peer cannot grow the series without bound.
+        """
+        key = api_key << 16 | api_version
         stats = self.by_key.get(key)
         if stats is None:
-            stats = self.by_key[key] = _ApiStats(frame[1], frame[3])
+            label = min(api_version, api_for(api_key).max_version + 1)
+            stats = self.by_key.get(api_key << 16 | label)
+            if stats is None:
+                stats = self.by_key[api_key << 16 | label] = _ApiStats(api_key, label)
+            if len(self.by_key) < _MAX_KEYS:
+                self.by_key[key] = stats  # the next lookup finds it at once
         return stats
+
+    def observer(self, _conn: ServerConnection) -> ConnectionMetrics:
+        """The ConnectionHooks observer factory of this listener's connections."""
+        return ConnectionMetrics(self)
 
     def error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
 
 
-class MeteredServerConnection(ServerConnection):
-    """A ServerConnection that counts requests, latency, bytes and faults into ListenerMetrics."""
+class ConnectionMetrics:
+    """The :class:`~kmeta.net.hooks.ConnectionObserver` of one connection: counts into its
+    listener's :class:`ListenerMetrics`.
 
-    def __init__(
-        self, metrics: ListenerMetrics, info: ServingInfo, *args: Any, **kwargs: Any
-    ) -> None:
-        super().__init__(info, *args, **kwargs)
+    Latency is measured from the read that delivered a request to the moment its answer is
+    ready: the synchronous answers of one read leave in one write at the end of it, so the
+    clock is read twice per read, not per request (and a pipelining client sees just that).
+    """
+
+    __slots__ = ("_done", "_metrics", "_read_at")
+
+    def __init__(self, metrics: ListenerMetrics) -> None:
         self._metrics = metrics
-        self._fault_counted = False
         self._read_at = 0.0  # perf_counter() of the read that delivered the current frames
         self._done: list[PlainHistogram] = []  # latency of each request answered since then
         metrics.accepted += 1
 
-    # Latency is measured from the read that delivered a request to the moment its answer is
-    # ready: the synchronous answers of one read leave in one write at the end of it, so the
-    # clock is read twice per read, not per request (and a pipelining client sees just that).
-    def data_received(self, data: bytes) -> None:
-        self._metrics.bytes_in += len(data)
+    def on_read(self, nbytes: int) -> None:
+        self._metrics.bytes_in += nbytes
         self._read_at = perf_counter()
-        super().data_received(data)
-        if self._done:
-            self._flush_latency()
 
-    def resume_writing(self) -> None:
-        super().resume_writing()  # may handle frames held while the peer was not reading
-        if self._done:
-            self._flush_latency()
+    def on_request(
+        self, api_key: int, api_version: int, answer: asyncio.Future[object] | None
+    ) -> None:
+        by_key = self._metrics.by_key
+        stats = by_key.get(api_key << 16 | api_version) or self._metrics.stats(api_key, api_version)
+        stats.count += 1
+        if answer is None:
+            self._done.append(stats.latency)
+        else:
+            start, latency = self._read_at, stats.latency
+            answer.add_done_callback(lambda _f: latency.observe(perf_counter() - start))
 
-    def _flush_latency(self) -> None:
+    def on_answers_ready(self) -> None:
+        if not self._done:
+            return
         done, self._done = self._done, []
         took = perf_counter() - self._read_at
         i = bisect_left(LATENCY_BUCKETS_S, took)
@@ -162,60 +187,14 @@ class MeteredServerConnection(ServerConnection):
             latency.counts[i] += 1
             latency.total += took
 
-    def _handle_frame(self, frame: bytes, out: Any) -> None:
-        pending = self._pending
-        before = len(pending)
-        try:
-            super()._handle_frame(frame, out)
-        except ProtocolError as exc:
-            self._fault(type(exc).__name__)
-            raise
-        except Exception:
-            self._fault("InternalError")
-            raise
-        # served api keys and versions are < 256 (the registry accepted the frame), so the
-        # low bytes of the two header fields name them: no slice, no bytes hashing
-        stats = self._metrics.by_key.get(frame[1] << 8 | frame[3]) or self._metrics.stats(frame)
-        stats.count += 1
-        if len(pending) > before and isinstance(pending[-1], _AsyncSlot):
-            start, latency = self._read_at, stats.latency
-            pending[-1].future.add_done_callback(lambda _f: latency.observe(perf_counter() - start))
-        else:
-            self._done.append(stats.latency)
+    def on_write(self, nbytes: int) -> None:
+        self._metrics.bytes_out += nbytes
 
-    def _write(self, out: Any) -> None:
-        if out:
-            self._metrics.bytes_out += sum(map(len, out))
-        super()._write(out)
+    def on_fault(self, kind: FaultKind, detail: str) -> None:
+        self._metrics.error(kind.value)
 
-    def _fault(self, kind: str) -> None:
-        if not self._fault_counted:
-            self._fault_counted = True
-            self._metrics.error(kind)
-
-    def _drop(self, reason: str, **kwargs: Any) -> None:
-        if reason.startswith("idle"):
-            self._fault("IdleTimeout")
-        elif reason.startswith("not reading"):
-            self._fault("WriteTimeout")
-        elif reason.startswith("request incomplete"):
-            self._fault("RequestTimeout")
-        elif reason == "internal error":
-            self._fault("InternalError")
-        elif reason == "request cancelled":
-            self._fault("RequestCancelled")
-        else:  # the frame splitter refused the stream (size prefix), or an async ProtocolError
-            self._fault("FrameError")
-        super()._drop(reason, **kwargs)
-
-
-def connection_factory(metrics: ListenerMetrics) -> Callable[..., ServerConnection]:
-    """What a Listener's ``connection_class`` becomes when its daemon runs with metrics."""
-
-    def make(info: ServingInfo, *args: Any, **kwargs: Any) -> ServerConnection:
-        return MeteredServerConnection(metrics, info, *args, **kwargs)
-
-    return make
+    def on_close(self) -> None:
+        pass
 
 
 class RequestCollector(Collector):
@@ -247,7 +226,7 @@ class RequestCollector(Collector):
         for lm in self.listeners:
             name = lm.listener
             per_api: dict[int, PlainHistogram] = {}
-            for stats in list(lm.by_key.values()):
+            for stats in {id(s): s for s in list(lm.by_key.values())}.values():
                 requests.add_metric(
                     [name, str(stats.api_key), api_name(stats.api_key), str(stats.version)],
                     stats.count,
@@ -281,7 +260,7 @@ class DaemonMetrics:
         """Meter every connection these listeners accept from now on."""
         for lst in listeners:
             lm = self.listener(lst.name, lambda lst=lst: len(lst.connections))  # type: ignore[misc]
-            lst.connection_class = connection_factory(lm)
+            lst.hooks = lst.hooks.with_observer(lm.observer)
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         """One sample's value (0 when absent): for tests and ``kmeta status``."""

@@ -10,7 +10,11 @@
   the reason: a frame over ``max_frame_size`` (refused from its 4-byte prefix, before the body
   is buffered), an unknown api key, a version the registry does not serve, an unparsable header
   or body. A handler that raises is our bug: logged with its traceback, and the connection is
-  closed. No exception leaves this class towards the listener.
+  closed. No exception leaves this class towards the listener. Every such close has a
+  :class:`~kmeta.net.hooks.FaultKind`, reported to the connection's observer.
+* Metrics and authentication attach through :class:`~kmeta.net.hooks.ConnectionHooks` (an
+  observer told of reads, requests, writes and faults; a gate that admits API keys), never by
+  subclassing.
 * Reading pauses while the peer does not read our answers or while ``max_queued_requests``
   answers wait (see :mod:`kmeta.net.flow_control`); a connection idle for
   ``idle_timeout_s`` is closed.
@@ -35,6 +39,14 @@ from typing import Any, cast
 from kmeta.net import zerocopy
 from kmeta.net.dispatch import EncodedPieces, Handler, HandlerRegistry, RequestContext
 from kmeta.net.flow_control import FlowControl
+from kmeta.net.hooks import (
+    NO_HOOKS,
+    ConnectionHooks,
+    ConnectionObserver,
+    FaultKind,
+    NotAdmittedError,
+    RequestGate,
+)
 from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameSplitter
 from kmeta.protocol.header import (
@@ -163,8 +175,15 @@ class ServerConnection(asyncio.Protocol):
         info: ServingInfo,
         on_close: Callable[[ServerConnection], None],
         admit: Callable[[ServerConnection], bool] | None = None,
+        hooks: ConnectionHooks = NO_HOOKS,
     ) -> None:
         self.info = info
+        self._hooks = hooks
+        #: made from ``hooks`` once the connection is admitted (see connection_made)
+        self._observer: ConnectionObserver | None = None
+        self._gate: RequestGate | None = None
+        #: why we closed the connection, when it was for a fault
+        self.fault: FaultKind | None = None
         self._on_close = on_close
         self._splitter = FrameSplitter(info.limits.max_frame_size)
         self._transport: asyncio.Transport | None = None
@@ -203,16 +222,30 @@ class ServerConnection(asyncio.Protocol):
             transport.abort()
             return
         self.admitted = True
+        hooks = self._hooks
+        if hooks.observer is not None:
+            self._observer = hooks.observer(self)
+        if hooks.gate is not None:
+            self._gate = hooks.gate(self)
         self._arm(self._last_active + self.info.limits.idle_timeout_s)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """The transport's extra info (``peercert``, ``ssl_object``, ...): for hooks."""
+        if self._transport is None:
+            return default
+        return self._transport.get_extra_info(name, default)
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        observer = self._observer
+        if observer is not None:
+            observer.on_read(len(data))
         now = self._last_active = time.monotonic()
         try:
             frames = self._splitter.feed(data)
         except ProtocolError as exc:
-            self._drop(str(exc))
+            self._drop(FaultKind.of(exc), str(exc))
             return
         if self._splitter.buffered:
             if self._partial_since is None or frames:  # a request started: request_timeout_s
@@ -224,21 +257,27 @@ class ServerConnection(asyncio.Protocol):
             self._stashed += frames
         elif frames:
             self._process(frames)
+            if observer is not None:
+                observer.on_answers_ready()
 
     def _process(self, frames: list[bytes]) -> None:
         out: Chunks = []
+        observer = self._observer
         for i, frame in enumerate(frames):
             try:
-                self._handle_frame(frame, out)
+                answer = self._handle_frame(frame, out)
             except ProtocolError as exc:
                 self._write(out)
-                self._drop(str(exc))
+                self._drop(FaultKind.of(exc), str(exc))
                 return
             except Exception:
                 log.exception("handler failed for %s on %s; closing it", self.peer, self.info.listener)
                 self._write(out)
-                self._drop("internal error")
+                self._drop(FaultKind.INTERNAL_ERROR, "internal error")
                 return
+            if observer is not None:
+                # the registry served the frame: its header starts with api key and version
+                observer.on_request(frame[0] << 8 | frame[1], frame[2] << 8 | frame[3], answer)
             if out and (len(out) > 1 or len(out[0]) >= _FLUSH_AT):
                 # Bound what one read can make us buffer: write, and if the peer is not
                 # reading, keep the rest of the frames until it does.
@@ -266,6 +305,8 @@ class ServerConnection(asyncio.Protocol):
         stashed, self._stashed = self._stashed, None
         if stashed and not self._closing:
             self._process(stashed)
+            if self._observer is not None:
+                self._observer.on_answers_ready()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -279,10 +320,14 @@ class ServerConnection(asyncio.Protocol):
         self._pending.clear()
         if not self.closed.done():
             self.closed.set_result(None)
+        if self._observer is not None:
+            self._observer.on_close()
         self._on_close(self)
 
     # -- requests ------------------------------------------------------------------------------
-    def _handle_frame(self, frame: bytes, out: Chunks) -> None:
+    def _handle_frame(self, frame: bytes, out: Chunks) -> asyncio.Future[Any] | None:
+        """Serve one frame: its answer goes to ``out`` (or the queue behind a slow one); an
+        asynchronous answer's future is returned (None: answered now)."""
         info = self.info
         known = self._known
         if (
@@ -299,11 +344,14 @@ class ServerConnection(asyncio.Protocol):
             if hit is not None:
                 self.requests_handled += 1
                 _encode_memo_answer(frame[4:8], known[5], hit, out)
-                return
+                return None
         header, pos = decode_request_header(frame)
         handler = info.registry.get(header.api_key)
         if handler is None:
             raise UnsupportedVersionError(f"api key {header.api_key} has no handler")
+        gate = self._gate
+        if gate is not None and not gate.admits(header.api_key):
+            raise NotAdmittedError(f"api key {header.api_key} before authentication")
         ctx = RequestContext(header, info.listener, info.is_control, self.peer, info.state, info.registry)
         self.requests_handled += 1
         version = header.api_version
@@ -311,7 +359,7 @@ class ServerConnection(asyncio.Protocol):
             if handler.unsupported_version is None:
                 raise UnsupportedVersionError(f"api key {header.api_key} v{version} is not served")
             self._answer(header, handler, handler.unsupported_version(ctx), out)
-            return
+            return None
         if handler.serves(info.is_control):
             if handler.memo is not None:
                 self._known = (
@@ -334,8 +382,9 @@ class ServerConnection(asyncio.Protocol):
             future = asyncio.ensure_future(result)
             self._pending.append(_AsyncSlot(future, header, handler))
             future.add_done_callback(self._async_done)
-        else:
-            self._answer(header, handler, result, out)
+            return future
+        self._answer(header, handler, result, out)
+        return None
 
     def _answer(self, header: RequestHeader, handler: Handler, result: Any, out: Chunks) -> None:
         if not self._pending:
@@ -359,14 +408,14 @@ class ServerConnection(asyncio.Protocol):
                 break
             elif head.future.cancelled():
                 self._write(out)
-                self._drop("request cancelled")
+                self._drop(FaultKind.REQUEST_CANCELLED, "request cancelled")
                 return
             else:
                 exc = head.future.exception()
                 if exc is not None:
                     self._write(out)
                     if isinstance(exc, ProtocolError):
-                        self._drop(str(exc))
+                        self._drop(FaultKind.of(exc), str(exc))
                     else:
                         log.error(
                             "handler failed for %s on %s; closing it",
@@ -374,7 +423,7 @@ class ServerConnection(asyncio.Protocol):
                             self.info.listener,
                             exc_info=exc,
                         )
-                        self._drop("internal error")
+                        self._drop(FaultKind.INTERNAL_ERROR, "internal error")
                     return
                 encode_answer(head.header, head.handler, head.future.result(), out)
             pending.popleft()
@@ -408,15 +457,21 @@ class ServerConnection(asyncio.Protocol):
             else:
                 transport.writelines(out)
             self._last_active = time.monotonic()
+            if self._observer is not None:
+                self._observer.on_write(sum(map(len, out)))
 
     # -- closing -------------------------------------------------------------------------------
-    def _drop(self, reason: str, *, abort: bool = False) -> None:
+    def _drop(self, kind: FaultKind, reason: str, *, abort: bool = False) -> None:
         """Close because of the peer (or an internal failure), without answering further.
 
         ``abort``: discard unsent answers too (a peer that does not read would otherwise keep
         them, and the socket, alive).
         """
         log.debug("closing connection from %s on %s: %s", self.peer, self.info.listener, reason)
+        if self.fault is None:
+            self.fault = kind
+            if self._observer is not None:
+                self._observer.on_fault(kind, reason)
         self._closing = True
         self._stashed = None
         for slot in self._pending:
@@ -450,7 +505,11 @@ class ServerConnection(asyncio.Protocol):
         if self._stalled_since is not None:
             stalled_for = now - self._stalled_since
             if stalled_for >= limits.write_timeout_s:
-                self._drop(f"not reading its answers for {stalled_for:.1f} s", abort=True)
+                self._drop(
+                    FaultKind.WRITE_TIMEOUT,
+                    f"not reading its answers for {stalled_for:.1f} s",
+                    abort=True,
+                )
                 return
             self._arm(self._stalled_since + limits.write_timeout_s)
         if self._partial_since is not None and self._flow is not None and self._flow.reading_paused:
@@ -458,12 +517,17 @@ class ServerConnection(asyncio.Protocol):
         if self._partial_since is not None:
             waited = now - self._partial_since
             if waited >= limits.request_timeout_s:
-                self._drop(f"request incomplete after {waited:.1f} s (request timeout)")
+                self._drop(
+                    FaultKind.REQUEST_TIMEOUT,
+                    f"request incomplete after {waited:.1f} s (request timeout)",
+                )
                 return
             self._arm(self._partial_since + limits.request_timeout_s)
         idle_for = now - self._last_active
         if idle_for >= limits.idle_timeout_s and not self._pending:
-            self._drop(f"idle for {idle_for:.1f} s (connections.max.idle.ms)")
+            self._drop(
+                FaultKind.IDLE_TIMEOUT, f"idle for {idle_for:.1f} s (connections.max.idle.ms)"
+            )
             return
         base = self._last_active if idle_for < limits.idle_timeout_s else now
         self._arm(base + limits.idle_timeout_s)

@@ -1,0 +1,141 @@
+"""Typed hooks on a server connection: how metrics, fault accounting and authentication attach.
+
+A :class:`~kmeta.net.server_connection.ServerConnection` is composed with what its listener's
+:class:`ConnectionHooks` make for it when it is accepted (as Kafka's ``KafkaChannel`` is
+composed with an authenticator, and aiohttp's client with ``TraceConfig`` signals) — nothing
+subclasses the connection or depends on the wording of its log lines.
+
+* :class:`ConnectionObserver` is told what happens on the connection: bytes read and written,
+  each request served (api key, version, and the future of an asynchronous answer), the moment
+  the synchronous answers of a read are ready, the fault that closed it (a :class:`FaultKind`)
+  and its end. :mod:`kmeta.net.metrics` implements one.
+* :class:`RequestGate` decides which API keys the connection serves now. It is the seam for
+  authentication (SASL or an mTLS principal): before authentication a gate admits only the
+  keys that authenticate (ApiVersions, SaslHandshake, SaslAuthenticate); a request it does
+  not admit closes the connection (:attr:`FaultKind.AUTHENTICATION_REQUIRED`), as Kafka's
+  SaslServerAuthenticator does with a request other than those before authentication.
+
+A connection without hooks pays one ``is None`` test per read and per request for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
+
+from kmeta.protocol.errors import (
+    CorruptMessageError,
+    FrameTooLargeError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
+
+if TYPE_CHECKING:
+    from kmeta.net.server_connection import ServerConnection
+
+
+class NotAdmittedError(ProtocolError):
+    """A request the connection's RequestGate does not admit (yet)."""
+
+
+class FaultKind(enum.Enum):
+    """Why a server connection was closed without the peer asking: its value names the class
+    in ``kmeta_connection_errors_total{class}``."""
+
+    #: the 4-byte size prefix is negative or above max_frame_size (socket.request.max.bytes)
+    FRAME_TOO_LARGE = "FrameTooLargeError"
+    #: the header or body does not decode as the message it claims to be
+    CORRUPT_MESSAGE = "CorruptMessageError"
+    #: an api key without a handler, a version not served, or an API not on this listener
+    UNSUPPORTED_VERSION = "UnsupportedVersionError"
+    #: any other ProtocolError a handler raised
+    PROTOCOL_ERROR = "ProtocolError"
+    #: a request the connection's RequestGate does not admit (not authenticated yet)
+    AUTHENTICATION_REQUIRED = "AuthenticationRequired"
+    #: a handler raised something else: our bug (logged with its traceback)
+    INTERNAL_ERROR = "InternalError"
+    #: an asynchronous answer was cancelled
+    REQUEST_CANCELLED = "RequestCancelled"
+    #: no traffic for connections.max.idle.ms
+    IDLE_TIMEOUT = "IdleTimeout"
+    #: a started request not complete within the request timeout
+    REQUEST_TIMEOUT = "RequestTimeout"
+    #: the peer read none of our answers within the write timeout
+    WRITE_TIMEOUT = "WriteTimeout"
+
+    @classmethod
+    def of(cls, exc: ProtocolError) -> FaultKind:
+        """The kind of a ProtocolError raised while serving a request."""
+        if isinstance(exc, NotAdmittedError):
+            return cls.AUTHENTICATION_REQUIRED
+        if isinstance(exc, FrameTooLargeError):
+            return cls.FRAME_TOO_LARGE
+        if isinstance(exc, CorruptMessageError):
+            return cls.CORRUPT_MESSAGE
+        if isinstance(exc, UnsupportedVersionError):
+            return cls.UNSUPPORTED_VERSION
+        return cls.PROTOCOL_ERROR
+
+
+class ConnectionObserver(Protocol):
+    """Told what happens on one connection (all calls on the event loop, never concurrently)."""
+
+    def on_read(self, nbytes: int) -> None:
+        """``nbytes`` arrived; the requests they complete are reported next."""
+
+    def on_request(
+        self, api_key: int, api_version: int, answer: asyncio.Future[object] | None
+    ) -> None:
+        """A request was served: answered in this read's pass (``answer`` None; ready at the
+        next :meth:`on_answers_ready`) or asynchronously (ready when ``answer`` is done).
+        ``api_version`` is the header's: above the served range only for ApiVersions, which
+        answers UNSUPPORTED_VERSION (KIP-511)."""
+
+    def on_answers_ready(self) -> None:
+        """The synchronous answers of the requests reported since the last read are written."""
+
+    def on_write(self, nbytes: int) -> None:
+        """``nbytes`` of answers were handed to the transport."""
+
+    def on_fault(self, kind: FaultKind, detail: str) -> None:
+        """The connection is being closed for this fault (at most once per connection)."""
+
+    def on_close(self) -> None:
+        """The connection is gone (whatever the cause)."""
+
+
+class RequestGate(Protocol):
+    """Which requests one connection serves now: the authentication seam.
+
+    ``admits`` is asked for every request whose header is parsed. It must be monotonic: once
+    it admitted an api key it admits it for the rest of the connection's life (the connection
+    then answers repeats of that request from a memo without asking again). A principal that
+    loses its right to the connection (expired credentials) closes it instead.
+    """
+
+    def admits(self, api_key: int) -> bool: ...
+
+
+ObserverFactory = Callable[["ServerConnection"], ConnectionObserver]
+GateFactory = Callable[["ServerConnection"], RequestGate]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionHooks:
+    """What a listener attaches to each connection it admits (called from connection_made,
+    when the peer and the TLS session are known: ``conn.peer``, ``conn.get_extra_info``)."""
+
+    observer: ObserverFactory | None = None
+    gate: GateFactory | None = None
+
+    def with_observer(self, observer: ObserverFactory) -> ConnectionHooks:
+        return replace(self, observer=observer)
+
+    def with_gate(self, gate: GateFactory) -> ConnectionHooks:
+        return replace(self, gate=gate)
+
+
+NO_HOOKS = ConnectionHooks()

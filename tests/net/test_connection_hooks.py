@@ -1,0 +1,196 @@
+"""Connection hooks over real sockets: an observer hears typed events, a gate admits API keys."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from kmeta.net.hooks import ConnectionHooks, FaultKind
+from kmeta.net.server_connection import ServerConnection
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.messages import api_versions as av
+from kmeta.protocol.messages import metadata as md
+from kmeta.server.broker import Broker
+from tests.server.helpers import (
+    PLAINTEXT,
+    assert_healthy,
+    broker_with_topics,
+    closed_by_peer,
+    encode_frame,
+    read_frame,
+)
+
+
+def _with_api_key(api_key: int) -> bytes:
+    raw = bytearray(encode_frame(md.MetadataRequest(version=1, topics=()), 1))
+    raw[4:6] = api_key.to_bytes(2, "big")
+    return bytes(raw)
+
+
+@dataclass
+class Recorder:
+    """Records every event of one connection, in order."""
+
+    conn: ServerConnection
+    events: list[tuple[object, ...]] = field(default_factory=list)
+    async_answers: list[asyncio.Future[object]] = field(default_factory=list)
+
+    def on_read(self, nbytes: int) -> None:
+        self.events.append(("read", nbytes))
+
+    def on_request(self, api_key: int, api_version: int, answer: asyncio.Future[object] | None) -> None:
+        self.events.append(("request", api_key, api_version, answer is None))
+        if answer is not None:
+            self.async_answers.append(answer)
+
+    def on_answers_ready(self) -> None:
+        self.events.append(("ready",))
+
+    def on_write(self, nbytes: int) -> None:
+        self.events.append(("write", nbytes))
+
+    def on_fault(self, kind: FaultKind, detail: str) -> None:
+        self.events.append(("fault", kind, detail))
+
+    def on_close(self) -> None:
+        self.events.append(("close",))
+
+    def of(self, name: str) -> list[tuple[object, ...]]:
+        return [e for e in self.events if e[0] == name]
+
+
+class Gate:
+    """Admits ApiVersions only until ``authenticated`` (what a SASL authenticator does)."""
+
+    def __init__(self) -> None:
+        self.authenticated = False
+        self.asked: list[int] = []
+
+    def admits(self, api_key: int) -> bool:
+        self.asked.append(api_key)
+        return self.authenticated or api_key == ApiKey.API_VERSIONS
+
+
+@pytest.fixture
+async def broker() -> AsyncIterator[Broker]:
+    b = await broker_with_topics(5, connections_max_idle_ms=60_000)
+    yield b
+    await b.stop()
+
+
+def _observe(broker: Broker) -> list[Recorder]:
+    made: list[Recorder] = []
+
+    def factory(conn: ServerConnection) -> Recorder:
+        made.append(Recorder(conn))
+        return made[-1]
+
+    for lst in broker.listeners:
+        lst.hooks = ConnectionHooks(observer=factory)
+    return made
+
+
+async def _wait(check: object, timeout_s: float = 3.0) -> None:
+    assert callable(check)
+    for _ in range(int(timeout_s / 0.01)):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+async def test_observer_hears_reads_requests_writes_and_close(broker: Broker) -> None:
+    made = _observe(broker)
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.port(PLAINTEXT))
+    pipelined = encode_frame(av.ApiVersionsRequest(version=3), 1) + encode_frame(
+        md.MetadataRequest(version=12, topics=None), 2
+    )
+    writer.write(pipelined)
+    await read_frame(reader)
+    await read_frame(reader)
+    writer.close()
+    await _wait(lambda: made and made[0].of("close"))
+    rec = made[0]
+    assert rec.of("request") == [
+        ("request", ApiKey.API_VERSIONS, 3, True),
+        ("request", ApiKey.METADATA, 12, True),
+    ]
+    assert sum(int(e[1]) for e in rec.of("read")) == len(pipelined)  # type: ignore[call-overload]
+    assert rec.of("ready")  # the synchronous answers were reported ready after their read
+    assert rec.events.index(rec.of("ready")[0]) > rec.events.index(rec.of("request")[-1])
+    assert sum(int(e[1]) for e in rec.of("write")) > 0  # type: ignore[call-overload]
+    assert rec.of("fault") == []  # the peer closing is not a fault
+    assert rec.events[-1] == ("close",)
+
+
+@pytest.mark.parametrize(
+    ("payload", "kind"),
+    [
+        (b"\x7f\xff\xff\xff" + b"x" * 10, FaultKind.FRAME_TOO_LARGE),
+        (b"\x00\x00\x00\x03\x00\x03\x00", FaultKind.CORRUPT_MESSAGE),
+        (_with_api_key(999), FaultKind.UNSUPPORTED_VERSION),
+    ],
+    ids=["frame-too-large", "truncated-header", "unknown-api-key"],
+)
+async def test_a_fault_is_reported_once_with_its_kind(broker: Broker, payload: bytes, kind: FaultKind) -> None:
+    made = _observe(broker)
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.port(PLAINTEXT))
+    writer.write(payload)
+    assert await closed_by_peer(reader)
+    writer.close()
+    await _wait(lambda: made and made[0].of("close"))
+    faults = made[0].of("fault")
+    assert [f[1] for f in faults] == [kind]
+    assert made[0].conn.fault is kind
+    await assert_healthy(broker.port(PLAINTEXT), "t1")
+
+
+async def test_idle_timeout_is_a_typed_fault() -> None:
+    b = await broker_with_topics(1, connections_max_idle_ms=150)
+    try:
+        made = _observe(b)
+        reader, writer = await asyncio.open_connection("127.0.0.1", b.port(PLAINTEXT))
+        assert await closed_by_peer(reader, 3.0)
+        writer.close()
+        await _wait(lambda: made and made[0].of("close"))
+        assert [f[1] for f in made[0].of("fault")] == [FaultKind.IDLE_TIMEOUT]
+    finally:
+        await b.stop()
+
+
+async def test_gate_serves_only_what_it_admits_then_everything(broker: Broker) -> None:
+    gates: list[Gate] = []
+
+    def make_gate(_conn: ServerConnection) -> Gate:
+        gates.append(Gate())
+        return gates[-1]
+
+    made = _observe(broker)
+    for lst in broker.listeners:
+        lst.hooks = lst.hooks.with_gate(make_gate)
+    port = broker.port(PLAINTEXT)
+
+    # before authentication: ApiVersions is served, Metadata closes the connection
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(encode_frame(av.ApiVersionsRequest(version=3), 1))
+    assert int.from_bytes((await read_frame(reader))[:4], "big") == 1
+    writer.write(encode_frame(md.MetadataRequest(version=12, topics=None), 2))
+    assert await closed_by_peer(reader)
+    writer.close()
+    await _wait(lambda: made and made[0].of("close"))
+    assert [f[1] for f in made[0].of("fault")] == [FaultKind.AUTHENTICATION_REQUIRED]
+    assert gates[0].asked == [ApiKey.API_VERSIONS, ApiKey.METADATA]
+
+    # once the gate admits everything, repeated requests are served (and it keeps deciding)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    await _wait(lambda: len(gates) == 2)
+    gates[1].authenticated = True
+    request = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="t1"),))
+    for cid in range(3):
+        writer.write(encode_frame(request, 10 + cid))
+        assert int.from_bytes((await read_frame(reader))[:4], "big") == 10 + cid
+    assert ApiKey.METADATA in gates[1].asked
+    writer.close()
