@@ -26,6 +26,9 @@ APIS = {
     "CreatePartitions": "create_partitions",
     "BrokerRegistration": "broker_registration",
     "BrokerHeartbeat": "broker_heartbeat",
+    "ElectLeaders": "elect_leaders",
+    "AlterPartitionReassignments": "alter_partition_reassignments",
+    "ListPartitionReassignments": "list_partition_reassignments",
 }
 
 

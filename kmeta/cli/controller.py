@@ -48,6 +48,24 @@ _D = ControllerConfig(data_dir=".")
     show_default=True,
     help="Write <data-dir>/state-change.log (JSON lines).",
 )
+@click.option(
+    "--auto-leader-rebalance/--no-auto-leader-rebalance",
+    default=_D.auto_leader_rebalance,
+    show_default=True,
+    help="Move leaderships back to preferred replicas (auto.leader.rebalance.enable).",
+)
+@click.option(
+    "--leader-imbalance-per-broker-percentage",
+    type=click.IntRange(0, 100),
+    default=_D.leader_imbalance_per_broker_percentage,
+    show_default=True,
+)
+@click.option(
+    "--leader-imbalance-check-interval-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=_D.leader_imbalance_check_interval_seconds,
+    show_default=True,
+)
 @daemon_options
 @click.option(
     "--fault",
@@ -70,6 +88,9 @@ def controller_command(
     default_partitions: int,
     default_replication_factor: int,
     state_change_log: bool,
+    auto_leader_rebalance: bool,
+    leader_imbalance_per_broker_percentage: int,
+    leader_imbalance_check_interval_seconds: float,
     faults: tuple[str, ...],
     **options: Any,
 ) -> None:
@@ -89,6 +110,9 @@ def controller_command(
             default_partitions=default_partitions,
             default_replication_factor=default_replication_factor,
             state_change_log=state_change_log,
+            auto_leader_rebalance=auto_leader_rebalance,
+            leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
+            leader_imbalance_check_interval_seconds=leader_imbalance_check_interval_seconds,
             faults=faults,
             **tls_fields(options),
             **metrics_fields(options),

@@ -1,4 +1,4 @@
-"""``kmeta topics create|delete|list|describe|add-partitions`` in the manner of kafka-topics.sh.
+"""``kmeta topics create|delete|list|describe|add-partitions|elect-leaders`` in the manner of kafka-topics.sh.
 
 Talks the Kafka protocol to any broker of ``--bootstrap-server`` (brokers forward admin
 requests to the controller), with kmeta.net's connection.
@@ -232,4 +232,7 @@ topics_group.add_command(import_cmd, "import")
 
 
 def register(group: click.Group) -> None:
+    from kmeta.cli.topics_elect import elect_leaders_command  # (it uses this module's helpers)
+
+    topics_group.add_command(elect_leaders_command)
     group.add_command(topics_group)

@@ -51,6 +51,10 @@ class ControllerConfig:
     metrics_host: str = "127.0.0.1"
     #: fault injection, e.g. ("broker=2,delay=500ms",): see kmeta.controller.faults
     faults: tuple[str, ...] = ()
+    #: auto.leader.rebalance.enable: move leaderships back to preferred replicas periodically
+    auto_leader_rebalance: bool = False
+    leader_imbalance_per_broker_percentage: int = 10  # leader.imbalance.per.broker.percentage
+    leader_imbalance_check_interval_seconds: float = 300.0  # leader.imbalance.check.interval.seconds
 
     def __post_init__(self) -> None:
         if not self.listeners:
@@ -67,6 +71,10 @@ class ControllerConfig:
             raise ValueError("timeouts must be positive")
         for spec in self.faults:
             parse_fault(spec)
+        if not 0 <= self.leader_imbalance_per_broker_percentage <= 100:
+            raise ValueError("leader imbalance percentage must be within 0-100")
+        if self.leader_imbalance_check_interval_seconds <= 0:
+            raise ValueError("leader imbalance check interval must be positive")
 
     def security_protocol(self, listener: str) -> int:
         """Kafka's security protocol id of one of our listeners (0 PLAINTEXT, 1 SSL)."""

@@ -45,6 +45,7 @@ from kmeta.controller.model import (
     TopicInfo,
     TopicPartition,
 )
+from kmeta.controller.replica_election import ReplicaElectionManager
 from kmeta.controller.request_batch import (
     UM_FULL,
     BatchContext,
@@ -106,6 +107,7 @@ class KafkaController:
         self.events = ControllerEventManager(self.metrics, self._event_done, self.store)
         self.barriers: set[Barrier] = set()
         self.deletion = TopicDeletionManager(self)
+        self.elections = ReplicaElectionManager(self)
         self._deadlines: dict[int, float] = {}  # broker id -> session expiry (monotonic)
         self._expiring: set[int] = set()
         self._liveness_task: asyncio.Task[None] | None = None
@@ -124,12 +126,14 @@ class KafkaController:
         self.events.start()
         self.enqueue("Startup", self._on_startup)
         self._liveness_task = asyncio.get_running_loop().create_task(self._liveness_loop())
+        self.elections.start()
 
     async def stop(self) -> None:
         if self._liveness_task is not None:
             self._liveness_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._liveness_task
+        await self.elections.stop()
         await self.events.close()
         await self.channel.shutdown()
         self.state_log.close()

@@ -58,3 +58,46 @@ def add_replica(st: PartitionState, broker_id: int, alive: Callable[[int], bool]
         members.add(broker_id)
     isr = tuple(r for r in st.replicas if r in members)
     return _changed(st, leader, isr)
+
+
+# -- elections an admin asks for (Kafka's PartitionLeaderElectionAlgorithms) --------------------
+def preferred_replica_election(
+    st: PartitionState, alive: Callable[[int], bool]
+) -> PartitionState | None:
+    """The first assigned replica leads if it is live and in the ISR; else None (Kafka's
+    preferredReplicaPartitionLeaderElection). The ISR is unchanged."""
+    preferred = st.replicas[0] if st.replicas else NO_LEADER
+    if preferred == NO_LEADER or not alive(preferred) or preferred not in st.isr:
+        return None
+    return _changed(st, preferred, st.isr)
+
+
+def unclean_election(st: PartitionState, alive: Callable[[int], bool]) -> PartitionState | None:
+    """Kafka's offlinePartitionLeaderElection with unclean election allowed: the first live
+    assigned replica in the ISR, else the first live assigned replica at all (its ISR is then
+    just itself: the others' data may be ahead of it). None: no live replica."""
+    leader = next((r for r in st.replicas if alive(r) and r in st.isr), NO_LEADER)
+    if leader != NO_LEADER:
+        return _changed(st, leader, tuple(r for r in st.isr if alive(r)))
+    leader = next((r for r in st.replicas if alive(r)), NO_LEADER)
+    if leader == NO_LEADER:
+        return None
+    return _changed(st, leader, (leader,))
+
+
+def reassign_election(
+    st: PartitionState, target: tuple[int, ...], alive: Callable[[int], bool]
+) -> int:
+    """The first target replica that is live and in the ISR (Kafka's
+    reassignPartitionLeaderElection), else -1."""
+    return next((r for r in target if alive(r) and r in st.isr), NO_LEADER)
+
+
+def with_replicas(
+    st: PartitionState, replicas: tuple[int, ...], isr: tuple[int, ...], leader: int
+) -> PartitionState:
+    """A new replica set (a reassignment step): epochs bumped, as Kafka's controller does for
+    every LeaderAndIsr it sends with a changed assignment."""
+    return tuple.__new__(
+        PartitionState, (replicas, isr, leader, st.leader_epoch + 1, st.partition_epoch + 1)
+    )

@@ -10,6 +10,8 @@
   propagation barrier (or the forwarding broker's ack with the barrier off). A change not
   propagated within the request's timeout_ms is answered REQUEST_TIMED_OUT (it still happened).
 
+* The admin APIs in :mod:`kmeta.controller.apis` (ElectLeaders 43, ...), one module each.
+
 * ApiVersions (18, v0-4, kmeta.net.api_versions, as the broker serves it): the keys and
   ranges of this registry only (what the controller decodes and serves); a version above 4
   gets a v0 UNSUPPORTED_VERSION answer listing ApiVersions' own range (KIP-511); v3+ with an
@@ -20,6 +22,7 @@ Brokers identify themselves when forwarding with client id ``kmeta-broker-<id>``
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any
 
@@ -41,6 +44,8 @@ from kmeta.protocol.schema import uuid_or_zero
 MAX_LISTENERS = 32
 MAX_TOPICS_PER_REQUEST = 10_000
 _BROKER_CLIENT = re.compile(r"^kmeta-broker-(\d+)$")
+#: one module per API key in kmeta.controller.apis, each with ``register(registry)``
+API_MODULES: tuple[str, ...] = ("elect_leaders",)
 
 
 def forwarder_of(ctx: RequestContext) -> int | None:
@@ -48,12 +53,17 @@ def forwarder_of(ctx: RequestContext) -> int | None:
     return int(m.group(1)) if m else None
 
 
-async def _wait(controller: KafkaController, barrier: Barrier | None, timeout_ms: int) -> bool:
+async def wait_for(barrier: Barrier | None, timeout_ms: int) -> bool:
+    """Wait for an admin change's propagation barrier; False if ``timeout_ms`` passed first."""
     if barrier is None:
         return True
     if timeout_ms <= 0:  # Kafka: timeout 0 answers without waiting
         return True
     return await barrier.wait(timeout_ms / 1000.0)
+
+
+async def _wait(controller: KafkaController, barrier: Barrier | None, timeout_ms: int) -> bool:
+    return await wait_for(barrier, timeout_ms)
 
 
 def _outcome(
@@ -242,4 +252,6 @@ def build_registry() -> HandlerRegistry:
     registry.register(ApiKey.CREATE_TOPICS, create_topics)
     registry.register(ApiKey.DELETE_TOPICS, delete_topics)
     registry.register(ApiKey.CREATE_PARTITIONS, create_partitions)
+    for name in API_MODULES:  # (imported here: they import this module's helpers)
+        importlib.import_module(f"kmeta.controller.apis.{name}").register(registry)
     return registry

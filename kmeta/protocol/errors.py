@@ -44,6 +44,10 @@ class ErrorCode(enum.IntEnum):
     FENCED_LEADER_EPOCH = 74
     TOPIC_DELETION_DISABLED = 73
     STALE_BROKER_EPOCH = 77
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
+    NO_REASSIGNMENT_IN_PROGRESS = 85
     THROTTLING_QUOTA_EXCEEDED = 89
     UNKNOWN_TOPIC_ID = 100
     INCONSISTENT_TOPIC_ID = 103
@@ -82,6 +86,10 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.FENCED_LEADER_EPOCH: "The leader epoch in the request is older than the epoch on the broker.",
     ErrorCode.TOPIC_DELETION_DISABLED: "Topic deletion is disabled.",
     ErrorCode.STALE_BROKER_EPOCH: "Broker epoch has changed.",
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Eligible topic partition leaders are not available.",
+    ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS: "No partition reassignment is in progress.",
     ErrorCode.THROTTLING_QUOTA_EXCEEDED: "The throttling quota has been exceeded.",
     ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
     ErrorCode.INCONSISTENT_TOPIC_ID: "The log's topic ID did not match the topic ID in the request.",

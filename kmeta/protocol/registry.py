@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import UnsupportedVersionError
 from kmeta.protocol.messages import (
+    alter_partition_reassignments,
     api_versions,
     broker_heartbeat,
     broker_registration,
@@ -18,7 +19,9 @@ from kmeta.protocol.messages import (
     create_partitions,
     create_topics,
     delete_topics,
+    elect_leaders,
     leader_and_isr,
+    list_partition_reassignments,
     metadata,
     stop_replica,
     update_metadata,
@@ -58,6 +61,17 @@ APIS: dict[int, Api] = {
         Api(ApiKey.CREATE_PARTITIONS, create_partitions.REQUEST, create_partitions.RESPONSE),
         Api(ApiKey.BROKER_REGISTRATION, broker_registration.REQUEST, broker_registration.RESPONSE),
         Api(ApiKey.BROKER_HEARTBEAT, broker_heartbeat.REQUEST, broker_heartbeat.RESPONSE),
+        Api(ApiKey.ELECT_LEADERS, elect_leaders.REQUEST, elect_leaders.RESPONSE),
+        Api(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            alter_partition_reassignments.REQUEST,
+            alter_partition_reassignments.RESPONSE,
+        ),
+        Api(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            list_partition_reassignments.REQUEST,
+            list_partition_reassignments.RESPONSE,
+        ),
     )
 }
 

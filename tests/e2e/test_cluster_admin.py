@@ -112,3 +112,33 @@ def test_kafka_python_admin_and_registered_racks(cluster):
             admin.delete_topics(["ghost"])
     finally:
         admin.close()
+
+
+def test_elect_leaders_with_real_clients(cluster):
+    from confluent_kafka import ElectionType, TopicPartition
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1)})
+    created = admin.create_topics([NewTopic("elect", 2, replica_assignment=[[1, 2], [2, 3]])])
+    created["elect"].result(10)
+    asked = [TopicPartition("elect", 0), TopicPartition("elect", 7)]
+    results = admin.elect_leaders(ElectionType.PREFERRED, asked).result(10)
+    by_partition = {tp.partition: exc.code() for tp, exc in results.items()}
+    assert by_partition == {
+        0: KafkaError.ELECTION_NOT_NEEDED,  # its preferred replica leads already
+        7: KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+    unclean = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("elect", 1)]).result(10)
+    assert [exc.code() for exc in unclean.values()] == [KafkaError.ELECTION_NOT_NEEDED]
+
+    kadmin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(3), request_timeout_ms=10000)
+    try:
+        response = kadmin.elect_leaders(0, {"elect": [0, 1]}, raise_errors=False)
+    finally:
+        kadmin.close()
+    assert response.error_code == 0
+    codes = {
+        p.partition_id: p.error_code
+        for r in response.replica_election_results
+        for p in r.partition_result
+    }
+    assert codes == {0: 84, 1: 84}  # ELECTION_NOT_NEEDED

@@ -18,6 +18,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "create_topics",
     "delete_topics",
     "create_partitions",
+    "elect_leaders",
 )
 
 

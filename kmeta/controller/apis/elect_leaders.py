@@ -1,0 +1,72 @@
+"""ElectLeaders (api key 43): versions 0-2, forwarded by brokers (or sent to us directly).
+
+Behaviour (see :mod:`kmeta.controller.replica_election` for the elections themselves):
+
+* PREFERRED or UNCLEAN elections for the partitions listed, or for every partition when
+  topic_partitions is null (then only the partitions that needed an election are answered).
+* Answered once the new leaders reached the live brokers (the propagation barrier), as
+  Kafka's DelayedElectLeader waits for the metadata cache; an elected partition not
+  propagated within timeout_ms is answered REQUEST_TIMED_OUT (the election still happened).
+* An unknown election type (v1+): INVALID_REQUEST at the top level, no partition results.
+* More than MAX_PARTITIONS partitions listed: INVALID_REQUEST for each.
+
+Versions: v0 has no election type (PREFERRED) and no top-level error code; v1 adds both
+(KIP-460); v2 is flexible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.controller.controller import KafkaController
+from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.replica_election import PREFERRED, UNCLEAN, ElectionResult
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import elect_leaders as el
+
+#: partitions one request may list (the whole cluster may be asked for with null)
+MAX_PARTITIONS = 1_000_000
+
+
+def _response(request: Any, error: int, results: list[ElectionResult]) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for topic, p, code, message in results:
+        by_topic.setdefault(topic, []).append(el.PartitionResult(p, code, message))
+    return el.ElectLeadersResponse(
+        version=request.version,
+        error_code=error,
+        replica_election_results=tuple(
+            el.ReplicaElectionResult(topic, tuple(parts)) for topic, parts in by_topic.items()
+        ),
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    c: KafkaController = ctx.state
+    election_type = request.election_type if request.version >= 1 else PREFERRED
+    asked: list[tuple[str, int]] | None = None
+    if request.topic_partitions is not None:
+        asked = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    if election_type not in (PREFERRED, UNCLEAN):
+        return _response(request, ErrorCode.INVALID_REQUEST, [])
+    if asked is not None and len(asked) > MAX_PARTITIONS:
+        too_many = "Too many partitions in one request."
+        return _response(
+            request, 0, [(t, p, ErrorCode.INVALID_REQUEST, too_many) for t, p in asked]
+        )
+    results, barrier = await c.enqueue(
+        "ReplicaLeaderElection",
+        lambda: c.elections.elect(election_type, asked, forwarder_of(ctx)),
+    )
+    if not await wait_for(barrier, request.timeout_ms):
+        results = [
+            (t, p, ErrorCode.REQUEST_TIMED_OUT, None) if code == 0 else (t, p, code, message)
+            for t, p, code, message in results
+        ]
+    return _response(request, 0, results)
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.ELECT_LEADERS, handle)

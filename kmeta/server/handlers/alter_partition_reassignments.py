@@ -1,0 +1,48 @@
+"""AlterPartitionReassignments (api key 45): version 0, client listeners; forwarded.
+
+Behaviour:
+
+* The request goes to the controller unchanged through the controller link; its answer is
+  returned as is. The controller validates each partition (Kafka's errors), starts, replaces
+  or (null replicas) cancels the reassignments, and answers once the first step (the union
+  of old and new replicas) reached the live brokers; the rest proceeds in the background
+  (ListPartitionReassignments shows it).
+* No controller link, or the controller unreachable: NOT_CONTROLLER at the top level and for
+  every partition, which Kafka clients retry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import alter_partition_reassignments as apr
+from kmeta.server.controller_link import forward
+
+
+def error_response(request: Any, error: ErrorCode) -> Any:
+    return apr.AlterPartitionReassignmentsResponse(
+        version=request.version,
+        error_code=error,
+        error_message=error.message,
+        responses=tuple(
+            apr.ReassignableTopicResponse(
+                name=t.name,
+                partitions=tuple(
+                    apr.ReassignablePartitionResponse(p.partition_index, error, error.message)
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        ),
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return await forward(ctx, request, request.timeout_ms, error_response)
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, handle, on_control=False)

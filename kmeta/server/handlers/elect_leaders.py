@@ -1,0 +1,48 @@
+"""ElectLeaders (api key 43): versions 0-2, client listeners; forwarded to the controller.
+
+Behaviour:
+
+* The request goes to the controller unchanged (same version) through the controller link; its
+  answer is returned as is. The controller runs the elections (PREFERRED or UNCLEAN, per
+  partition or, with null topic_partitions, for every partition) and answers once every live
+  broker has the new leaders (as Kafka's DelayedElectLeader waits for its metadata cache).
+* No controller link, or the controller unreachable: NOT_CONTROLLER for every partition asked
+  for (and at the top level from v1), which Kafka clients retry.
+
+Versions: v1 election_type (v0 is PREFERRED) and a top-level error code; v2 flexible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import elect_leaders as el
+from kmeta.server.controller_link import forward
+
+
+def error_response(request: Any, error: ErrorCode) -> Any:
+    """Kafka's ElectLeadersRequest.getErrorResponse: the error for every partition asked for."""
+    return el.ElectLeadersResponse(
+        version=request.version,
+        error_code=error,
+        replica_election_results=tuple(
+            el.ReplicaElectionResult(
+                topic=t.topic,
+                partition_result=tuple(
+                    el.PartitionResult(p, error, error.message) for p in t.partitions
+                ),
+            )
+            for t in request.topic_partitions or ()
+        ),
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return await forward(ctx, request, request.timeout_ms, error_response)
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.ELECT_LEADERS, handle, on_control=False)

@@ -1,0 +1,34 @@
+"""ListPartitionReassignments (api key 46): version 0, client listeners; forwarded.
+
+Behaviour:
+
+* Answered by the controller (it alone knows the adding and removing replicas: UpdateMetadata
+  carries only the full replica set), through the controller link; returned as is. Null
+  topics lists every ongoing reassignment; a partition that is not being reassigned, or does
+  not exist, is left out (as Kafka).
+* No controller link, or the controller unreachable: NOT_CONTROLLER at the top level.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import list_partition_reassignments as lpr
+from kmeta.server.controller_link import forward
+
+
+def error_response(request: Any, error: ErrorCode) -> Any:
+    return lpr.ListPartitionReassignmentsResponse(
+        version=request.version, error_code=error, error_message=error.message, topics=()
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return await forward(ctx, request, request.timeout_ms, error_response)
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, handle, on_control=False)
