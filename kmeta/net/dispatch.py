@@ -16,6 +16,12 @@ connection keep being handled, and answers still leave in request order.
 does not serve it gets ``refuse(request, error)`` when the handler has one (control requests on
 a client listener: CLUSTER_AUTHORIZATION_FAILED, as Kafka's authorizer answers); otherwise the
 connection is closed, as for an API the daemon does not implement.
+
+``memo`` (Metadata) says the API's answers depend only on the daemon's state, the listener, the
+api version and the request body bytes — never on the client or correlation id. The connection
+then keeps every encoded answer in the :class:`AnswerMemo` the hook returns for the current
+state, and answers a repeated request from it without decoding its body (nor, when its header
+bytes repeat the previous request's, its header).
 """
 
 from __future__ import annotations
@@ -49,13 +55,44 @@ class RequestContext:
 
 HandleFn = Callable[[RequestContext, Any], "Any | Awaitable[Any]"]
 RefuseFn = Callable[[Any, ErrorCode], Any]
-#: optional fast path: ``(ctx, frame, body_pos) -> result``; decodes (or skips decoding) itself
-RawHandleFn = Callable[[RequestContext, bytes, int], Any]
 UnsupportedFn = Callable[[RequestContext], Any]
-#: optional memo: ``(state, listener, version, body) -> result or None``. An answer that
-#: depends only on those (never on the client or correlation id) and is already known; the
-#: connection then skips the header object, the context and ``handle`` altogether.
-MemoFn = Callable[[Any, str, int, bytes], Any]
+#: an encoded response body, as a memo keeps it
+Answer = EncodedPieces | bytes
+
+
+class AnswerMemo:
+    """Encoded answers by request body, for one state, api version and listener (see the
+    module docstring); bounded in key size and count.
+
+    Small answers are kept joined into one ``bytes`` (one piece to copy per answer); large ones
+    stay pieces, so cached blocks are never copied.
+    """
+
+    __slots__ = ("answers",)
+
+    #: request bodies up to this size are memoised, up to this many of them
+    MAX_BODY = 1024
+    MAX_ENTRIES = 4096
+    #: answers smaller than this are kept joined
+    JOIN_BELOW = 32 * 1024
+
+    def __init__(self) -> None:
+        self.answers: dict[bytes, Answer] = {}
+
+    def get(self, body: bytes) -> Answer | None:
+        return self.answers.get(body)
+
+    def offer(self, body: bytes, answer: Answer) -> None:
+        """Keep ``answer`` for ``body`` if within the bounds."""
+        if len(body) > self.MAX_BODY or len(self.answers) >= self.MAX_ENTRIES:
+            return
+        if type(answer) is EncodedPieces and sum(map(len, answer)) < self.JOIN_BELOW:
+            answer = b"".join(answer)
+        self.answers.setdefault(body, answer)
+
+
+#: ``(state, api version, listener) -> AnswerMemo``: the memo for the daemon's current state
+MemoFn = Callable[[Any, int, str], AnswerMemo]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +107,9 @@ class Handler:
     refuse: RefuseFn | None
     #: answers a version above max_version without decoding the body (ApiVersions only)
     unsupported_version: UnsupportedFn | None
-    #: replaces decode + ``handle`` when set (e.g. a memo keyed by the raw request body)
-    handle_raw: RawHandleFn | None
     #: the response header version for each request version (index = version)
     response_header_versions: tuple[int, ...]
-    #: answers known without decoding (see MemoFn); None falls back to the full path
+    #: answers memoised by request body (see the module docstring); None: always decoded
     memo: MemoFn | None = None
 
     def serves(self, is_control: bool) -> bool:
@@ -94,7 +129,6 @@ class HandlerRegistry:
         on_control: bool = True,
         refuse: RefuseFn | None = None,
         unsupported_version: UnsupportedFn | None = None,
-        handle_raw: RawHandleFn | None = None,
         memo: MemoFn | None = None,
         min_version: int | None = None,
         max_version: int | None = None,
@@ -111,7 +145,7 @@ class HandlerRegistry:
         header_versions = tuple(response_header_version(api_key, v) for v in range(high + 1))
         self._handlers[api_key] = Handler(
             api, handle, low, high, on_client, on_control, refuse, unsupported_version,
-            handle_raw, header_versions, memo,
+            header_versions, memo,
         )  # fmt: skip
 
     def get(self, api_key: int) -> Handler | None:

@@ -37,7 +37,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from kmeta.net import zerocopy
-from kmeta.net.dispatch import EncodedPieces, Handler, HandlerRegistry, RequestContext
+from kmeta.net.dispatch import (
+    Answer,
+    EncodedPieces,
+    Handler,
+    HandlerRegistry,
+    MemoFn,
+    RequestContext,
+)
 from kmeta.net.flow_control import FlowControl
 from kmeta.net.hooks import (
     NO_HOOKS,
@@ -108,55 +115,46 @@ Chunks = list[bytes | bytearray]
 def encode_answer(header: RequestHeader, handler: Handler, result: Any, out: Chunks) -> None:
     """Append the framed response for ``result`` to the chunks ``out``.
 
-    ``result``: a record, an encoded body, or EncodedPieces. Small answers go
-    into the last chunk (one buffer for many pipelined answers); a large piece becomes a chunk
-    of its own, so cached blocks are never copied on their way to the socket.
+    ``result``: a record (encoded at its own version, straight into the last chunk), or an
+    encoded body (``bytes``, ``bytearray`` or EncodedPieces at the request's version, framed
+    by :func:`append_answer`).
     """
-    buf = out[-1] if out and isinstance(out[-1], bytearray) else None
+    if isinstance(result, bytes | bytearray | EncodedPieces):
+        correlation = header.correlation_id.to_bytes(4, "big", signed=True)
+        append_answer(correlation, handler.response_header_versions[header.api_version], result, out)
+        return
+    buf = out[-1] if out and type(out[-1]) is bytearray else None
     if buf is None:
         buf = bytearray()
         out.append(buf)
     start = len(buf)
     buf += b"\0\0\0\0"
-    if isinstance(result, EncodedPieces):
-        encode_response_header(
-            header.correlation_id, handler.response_header_versions[header.api_version], buf
-        )
-        size = len(buf) - start - 4 + sum(len(piece) for piece in result)
-        buf[start : start + 4] = size.to_bytes(4, "big")
-        for piece in result:
-            last = out[-1]
-            if len(piece) >= _BIG:
-                out.append(piece)
-            elif isinstance(last, bytearray):
-                last += piece
-            else:
-                out.append(bytearray(piece))
-        return
-    if isinstance(result, bytes | bytearray):
-        encode_response_header(
-            header.correlation_id, handler.response_header_versions[header.api_version], buf
-        )
-        buf += result
-    else:
-        encode_response_header(
-            header.correlation_id, response_header_version(header.api_key, result.version), buf
-        )
-        handler.api.response.encode_into(result, buf)
+    encode_response_header(
+        header.correlation_id, response_header_version(header.api_key, result.version), buf
+    )
+    handler.api.response.encode_into(result, buf)
     buf[start : start + 4] = (len(buf) - start - 4).to_bytes(4, "big")
 
 
-def _encode_memo_answer(correlation: bytes, header_version: int, result: Any, out: Chunks) -> None:
-    """:func:`encode_answer` for a memo hit: the correlation id is copied as raw bytes."""
-    head = correlation + b"\0" if header_version >= 1 else correlation
+def append_answer(
+    correlation: bytes, header_version: int, body: Answer | bytearray, out: Chunks
+) -> None:
+    """Frame an encoded body: size, response header, body. The one chunking path.
+
+    ``correlation``: the 4 correlation id bytes (a memo hit copies them from the request).
+    Small answers go into the last chunk (one buffer for many pipelined answers); a large
+    piece becomes a chunk of its own, so cached blocks are never copied on their way to the
+    socket.
+    """
+    head = correlation + b"\0" if header_version >= 1 else correlation  # v1: empty tag section
     last = out[-1] if out else None
     if type(last) is not bytearray:
         last = bytearray()
         out.append(last)
-    if isinstance(result, EncodedPieces):
-        last += (len(head) + sum(map(len, result))).to_bytes(4, "big")
+    if isinstance(body, EncodedPieces):
+        last += (len(head) + sum(map(len, body))).to_bytes(4, "big")
         last += head
-        for piece in result:
+        for piece in body:
             if len(piece) >= _BIG:
                 out.append(piece)
             elif type(out[-1]) is bytearray:
@@ -164,9 +162,23 @@ def _encode_memo_answer(correlation: bytes, header_version: int, result: Any, ou
             else:
                 out.append(bytearray(piece))
         return
-    last += (len(head) + len(result)).to_bytes(4, "big")
+    last += (len(head) + len(body)).to_bytes(4, "big")
     last += head
-    last += result
+    last += body
+
+
+@dataclass(frozen=True, slots=True)
+class _KnownHeader:
+    """The header of the last request whose handler has a memo. A request whose header bytes
+    are the same but for the correlation id is looked up in the memo without decoding its
+    header: no header object, no context, no ``handle``."""
+
+    prefix: bytes  # api key and version
+    body_pos: int
+    rest: bytes  # the header bytes after the correlation id (client id, tags)
+    memo: MemoFn
+    version: int
+    response_header_version: int
 
 
 class ServerConnection(asyncio.Protocol):
@@ -198,10 +210,7 @@ class ServerConnection(asyncio.Protocol):
         self._stashed: list[bytes] | None = None  # frames read but not handled (write paused)
         self._admit = admit
         self.admitted = False
-        #: (api key+version bytes, body offset, header bytes after the correlation id,
-        #: handler, version, response header version) of the last request whose handler has a
-        #: memo: a request with the same header bytes is answered from the memo directly
-        self._known: tuple[bytes, int, bytes, Handler, int, int] | None = None
+        self._known: _KnownHeader | None = None
         self.peer: Any = None
         self._socket_writer: zerocopy.SocketWriter | None = None  # with info.zero_copy
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -333,17 +342,13 @@ class ServerConnection(asyncio.Protocol):
         if (
             known is not None
             and not self._pending
-            and frame[:4] == known[0]
-            and frame[8 : known[1]] == known[2]
+            and frame[:4] == known.prefix
+            and frame[8 : known.body_pos] == known.rest
         ):
-            # Same api key, version, client id and header tags as the last request: the
-            # header parse is known, and a memo hit needs no header object nor context.
-            memo = known[3].memo
-            assert memo is not None
-            hit = memo(info.state, info.listener, known[4], frame[known[1] :])
+            hit = known.memo(info.state, known.version, info.listener).get(frame[known.body_pos :])
             if hit is not None:
                 self.requests_handled += 1
-                _encode_memo_answer(frame[4:8], known[5], hit, out)
+                append_answer(frame[4:8], known.response_header_version, hit, out)
                 return None
         header, pos = decode_request_header(frame)
         handler = info.registry.get(header.api_key)
@@ -361,15 +366,15 @@ class ServerConnection(asyncio.Protocol):
             self._answer(header, handler, handler.unsupported_version(ctx), out)
             return None
         if handler.serves(info.is_control):
-            if handler.memo is not None:
-                self._known = (
-                    frame[:4], pos, frame[8:pos], handler, version,
-                    handler.response_header_versions[version],
-                )  # fmt: skip
-            if handler.handle_raw is not None:
-                result = handler.handle_raw(ctx, frame, pos)
-            else:
-                result = handler.handle(ctx, handler.api.request.decode(frame, version, pos))
+            result = handler.handle(ctx, handler.api.request.decode(frame, version, pos))
+            memo = handler.memo
+            if memo is not None:
+                # Only the header-known path above reads the memo: this one decodes anyway,
+                # and fills it for the next request.
+                header_version = handler.response_header_versions[version]
+                self._known = _KnownHeader(frame[:4], pos, frame[8:pos], memo, version, header_version)
+                if type(result) is EncodedPieces or type(result) is bytes:
+                    memo(info.state, version, info.listener).offer(frame[pos:], result)
         elif handler.refuse is not None:
             request = handler.api.request.decode(frame, version, pos)
             result = handler.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

@@ -27,6 +27,7 @@ from construct import ConstructError
 
 from kmeta.protocol.compiler import Codec, compile_struct
 from kmeta.protocol.errors import CorruptMessageError, UnsupportedVersionError
+from kmeta.protocol.splice import Splice
 from kmeta.protocol.types import (
     ZERO_UUID,
     Bool,
@@ -180,6 +181,7 @@ class Message:
         self.fields = tuple(fields)
         self._struct = cache(self._make_struct)
         self._codec = cache(self._make_codec)
+        self._splice = cache(self._make_splice)
 
     def _collect(self, fields: tuple[Field, ...]) -> None:
         for f in fields:
@@ -250,6 +252,15 @@ class Message:
 
     def _make_codec(self, version: int) -> Codec:
         return compile_struct(self._struct(version), f"{self.name} v{version}")
+
+    def splice(self, version: int, field: str) -> Splice:
+        """This version laid out around its top-level array ``field``, for bodies built from
+        elements encoded apart (see :mod:`kmeta.protocol.splice`)."""
+        self._check(version)
+        return self._splice(version, field)
+
+    def _make_splice(self, version: int, field: str) -> Splice:
+        return Splice(self._struct(version), field, f"{self.name} v{version}")
 
     def decode(self, data: bytes | bytearray | memoryview, version: int, pos: int = 0) -> Any:
         """Decode one message body; bytes after the last field are ignored, as Kafka does."""

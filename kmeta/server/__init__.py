@@ -6,7 +6,8 @@
 * :mod:`kmeta.server.state` -- ``BrokerState``: the MetadataCache, broker/controller epochs
   and fencing, per-partition replica roles, the state-change log.
 * :mod:`kmeta.server.handlers` -- ``handlers/<api>.py``, each with ``register(registry)``.
-* :mod:`kmeta.server.metadata_blocks` -- encoded Metadata pieces memoised per snapshot.
+* :mod:`kmeta.server.metadata_blocks` -- the Metadata answer cache: encoded pieces and memoised
+  answers, one per snapshot.
 
 Seams for the controller link and forwarded admin requests (another engineer's files):
 

@@ -8,6 +8,7 @@ import pytest
 
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
+from kmeta.server.metadata_blocks import MetadataBlocks
 from tests.server.helpers import (
     CONTROL,
     EXTERNAL,
@@ -210,7 +211,7 @@ async def test_blocks_are_cached_per_snapshot_and_dropped_with_it() -> None:
     state = plain.server.info.state
     first = state.cache.snapshot
     plain.request(md.MetadataRequest(version=12, topics=None))
-    assert any(k[0] == "md-all" for k in first.derived if isinstance(k, tuple))
+    assert first.derived[MetadataBlocks].all_topics
     ctl = ConnectionPair(state, CONTROL, is_control=True)
     brokers = [live_broker(1, {PLAINTEXT: ("h1", 9001)})]
     ctl.request(update_metadata(brokers, {"ok": [partition(0, 1, (1,), leader_epoch=9)]}, controller_epoch=2))

@@ -22,8 +22,9 @@ Kafka 3.x ZooKeeper-mode semantics (``KafkaApis.handleTopicMetadataRequest`` and
 * v13: top-level error code (always NONE here).
 * Authorized operations (v8+), when asked for: everything (no authorizer), as Kafka does.
 
-Responses are spliced from encoded per-topic blocks cached on the snapshot
-(:mod:`kmeta.server.metadata_blocks`), never re-encoded per request.
+Responses are spliced from encoded per-topic blocks cached on the snapshot, and whole answers
+are memoised by request body (:mod:`kmeta.server.metadata_blocks`): never re-encoded per
+request.
 
 Versions: v1 adds rack, controller id, is_internal and null-for-all; v2 cluster id; v3
 throttle time; v4 allow_auto_topic_creation; v5 offline replicas; v6 LISTENER_NOT_FOUND;
@@ -39,12 +40,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from kmeta.metadata.snapshot import MetadataSnapshot
-from kmeta.net import zerocopy
 from kmeta.net.dispatch import EncodedPieces, HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
-from kmeta.server import metadata_blocks as blocks
+from kmeta.server import metadata_blocks
+from kmeta.server.metadata_blocks import AllTopicsKey, MetadataBlocks, View, sendable, splice
 
 ZERO_UUID = uuid.UUID(int=0)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -100,69 +101,73 @@ def _ops(topic_ops: bool) -> int:
     return TOPIC_OPERATIONS if topic_ops else OPERATIONS_NOT_ASKED
 
 
-def _topic_block(
-    snap: MetadataSnapshot, name: str, version: int, listener: str, topic_ops: bool
-) -> bytes:
-    memo_key = ("md-topics", version, listener, topic_ops)
-    memo: dict[str, bytes] | None = snap.derived.get(memo_key)
-    if memo is None:
-        memo = snap.derived[memo_key] = {}
-    block = memo.get(name)
+def _topic_block(blocks: MetadataBlocks, view: View, table: dict[str, bytes], name: str) -> bytes:
+    block = table.get(name)
     if block is None:
+        snap = blocks.snap
         record = md.MetadataResponseTopic(
             ErrorCode.NONE,
             name,
             snap.topic_ids.get(name, ZERO_UUID),
             name in INTERNAL_TOPICS,
-            partitions(snap, name, version, listener),
-            _ops(topic_ops),
+            partitions(snap, name, view.version, view.listener),
+            _ops(view.topic_ops),
         )
-        block = memo[name] = blocks.encode_topic(version, record)
+        block = table[name] = splice(view.version).element(record)
     return block
 
 
-def _all_topics(snap: MetadataSnapshot, version: int, listener: str, topic_ops: bool, tail: bytes) -> bytes:
+def _all_topics(blocks: MetadataBlocks, view: View, tail: bytes) -> bytes:
     """The whole answer body for all topics, as one piece (sent without a copy when large)."""
-    key = ("md-all", version, listener, topic_ops, tail)
-    body: bytes | None = snap.derived.get(key)
+    key = AllTopicsKey(view, tail)
+    body = blocks.all_topics.get(key)
     if body is None:
-        names = snap.topic_names_sorted
-        body = snap.derived[key] = zerocopy.spliceable(b"".join((
-            blocks.head(snap, version, listener),
-            blocks.count_prefix(version, len(names)),
-            *(_topic_block(snap, n, version, listener, topic_ops) for n in names),
+        names = blocks.snap.topic_names_sorted
+        table = blocks.topic_blocks(view)
+        body = blocks.all_topics[key] = sendable(b"".join((
+            blocks.head(view.version, view.listener),
+            splice(view.version).count(len(names)),
+            *(_topic_block(blocks, view, table, n) for n in names),
             tail,
         )))  # fmt: skip
     return body
 
 
-def _missing_block(name: str | None, topic_id: uuid.UUID, error: ErrorCode, version: int, topic_ops: bool) -> bytes:
+def _missing_block(name: str | None, topic_id: uuid.UUID, error: ErrorCode, view: View) -> bytes:
     record = md.MetadataResponseTopic(
-        error, name, topic_id, name in INTERNAL_TOPICS, (), _ops(topic_ops)
+        error, name, topic_id, name in INTERNAL_TOPICS, (), _ops(view.topic_ops)
     )
-    return blocks.encode_topic(version, record)
+    return splice(view.version).element(record)
 
 
-def _by_name(snap: MetadataSnapshot, names: Iterable[str], version: int, listener: str, topic_ops: bool) -> list[bytes]:
+def _by_name(blocks: MetadataBlocks, view: View, names: Iterable[str]) -> list[bytes]:
     out = []
+    known = blocks.snap.partition_states
+    table = blocks.topic_blocks(view)
     for name in dict.fromkeys(names):
-        if name in snap.partition_states:
-            out.append(_topic_block(snap, name, version, listener, topic_ops))
+        if name in known:
+            out.append(_topic_block(blocks, view, table, name))
         else:
             error = (
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if is_valid_topic_name(name)
                 else ErrorCode.INVALID_TOPIC_EXCEPTION
             )
-            out.append(_missing_block(name, ZERO_UUID, error, version, topic_ops))
+            out.append(_missing_block(name, ZERO_UUID, error, view))
     return out
 
 
-def _names_by_id(snap: MetadataSnapshot) -> dict[uuid.UUID, str]:
-    names: dict[uuid.UUID, str] | None = snap.derived.get("topic-names-by-id")
-    if names is None:
-        names = snap.derived["topic-names-by-id"] = {v: k for k, v in snap.topic_ids.items()}
-    return names
+def _by_id(blocks: MetadataBlocks, view: View, ids: Iterable[uuid.UUID]) -> list[bytes]:
+    known = blocks.names_by_id()
+    table = blocks.topic_blocks(view)
+    out = []
+    for topic_id in dict.fromkeys(ids):
+        name = known.get(topic_id)
+        if name is None:
+            out.append(_missing_block(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, view))
+        else:
+            out.append(_topic_block(blocks, view, table, name))
+    return out
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
@@ -175,17 +180,21 @@ def error_response(request: Any, error: ErrorCode) -> Any:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    """The response: a record (error path) or the encoded body pieces."""
+    """The response: a record (error path) or the encoded body pieces.
+
+    The one entry point. Its answers depend only on the snapshot, the listener, the version
+    and the request body (never on the client or correlation id), so the connection memoises
+    them by body through :func:`kmeta.server.metadata_blocks.answer_memo`.
+    """
     snap: MetadataSnapshot = ctx.state.cache.snapshot
+    blocks = MetadataBlocks.of(snap)
     version: int = request.version
-    listener = ctx.listener
-    topic_ops = version >= 8 and request.include_topic_authorized_operations
+    view = View(version, ctx.listener, version >= 8 and request.include_topic_authorized_operations)
     cluster_ops = 8 <= version <= 10 and request.include_cluster_authorized_operations
-    tail = blocks.tail(version, CLUSTER_OPERATIONS if cluster_ops else OPERATIONS_NOT_ASKED)
+    tail = metadata_blocks.tail(version, CLUSTER_OPERATIONS if cluster_ops else OPERATIONS_NOT_ASKED)
     requested = request.topics
     if requested is None or (version == 0 and not requested):
-        return EncodedPieces((_all_topics(snap, version, listener, topic_ops, tail),))
-    head = blocks.head(snap, version, listener)
+        return EncodedPieces((_all_topics(blocks, view, tail),))
     if any(t.name is None for t in requested) or (
         version < 12 and any(t.topic_id != ZERO_UUID for t in requested)
     ):
@@ -194,56 +203,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             return error_response(request, ErrorCode.INVALID_REQUEST)
     ids = [t.topic_id for t in requested if t.topic_id != ZERO_UUID] if version >= 12 else []
     if ids:
-        known = _names_by_id(snap)
-        parts = []
-        for topic_id in dict.fromkeys(ids):
-            name = known.get(topic_id)
-            if name is None:
-                parts.append(_missing_block(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, version, topic_ops))
-            else:
-                parts.append(_topic_block(snap, name, version, listener, topic_ops))
+        parts = _by_id(blocks, view, ids)
     else:
-        parts = _by_name(snap, (t.name for t in requested), version, listener, topic_ops)
-    return EncodedPieces((head, blocks.count_prefix(version, len(parts)), *parts, tail))
-
-
-#: raw request bodies up to this size are memoised per snapshot, up to this many of them
-_MEMO_BODY_MAX = 1024
-_MEMO_ENTRIES_MAX = 4096
-#: memoised answers smaller than this are kept joined (one piece to copy per answer)
-_JOIN_BELOW = 32 * 1024
-
-
-def memo(state: Any, listener: str, version: int, body: bytes) -> Any:
-    """The memoised answer to exactly this request body, or None (see :func:`handle_raw`)."""
-    table: dict[Any, Any] | None = state.cache.snapshot.derived.get("md-raw")
-    return None if table is None else table.get((version, listener, body))
-
-
-def handle_raw(ctx: RequestContext, frame: bytes, pos: int) -> Any:
-    """Same answer as :func:`handle`; repeated identical requests skip decoding entirely.
-
-    The answer depends only on the snapshot, listener, version and body bytes (never on the
-    client id or correlation id), so it is memoised on the snapshot under those, bounded in
-    key size and count. Small answers are memoised joined into one ``bytes``.
-    """
-    snap: MetadataSnapshot = ctx.state.cache.snapshot
-    version = ctx.header.api_version
-    key = (version, ctx.listener, frame[pos:])
-    table: dict[Any, Any] | None = snap.derived.get("md-raw")
-    if table is None:
-        table = snap.derived["md-raw"] = {}
-    else:
-        hit = table.get(key)
-        if hit is not None:
-            return hit
-    result = handle(ctx, md.REQUEST.decode(frame, version, pos))
-    if isinstance(result, EncodedPieces) and len(key[2]) <= _MEMO_BODY_MAX and len(table) < _MEMO_ENTRIES_MAX:
-        if sum(map(len, result)) < _JOIN_BELOW:
-            result = b"".join(result)
-        table[key] = result
-    return result
+        parts = _by_name(blocks, view, (t.name for t in requested))
+    head = blocks.head(version, ctx.listener)
+    return EncodedPieces((head, splice(version).count(len(parts)), *parts, tail))
 
 
 def register(registry: HandlerRegistry) -> None:
-    registry.register(ApiKey.METADATA, handle, handle_raw=handle_raw, memo=memo)
+    registry.register(ApiKey.METADATA, handle, memo=metadata_blocks.answer_memo)
