@@ -171,7 +171,7 @@ def append_answer(
 class _KnownHeader:
     """The header of the last request whose handler has a memo. A request whose header bytes
     are the same but for the correlation id is looked up in the memo without decoding its
-    header: no header object, no context, no ``handle``."""
+    header (see ``ServerConnection._process``)."""
 
     prefix: bytes  # api key and version
     body_pos: int
@@ -272,7 +272,32 @@ class ServerConnection(asyncio.Protocol):
     def _process(self, frames: list[bytes]) -> None:
         out: Chunks = []
         observer = self._observer
+        info = self.info
+        known = self._known
+        answers: dict[bytes, Answer] | None = None  # the memo of ``known``, once looked up
         for i, frame in enumerate(frames):
+            # The memo fast path: same api key, version, client id and header tags as the last
+            # request whose handler has a memo, and nothing waiting: the header parse is
+            # known, and a memo hit needs no header object, no context, no handle().
+            if (
+                known is not None
+                and not self._pending
+                and frame[:4] == known.prefix
+                and frame[8 : known.body_pos] == known.rest
+            ):
+                if answers is None:
+                    answers = known.memo(info.state, known.version, info.listener).answers
+                hit = answers.get(frame[known.body_pos :])
+                if hit is not None:
+                    self.requests_handled += 1
+                    append_answer(frame[4:8], known.response_header_version, hit, out)
+                    if observer is not None:
+                        observer.on_request(frame[0] << 8 | frame[1], known.version, None)
+                    if len(out) > 1 or len(out[0]) >= _FLUSH_AT:
+                        if self._flush(out, frames, i):
+                            return
+                        out = []
+                    continue
             try:
                 answer = self._handle_frame(frame, out)
             except ProtocolError as exc:
@@ -287,18 +312,25 @@ class ServerConnection(asyncio.Protocol):
             if observer is not None:
                 # the registry served the frame: its header starts with api key and version
                 observer.on_request(frame[0] << 8 | frame[1], frame[2] << 8 | frame[3], answer)
+            # the handler may have changed the state (UpdateMetadata) or the known header
+            known, answers = self._known, None
             if out and (len(out) > 1 or len(out[0]) >= _FLUSH_AT):
-                # Bound what one read can make us buffer: write, and if the peer is not
-                # reading, keep the rest of the frames until it does.
-                self._write(out)
-                out = []
-                if self._flow is not None and self._flow.write_paused and i + 1 < len(frames):
-                    self._stashed = frames[i + 1 :]
+                if self._flush(out, frames, i):
                     return
+                out = []
         self._write(out)
-        if len(self._pending) > self.info.limits.max_queued_requests:
+        if len(self._pending) > info.limits.max_queued_requests:
             assert self._flow is not None
             self._flow.hold_reading("queue")
+
+    def _flush(self, out: Chunks, frames: list[bytes], i: int) -> bool:
+        """Bound what one read can make us buffer: write ``out``, and if the peer is not
+        reading, keep the frames after ``i`` until it does (True: stop here)."""
+        self._write(out)
+        if self._flow is not None and self._flow.write_paused and i + 1 < len(frames):
+            self._stashed = frames[i + 1 :]
+            return True
+        return False
 
     def pause_writing(self) -> None:
         if self._flow is not None:
@@ -338,18 +370,6 @@ class ServerConnection(asyncio.Protocol):
         """Serve one frame: its answer goes to ``out`` (or the queue behind a slow one); an
         asynchronous answer's future is returned (None: answered now)."""
         info = self.info
-        known = self._known
-        if (
-            known is not None
-            and not self._pending
-            and frame[:4] == known.prefix
-            and frame[8 : known.body_pos] == known.rest
-        ):
-            hit = known.memo(info.state, known.version, info.listener).get(frame[known.body_pos :])
-            if hit is not None:
-                self.requests_handled += 1
-                append_answer(frame[4:8], known.response_header_version, hit, out)
-                return None
         header, pos = decode_request_header(frame)
         handler = info.registry.get(header.api_key)
         if handler is None:

@@ -128,8 +128,15 @@ class MetadataBlocks:
 
 
 def answer_memo(state: BrokerState, version: int, listener: str) -> AnswerMemo:
-    """The handler's memo hook (:data:`kmeta.net.dispatch.MemoFn`): the current snapshot's."""
-    return MetadataBlocks.of(state.cache.snapshot).answer_memo(version, listener)
+    """The handler's memo hook (:data:`kmeta.net.dispatch.MemoFn`): the current snapshot's.
+    Called for every memoised answer, so the common case is two dict lookups."""
+    snap = state.cache.snapshot
+    blocks: MetadataBlocks | None = snap.derived.get(MetadataBlocks)
+    if blocks is not None:
+        memo = blocks.memos.get((version, listener))
+        if memo is not None:
+            return memo
+    return MetadataBlocks.of(snap).answer_memo(version, listener)
 
 
 def brokers(snap: MetadataSnapshot, listener: str) -> tuple[Any, ...]:

@@ -29,18 +29,16 @@ def _frame(request: Any, correlation_id: int, client_id: str | None = "c") -> by
     return len(out).to_bytes(4, "big") + bytes(out)
 
 
-class _CountingMemo(AnswerMemo):
-    """An answer memo that records every lookup."""
-
-    __slots__ = ("calls",)
+class _CountingAnswers(dict[bytes, Answer]):
+    """A memo's answers that record every lookup."""
 
     def __init__(self, calls: list[bytes]) -> None:
         super().__init__()
         self.calls = calls
 
-    def get(self, body: bytes) -> Answer | None:
+    def get(self, body: bytes, default: Any = None) -> Any:
         self.calls.append(body)
-        return super().get(body)
+        return super().get(body, default)
 
 
 class _Counting:
@@ -50,7 +48,8 @@ class _Counting:
     def __init__(self) -> None:
         self.handled = 0
         self.memo_calls: list[bytes] = []
-        self._memo = _CountingMemo(self.memo_calls)
+        self._memo = AnswerMemo()
+        self._memo.answers = _CountingAnswers(self.memo_calls)
 
     def handle(self, ctx: RequestContext, request: Any) -> Any:
         self.handled += 1
