@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from kmeta.cli.config_sources import daemon_settings
-from kmeta.cli.daemon_options import daemon_options, metrics_fields, start_logging
+from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
 from kmeta.cli.security_options import limit_fields, limit_options, tls_fields, tls_options
 from kmeta.server.broker import run
 from kmeta.server.config import BrokerConfig, parse_listeners
@@ -108,7 +108,7 @@ def broker_command(
             zero_copy=zero_copy,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
             **limit_fields(options),
-            **metrics_fields(options),
+            **daemon_fields(options),
             **tls_fields(options),
         )
     except ValueError as exc:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from kmeta.cli.config_sources import daemon_settings
-from kmeta.cli.daemon_options import daemon_options, metrics_fields, start_logging
+from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
 from kmeta.cli.security_options import tls_fields, tls_options
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.daemon import serve
@@ -115,7 +115,7 @@ def controller_command(
             leader_imbalance_check_interval_seconds=leader_imbalance_check_interval_seconds,
             faults=faults,
             **tls_fields(options),
-            **metrics_fields(options),
+            **daemon_fields(options),
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc

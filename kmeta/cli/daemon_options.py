@@ -1,7 +1,7 @@
-"""Flags every daemon command shares: logging, metrics and ``--config``.
+"""Flags every daemon command shares: logging, metrics, request memory and ``--config``.
 
 A command decorated with :func:`daemon_options` takes them in ``**options``; it calls
-:func:`start_logging` first thing and passes :func:`metrics_fields` to its config dataclass.
+:func:`start_logging` first thing and passes :func:`daemon_fields` to its config dataclass.
 """
 
 from __future__ import annotations
@@ -13,11 +13,21 @@ import click
 
 from kmeta.cli.config_sources import config_option
 from kmeta.cli.logging_setup import logging_options, setup_logging
+from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def daemon_options(fn: F) -> F:
+    fn = click.option(
+        "--queued-max-request-bytes",
+        type=click.IntRange(min=1),
+        default=DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+        show_default=True,
+        help="queued.max.request.bytes: request bytes buffered by all connections together "
+        "(partial requests included); reading pauses while it is reached. At least the max "
+        "frame size.",
+    )(fn)
     fn = click.option(
         "--metrics-port",
         type=click.IntRange(0, 65535),
@@ -36,9 +46,11 @@ def start_logging(options: dict[str, Any]) -> None:
     setup_logging(options.pop("log_level"), options.pop("log_format"))
 
 
-def metrics_fields(options: dict[str, Any]) -> dict[str, Any]:
-    """The config fields of --metrics-port / --metrics-host (removed from ``options``)."""
+def daemon_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """The config fields of --metrics-port / --metrics-host / --queued-max-request-bytes
+    (removed from ``options``)."""
     return {
         "metrics_port": options.pop("metrics_port"),
         "metrics_host": options.pop("metrics_host"),
+        "queued_max_request_bytes": options.pop("queued_max_request_bytes"),
     }

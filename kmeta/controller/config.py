@@ -6,7 +6,9 @@ import re
 from dataclasses import dataclass
 
 from kmeta.controller.faults import parse_fault
+from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol
+from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)$")
 
@@ -55,6 +57,8 @@ class ControllerConfig:
     auto_leader_rebalance: bool = False
     leader_imbalance_per_broker_percentage: int = 10  # leader.imbalance.per.broker.percentage
     leader_imbalance_check_interval_seconds: float = 300.0  # leader.imbalance.check.interval.seconds
+    #: queued.max.request.bytes: request bytes buffered by all connections together
+    queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
 
     def __post_init__(self) -> None:
         if not self.listeners:
@@ -75,6 +79,11 @@ class ControllerConfig:
             raise ValueError("leader imbalance percentage must be within 0-100")
         if self.leader_imbalance_check_interval_seconds <= 0:
             raise ValueError("leader imbalance check interval must be positive")
+        if self.queued_max_request_bytes < DEFAULT_MAX_FRAME_SIZE:
+            raise ValueError(
+                f"queued max request bytes {self.queued_max_request_bytes} must be at least the "
+                f"max frame size {DEFAULT_MAX_FRAME_SIZE} (else a request of that size never fits)"
+            )
 
     def security_protocol(self, listener: str) -> int:
         """Kafka's security protocol id of one of our listeners (0 PLAINTEXT, 1 SSL)."""

@@ -15,6 +15,7 @@ from kmeta.controller.controller import KafkaController
 from kmeta.controller.handlers import build_registry
 from kmeta.controller.status import ControllerCollector, controller_status
 from kmeta.net.listener import Listener
+from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.metrics import DaemonMetrics
 from kmeta.net.metrics_http import MetricsServer
 from kmeta.net.server_connection import ConnectionLimits
@@ -42,6 +43,7 @@ class ControllerDaemon:
         self.config = config
         self.controller = KafkaController(config)
         registry = build_registry()
+        pool = RequestMemoryPool(config.queued_max_request_bytes)  # all listeners together
         self.listeners = []
         for spec in config.listeners:
             name, host, port = parse_listener(spec)
@@ -55,6 +57,7 @@ class ControllerDaemon:
                     state=self.controller,
                     limits=ConnectionLimits(max_queued_requests=1024),
                     ssl=config.tls.server_context(name) if config.security_protocol(name) else None,
+                    pool=pool,
                 )
             )
 

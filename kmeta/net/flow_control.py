@@ -1,8 +1,9 @@
 """Backpressure for one server connection, in one small class.
 
-Two reasons stop us reading a socket: the peer is not reading our answers (the transport's
-write buffer is above its high-water mark, so asyncio called ``pause_writing``), or too many
-of its requests are still waiting for an asynchronous handler. Either way, reading more would
+Three reasons stop us reading a socket: the peer is not reading our answers (the transport's
+write buffer is above its high-water mark, so asyncio called ``pause_writing``), too many
+of its requests are still waiting for an asynchronous handler, or the daemon's request memory
+pool is full (:mod:`kmeta.net.memory_pool`). Either way, reading more would
 only make the broker buffer without bound. Reading resumes when every reason is gone.
 Writers that want to wait for room ``await drain()``; ``connection_lost`` wakes them.
 """
@@ -45,6 +46,10 @@ class FlowControl:
     @property
     def reading_paused(self) -> bool:
         return bool(self._holds)
+
+    def reading_held_except(self, reason: str) -> bool:
+        """Paused for some reason other than ``reason``."""
+        return bool(self._holds) and self._holds != {reason}
 
     def hold_reading(self, reason: str) -> None:
         if not self._holds and not self._transport.is_closing():

@@ -21,6 +21,7 @@ from typing import Any
 from kmeta.net import zerocopy
 from kmeta.net.dispatch import HandlerRegistry
 from kmeta.net.hooks import NO_HOOKS, ConnectionHooks
+from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 
 log = logging.getLogger("kmeta.net.listener")
@@ -39,6 +40,7 @@ class Listener:
         limits: ConnectionLimits | None = None,
         ssl: ssl_module.SSLContext | None = None,
         zero_copy: bool = True,
+        pool: RequestMemoryPool | None = None,
     ) -> None:
         self.name = name
         self.host = host
@@ -47,6 +49,7 @@ class Listener:
             name, is_control, registry, state, limits or ConnectionLimits(),
             # TLS encrypts in user space: no pages to lend the kernel there
             zero_copy=zero_copy and ssl is None and zerocopy.AVAILABLE,
+            pool=pool,  # shared by every listener of the daemon
         )  # fmt: skip
         self.connections: set[ServerConnection] = set()
         #: attached to every connection accepted from now on (metrics, authentication)

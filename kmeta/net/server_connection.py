@@ -16,8 +16,9 @@
   observer told of reads, requests, writes and faults; a gate that admits API keys), never by
   subclassing.
 * Reading pauses while the peer does not read our answers or while ``max_queued_requests``
-  answers wait (see :mod:`kmeta.net.flow_control`); a connection idle for
-  ``idle_timeout_s`` is closed.
+  answers wait (see :mod:`kmeta.net.flow_control`), and while the daemon's request memory pool
+  is full and this connection's partial request grew (see :mod:`kmeta.net.memory_pool`); a
+  connection idle for ``idle_timeout_s`` is closed.
 * Memory per connection is bounded: answers are written once about 1 MiB is encoded, and if
   the peer is not reading, the frames still unhandled wait (reading is paused) until it does.
   A peer that reads nothing for ``write_timeout_s`` is aborted (its unsent answers dropped);
@@ -54,6 +55,7 @@ from kmeta.net.hooks import (
     NotAdmittedError,
     RequestGate,
 )
+from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameSplitter
 from kmeta.protocol.header import (
@@ -97,6 +99,8 @@ class ServingInfo:
     limits: ConnectionLimits
     #: large cached pieces leave by sendfile (plain TCP only; see kmeta.net.zerocopy)
     zero_copy: bool = False
+    #: request bytes buffered by all the daemon's connections (queued.max.request.bytes)
+    pool: RequestMemoryPool | None = None
 
 
 class _AsyncSlot:
@@ -108,6 +112,7 @@ class _AsyncSlot:
         self.handler = handler
 
 
+MEMORY = "memory"  # the flow-control hold of a full request memory pool
 _BIG = 32 * 1024  # pieces at least this large are handed to the transport, not copied
 Chunks = list[bytes | bytearray]
 
@@ -208,6 +213,7 @@ class ServerConnection(asyncio.Protocol):
         self._partial_since: float | None = None  # a frame started and is not complete yet
         self._stalled_since: float | None = None  # the peer stopped reading our answers
         self._stashed: list[bytes] | None = None  # frames read but not handled (write paused)
+        self._held = 0  # request bytes (partial frame + stashed frames) counted in info.pool
         self._admit = admit
         self.admitted = False
         self._known: _KnownHeader | None = None
@@ -268,6 +274,9 @@ class ServerConnection(asyncio.Protocol):
             self._process(frames)
             if observer is not None:
                 observer.on_answers_ready()
+        pool = self.info.pool
+        if pool is not None and (self._held or self._splitter.buffered or self._stashed):
+            self._account_memory(pool)
 
     def _process(self, frames: list[bytes]) -> None:
         out: Chunks = []
@@ -348,9 +357,38 @@ class ServerConnection(asyncio.Protocol):
             self._process(stashed)
             if self._observer is not None:
                 self._observer.on_answers_ready()
+        if self.info.pool is not None and not self._closing:
+            self._account_memory(self.info.pool)
+
+    def _account_memory(self, pool: RequestMemoryPool) -> None:
+        """Tell the pool what this connection holds now; stop reading when it says so."""
+        held = self._splitter.buffered
+        if self._stashed:
+            held += sum(map(len, self._stashed))
+        if held == self._held:
+            return
+        before, self._held = self._held, held
+        if pool.account(before, held, self._resume_memory) and self._flow is not None:
+            self._flow.hold_reading(MEMORY)
+
+    def _resume_memory(self) -> None:
+        if self._flow is not None:
+            self._flow.release_reading(MEMORY)
+
+    def _release_memory(self) -> None:
+        """Give back everything held (closing): the pool may wake other connections."""
+        pool = self.info.pool
+        if pool is not None:
+            pool.forget(self._resume_memory)
+            if self._held:
+                before, self._held = self._held, 0
+                self._stashed = None
+                self._splitter = FrameSplitter(self.info.limits.max_frame_size)
+                pool.account(before, 0, self._resume_memory)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        self._release_memory()
         if self._flow is not None:
             self._flow.connection_lost()
         if self._idle_timer is not None:
@@ -498,6 +536,7 @@ class ServerConnection(asyncio.Protocol):
             if self._observer is not None:
                 self._observer.on_fault(kind, reason)
         self._closing = True
+        self._release_memory()
         self._stashed = None
         for slot in self._pending:
             if isinstance(slot, _AsyncSlot):
@@ -537,8 +576,15 @@ class ServerConnection(asyncio.Protocol):
                 )
                 return
             self._arm(self._stalled_since + limits.write_timeout_s)
-        if self._partial_since is not None and self._flow is not None and self._flow.reading_paused:
-            self._partial_since = now  # we are not reading: not the peer's delay
+        if (
+            self._partial_since is not None
+            and self._flow is not None
+            and self._flow.reading_held_except(MEMORY)
+        ):
+            # We are not reading: not the peer's delay. (Paused only because the memory pool
+            # is full, the partial request still times out: partial frames that never
+            # complete must not hold the pool for ever.)
+            self._partial_since = now
         if self._partial_since is not None:
             waited = now - self._partial_since
             if waited >= limits.request_timeout_s:

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from kmeta.metadata.cache import MetadataCache
 from kmeta.net.listener import Listener
+from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.metrics import DaemonMetrics
 from kmeta.net.metrics_http import MetricsServer
 from kmeta.net.server_connection import ConnectionLimits
@@ -54,6 +55,8 @@ class Broker:
             max_connections=config.max_connections,
             max_connections_per_ip=config.max_connections_per_ip,
         )
+        #: request bytes buffered by every connection of every listener together
+        self.request_memory = RequestMemoryPool(config.queued_max_request_bytes)
         self.listeners = [
             Listener(
                 spec.name,
@@ -68,6 +71,7 @@ class Broker:
                 if config.security_protocol(spec.name)
                 else None,
                 zero_copy=config.zero_copy,
+                pool=self.request_memory,
             )
             for spec in config.listeners
         ]

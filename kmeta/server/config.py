@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
@@ -54,6 +55,9 @@ class BrokerConfig:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # socket.request.max.bytes
     connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
     max_queued_requests: int = 64  # per connection, behind an asynchronous handler
+    #: queued.max.request.bytes: request bytes buffered by all connections together (partial
+    #: frames included); reading pauses while it is reached
+    queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
     state_change_log: str | None = None  # JSON lines, see the state-change log contract
     #: the controller to register with (host, port); None: no controller link
     controller: tuple[str, int] | None = None
@@ -92,6 +96,11 @@ class BrokerConfig:
                 raise ValueError(f"advertised listener {spec.name} has no matching listener")
         if self.max_frame_size <= 0 or self.connections_max_idle_ms <= 0:
             raise ValueError("max_frame_size and connections_max_idle_ms must be positive")
+        if self.queued_max_request_bytes < self.max_frame_size:
+            raise ValueError(
+                f"queued max request bytes {self.queued_max_request_bytes} must be at least the "
+                f"max frame size {self.max_frame_size} (else a request of that size never fits)"
+            )
         if self.heartbeat_interval_ms <= 0:
             raise ValueError("heartbeat_interval_ms must be positive")
         if self.request_timeout_ms <= 0 or self.write_timeout_ms <= 0:

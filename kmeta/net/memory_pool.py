@@ -1,0 +1,64 @@
+"""Request bytes buffered across every connection of a daemon, bounded (Kafka's
+``queued.max.request.bytes`` and its MemoryPool).
+
+``max_frame_size`` bounds one request; nothing bounded their sum: ten connections each sending
+95 MiB of a declared 100 MiB frame made a broker hold a gigabyte. Each connection reports
+what it holds — the partial frame in its splitter plus complete frames it has read but not
+handled yet — and the pool adds them up. While the total is at or above the capacity, a
+connection whose holding grew stops reading (as Kafka mutes a channel whose request cannot be
+allocated) and is woken when the total falls below it again. A connection holding nothing
+(its requests were complete and answered) keeps reading: small requests on other
+connections are still served while big partial ones wait.
+
+Overshoot is bounded by one socket read per connection (a read is accounted after it
+arrived). A paused partial request still counts against the request timeout, so partial
+frames that never complete cannot hold the pool for ever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 * 1024 * 1024
+
+#: a connection's wake-up: resume reading
+Waiter = Callable[[], None]
+
+
+class RequestMemoryPool:
+    __slots__ = ("_waiters", "capacity", "used")
+
+    def __init__(self, capacity: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES) -> None:
+        if capacity <= 0:
+            raise ValueError("queued.max.request.bytes must be positive")
+        self.capacity = capacity
+        self.used = 0
+        self._waiters: dict[Waiter, None] = {}  # insertion-ordered set: woken first come first
+
+    @property
+    def full(self) -> bool:
+        return self.used >= self.capacity
+
+    def account(self, held_before: int, held_now: int, waiter: Waiter) -> bool:
+        """A connection's holding changed; True when it must stop reading until ``waiter``."""
+        self.used += held_now - held_before
+        if held_now > held_before:
+            if self.used >= self.capacity:
+                self._waiters[waiter] = None
+                return True
+        elif self._waiters and self.used < self.capacity:
+            self._wake()
+        return False
+
+    def forget(self, waiter: Waiter) -> None:
+        """The connection is gone: it no longer waits (what it held is released by ``account``)."""
+        self._waiters.pop(waiter, None)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters:
+            waiter()
