@@ -5,11 +5,18 @@ serves clients on ``base_port + i - 1`` and the controller on ``base_port + 100 
 (its CONTROL listener); the controller listens on ``base_port + 1000``. Ctrl-C (or SIGTERM)
 stops everything cleanly: SIGTERM to every child (brokers first, controller last, so brokers
 can shut down in a controlled way), wait, then SIGKILL what is left.
+
+``--ready-file F`` writes a JSON object (bootstrap servers, controller, metrics ports, data dir)
+to F once every broker serves the whole cluster, and removes it when the cluster stops;
+``--exit-after S`` stops the cluster S seconds after it started (for CI jobs in any language).
+The argv built here is also how ``kmeta.testing.Cluster`` starts daemons (see launch.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import json
 import os
 import signal
 import subprocess
@@ -22,7 +29,9 @@ from pathlib import Path
 
 import click
 
+from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
 from kmeta.controller.faults import parse_fault
+from kmeta.net.tls import TlsConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,18 +45,34 @@ class ClusterConfig:
     heartbeat_interval_ms: int | None = None
     propagation_barrier: bool = True
     stop_timeout_s: float = 10.0
+    #: --ready-file: how long every broker has to serve the whole cluster
+    start_timeout_s: float = 60.0
     log_level: str = "WARNING"
     #: fault injection specs for the controller (``broker=2,delay=500ms``)
     faults: tuple[str, ...] = ()
     #: /metrics and /status: broker i on base_port + 200 + i - 1, the controller on base_port + 300
     metrics: bool = True
+    #: every port given explicitly (tests: ports the OS picked); None: offsets from base_port
+    ports: Ports | None = None
+    #: broker.rack of broker i: racks[(i - 1) % len(racks)]; () for no racks
+    racks: tuple[str, ...] = ()
+    #: the controller's num.partitions (None: its default)
+    default_partitions: int | None = None
+    #: fault specs the controller reads at start and again on SIGHUP (see kmeta controller)
+    fault_file: str | None = None
+    #: client listeners as SSL:// with this certificate (None: PLAINTEXT)
+    ssl: TlsConfig | None = None
+
+    @property
+    def port_plan(self) -> Ports:
+        return self.ports or Ports.from_base(self.base_port, self.brokers)
 
     def metrics_port(self, i: int) -> int:
-        return self.base_port + 200 + i - 1
+        return self.port_plan.metrics[i - 1]
 
     @property
     def controller_metrics_port(self) -> int:
-        return self.base_port + 300
+        return self.port_plan.controller_metrics
 
     @property
     def heartbeat_ms(self) -> int:
@@ -57,13 +82,20 @@ class ClusterConfig:
 
     @property
     def controller_port(self) -> int:
-        return self.base_port + 1000
+        return self.port_plan.controller
 
     def client_port(self, i: int) -> int:
-        return self.base_port + i - 1
+        return self.port_plan.client[i - 1]
 
     def control_port(self, i: int) -> int:
-        return self.base_port + 100 + i - 1
+        return self.port_plan.control[i - 1]
+
+    @property
+    def client_listener(self) -> str:
+        return "PLAINTEXT" if self.ssl is None else "SSL"
+
+    def rack(self, i: int) -> str | None:
+        return self.racks[(i - 1) % len(self.racks)] if self.racks else None
 
     @property
     def bootstrap(self) -> str:
@@ -90,6 +122,8 @@ def controller_argv(cfg: ClusterConfig, data_dir: Path) -> list[str]:
         "--propagation-barrier" if cfg.propagation_barrier else "--no-propagation-barrier",
         "--log-level", cfg.log_level,
         *(arg for spec in cfg.faults for arg in ("--fault", spec)),
+        *(("--fault-file", cfg.fault_file) if cfg.fault_file else ()),
+        *(("--default-partitions", str(cfg.default_partitions)) if cfg.default_partitions else ()),
         *(("--metrics-port", str(cfg.controller_metrics_port)) if cfg.metrics else ()),
     ]  # fmt: skip
 
@@ -99,14 +133,57 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         sys.executable, "-m", "kmeta", "broker",
         "--broker-id", str(i),
         "--listeners",
-        f"PLAINTEXT://{cfg.host}:{cfg.client_port(i)},CONTROL://{cfg.host}:{cfg.control_port(i)}",
+        f"{cfg.client_listener}://{cfg.host}:{cfg.client_port(i)},"
+        f"CONTROL://{cfg.host}:{cfg.control_port(i)}",
         "--controller", f"{cfg.host}:{cfg.controller_port}",
         "--cluster-id", cluster_id_of(data_dir),
         "--heartbeat-interval-ms", str(cfg.heartbeat_ms),
         "--state-change-log", str(data_dir / f"broker-{i}.state-change.log"),
         "--log-level", cfg.log_level,
         *(("--metrics-port", str(cfg.metrics_port(i))) if cfg.metrics else ()),
+        *(("--rack", rack) if (rack := cfg.rack(i)) else ()),
+        *_ssl_args(cfg.ssl),
     ]  # fmt: skip
+
+
+def _ssl_args(tls: TlsConfig | None) -> list[str]:
+    if tls is None:
+        return []
+    pairs = (("--ssl-certfile", tls.certfile), ("--ssl-keyfile", tls.keyfile),
+             ("--ssl-cafile", tls.cafile))  # fmt: skip
+    return [arg for flag, value in pairs if value for arg in (flag, value)]
+
+
+def ready_info(cfg: ClusterConfig, data_dir: Path) -> dict[str, object]:
+    """What ``--ready-file`` holds: where everything listens, for clients in any language."""
+    ids = range(1, cfg.brokers + 1)
+    return {
+        "bootstrap_servers": cfg.bootstrap,
+        "brokers": [
+            {
+                "id": i,
+                "host": cfg.host,
+                "port": cfg.client_port(i),
+                "control_port": cfg.control_port(i),
+                "metrics_port": cfg.metrics_port(i) if cfg.metrics else None,
+                "rack": cfg.rack(i),
+            }
+            for i in ids
+        ],
+        "controller": f"{cfg.host}:{cfg.controller_port}",
+        "controller_metrics_port": cfg.controller_metrics_port if cfg.metrics else None,
+        "security_protocol": cfg.client_listener,
+        "cluster_id": cluster_id_of(data_dir),
+        "data_dir": str(data_dir),
+        "pid": os.getpid(),
+    }
+
+
+def write_ready_file(path: Path, info: dict[str, object]) -> None:
+    """Write whole or not at all: a CI job polling for the file never reads half of it."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(info, indent=2) + "\n")
+    os.replace(tmp, path)
 
 
 def stop_all(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> None:
@@ -123,16 +200,15 @@ def stop_all(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> None:
             p.wait()
 
 
-def up(cfg: ClusterConfig) -> None:
+def up(
+    cfg: ClusterConfig, ready_file: Path | None = None, exit_after_s: float | None = None
+) -> None:
+    started = time.monotonic()
     data_dir = Path(cfg.data_dir or tempfile.mkdtemp(prefix="kmeta-cluster-"))
     data_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    # own sessions: a terminal's Ctrl-C reaches only us, and we stop the children in order
-    controller = subprocess.Popen(controller_argv(cfg, data_dir), env=env, start_new_session=True)
-    brokers = [
-        subprocess.Popen(broker_argv(cfg, data_dir, i), env=env, start_new_session=True)
-        for i in range(1, cfg.brokers + 1)
-    ]
+    controller = spawn(controller_argv(cfg, data_dir), env)
+    brokers = [spawn(broker_argv(cfg, data_dir, i), env) for i in range(1, cfg.brokers + 1)]
     procs = [*brokers, controller]
     names = {p.pid: f"broker {i}" for i, p in enumerate(brokers, 1)} | {
         controller.pid: "controller"
@@ -164,7 +240,14 @@ def up(cfg: ClusterConfig) -> None:
         click.echo(f"status: kmeta status --controller {h}:{cfg.controller_metrics_port} --watch")
     click.echo("Ctrl-C stops the cluster.")
     try:
+        if ready_file is not None:
+            await_ready(cfg, {names[p.pid]: p for p in procs})
+            write_ready_file(ready_file, ready_info(cfg, data_dir))
+            click.echo(f"ready in {time.monotonic() - started:.2f} s: wrote {ready_file}")
         while True:
+            if exit_after_s is not None and time.monotonic() - started >= exit_after_s:
+                click.echo(f"--exit-after {exit_after_s:g} s: stopping the cluster ...")
+                return
             for p in procs:
                 if p.poll() is not None:
                     click.echo(f"{names[p.pid]} (pid {p.pid}) exited with {p.returncode}", err=True)
@@ -179,7 +262,19 @@ def up(cfg: ClusterConfig) -> None:
         # brokers first (each moves its leaderships away through the controller), then it
         stop_all([p for p in procs if p is not controller], cfg.stop_timeout_s)
         stop_all([p for p in procs if p is controller], cfg.stop_timeout_s)
+        if ready_file is not None:
+            ready_file.unlink(missing_ok=True)
         click.echo("cluster stopped")
+
+
+def await_ready(cfg: ClusterConfig, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    """Block until every broker serves the whole cluster; a ClickException if it does not."""
+    ssl = cfg.ssl.client_context() if cfg.ssl is not None else None
+    ports = {i: cfg.client_port(i) for i in range(1, cfg.brokers + 1)}
+    try:
+        asyncio.run(await_serving(cfg.host, ports, procs, cfg.start_timeout_s, ssl))
+    except (DaemonExited, TimeoutError) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @click.group("cluster")
@@ -215,6 +310,19 @@ def cluster_group() -> None:
     show_default=True,
     help="Serve /metrics and /status (brokers: base port + 200 + i - 1; controller: + 300).",
 )
+@click.option(
+    "--ready-file",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Once every broker serves, write the cluster's addresses here as JSON (removed at exit).",
+)
+@click.option(
+    "--exit-after",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Stop the cluster this long after starting it (bounds a CI job's cluster).",
+)
 def up_command(
     brokers: int,
     base_port: int,
@@ -225,6 +333,8 @@ def up_command(
     log_level: str,
     faults: tuple[str, ...],
     metrics: bool,
+    ready_file: str | None,
+    exit_after: float | None,
 ) -> None:
     """Start a controller and N brokers; print the bootstrap address; Ctrl-C stops them."""
     for spec in faults:  # refuse a bad --fault here, not as a dead controller later
@@ -243,7 +353,9 @@ def up_command(
             log_level=log_level,
             faults=faults,
             metrics=metrics,
-        )
+        ),
+        ready_file=Path(ready_file) if ready_file else None,
+        exit_after_s=exit_after,
     )
 
 

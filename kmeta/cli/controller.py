@@ -74,6 +74,13 @@ _D = ControllerConfig(data_dir=".")
     metavar="broker=ID,delay=500ms|drop|pause",
     help="Delay, drop or pause the controller's updates to a broker (repeatable).",
 )
+@click.option(
+    "--fault-file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="More fault specs, one per line: read at start and again on SIGHUP (they replace the "
+    "faults in force).",
+)
 @tls_options
 def controller_command(
     listeners: str,
@@ -92,6 +99,7 @@ def controller_command(
     leader_imbalance_per_broker_percentage: int,
     leader_imbalance_check_interval_seconds: float,
     faults: tuple[str, ...],
+    fault_file: str | None,
     **options: Any,
 ) -> None:
     """Run the controller until SIGTERM or SIGINT."""
@@ -114,6 +122,7 @@ def controller_command(
             leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
             leader_imbalance_check_interval_seconds=leader_imbalance_check_interval_seconds,
             faults=faults,
+            fault_file=fault_file,
             **tls_fields(options),
             **daemon_fields(options),
         )

@@ -93,6 +93,31 @@ def _parse_assignment(text: str) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def create_topic_request(
+    topic: str,
+    partitions: int,
+    replication_factor: int,
+    assignments: tuple[Any, ...] = (),
+    configs: tuple[Any, ...] = (),
+    validate_only: bool = False,
+) -> Any:
+    """CreateTopics v7 for one topic (with an assignment, counts are -1 as Kafka wants)."""
+    return ct.CreateTopicsRequest(
+        version=7,
+        topics=(
+            ct.CreatableTopic(
+                name=topic,
+                num_partitions=-1 if assignments else partitions,
+                replication_factor=-1 if assignments else replication_factor,
+                assignments=assignments,
+                configs=configs,
+            ),
+        ),
+        timeout_ms=TIMEOUT_MS,
+        validate_only=validate_only,
+    )
+
+
 _bootstrap = click.option("--bootstrap-server", required=True, help="host:port[,host:port...]")
 
 
@@ -134,19 +159,8 @@ def create_command(
             raise click.BadParameter(f"{item!r} is not name=value", param_hint="--config")
         cfgs.append(ct.CreatableTopicConfig(name=name, value=value))
     assignments = _parse_assignment(replica_assignment) if replica_assignment else ()
-    request = ct.CreateTopicsRequest(
-        version=7,
-        topics=(
-            ct.CreatableTopic(
-                name=topic,
-                num_partitions=-1 if assignments else partitions,
-                replication_factor=-1 if assignments else replication_factor,
-                assignments=assignments,
-                configs=tuple(cfgs),
-            ),
-        ),
-        timeout_ms=TIMEOUT_MS,
-        validate_only=validate_only,
+    request = create_topic_request(
+        topic, partitions, replication_factor, assignments, tuple(cfgs), validate_only
     )
     response = _run(bootstrap_server, lambda c: c.request(request, TIMEOUT_MS / 1000 + 5))
     result = response.topics[0]

@@ -59,6 +59,9 @@ class ControllerConfig:
     leader_imbalance_check_interval_seconds: float = 300.0  # leader.imbalance.check.interval.seconds
     #: queued.max.request.bytes: request bytes buffered by all connections together
     queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
+    #: a file of fault specs (one per line, ``#`` comments) read at start and on SIGHUP; its
+    #: faults replace those in force, so a test can change them on a running controller
+    fault_file: str | None = None
 
     def __post_init__(self) -> None:
         if not self.listeners:

@@ -35,7 +35,7 @@ from kmeta.controller.config import ControllerConfig
 from kmeta.controller.deletion import TopicDeletionManager
 from kmeta.controller.election import add_replica, remove_replicas
 from kmeta.controller.event_manager import ControllerEventManager
-from kmeta.controller.faults import Fault, FaultInjector, parse_fault
+from kmeta.controller.faults import Fault, FaultInjector, configured_faults
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import (
     BrokerInfo,
@@ -91,8 +91,8 @@ class KafkaController:
         self.state_log = StateChangeLog(log_path, config.node_id)
         #: fault injection (delay / drop / pause the requests to chosen brokers)
         self.faults = FaultInjector()
-        for spec in config.faults:
-            self.faults.set(*parse_fault(spec))
+        for broker_id, fault in configured_faults(config.faults, config.fault_file).items():
+            self.faults.set(broker_id, fault)
         self.faults.on_change = self._fault_changed
         self.channel = ControllerChannelManager(
             listener_name=config.broker_control_listener,

@@ -12,6 +12,7 @@ import signal
 
 from kmeta.controller.config import ControllerConfig, parse_listener
 from kmeta.controller.controller import KafkaController
+from kmeta.controller.faults import configured_faults
 from kmeta.controller.handlers import build_registry
 from kmeta.controller.status import ControllerCollector, controller_status
 from kmeta.net.listener import Listener
@@ -88,6 +89,20 @@ class ControllerDaemon:
             await self.metrics_server.stop()
 
 
+def reload_faults(controller: KafkaController) -> None:
+    """SIGHUP: the fault file's faults (over ``--fault``'s) replace those in force. A file
+    that cannot be read whole changes nothing."""
+    config = controller.config
+    try:
+        faults = configured_faults(config.faults, config.fault_file)
+    except (OSError, ValueError) as exc:
+        log.error("fault file not applied, the faults in force stay: %s", exc)
+        return
+    controller.faults.replace(faults)
+    shown = ", ".join(f"broker={b},{f}" for b, f in sorted(faults.items())) or "none"
+    log.warning("fault injection from %s: %s", config.fault_file, shown)
+
+
 async def serve(config: ControllerConfig, ready: asyncio.Event | None = None) -> None:
     """Run until SIGTERM/SIGINT (a second signal forces exit)."""
     daemon = ControllerDaemon(config)
@@ -114,6 +129,8 @@ async def serve(config: ControllerConfig, ready: asyncio.Event | None = None) ->
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
+    if config.fault_file is not None:
+        loop.add_signal_handler(signal.SIGHUP, reload_faults, daemon.controller)
     if ready is not None:
         ready.set()
     await stop.wait()

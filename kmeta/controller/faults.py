@@ -25,6 +25,7 @@ Spec syntax (CLI): ``broker=<id>,delay=<n>ms|<n>s`` | ``broker=<id>,drop`` |
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections import Counter
@@ -75,6 +76,32 @@ def parse_fault(text: str) -> tuple[int, Fault]:
     return broker, fault
 
 
+def read_fault_file(path: str) -> dict[int, Fault]:
+    """The faults a fault file lists (one spec per line; blank lines and ``#`` comments are
+    skipped); OSError or ValueError (naming the line) when it cannot be read whole."""
+    out: dict[int, Fault] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            spec = line.split("#", 1)[0].strip()
+            if not spec:
+                continue
+            try:
+                broker, fault = parse_fault(spec)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{n}: {exc}") from None
+            out[broker] = fault
+    return out
+
+
+def configured_faults(specs: tuple[str, ...], fault_file: str | None) -> dict[int, Fault]:
+    """``--fault`` specs, then the fault file's (a missing file holds none) over them."""
+    out = dict(parse_fault(spec) for spec in specs)
+    if fault_file is not None:
+        with contextlib.suppress(FileNotFoundError):
+            out.update(read_fault_file(fault_file))
+    return out
+
+
 #: called after a broker's fault changed: (broker id, old fault, new fault)
 ChangeHook = Callable[[int, Fault | None, Fault | None], None]
 
@@ -101,6 +128,13 @@ class FaultInjector:
         """Clear one broker's fault, or all of them."""
         for b in [broker_id] if broker_id is not None else list(self._faults):
             self._update(b, None)
+
+    def replace(self, faults: dict[int, Fault]) -> None:
+        """Make ``faults`` the whole set in force (brokers not named lose theirs)."""
+        for b in set(self._faults) - set(faults):
+            self._update(b, None)
+        for b, fault in faults.items():
+            self._update(b, fault)
 
     def get(self, broker_id: int) -> Fault | None:
         return self._faults.get(broker_id)

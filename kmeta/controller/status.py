@@ -77,6 +77,7 @@ def controller_status(controller: KafkaController) -> dict[str, Any]:
             "total_queue_size": controller.channel.queue_size(),
             "latest_update": tracker.latest_update,
         },
+        "faults": {str(b): str(f) for b, f in sorted(controller.faults.active().items())},
         "brokers": brokers,
         **partition_counts(controller),
     }

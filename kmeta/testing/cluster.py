@@ -1,0 +1,468 @@
+"""``kmeta.testing.Cluster``: a real kmeta cluster as a handle a test can hold.
+
+A controller and N brokers start as processes of their own (``python -m kmeta ...``, built by
+the same code as ``kmeta cluster up``: :mod:`kmeta.cli.cluster`, :mod:`kmeta.cli.launch`) on
+ports the OS picked on loopback, in a new temporary data dir. Entering the context manager
+(``with`` or ``async with``) returns once every broker serves the whole cluster; leaving it
+(also on a failure or Ctrl-C) kills every daemon and removes the data dir. Each method says
+which Kafka event it imitates. Every daemon writes its log to ``<data dir>/logs/<name>.log``.
+
+Not available yet: SASL listeners and a controller quorum (``controllers`` > 1); asking for
+them raises ValueError rather than pretending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from kmeta.cli.cluster import ClusterConfig, broker_argv, controller_argv
+from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
+from kmeta.net.tls import TlsConfig
+from kmeta.testing import requests
+from kmeta.testing.requests import BrokerView
+
+T = TypeVar("T")
+
+QUORUM_UNAVAILABLE = (
+    "controllers > 1: a controller quorum is not available in kmeta yet (issue 'Controller "
+    "quorum'); a Cluster runs one controller"
+)
+#: a daemon that lost the race for its OS-picked port: start again on new ports
+_PORT_TAKEN = "address already in use"
+_START_ATTEMPTS = 3
+
+
+def _run(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from sync code, also when called on a running loop."""
+
+    async def main() -> T:
+        return await make()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # not on the caller's loop
+        return pool.submit(asyncio.run, main()).result()
+
+
+def _kill(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+    for proc in procs.values():
+        proc.wait()
+
+
+def _finalize(procs: dict[str, subprocess.Popen[bytes]], data_dir: Path, keep: bool) -> None:
+    """Last resort (a Cluster never closed, or the interpreter exiting): no daemon outlives it."""
+    _kill(procs)
+    if not keep:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+class Cluster:
+    """A controller and ``brokers`` brokers (ids 1..N) on loopback; see the module docstring.
+
+    Options: ``racks`` (broker i gets ``racks[(i-1) % len(racks)]``), ``partitions`` (the
+    controller's num.partitions), ``barrier`` (admin calls answer once every live broker has
+    the change; False: Kafka's behaviour), ``ssl`` (client listeners as SSL:// with this
+    certificate; TlsConfig(certfile, keyfile, cafile)), ``session_timeout_ms`` (how long a
+    killed broker stays alive in the controller's eyes; 3 s by default to keep tests short),
+    ``log_level`` of the daemons, ``keep`` (keep the data dir at close), ``parent_dir`` (where
+    the data dir is made; default: the system's temp dir).
+    """
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        *,
+        racks: Sequence[str] = (),
+        partitions: int | None = None,
+        barrier: bool = True,
+        ssl: TlsConfig | None = None,
+        sasl: str | None = None,
+        controllers: int = 1,
+        session_timeout_ms: int = 3_000,
+        heartbeat_interval_ms: int | None = None,
+        log_level: str = "INFO",
+        start_timeout_s: float = 30.0,
+        keep: bool = False,
+        parent_dir: str | os.PathLike[str] | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
+        if controllers != 1:
+            raise ValueError(QUORUM_UNAVAILABLE)
+        if sasl is not None:
+            raise ValueError("sasl: SASL listeners are not available in kmeta yet")
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        if ssl is not None and ssl.certfile is None:
+            raise ValueError("ssl needs a certfile (TlsConfig(certfile=..., cafile=...))")
+        self.brokers = brokers
+        self.keep = keep
+        #: completed with the data dir and ports at start
+        self._base = ClusterConfig(
+            brokers=brokers, racks=tuple(racks), default_partitions=partitions,
+            propagation_barrier=barrier, ssl=ssl, session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms, log_level=log_level, host=host,
+        )  # fmt: skip
+        self.start_timeout_s = start_timeout_s
+        self._parent_dir = parent_dir
+        self._ssl = ssl.client_context() if ssl is not None else None
+        self._cfg: ClusterConfig | None = None
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._faults: dict[int, str] = {}
+        self._lock = threading.RLock()
+        self._closed = False
+        self._dir_settled = False
+        self._finalizer: weakref.finalize[Any, Cluster] | None = None
+        self.data_dir: Path | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> Cluster:
+        """Start every daemon and return once each broker serves the whole cluster."""
+        if self._cfg is not None:
+            raise RuntimeError("this Cluster was started already")
+        self.data_dir = Path(tempfile.mkdtemp(prefix="kmeta-test-", dir=self._parent_dir))
+        self._finalizer = weakref.finalize(self, _finalize, self._procs, self.data_dir, self.keep)
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            self._cfg = dataclasses.replace(
+                self._base,
+                data_dir=str(self.data_dir),
+                ports=Ports.free(self.brokers, self._base.host),
+                fault_file=str(self.data_dir / "faults"),
+            )
+            try:
+                with self._lock:
+                    if self._closed:
+                        raise RuntimeError("the Cluster was closed while starting")
+                    self._spawn("controller")
+                    for i in self.broker_ids:
+                        self._spawn(f"broker-{i}")
+                self._await_serving(self.broker_ids)
+                return self
+            except DaemonExited as exc:
+                port_taken = _PORT_TAKEN in self.log_tail(exc.name, 50).lower()
+                if attempt == _START_ATTEMPTS or not port_taken:
+                    self.close()
+                    raise
+                _kill(self._procs)  # lost a port race to another process: new ports
+                self._procs.clear()
+            except BaseException:
+                self.close()
+                raise
+        raise AssertionError("unreachable")
+
+    def close(self, keep: bool | None = None) -> None:
+        """Kill every daemon (a test cluster's end is a power cut: nothing of it is kept, so
+        nothing needs a clean stop) and remove the data dir unless ``keep``. The first close
+        after the data dir exists decides its fate; later calls only make sure nothing runs."""
+        with self._lock:
+            self._closed = True
+            _kill(self._procs)
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            if self.data_dir is None or self._dir_settled:
+                return
+            self._dir_settled = True
+            if not (self.keep if keep is None else keep):
+                shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> Cluster:
+        """Start, unless started already (a factory's Cluster, ended with its ``with``)."""
+        return self if self._cfg is not None else self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Cluster:
+        if self._cfg is not None:
+            return self
+        starting = asyncio.get_running_loop().run_in_executor(None, self.start)
+        try:
+            return await asyncio.shield(starting)
+        except BaseException:  # cancelled while starting: make the start give up, wait for it
+            self.close()
+            with contextlib.suppress(BaseException):
+                await starting
+            self.close()
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.close)
+
+    # -- where things are ----------------------------------------------------------------------
+    @property
+    def config(self) -> ClusterConfig:
+        if self._cfg is None:
+            raise RuntimeError("the Cluster is not started")
+        return self._cfg
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return list(range(1, self.brokers + 1))
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port,...`` of every broker's client listener (stopped ones included, as a
+        client's bootstrap list would be)."""
+        return self.config.bootstrap
+
+    def address(self, broker_id: int) -> tuple[str, int]:
+        return self.config.host, self.config.client_port(self._check_id(broker_id))
+
+    @property
+    def controller_address(self) -> str:
+        return f"{self.config.host}:{self.config.controller_port}"
+
+    def log_path(self, name: str) -> Path:
+        """``controller`` or ``broker-<id>``: where that daemon's output goes."""
+        assert self.data_dir is not None
+        return self.data_dir / "logs" / f"{name}.log"
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        try:
+            text = self.log_path(name).read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    @property
+    def daemons(self) -> list[str]:
+        return ["controller", *(f"broker-{i}" for i in self.broker_ids)]
+
+    def running(self, name: str) -> bool:
+        proc = self._procs.get(name)
+        return proc is not None and proc.poll() is None
+
+    @property
+    def live_brokers(self) -> list[int]:
+        """Brokers whose process runs now."""
+        return [i for i in self.broker_ids if self.running(f"broker-{i}")]
+
+    # -- topics (through any live broker, which forwards to the controller) --------------------
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        rf: int = -1,
+        *,
+        assignment: Sequence[Sequence[int]] | None = None,
+        configs: dict[str, str] | None = None,
+    ) -> None:
+        """CreateTopics, as ``kafka-topics.sh --create`` (-1: the controller's defaults;
+        ``assignment``: one replica list per partition, leader first). With the barrier on it
+        returns once every live broker serves the topic."""
+        self._admin(requests.create_topic, name, partitions, rf, assignment, configs or {})
+
+    def delete_topic(self, name: str) -> None:
+        """DeleteTopics, as ``kafka-topics.sh --delete``."""
+        self._admin(requests.delete_topic, name)
+
+    def add_partitions(
+        self, name: str, total: int, *, assignment: Sequence[Sequence[int]] | None = None
+    ) -> None:
+        """CreatePartitions up to ``total``, as ``kafka-topics.sh --alter --partitions``."""
+        self._admin(requests.add_partitions, name, total, assignment)
+
+    def _admin(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+        live = self.live_brokers
+        if not live:
+            raise RuntimeError("no broker is running")
+        _run(lambda: fn(self.address(live[0]), self._ssl, *args))
+
+    # -- what brokers serve ---------------------------------------------------------------------
+    def metadata(self, broker_id: int) -> BrokerView:
+        """What that broker serves now: its Metadata answer for every topic."""
+        return _run(lambda: requests.fetch_view(broker_id, self.address(broker_id), self._ssl))
+
+    def controller_status(self) -> dict[str, Any]:
+        """The controller's ``GET /status`` (epochs, liveness, lag per broker, faults)."""
+        url = f"http://{self.config.host}:{self.config.controller_metrics_port}/status"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            status: dict[str, Any] = json.loads(answer.read())
+        return status
+
+    # -- broker and controller processes --------------------------------------------------------
+    def kill_broker(self, broker_id: int) -> None:
+        """SIGKILL: a broker crash or power loss. No ControlledShutdown: the controller fences
+        it when its session times out (``session_timeout_ms``), then moves its leaderships to
+        other ISR members and shrinks the ISRs, as Kafka does on a broker's death."""
+        self._signal(f"broker-{self._check_id(broker_id)}", signal.SIGKILL)
+
+    def stop_broker(self, broker_id: int) -> None:
+        """SIGTERM: ``kafka-server-stop.sh``. The broker sends ControlledShutdown, the
+        controller moves its leaderships away first, then the broker exits."""
+        self._signal(f"broker-{self._check_id(broker_id)}", signal.SIGTERM)
+
+    def start_broker(self, broker_id: int) -> None:
+        """Start a stopped broker again (same id, ports and cluster id) and wait until every
+        running broker lists every running broker: it registered with a new broker epoch and
+        got the full metadata, as a Kafka broker that rejoins."""
+        name = f"broker-{self._check_id(broker_id)}"
+        if self.running(name):
+            raise RuntimeError(f"{name} is running")
+        self._spawn(name)
+        if self.running("controller"):
+            self._await_serving(self.live_brokers)
+
+    def restart_broker(self, broker_id: int, *, kill: bool = False) -> None:
+        """A rolling restart of one broker: controlled stop (or SIGKILL with ``kill``), start."""
+        (self.kill_broker if kill else self.stop_broker)(broker_id)
+        self.start_broker(broker_id)
+
+    def stop_controller(self) -> None:
+        """SIGTERM the controller: no active controller, as between a Kafka controller's
+        resignation and the next election. Brokers keep serving the metadata they have; admin
+        requests get NOT_CONTROLLER (retriable) until :meth:`start_controller`."""
+        self._signal("controller", signal.SIGTERM)
+
+    def kill_controller(self) -> None:
+        """SIGKILL the controller (a crash): what it committed is kept on disk."""
+        self._signal("controller", signal.SIGKILL)
+
+    def start_controller(self) -> None:
+        """A controller failover: it starts on the same data dir with a higher controller
+        epoch; brokers re-register and get the full metadata. Returns once every running broker
+        is registered again and has caught up."""
+        if self.running("controller"):
+            raise RuntimeError("the controller is running")
+        self._spawn("controller")
+        self.wait_converged(self.start_timeout_s)
+
+    # -- fault injection (controller -> broker updates) -----------------------------------------
+    def fault(
+        self, broker_id: int, *, delay: float | None = None, drop: bool = False, pause: bool = False
+    ) -> None:
+        """Delay (seconds), drop or pause the controller's UpdateMetadata, LeaderAndIsr and
+        StopReplica to one broker: a broker that lags behind the controller (slow network,
+        long GC pause, partitioned from the controller) and serves stale metadata meanwhile.
+        Returns once the controller applies it (see ``kmeta controller --fault-file``)."""
+        chosen = [s for s, on in ((f"delay={delay}s", delay is not None), ("drop", drop), ("pause", pause)) if on]  # fmt: skip
+        if len(chosen) != 1:
+            raise ValueError("give exactly one of delay=<seconds>, drop=True, pause=True")
+        self._faults[self._check_id(broker_id)] = chosen[0]
+        self._apply_faults()
+
+    def clear_faults(self, broker_id: int | None = None) -> None:
+        """End one broker's fault, or every fault: paused updates go out in order, a dropped
+        broker gets the full state again (as after a registration)."""
+        if broker_id is None:
+            self._faults.clear()
+        else:
+            self._faults.pop(broker_id, None)
+        self._apply_faults()
+
+    def _apply_faults(self) -> None:
+        path = Path(self.config.fault_file or "")
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(f"broker={b},{f}\n" for b, f in sorted(self._faults.items())))
+        os.replace(tmp, path)  # the controller never reads half a file
+        if not self.running("controller"):
+            return  # read when it starts
+        self._procs["controller"].send_signal(signal.SIGHUP)
+        want = set(self._faults)
+        deadline = time.monotonic() + 10
+        while {int(b) for b in self.controller_status().get("faults", {})} != want:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the controller did not apply the faults {self._faults}")
+            time.sleep(0.01)
+
+    # -- convergence ---------------------------------------------------------------------------
+    def wait_converged(self, timeout_s: float = 10.0) -> None:
+        """Wait until the cluster settled after a change: the controller (if running) sees
+        exactly the running brokers alive with nothing unacknowledged, and every running broker
+        serves the same metadata listing exactly the running brokers. TimeoutError (with the
+        difference) if not; under a ``drop`` fault it does not settle."""
+        deadline = time.monotonic() + timeout_s
+        why = ""
+        while True:
+            try:
+                why = self._unsettled()
+            except OSError as exc:  # a daemon not listening (yet)
+                why = repr(exc)
+            if not why:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not converged within {timeout_s} s: {why}")
+            time.sleep(0.02)
+
+    def _unsettled(self) -> str:
+        live = self.live_brokers
+        if self.running("controller"):
+            status = self.controller_status()
+            alive = sorted(b["id"] for b in status["brokers"] if b["state"] == "alive")
+            if alive != live:
+                return f"controller sees brokers {alive} alive, running: {live}"
+            lagging = [
+                b["id"] for b in status["brokers"] if b["state"] == "alive" and b["lag_versions"]
+            ]
+            if lagging or status["controller"]["total_queue_size"]:
+                return f"brokers {lagging} have not acked every update"
+        views = [self.metadata(i) for i in live]
+        for view in views:
+            if sorted(view.brokers) != live:
+                return f"broker {view.broker_id} lists brokers {sorted(view.brokers)}"
+            if not view.same_state(views[0]):
+                return f"brokers {views[0].broker_id} and {view.broker_id} serve different metadata"
+        return ""
+
+    # -- internals -------------------------------------------------------------------------------
+    def _check_id(self, broker_id: int) -> int:
+        if broker_id not in self.broker_ids:
+            raise ValueError(f"no broker {broker_id}: brokers are {self.broker_ids}")
+        return broker_id
+
+    def _argv(self, name: str) -> list[str]:
+        assert self.data_dir is not None
+        if name == "controller":
+            return controller_argv(self.config, self.data_dir)
+        return broker_argv(self.config, self.data_dir, int(name.split("-")[1]))
+
+    def _spawn(self, name: str) -> None:
+        self._procs[name] = spawn(self._argv(name), os.environ, self.log_path(name))
+
+    def _signal(self, name: str, sig: signal.Signals) -> None:
+        """Send ``sig`` and wait for the exit (SIGKILL after the stop timeout)."""
+        proc = self._procs.get(name)
+        if proc is None or proc.poll() is not None:
+            raise RuntimeError(f"{name} is not running")
+        proc.send_signal(sig)
+        try:
+            proc.wait(self.config.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def _await_serving(self, broker_ids: list[int]) -> None:
+        ports = {i: self.config.client_port(i) for i in broker_ids}
+        procs = {n: p for n, p in self._procs.items() if p.poll() is None or n == "controller"}
+        _run(lambda: await_serving(self.config.host, ports, procs, self.start_timeout_s, self._ssl))

@@ -1,0 +1,170 @@
+"""The Kafka requests a :class:`kmeta.testing.Cluster` sends, and what a broker's answer holds.
+
+Every call is a real request over loopback to one broker, as a Kafka admin client sends it:
+admin requests go to any live broker, which forwards them to the controller (Kafka's
+forwarding); Metadata goes to the broker asked about. Errors come back as
+:class:`KafkaRequestError` with Kafka's error code.
+"""
+
+from __future__ import annotations
+
+import ssl as ssl_module
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kmeta.cli.topics import TIMEOUT_MS as ADMIN_TIMEOUT_MS
+from kmeta.cli.topics import create_topic_request
+from kmeta.net.connection import KafkaConnection
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import create_partitions as cp
+from kmeta.protocol.messages import create_topics as ct
+from kmeta.protocol.messages import delete_topics as dt
+from kmeta.protocol.messages import metadata as md
+
+
+class KafkaRequestError(Exception):
+    """A broker answered a request with an error code."""
+
+    def __init__(self, what: str, code: int, message: str | None = None) -> None:
+        self.code = code
+        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+        self.error = name
+        super().__init__(f"{what}: {name}" + (f": {message}" if message else ""))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerView:
+    """What one broker serves now: its Metadata answer for every topic (v12)."""
+
+    broker_id: int
+    cluster_id: str | None
+    controller_id: int
+    #: broker id -> (host, port, rack)
+    brokers: dict[int, tuple[str, int, str | None]]
+    #: topic -> partition -> state
+    topics: dict[str, dict[int, PartitionView]]
+
+    def leader(self, topic: str, partition: int) -> int:
+        return self.topics[topic][partition].leader
+
+    def same_state(self, other: BrokerView) -> bool:
+        """Both brokers serve the same cluster (their own ids aside)."""
+        return (self.cluster_id, self.controller_id, self.brokers, self.topics) == (
+            other.cluster_id, other.controller_id, other.brokers, other.topics,
+        )  # fmt: skip
+
+
+Address = tuple[str, int]
+
+
+async def _request(
+    address: Address, request: object, ssl: ssl_module.SSLContext | None, timeout_s: float
+) -> object:
+    conn = await KafkaConnection.open(
+        *address, client_id="kmeta-testing", timeout_s=timeout_s, ssl=ssl
+    )
+    try:
+        return await conn.request(request, timeout_s)
+    finally:
+        conn.close()
+
+
+async def fetch_view(
+    broker_id: int, address: Address, ssl: ssl_module.SSLContext | None, timeout_s: float = 5.0
+) -> BrokerView:
+    request = md.MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False)
+    response = await _request(address, request, ssl, timeout_s)
+    assert isinstance(response, md.MetadataResponse)
+    topics: dict[str, dict[int, PartitionView]] = {}
+    for t in response.topics:
+        if t.error_code != 0 or t.name is None:
+            continue
+        topics[t.name] = {
+            p.partition_index: PartitionView(
+                p.leader_id,
+                p.leader_epoch,
+                tuple(p.replica_nodes),
+                tuple(p.isr_nodes),
+                tuple(p.offline_replicas),
+            )
+            for p in t.partitions
+        }
+    return BrokerView(
+        broker_id=broker_id,
+        cluster_id=response.cluster_id,
+        controller_id=response.controller_id,
+        brokers={b.node_id: (b.host, b.port, b.rack) for b in response.brokers},
+        topics=topics,
+    )
+
+
+async def create_topic(
+    address: Address,
+    ssl: ssl_module.SSLContext | None,
+    name: str,
+    partitions: int,
+    rf: int,
+    assignment: Sequence[Sequence[int]] | None,
+    configs: dict[str, str],
+) -> None:
+    assignments = tuple(
+        ct.CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(ids))
+        for p, ids in enumerate(assignment or ())
+    )
+    cfgs = tuple(ct.CreatableTopicConfig(name=k, value=v) for k, v in configs.items())
+    request = create_topic_request(name, partitions, rf, assignments, cfgs)
+    response = await _request(address, request, ssl, ADMIN_TIMEOUT_MS / 1000 + 5)
+    assert isinstance(response, ct.CreateTopicsResponse)
+    result = response.topics[0]
+    if result.error_code:
+        raise KafkaRequestError(f"CreateTopics {name!r}", result.error_code, result.error_message)
+
+
+async def delete_topic(address: Address, ssl: ssl_module.SSLContext | None, name: str) -> None:
+    request = dt.DeleteTopicsRequest(
+        version=6, topics=(dt.DeleteTopicState(name=name),), timeout_ms=ADMIN_TIMEOUT_MS
+    )
+    response = await _request(address, request, ssl, ADMIN_TIMEOUT_MS / 1000 + 5)
+    assert isinstance(response, dt.DeleteTopicsResponse)
+    result = response.responses[0]
+    if result.error_code:
+        raise KafkaRequestError(f"DeleteTopics {name!r}", result.error_code, result.error_message)
+
+
+async def add_partitions(
+    address: Address,
+    ssl: ssl_module.SSLContext | None,
+    name: str,
+    total: int,
+    assignment: Sequence[Sequence[int]] | None,
+) -> None:
+    request = cp.CreatePartitionsRequest(
+        version=3,
+        topics=(
+            cp.CreatePartitionsTopic(
+                name=name,
+                count=total,
+                assignments=None
+                if assignment is None
+                else tuple(cp.CreatePartitionsAssignment(broker_ids=tuple(a)) for a in assignment),
+            ),
+        ),
+        timeout_ms=ADMIN_TIMEOUT_MS,
+        validate_only=False,
+    )
+    response = await _request(address, request, ssl, ADMIN_TIMEOUT_MS / 1000 + 5)
+    assert isinstance(response, cp.CreatePartitionsResponse)
+    result = response.results[0]
+    if result.error_code:
+        raise KafkaRequestError(
+            f"CreatePartitions {name!r}", result.error_code, result.error_message
+        )

@@ -1,0 +1,206 @@
+"""kmeta.testing.Cluster: real daemons started, driven and torn down through the handle."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from kmeta.net.tls import TlsConfig
+from kmeta.testing import QUORUM_UNAVAILABLE, Cluster, KafkaRequestError
+from tests.hardening.certs import Authority
+
+pytestmark = pytest.mark.e2e
+
+
+def _pids(cluster: Cluster) -> list[int]:
+    return [p.pid for p in cluster._procs.values()]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_starts_serves_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    with Cluster(3, parent_dir=tmp_path, racks=["a", "b"], partitions=4) as cluster:
+        data_dir = cluster.data_dir
+        assert data_dir is not None
+        assert data_dir.parent == tmp_path
+        pids = _pids(cluster)
+        assert len(pids) == 4
+        ports = [int(s.rsplit(":", 1)[1]) for s in cluster.bootstrap_servers.split(",")]
+        assert len(set(ports)) == 3
+        # served at once, to any Kafka client: every broker lists every broker with its rack
+        md = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(timeout=5)
+        assert sorted(md.brokers) == [1, 2, 3]
+        view = cluster.metadata(2)
+        assert {i: rack for i, (_, _, rack) in view.brokers.items()} == {1: "a", 2: "b", 3: "a"}
+        cluster.create_topic("defaults")  # the controller's num.partitions
+        assert len(cluster.metadata(3).topics["defaults"]) == 4
+    assert all(_gone(pid) for pid in pids)
+    assert not data_dir.exists()
+
+
+def test_a_failing_body_still_stops_everything(tmp_path: Path) -> None:
+    cluster = Cluster(1, parent_dir=tmp_path)
+    with pytest.raises(ZeroDivisionError), cluster:
+        1 / 0  # noqa: B018
+    assert cluster.data_dir is not None
+    assert all(_gone(pid) for pid in _pids(cluster))
+    assert not cluster.data_dir.exists()
+
+
+async def test_async_with_and_a_cancelled_start_leave_no_daemon(tmp_path: Path) -> None:
+    async with Cluster(1, parent_dir=tmp_path) as cluster:
+        assert sorted(await asyncio.to_thread(lambda: cluster.metadata(1).brokers)) == [1]
+        pids = _pids(cluster)
+    assert all(_gone(pid) for pid in pids)
+
+    starting = Cluster(2, parent_dir=tmp_path)
+
+    async def enter() -> None:
+        async with starting:
+            raise AssertionError("entered a cancelled start")
+
+    task = asyncio.create_task(enter())
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert all(_gone(pid) for pid in _pids(starting))
+    assert not any(tmp_path.iterdir())  # noqa: ASYNC240
+
+
+def test_options_not_available_say_so() -> None:
+    with pytest.raises(ValueError, match="controller quorum is not available") as info:
+        Cluster(3, controllers=3)
+    assert str(info.value) == QUORUM_UNAVAILABLE
+    with pytest.raises(ValueError, match="SASL"):
+        Cluster(3, sasl="SCRAM-SHA-256")
+    with pytest.raises(ValueError, match="at least one broker"):
+        Cluster(0)
+
+
+@pytest.fixture(scope="module")
+def cluster(kmeta_cluster_factory) -> Cluster:  # type: ignore[no-untyped-def]
+    with kmeta_cluster_factory(3, session_timeout_ms=1500) as c:
+        yield c
+
+
+def test_topic_admin_through_the_handle(cluster: Cluster) -> None:
+    cluster.create_topic("orders", 3, 2)
+    cluster.create_topic("placed", assignment=[[3, 1], [1, 2]])
+    with pytest.raises(KafkaRequestError, match="TOPIC_ALREADY_EXISTS") as info:
+        cluster.create_topic("orders", 3, 2)
+    assert info.value.code == 36
+    for i in cluster.broker_ids:  # the barrier: every broker has them when the call returns
+        view = cluster.metadata(i)
+        assert len(view.topics["orders"]) == 3
+        assert view.topics["placed"][0].replicas == (3, 1)
+        assert view.leader("placed", 1) == 1
+    cluster.add_partitions("orders", 5)
+    assert len(cluster.metadata(1).topics["orders"]) == 5
+    cluster.delete_topic("orders")
+    cluster.delete_topic("placed")
+    assert not {"orders", "placed"} & set(cluster.metadata(2).topics)
+    with pytest.raises(KafkaRequestError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+        cluster.delete_topic("orders")
+
+
+def test_kill_stop_and_restart_brokers(cluster: Cluster) -> None:
+    cluster.create_topic("bounce", 6, 3)
+    led_by_2 = [p for p, st in cluster.metadata(1).topics["bounce"].items() if st.leader == 2]
+    assert led_by_2
+    cluster.kill_broker(2)
+    assert cluster.live_brokers == [1, 3]
+    cluster.wait_converged(10)  # after the session timeout, 2 is fenced and lost its leaderships
+    view = cluster.metadata(3)
+    assert sorted(view.brokers) == [1, 3]
+    assert all(view.leader("bounce", p) in (1, 3) for p in led_by_2)
+    cluster.start_broker(2)
+    assert sorted(cluster.metadata(2).brokers) == [1, 2, 3]
+
+    led_by_3 = [p for p, st in cluster.metadata(1).topics["bounce"].items() if st.leader == 3]
+    cluster.stop_broker(3)  # controlled: leaderships moved before the process exits
+    view = cluster.metadata(1)
+    assert all(view.leader("bounce", p) in (1, 2) for p in led_by_3)
+    assert all(3 not in view.topics["bounce"][p].isr for p in view.topics["bounce"])
+    cluster.restart_broker(1, kill=True)
+    cluster.start_broker(3)
+    cluster.wait_converged(10)
+    assert sorted(cluster.metadata(3).brokers) == [1, 2, 3]
+    with pytest.raises(RuntimeError, match="running"):
+        cluster.start_broker(3)
+    with pytest.raises(ValueError, match="no broker 9"):
+        cluster.kill_broker(9)
+
+
+def test_controller_stop_and_failover(cluster: Cluster) -> None:
+    epoch = cluster.controller_status()["controller"]["epoch"]
+    cluster.stop_controller()
+    with pytest.raises(KafkaRequestError, match="NOT_CONTROLLER"):
+        cluster.create_topic("while-down", 1, 1)
+    assert sorted(cluster.metadata(1).brokers) == [1, 2, 3]  # brokers keep serving
+    cluster.start_controller()
+    assert cluster.controller_status()["controller"]["epoch"] > epoch
+    cluster.create_topic("after-failover", 1, 3)
+    assert "after-failover" in cluster.metadata(3).topics
+
+
+def test_faults_applied_and_cleared_on_the_running_controller(cluster: Cluster) -> None:
+    cluster.fault(2, delay=0.3)
+    cluster.fault(3, drop=True)
+    assert cluster.controller_status()["faults"] == {"2": "delay=300ms", "3": "drop"}
+    cluster.create_topic("under-faults", 2, 3)  # answers once 1 and (delayed) 2 acked
+    assert "under-faults" in cluster.metadata(2).topics
+    assert "under-faults" not in cluster.metadata(3).topics  # dropped: stale
+    with pytest.raises(TimeoutError, match="not converged"):
+        cluster.wait_converged(0.5)
+    cluster.clear_faults(2)
+    assert cluster.controller_status()["faults"] == {"3": "drop"}
+    cluster.clear_faults()
+    cluster.wait_converged(10)  # the dropped broker was resynchronized
+    assert "under-faults" in cluster.metadata(3).topics
+    with pytest.raises(ValueError, match="exactly one"):
+        cluster.fault(2, delay=1, pause=True)
+
+
+def test_a_bad_fault_file_changes_nothing(cluster: Cluster) -> None:
+    cluster.fault(2, pause=True)
+    assert cluster.config.fault_file is not None
+    Path(cluster.config.fault_file).write_text("broker=two,drop\n")
+    cluster._procs["controller"].send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while "fault file not applied" not in cluster.log_tail("controller", 50):
+        assert time.monotonic() < deadline, cluster.log_tail("controller", 50)
+        time.sleep(0.02)
+    assert "broker=two,drop" in cluster.log_tail("controller", 50)
+    assert cluster.controller_status()["faults"] == {"2": "pause"}
+    cluster.clear_faults()  # rewrites the file whole and signals again: applied
+    assert cluster.controller_status()["faults"] == {}
+
+
+def test_tls_client_listeners(tmp_path: Path) -> None:
+    ca = Authority(tmp_path)
+    pem = ca.issue("broker")
+    tls = TlsConfig(certfile=pem.certfile, keyfile=pem.keyfile, cafile=ca.cafile)
+    with Cluster(2, ssl=tls, parent_dir=tmp_path) as cluster:
+        cluster.create_topic("secure", 2, 2)
+        admin = AdminClient(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "security.protocol": "SSL",
+                "ssl.ca.location": ca.cafile,
+            }
+        )
+        assert "secure" in admin.list_topics(timeout=10).topics
+        assert sorted(cluster.metadata(2).brokers) == [1, 2]  # the handle speaks TLS too
