@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableSet
 from typing import Any
 
 
 class Barrier:
     """Resolves once every broker in ``pending`` acked (or left the cluster)."""
 
-    def __init__(self, registry: set[Barrier]) -> None:
+    def __init__(self, registry: MutableSet[Barrier]) -> None:
         self.pending: set[int] = set()
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._registry = registry
@@ -51,7 +51,7 @@ class DeletionBarrier(Barrier):
     A broker that leaves releases both (its replicas then wait for its return, not the answer).
     """
 
-    def __init__(self, registry: set[Barrier], stops: Iterable[tuple[str, int]]) -> None:
+    def __init__(self, registry: MutableSet[Barrier], stops: Iterable[tuple[str, int]]) -> None:
         self.stops = set(stops)
         super().__init__(registry)
 

@@ -11,6 +11,11 @@ As Kafka's ``ControllerChannelManager``:
 * The response must be LeaderAndIsr, StopReplica or UpdateMetadata; then the callback runs.
 * Measured: queue size per broker, total queue size, queue time of each request.
 
+While the controller processes events, the manager is *held* (:meth:`hold`): requests and
+broker additions/removals wait, in order, until the events' commit, then :meth:`release`
+applies them, or :meth:`discard` drops those of an event that failed. So no broker ever sees
+a change that was not durable, and a failed event leaves the queues as they were.
+
 Each request carries a controller-global correlation id, so (broker, controller epoch,
 correlation id) names one request in the state-change log.
 """
@@ -42,6 +47,8 @@ log = logging.getLogger(__name__)
 
 _CONTROL_RESPONSES = (LeaderAndIsrResponse, StopReplicaResponse, UpdateMetadataResponse)
 Callback = Callable[[Any, int], None]  # (response, broker_id)
+#: an operation held until release: ("send", broker, QueueItem) or ("add"/"remove", broker, listeners)
+_HeldOp = tuple[str, int, Any]
 
 
 @dataclass(slots=True)
@@ -176,6 +183,10 @@ class ControllerChannelManager:
         self._stopping: set[asyncio.Task[None]] = set()
         self._next_correlation_id = 0
         self._running = False
+        #: between hold() and release(): operations waiting for the events' commit
+        self._held: list[_HeldOp] | None = None
+        #: broker id -> member after the held operations (what has_broker answers meanwhile)
+        self._held_members: dict[int, bool] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -185,13 +196,48 @@ class ControllerChannelManager:
 
     async def shutdown(self) -> None:
         self._running = False
+        self._held = None  # (an event group cut short by the shutdown: never committed)
+        self._held_members.clear()
         tasks = [t for t in (self.remove_broker(b) for b in list(self._channels)) if t is not None]
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    # -- holding --------------------------------------------------------------------------------
+    def hold(self) -> None:
+        """From now on, sends and broker additions/removals wait until :meth:`release`."""
+        self._held = []
+        self._held_members.clear()
+
+    def mark(self) -> int:
+        """A point in the held operations (taken before an event) for :meth:`discard`."""
+        return 0 if self._held is None else len(self._held)
+
+    def discard(self, since: int = 0) -> None:
+        """Drop the held operations from ``since`` on (a failed event's, or all)."""
+        if self._held is None:
+            return
+        del self._held[since:]
+        self._held_members = {b: op == "add" for op, b, _ in self._held if op != "send"}
+
+    def release(self) -> None:
+        """Apply the held operations in order (their events are durable) and stop holding."""
+        held, self._held = self._held, None
+        self._held_members.clear()
+        for op, broker_id, arg in held or ():
+            if op == "send":
+                self._enqueue(broker_id, arg)
+            elif op == "add":
+                self.add_broker(broker_id, arg)
+            else:
+                self.remove_broker(broker_id)
+
     def add_broker(self, broker_id: int, listeners: tuple[Endpoint, ...]) -> None:
         """Start a queue and sender for a broker (its control listener, else its first)."""
+        if self._held is not None:
+            self._held.append(("add", broker_id, listeners))
+            self._held_members[broker_id] = True
+            return
         if broker_id in self._channels:
             return
         endpoint = next((ep for ep in listeners if ep.name == self.listener_name), None)
@@ -203,6 +249,10 @@ class ControllerChannelManager:
 
     def remove_broker(self, broker_id: int) -> asyncio.Task[None] | None:
         """Stop the broker's sender and drop its queue; returns the cancelled task (or None)."""
+        if self._held is not None:
+            self._held.append(("remove", broker_id, None))
+            self._held_members[broker_id] = False
+            return None
         ch = self._channels.pop(broker_id, None)
         if ch is None:
             return None
@@ -224,7 +274,8 @@ class ControllerChannelManager:
         return self._ssl
 
     def has_broker(self, broker_id: int) -> bool:
-        return broker_id in self._channels
+        held = self._held_members.get(broker_id)
+        return broker_id in self._channels if held is None else held
 
     # -- requests -------------------------------------------------------------------------------
     def send_request(
@@ -238,9 +289,9 @@ class ControllerChannelManager:
         partitions: int = 0,
         encoded: bytes | None = None,
     ) -> QueueItem | None:
-        """Enqueue ``request`` for ``broker_id``; returns the queued item (None: unknown broker)."""
-        ch = self._channels.get(broker_id)
-        if ch is None:
+        """Enqueue ``request`` for ``broker_id`` (held: once released); returns the item
+        (None: unknown broker)."""
+        if not self.has_broker(broker_id):
             log.warning("not sending %s to unknown broker %d", type(request).__name__, broker_id)
             return None
         self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
@@ -255,9 +306,20 @@ class ControllerChannelManager:
             partitions,
             encoded=encoded,
         )
+        if self._held is not None:
+            self._held.append(("send", broker_id, item))
+            return item
+        return self._enqueue(broker_id, item)
+
+    def _enqueue(self, broker_id: int, item: QueueItem) -> QueueItem | None:
+        ch = self._channels.get(broker_id)
+        if ch is None:  # (removed by an operation released before this one)
+            return None
+        item.enqueue_time = time.monotonic()
         ch.queue.put_nowait(item)
         self._queue_changed(broker_id, ch.queue.qsize())
-        self.metrics.propagation.enqueued(broker_id, item.api_key, update_id, item.enqueue_time)
+        propagation = self.metrics.propagation
+        propagation.enqueued(broker_id, item.api_key, item.update_id, item.enqueue_time)
         self._log("enqueue", broker_id, item)
         return item
 

@@ -5,6 +5,12 @@ state is changed in memory, committed to the store (fsynced), and only then are 
 that carry it enqueued on the channel manager, so nothing a broker or client has seen can be
 lost by a crash. Admin answers wait on a :class:`Barrier` of UpdateMetadata acknowledgements.
 
+A commit that fails (:class:`StorageError`: disk full, I/O error, read-only file system)
+refuses the events that wrote: their requests are dropped unsent (the channel manager holds
+them until the commit) and the state is reloaded from the store (:meth:`_rolled_back`), which
+is correct for every event kind however it changed memory in place. Their requests are
+answered KAFKA_STORAGE_ERROR; the controller keeps serving, and writes again once it can.
+
 What is sent when (Kafka's ZooKeeper-mode controller):
 * startup (failover): every stored broker gets the full partition set (UpdateMetadata FULL);
 * broker registration: the new broker gets the full partition set and LeaderAndIsr for its
@@ -24,6 +30,7 @@ import functools
 import logging
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -52,7 +59,7 @@ from kmeta.controller.request_batch import (
     ControllerBrokerRequestBatch,
 )
 from kmeta.controller.state_log import StateChangeLog
-from kmeta.controller.store import ControllerStore
+from kmeta.controller.store import STORE_RETRY_S, ControllerStore
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +111,15 @@ class KafkaController:
             tls=config.tls,
             faults=self.faults,
         )
-        self.events = ControllerEventManager(self.metrics, self._event_done, self.store)
-        self.barriers: set[Barrier] = set()
+        self.events = ControllerEventManager(
+            self.metrics,
+            self._event_done,
+            self.store,
+            outbox=self.channel,
+            on_rollback=self._rolled_back,
+        )
+        #: weak: the barrier of a refused event goes with its request's answer
+        self.barriers: weakref.WeakSet[Barrier] = weakref.WeakSet()
         self.deletion = TopicDeletionManager(self)
         self.elections = ReplicaElectionManager(self)
         self._deadlines: dict[int, float] = {}  # broker id -> session expiry (monotonic)
@@ -124,7 +138,7 @@ class KafkaController:
         log.info("controller %d starting with epoch %d", self.config.node_id, self.epoch)
         self.channel.startup()
         self.events.start()
-        self.enqueue("Startup", self._on_startup)
+        self._startup()
         self._liveness_task = asyncio.get_running_loop().create_task(self._liveness_loop())
         self.elections.start()
 
@@ -138,6 +152,30 @@ class KafkaController:
         await self.channel.shutdown()
         self.state_log.close()
         self.store.close()
+
+    def _startup(self) -> None:
+        """The Startup event, again after STORE_RETRY_S if it is refused."""
+
+        def done(future: asyncio.Future[Any]) -> None:
+            if not future.cancelled() and future.exception() is not None:
+                log.error("controller startup failed (%s); retrying", future.exception())
+                asyncio.get_running_loop().call_later(STORE_RETRY_S, self._startup)
+
+        self.enqueue("Startup", self._on_startup).add_done_callback(done)
+
+    def _rolled_back(self) -> None:
+        """A refused or failed event: memory becomes the store's state again (the events'
+        requests were dropped unsent, so brokers still hold what the store holds)."""
+        self.state = self.store.load()
+        self.state.controller_epoch = self.epoch
+        live = set(self.state.live_broker_ids())
+        for broker_id in list(self._deadlines):
+            if broker_id not in live:  # a registration that was not kept
+                del self._deadlines[broker_id]
+        retry_at = time.monotonic() + STORE_RETRY_S
+        for broker_id in live:  # a fencing that was not kept is retried (unless it heartbeats)
+            self._deadlines.setdefault(broker_id, retry_at)
+        self.deletion.reloaded()
 
     def enqueue(self, name: str, fn: Callable[[], Any]) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -236,9 +274,8 @@ class KafkaController:
                 if deadline < now and broker_id not in self._expiring:
                     self._expiring.add(broker_id)
                     epoch = self.state.brokers[broker_id].epoch
-                    self.enqueue(
-                        "BrokerExpiration", functools.partial(self._on_expired, broker_id, epoch)
-                    )
+                    expire = functools.partial(self._on_expired, broker_id, epoch)
+                    self.events.put(_Event("BrokerExpiration", expire, None))
 
     def _on_expired(self, broker_id: int, epoch: int) -> None:
         self._expiring.discard(broker_id)
@@ -258,7 +295,8 @@ class KafkaController:
             for barrier in list(self.barriers):
                 barrier.broker_gone(broker_id)
         elif old is not None and old.drop:
-            self.enqueue("FaultCleared", functools.partial(self._resync, broker_id))
+            resync = functools.partial(self._resync, broker_id)
+            self.events.put(_Event("FaultCleared", resync, None))
 
     def _resync(self, broker_id: int) -> None:
         """Send a broker everything (as after its registration): what it missed was dropped."""
@@ -358,18 +396,25 @@ class KafkaController:
         self._send(um_to=[broker_id], um_partitions=self.state.all_partitions(), um_type=UM_FULL)
         hosted_only = [tp for tp in hosted if tp not in changed]
         follow_up = functools.partial(
-            self._registration_follow_up, broker_id, hosted_only, list(changed)
+            self._registration_follow_up, broker_id, epoch, hosted_only, list(changed)
         )
         self.events.put(_Event("BrokerRegistrationLeaderAndIsr", follow_up, None))
         log.info("broker %d registered with epoch %d", broker_id, epoch)
         return epoch
 
     def _registration_follow_up(
-        self, broker_id: int, hosted: list[TopicPartition], changed: list[TopicPartition]
+        self,
+        broker_id: int,
+        epoch: int,
+        hosted: list[TopicPartition],
+        changed: list[TopicPartition],
     ) -> None:
         """LeaderAndIsr for a newly registered broker's replicas, and the partitions its
         return changed (ISR, leader) to every replica and the other brokers. Reads the state
         now: an event in between may have changed or deleted some of them."""
+        broker = self.state.brokers.get(broker_id)
+        if broker is None or not broker.alive or broker.epoch != epoch:
+            return  # the registration was refused (its commit failed), or is stale
         topics = self.state.topics
 
         def exists(tp: TopicPartition) -> bool:

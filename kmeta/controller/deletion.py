@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from kmeta.controller.barrier import Barrier, DeletionBarrier
 from kmeta.controller.model import TopicPartition
+from kmeta.controller.store import STORE_RETRY_S
 
 if TYPE_CHECKING:
     from kmeta.controller.controller import KafkaController
@@ -54,10 +55,12 @@ class TopicDeletionManager:
 
         Returns the brokers the UpdateMetadata went to."""
         c = self.c
-        with c.store.transaction():
-            for name in names:
-                c.state.deleting.add(name)
-                c.store.put_topic(c.state.topics[name], deleting=True)
+        unmarked = [n for n in names if n not in c.state.deleting]  # (resume: marked already)
+        if unmarked:
+            with c.store.transaction():
+                for name in unmarked:
+                    c.state.deleting.add(name)
+                    c.store.put_topic(c.state.topics[name], deleting=True)
         tps: list[TopicPartition] = []
         for name in names:
             by_broker: dict[int, set[int]] = {}
@@ -125,8 +128,12 @@ class TopicDeletionManager:
             return [], []
         touched: set[str] = set()
         for e in response.partition_errors:
-            parts = self.pending.get(e.topic_name, {}).get(broker_id)
-            if parts is None:
+            by_broker = self.pending.get(e.topic_name)
+            if by_broker is None:
+                continue
+            touched.add(e.topic_name)
+            parts = by_broker.get(broker_id)
+            if parts is None:  # done already (this event runs again after a refused commit)
                 continue
             if e.error_code != 0:
                 log.warning(
@@ -138,12 +145,11 @@ class TopicDeletionManager:
                 )
                 continue
             parts.discard(e.partition_index)
-            touched.add(e.topic_name)
         done: list[tuple[str, int]] = []
         for name in sorted(touched):
             by_broker = self.pending[name]
-            if not by_broker[broker_id]:
-                del by_broker[broker_id]
+            if not by_broker.get(broker_id, ()):
+                by_broker.pop(broker_id, None)
                 done.append((name, broker_id))
         finished = [n for n in sorted(touched) if not self.pending[n]]
         self._finish(finished)
@@ -160,6 +166,32 @@ class TopicDeletionManager:
                 barrier.stop_done(name, broker_id)
             for name in finished:
                 barrier.topic_done(name)
+
+    def reloaded(self) -> None:
+        """The controller reloaded its state after a refused commit: deletions that were not
+        kept are forgotten; a removal that was not kept (every replica had answered) is
+        retried after STORE_RETRY_S. The acknowledgements counted stay: they happened."""
+        deleting = self.c.state.deleting
+        for name in [n for n in self.pending if n not in deleting]:
+            del self.pending[name]
+        orphans = sorted(n for n in deleting if n not in self.pending)
+        if orphans:
+            for name in orphans:
+                self.pending[name] = {}
+            retry = functools.partial(self._retry_finish, orphans)
+            asyncio.get_running_loop().call_later(STORE_RETRY_S, retry)
+
+    def _retry_finish(self, names: list[str]) -> None:
+        c = self.c
+
+        def finish() -> _Done:
+            done = [n for n in names if n in c.state.deleting and not self.pending.get(n)]
+            self._finish(done)
+            return [], done
+
+        future: asyncio.Future[_Done] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(self._committed)
+        c.events.put(c.event("TopicDeletionRetry", finish, future))
 
     def _finish(self, names: list[str]) -> None:
         """Every replica answered: the topics go from the state and the store."""

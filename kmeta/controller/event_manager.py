@@ -7,10 +7,17 @@ queue and processing times are measured.
 
 With a ``store``, the events waiting in the queue are processed (one at a time, in order)
 and then committed together in a thread (group commit; each event has a savepoint, so a
-failing one is undone alone), so the fsync overlaps the requests going out to the brokers;
-each event's ``complete()`` (which answers whoever waits on it) runs only once the commit is
-durable, and the next events start only then. A crash before the commit loses nothing anyone was told
-(brokers may have seen it; the restarted controller's full resync replaces their state).
+failing one is undone alone). Their effects outside the store wait in the ``outbox`` (the
+channel manager, held): only once the commit is durable do the requests go to the brokers
+and each event's ``complete()`` answer whoever waits on it; the next events start only then.
+A crash before the commit loses nothing anyone was told or sent.
+
+When the commit fails (:class:`StorageError`: disk full, I/O error, read-only file system)
+every event of the group fails with it and its held effects are dropped; an event that
+raises is failed alone and its effects dropped. Either way memory may hold changes the store
+does not, so ``on_rollback`` runs (the controller reloads its state from the store) before
+anyone is answered. The loop goes on: the next event finds a consistent controller, and
+works again as soon as the disk does.
 """
 
 from __future__ import annotations
@@ -19,9 +26,11 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from kmeta.controller.metrics import ControllerMetrics
+from kmeta.controller.store import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +54,33 @@ MAX_GROUP = 256
 class DeferredStore(Protocol):
     def begin_deferred(self) -> None: ...
 
-    def end_event(self) -> None: ...
+    def end_event(self) -> bool:
+        """The current event is done; True if it wrote (opened a savepoint)."""
 
     async def commit_deferred(self) -> None: ...
+
+
+class Outbox(Protocol):
+    """Where events' effects on brokers wait for the commit (the channel manager)."""
+
+    def hold(self) -> None: ...
+
+    def mark(self) -> int: ...
+
+    def discard(self, since: int = 0) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class _Retry(Exception):
+    """The outcome of an event that wrote nothing in a group whose commit failed: it is not
+    refused (nothing of its own was), it runs again on the reloaded state."""
+
+
+_RETRY = _Retry()
+
+#: log a failing commit at most this often (the cause stays the same while the disk is full)
+COMMIT_FAILURE_LOG_INTERVAL_S = 10.0
 
 
 class ControllerEventManager:
@@ -56,12 +89,19 @@ class ControllerEventManager:
         metrics: ControllerMetrics,
         on_processed: object = None,
         store: DeferredStore | None = None,
+        outbox: Outbox | None = None,
+        on_rollback: Callable[[], None] | None = None,
     ) -> None:
         self._queue: asyncio.Queue[tuple[ControllerEvent, float]] = asyncio.Queue()
         self._metrics = metrics
         self._task: asyncio.Task[None] | None = None
         self._store = store
         self._committing: asyncio.Future[None] | None = None
+        self._outbox = outbox
+        self._on_rollback = on_rollback
+        self._last_failure_log: float | None = None
+        self._failures_not_logged = 0
+        self._needs_rollback = False
         #: hook(event, queue_s, process_s) called after each event (used for the state log)
         self.on_processed = on_processed
 
@@ -77,49 +117,117 @@ class ControllerEventManager:
         return self._queue.qsize()
 
     async def _run(self) -> None:
-        store = self._store
+        retry: list[tuple[ControllerEvent, float]] = []
         while True:
-            batch = [await self._queue.get()]
+            batch = retry or [await self._queue.get()]
             # Group commit: the events already waiting are processed too (still one at a
             # time, in order), then one commit makes them all durable before any is answered.
-            while store is not None and len(batch) < MAX_GROUP and not self._queue.empty():
+            while self._store is not None and len(batch) < MAX_GROUP and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             self._metrics.event_queue_size.set(self._queue.qsize())
-            if store is not None:
-                store.begin_deferred()
-            failures: list[BaseException | None] = []
-            for event, enqueued in batch:
-                start = time.monotonic()
-                queue_s = start - enqueued
-                self._metrics.event_queue_time_ms.observe(queue_s * 1000)
-                failure: BaseException | None = None
-                try:
-                    event.process()
-                except Exception as exc:  # a bug in one event must not stop the controller
-                    log.exception("controller event %s failed", event.name)
-                    failure = exc
-                if store is not None:
-                    store.end_event()
-                failures.append(failure)
-                process_s = time.monotonic() - start
-                self._metrics.event_process_time_ms.labels(event.name).observe(process_s * 1000)
-                if callable(self.on_processed):
-                    self.on_processed(event, queue_s, process_s)
-            if store is not None:
-                self._committing = asyncio.ensure_future(store.commit_deferred())
-                try:
-                    await asyncio.shield(self._committing)
-                except Exception as exc:
-                    log.critical("controller events: commit failed", exc_info=exc)
-                    failures = [f or exc for f in failures]
-                self._committing = None
-            for (event, _), failure in zip(batch, failures, strict=True):
-                if failure is not None:
-                    event.fail(failure)
+            outcomes = await self._process_group(batch)
+            retry = []
+            for (event, enqueued), outcome in zip(batch, outcomes, strict=True):
+                if outcome is _RETRY:
+                    retry.append((event, enqueued))
+                elif outcome is not None:
+                    event.fail(outcome)
                 else:
                     event.complete()
             # let senders and connections run between events
             await asyncio.sleep(0)
+
+    async def _process_group(
+        self, batch: list[tuple[ControllerEvent, float]]
+    ) -> list[BaseException | None]:
+        """Process, commit, then release (or drop) the effects: each event's outcome (None:
+        done; an exception: failed; ``_RETRY``: wrote nothing, but its group's commit failed,
+        so it runs again on the state reloaded from the store)."""
+        store, outbox = self._store, self._outbox
+        if store is not None:
+            store.begin_deferred()
+        if outbox is not None:
+            outbox.hold()
+        outcomes: list[BaseException | None] = []
+        wrote: list[bool] = []
+        for event, enqueued in batch:
+            start = time.monotonic()
+            queue_s = start - enqueued
+            self._metrics.event_queue_time_ms.observe(queue_s * 1000)
+            mark = outbox.mark() if outbox is not None else 0
+            failure: BaseException | None = None
+            try:
+                if not self._roll_back():
+                    raise StorageError("the controller state could not be reloaded from the store")
+                event.process()
+            except StorageError as exc:  # the store refused this event's writes
+                self._storage_failed(exc, 1)
+                failure = exc
+            except Exception as exc:  # a bug in one event must not stop the controller
+                log.exception("controller event %s failed", event.name)
+                failure = exc
+            wrote.append(store.end_event() if store is not None else False)
+            if failure is not None:
+                if outbox is not None:
+                    outbox.discard(mark)
+                # memory may hold part of the event: back to the store's (uncommitted) state
+                # before the next event of the group reads it
+                self._needs_rollback = True
+                self._roll_back()
+            outcomes.append(failure)
+            process_s = time.monotonic() - start
+            self._metrics.event_process_time_ms.labels(event.name).observe(process_s * 1000)
+            if callable(self.on_processed):
+                self.on_processed(event, queue_s, process_s)
+        if store is not None:
+            self._committing = asyncio.ensure_future(store.commit_deferred())
+            try:
+                await asyncio.shield(self._committing)
+            except StorageError as exc:
+                self._storage_failed(exc, sum(wrote))
+                outcomes = [
+                    out if out is not None else exc if w else _RETRY
+                    for out, w in zip(outcomes, wrote, strict=True)
+                ]
+                if outbox is not None:
+                    outbox.discard()
+                self._needs_rollback = True
+            finally:
+                self._committing = None
+        if outbox is not None:
+            outbox.release()
+        self._roll_back()
+        return outcomes
+
+    def _roll_back(self) -> bool:
+        """Run ``on_rollback`` if memory may be ahead of the store; False if that failed
+        (then no event runs until it succeeds: none may act on state the store never had)."""
+        if not self._needs_rollback:
+            return True
+        if self._on_rollback is not None:
+            try:
+                self._on_rollback()
+            except Exception:
+                log.critical("controller state could not be reloaded from the store", exc_info=True)
+                return False
+        self._needs_rollback = False
+        return True
+
+    def _storage_failed(self, exc: StorageError, events: int) -> None:
+        """Log a refused write, at most once per interval (a full disk fails every event)."""
+        now = time.monotonic()
+        last = self._last_failure_log
+        if last is not None and now - last < COMMIT_FAILURE_LOG_INTERVAL_S:
+            self._failures_not_logged += events
+            return
+        more = self._failures_not_logged
+        self._last_failure_log, self._failures_not_logged = now, 0
+        log.error(
+            "controller events: %s; %d event(s) refused and rolled back%s",
+            exc,
+            events,
+            f" ({more} more since the last report)" if more else "",
+        )
 
     async def close(self) -> None:
         if self._task is not None:

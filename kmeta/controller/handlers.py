@@ -17,6 +17,10 @@
   gets a v0 UNSUPPORTED_VERSION answer listing ApiVersions' own range (KIP-511); v3+ with an
   illegal client software name/version gets INVALID_REQUEST (still listing the keys).
 
+A change the store refused (disk full, I/O error, read-only file system) is answered
+KAFKA_STORAGE_ERROR, with the cause as the message where the response has one; nothing of it
+was kept or sent to a broker.
+
 Brokers identify themselves when forwarding with client id ``kmeta-broker-<id>``.
 """
 
@@ -29,6 +33,7 @@ from typing import Any
 from kmeta.controller.admin import TopicPlan
 from kmeta.controller.controller import Barrier, KafkaController
 from kmeta.controller.model import Endpoint
+from kmeta.controller.store import StorageError
 from kmeta.net import api_versions
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
@@ -91,10 +96,15 @@ async def broker_registration(ctx: RequestContext, req: Any) -> Any:
     listeners = tuple(
         Endpoint(ls.name, ls.host, ls.port, ls.security_protocol) for ls in req.listeners
     )
-    epoch = await c.enqueue(
-        "BrokerRegistration",
-        lambda: c.register_broker(req.broker_id, str(req.incarnation_id), listeners, req.rack),
-    )
+    try:
+        epoch = await c.enqueue(
+            "BrokerRegistration",
+            lambda: c.register_broker(req.broker_id, str(req.incarnation_id), listeners, req.rack),
+        )
+    except StorageError:
+        return br.BrokerRegistrationResponse(
+            version=req.version, error_code=ErrorCode.KAFKA_STORAGE_ERROR
+        )
     return br.BrokerRegistrationResponse(version=req.version, error_code=0, broker_epoch=epoch)
 
 
@@ -115,9 +125,14 @@ def broker_heartbeat(ctx: RequestContext, req: Any) -> Any:
 
 async def controlled_shutdown(ctx: RequestContext, req: Any) -> Any:
     c: KafkaController = ctx.state
-    error, remaining, barrier = await c.enqueue(
-        "ControlledShutdown", lambda: c.controlled_shutdown(req.broker_id, req.broker_epoch)
-    )
+    try:
+        error, remaining, barrier = await c.enqueue(
+            "ControlledShutdown", lambda: c.controlled_shutdown(req.broker_id, req.broker_epoch)
+        )
+    except StorageError:
+        return cs.ControlledShutdownResponse(
+            version=req.version, error_code=ErrorCode.KAFKA_STORAGE_ERROR, remaining_partitions=()
+        )
     await _wait(c, barrier, c.config.request_timeout_ms)
     return cs.ControlledShutdownResponse(
         version=req.version,
@@ -137,9 +152,21 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
                 for t in req.topics
             ),
         )
-    plans, ids, barrier = await c.enqueue(
-        "TopicCreation", lambda: c.create_topics(req.topics, req.validate_only, forwarder_of(ctx))
-    )
+    try:
+        plans, ids, barrier = await c.enqueue(
+            "TopicCreation",
+            lambda: c.create_topics(req.topics, req.validate_only, forwarder_of(ctx)),
+        )
+    except StorageError as exc:
+        return ct.CreateTopicsResponse(
+            version=req.version,
+            topics=tuple(
+                ct.CreatableTopicResult(
+                    name=t.name, error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)
+                )
+                for t in req.topics
+            ),
+        )
     propagated = await _wait(c, barrier, req.timeout_ms)
     results = []
     for plan in plans:
@@ -212,7 +239,21 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
         barrier = c.delete_topics(names, forwarder_of(ctx)) if names else None
         return results, barrier
 
-    results, barrier = await c.enqueue("TopicDeletion", run)
+    try:
+        results, barrier = await c.enqueue("TopicDeletion", run)
+    except StorageError as exc:
+        return dt.DeleteTopicsResponse(
+            version=req.version,
+            responses=tuple(
+                dt.DeletableTopicResult(
+                    name=name,
+                    topic_id=uuid_or_zero(topic_id),
+                    error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+                    error_message=str(exc),
+                )
+                for name, topic_id in entries
+            ),
+        )
     propagated = await _wait(c, barrier, req.timeout_ms)
     out = []
     for name, topic_id, error, message in results:
@@ -229,10 +270,21 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
 async def create_partitions(ctx: RequestContext, req: Any) -> Any:
     c: KafkaController = ctx.state
     topics = req.topics[:MAX_TOPICS_PER_REQUEST]
-    plans, barrier = await c.enqueue(
-        "CreatePartitions",
-        lambda: c.create_partitions(topics, req.validate_only, forwarder_of(ctx)),
-    )
+    try:
+        plans, barrier = await c.enqueue(
+            "CreatePartitions",
+            lambda: c.create_partitions(topics, req.validate_only, forwarder_of(ctx)),
+        )
+    except StorageError as exc:
+        return cp.CreatePartitionsResponse(
+            version=req.version,
+            results=tuple(
+                cp.CreatePartitionsTopicResult(
+                    name=t.name, error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)
+                )
+                for t in topics
+            ),
+        )
     propagated = await _wait(c, barrier, req.timeout_ms)
     results = []
     for plan in plans:

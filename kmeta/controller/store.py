@@ -8,11 +8,16 @@ kill -9 (and power loss). Updates write only the rows an event touched (O(change
 partitions)), and a restart reads the whole state back in one scan.
 
 The controller epoch and the broker-epoch counter live in the ``meta`` table; both only rise.
+
+A write or commit that fails (disk full, I/O error, read-only file system: any SQLite error)
+raises :class:`StorageError`, the seam's one failure type: the change is not durable and the
+caller must forget it (the controller reloads its state, see ``KafkaController``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import uuid
@@ -41,6 +46,23 @@ CREATE TABLE IF NOT EXISTS partitions (
 """
 
 
+#: after a refused write, what the controller retries on its own (a fencing, a deletion's
+#: removal, the startup push) waits this long, so a full disk is not hammered
+STORE_RETRY_S = 1.0
+
+
+class StorageError(Exception):
+    """The store could not make a change durable; none of it is kept.
+
+    Kafka's KafkaStorageException (KAFKA_STORAGE_ERROR on the wire). ``str()`` names the cause
+    (e.g. "database or disk is full"), so an admin answer can say why. Any engine of the store
+    raises it: SQLite here, a ZooKeeper multi-op that failed later."""
+
+
+def _storage_error(exc: sqlite3.Error, what: str) -> StorageError:
+    return StorageError(f"{what} failed: {exc}")
+
+
 def _ints(text: str) -> tuple[int, ...]:
     return tuple(json.loads(text))
 
@@ -66,19 +88,24 @@ class ControllerStore:
         path = Path(data_dir)
         path.mkdir(parents=True, exist_ok=True)
         self.path = path / "controller.db"
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, f"opening {self.path}") from exc
         self._in_tx = False
         #: between begin_deferred() and commit_deferred(): the transactions of one controller
-        #: event are one, committed (fsynced) off the event loop while its requests go out
+        #: event are one, committed (fsynced) off the event loop; its requests wait for it
         self._deferred = False
         self._open = False  # a deferred transaction has begun and is not committed yet
         #: deferred partition rows (statement, rows), written in the commit's thread; any
         #: other statement writes them first, so statements keep their order
         self._rows: list[tuple[str, list[tuple[object, ...]]]] = []
         self._in_event = False  # the savepoint of the current event is open
+        #: why the open group's transaction is gone (set by a failed write or rollback)
+        self._lost: str | None = None
 
     def close(self) -> None:
         self._db.close()
@@ -86,16 +113,24 @@ class ControllerStore:
     # -- transactions ---------------------------------------------------------------------------
     def __enter__(self) -> ControllerStore:
         assert not self._in_tx, "nested transaction"
-        if not self._deferred:
-            self._db.execute("BEGIN IMMEDIATE")
-        else:
-            if not self._open:
+        if self._lost is not None:  # this group's transaction is gone: so is every event in it
+            raise StorageError(self._lost)
+        try:
+            if not self._deferred:
+                self._recover()
                 self._db.execute("BEGIN IMMEDIATE")
-                self._open = True
-            if not self._in_event:  # this event's first write: a savepoint of its own
-                self._flush()  # earlier events' rows go before it
-                self._db.execute("SAVEPOINT kmeta_event")
-                self._in_event = True
+            else:
+                if not self._open:
+                    self._recover()
+                    self._db.execute("BEGIN IMMEDIATE")
+                    self._open = True
+                if not self._in_event:  # this event's first write: a savepoint of its own
+                    self._flush()  # earlier events' rows go before it
+                    self._db.execute("SAVEPOINT kmeta_event")
+                    self._in_event = True
+        except sqlite3.Error as exc:
+            # (earlier events' rows may be half written: the whole group is lost)
+            raise self._lose(exc, "begin") from exc
         self._in_tx = True
         return self
 
@@ -103,35 +138,75 @@ class ControllerStore:
         self._in_tx = False
         if exc_type is not None:
             self._rows.clear()
-            if self._deferred:  # undo this event only; the group's other events stay
-                self._db.execute("ROLLBACK TO kmeta_event")
-            else:
-                self._db.execute("ROLLBACK")
+            try:
+                if self._deferred:  # undo this event only; the group's other events stay
+                    self._db.execute("ROLLBACK TO kmeta_event")
+                else:
+                    self._db.execute("ROLLBACK")
+            except sqlite3.Error as undo:
+                # SQLite may have rolled back the whole transaction itself (it does on some
+                # SQLITE_FULL and I/O errors): the group's other events are gone as well.
+                self._lose(undo, "rollback")
+            if isinstance(exc, sqlite3.Error):
+                raise _storage_error(exc, "write") from exc
         elif not self._deferred:
-            self._db.execute("COMMIT")  # fsyncs the WAL (synchronous=FULL)
+            try:
+                self._db.execute("COMMIT")  # fsyncs the WAL (synchronous=FULL)
+            except sqlite3.Error as failed:
+                self._rollback_quietly()
+                raise _storage_error(failed, "commit") from failed
+
+    def _lose(self, exc: sqlite3.Error, what: str) -> StorageError:
+        """The open transaction is lost: every event of the group fails (at commit)."""
+        error = _storage_error(exc, what)
+        if self._deferred and self._lost is None:
+            self._lost = str(error)
+        return error
+
+    def _rollback_quietly(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+
+    def _recover(self) -> None:
+        """Before a new transaction: end one a failed commit or rollback left open."""
+        if self._db.in_transaction:
+            self._rollback_quietly()
 
     def begin_deferred(self) -> None:
         """Transactions from now on stay open until :meth:`commit_deferred` (group commit:
         the events processed meanwhile share one commit; each has a savepoint)."""
         self._deferred = True
 
-    def end_event(self) -> None:
-        """The current event's writes are done (kept, unless its block raised)."""
-        if self._in_event:
-            self._db.execute("RELEASE kmeta_event")
-            self._in_event = False
+    def end_event(self) -> bool:
+        """The current event's writes are done (kept, unless its block raised); True if it
+        wrote anything."""
+        if not self._in_event:
+            return False
+        self._in_event = False
+        if self._lost is None:
+            try:
+                self._db.execute("RELEASE kmeta_event")
+            except sqlite3.Error as exc:
+                self._lose(exc, "release")
+        return True
 
     async def commit_deferred(self) -> None:
         """Commit (and fsync) what was written since :meth:`begin_deferred`, in a thread.
 
         The caller must not touch the store until this returns (the event manager awaits it
-        before the next event): only the commit's fsync runs beside the event loop.
+        before the next event): only the commit's fsync runs beside the event loop. Raises
+        :class:`StorageError` when nothing of the group was kept.
         """
         self._deferred = False
-        if not self._open:
-            return
-        self._open = False
+        opened, self._open = self._open, False
         rows, self._rows = self._rows, []
+        lost, self._lost = self._lost, None
+        if lost is not None:
+            self._rollback_quietly()
+            raise StorageError(lost)
+        if not opened:
+            return
 
         def commit() -> None:
             for sql, batch in rows:
@@ -140,10 +215,9 @@ class ControllerStore:
 
         try:
             await asyncio.to_thread(commit)
-        except sqlite3.Error:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
+        except sqlite3.Error as exc:
+            self._rollback_quietly()
+            raise _storage_error(exc, "commit") from exc
 
     def transaction(self) -> ControllerStore:
         return self
@@ -229,6 +303,13 @@ class ControllerStore:
 
     # -- read -------------------------------------------------------------------------------------
     def load(self) -> ClusterState:
+        """The whole committed state (at start, and after a failed commit)."""
+        try:
+            return self._load()
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, "read") from exc
+
+    def _load(self) -> ClusterState:
         state = ClusterState(controller_epoch=self.get_meta("controller_epoch"))
         for bid, epoch, inc, listeners, rack, alive in self._db.execute("SELECT * FROM brokers"):
             state.brokers[bid] = BrokerInfo(

@@ -1,0 +1,235 @@
+"""A change the store cannot commit is neither kept in memory nor sent to any broker.
+
+The controller's real SQLite store fails for real: this process's files may not grow past
+their current end (RLIMIT_FSIZE, so the WAL append of the commit fails with an I/O error), or
+the database may not grow (``PRAGMA max_page_count``: SQLITE_FULL, as on a full disk). For
+every kind of event -- topic creation, partition creation, deletion (its start and its final
+removal), registration, broker failure (controlled shutdown and session expiry) -- the
+request gets KAFKA_STORAGE_ERROR naming the cause, the controller's state equals what its
+store holds, no broker receives anything, the next request is answered at once, and the same
+change works once the store can write again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import resource
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kmeta.controller.daemon import ControllerDaemon
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import broker_registration as br
+from kmeta.protocol.messages import controlled_shutdown as cs
+from kmeta.protocol.messages import create_partitions as cp
+from kmeta.protocol.messages import delete_topics as dt
+from kmeta.protocol.messages import stop_replica as sr
+from tests.controller.helpers import RecordingBroker, start_controller, wait_until
+from tests.controller.test_controller_flows import _brokers, _create, _request
+
+STORAGE_ERROR = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+@contextlib.contextmanager
+def files_cannot_grow(data_dir: Path) -> Iterator[None]:
+    """No file of this process may grow past the WAL's current end (writes fail with EFBIG,
+    SQLite's SQLITE_IOERR_WRITE; Python ignores SIGXFSZ), as on a disk that is full."""
+    wal = data_dir / "controller.db-wal"
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (wal.stat().st_size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+async def _settled(ctl: ControllerDaemon) -> None:
+    """Nothing queued or in flight (what the brokers got so far is all they will get)."""
+    c = ctl.controller
+    await wait_until(lambda: c.events.queue_size == 0 and c.channel.queue_size() == 0, 5.0)
+    await asyncio.sleep(0.2)
+
+
+def _received(brokers: dict[int, RecordingBroker]) -> dict[int, int]:
+    return {i: len(b.received) for i, b in brokers.items()}
+
+
+def _assert_memory_is_the_store(ctl: ControllerDaemon) -> None:
+    c = ctl.controller
+    assert c.state == c.store.load()
+
+
+def _create_partitions(name: str, count: int) -> cp.CreatePartitionsRequest:
+    return cp.CreatePartitionsRequest(
+        version=3,
+        topics=(cp.CreatePartitionsTopic(name=name, count=count, assignments=None),),
+        timeout_ms=5000,
+    )
+
+
+def _delete(name: str) -> dt.DeleteTopicsRequest:
+    return dt.DeleteTopicsRequest(version=6, topics=(dt.DeleteTopicState(name=name),), timeout_ms=5000)
+
+
+def _registration(broker_id: int, port: int) -> br.BrokerRegistrationRequest:
+    return br.BrokerRegistrationRequest(
+        version=4,
+        broker_id=broker_id,
+        incarnation_id=uuid.uuid4(),
+        listeners=(br.Listener(name="CONTROL", host="127.0.0.1", port=port, security_protocol=0),),
+    )
+
+
+def _error(answer: Any) -> tuple[int, str | None]:
+    for field in ("topics", "results", "responses"):
+        results = getattr(answer, field, None)
+        if results is not None:
+            (result,) = results
+            return result.error_code, result.error_message
+    return answer.error_code, None
+
+
+async def _refused_then_applied(
+    ctl: ControllerDaemon, brokers: dict[int, RecordingBroker], request: Any
+) -> Any:
+    """``request`` while the store cannot write: refused, nothing kept or sent, the next
+    request answered within 1 s. Then again with room: applied. Returns the second answer."""
+    data_dir = Path(ctl.config.data_dir)
+    await _settled(ctl)
+    before = ctl.controller.store.load()
+    sent = _received(brokers)
+    with files_cannot_grow(data_dir):
+        error, message = _error(await _request(ctl.port, request))
+        assert error == STORAGE_ERROR
+        if message is not None:
+            assert "disk I/O error" in message
+        started = time.monotonic()
+        probe = await _request(ctl.port, _create(("probe", [[1]])))
+        assert time.monotonic() - started < 1.0
+        assert probe.topics[0].error_code == STORAGE_ERROR
+        await asyncio.sleep(0.2)  # (a request that went out would have arrived by now)
+    assert _received(brokers) == sent, "a refused change reached a broker"
+    _assert_memory_is_the_store(ctl)
+    assert ctl.controller.state == before
+    answer = await _request(ctl.port, request)
+    assert _error(answer)[0] == ErrorCode.NONE
+    _assert_memory_is_the_store(ctl)
+    return answer
+
+
+async def test_refused_topic_creation_partitions_and_deletion(tmp_path: Path) -> None:
+    ctl = await start_controller(tmp_path)
+    brokers = await _brokers(ctl.port)
+    try:
+        await _request(ctl.port, _create(("kept", [[1, 2], [2, 3]])))
+        await _refused_then_applied(ctl, brokers, _create(("fresh", [[1, 2, 3]] * 3)))
+        assert "fresh" in ctl.controller.state.topics
+        await _refused_then_applied(ctl, brokers, _create_partitions("kept", 4))
+        assert len(ctl.controller.state.topics["kept"].partitions) == 4
+        await _refused_then_applied(ctl, brokers, _delete("kept"))
+        await wait_until(lambda: "kept" not in ctl.controller.state.topics, 5.0)
+    finally:
+        await _stop(ctl, brokers)
+
+
+async def test_refused_registration_and_controlled_shutdown(tmp_path: Path) -> None:
+    ctl = await start_controller(tmp_path)
+    brokers = await _brokers(ctl.port)
+    fourth = RecordingBroker(4)
+    await fourth.start()
+    try:
+        await _request(ctl.port, _create(("t", [[3, 1], [3, 2]])))
+        answer = await _refused_then_applied(
+            ctl, brokers, _registration(4, fourth.listener.port)
+        )
+        assert answer.broker_epoch > brokers[3].epoch
+        assert ctl.controller.state.is_alive(4)
+        await fourth.wait_for(lambda: fourth.received)  # its channel exists: it hears from us
+        shutdown = cs.ControlledShutdownRequest(version=3, broker_id=3, broker_epoch=brokers[3].epoch)
+        await _refused_then_applied(ctl, brokers, shutdown)
+        state = ctl.controller.state
+        assert not state.is_alive(3)
+        assert {st.leader for st in state.topics["t"].partitions.values()} == {1, 2}
+    finally:
+        await fourth.stop()
+        await _stop(ctl, brokers)
+
+
+async def test_refused_expiry_and_deletion_removal_retry_once_the_store_writes(
+    tmp_path: Path,
+) -> None:
+    """The events nobody waits on (a session expiry, a deletion's removal once every replica
+    answered) are retried by the controller itself; meanwhile nothing of them shows."""
+    ctl = await start_controller(tmp_path, session_timeout_ms=1000)
+    brokers = await _brokers(ctl.port)
+    beating = {1, 2}
+
+    async def heartbeats() -> None:
+        while True:
+            for i in beating:
+                await brokers[i].heartbeat(ctl.port)
+            await asyncio.sleep(0.1)
+
+    beat = asyncio.ensure_future(heartbeats())
+    try:
+        await _request(ctl.port, _create(("gone", [[1]]), ("led", [[3, 1]])))
+        brokers[1].stop_gate.clear()  # the replica answers its StopReplica later
+        deletion = asyncio.ensure_future(_request(ctl.port, _delete("gone")))
+        await brokers[1].wait_for(lambda: brokers[1].of(sr.StopReplicaRequest))
+        await _settled(ctl)
+        sent = _received(brokers)
+        c = ctl.controller
+        with files_cannot_grow(tmp_path):
+            brokers[1].stop_gate.set()  # every replica answered: the removal is refused
+            await asyncio.sleep(2.0)  # broker 3's session (1 s) expires: its fencing is refused
+            assert "gone" in c.state.deleting
+            assert c.state.is_alive(3)
+            assert c.state.topics["led"].partitions[0].leader == 3
+            _assert_memory_is_the_store(ctl)
+            assert _received(brokers) == sent
+        await wait_until(lambda: "gone" not in c.state.topics, 5.0)
+        await wait_until(lambda: not c.state.is_alive(3), 5.0)
+        assert c.state.topics["led"].partitions[0].leader == 1
+        _assert_memory_is_the_store(ctl)
+        assert _error(await deletion)[0] in (ErrorCode.NONE, ErrorCode.REQUEST_TIMED_OUT)
+    finally:
+        beat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beat
+        await _stop(ctl, brokers)
+
+
+async def test_a_full_database_is_refused_with_sqlite_full(tmp_path: Path) -> None:
+    """SQLITE_FULL (``max_page_count``: the database may not grow), as on a full disk."""
+    ctl = await start_controller(tmp_path)
+    brokers = await _brokers(ctl.port)
+    c = ctl.controller
+    try:
+        (pages,) = c.store._db.execute("PRAGMA page_count").fetchone()
+        c.store._db.execute(f"PRAGMA max_page_count={pages}")
+        await _settled(ctl)
+        sent = _received(brokers)
+        answer = await _request(ctl.port, _create(("big", [[1, 2, 3]] * 2000)))
+        assert answer.topics[0].error_code == STORAGE_ERROR
+        assert "database or disk is full" in answer.topics[0].error_message
+        await asyncio.sleep(0.2)
+        assert _received(brokers) == sent
+        assert "big" not in c.state.topics
+        _assert_memory_is_the_store(ctl)
+        c.store._db.execute("PRAGMA max_page_count=1073741823")
+        again = await _request(ctl.port, _create(("big", [[1, 2, 3]] * 2000)))
+        assert again.topics[0].error_code == ErrorCode.NONE
+        assert len(c.state.topics["big"].partitions) == 2000
+    finally:
+        await _stop(ctl, brokers)
+
+
+async def _stop(ctl: ControllerDaemon, brokers: dict[int, RecordingBroker]) -> None:
+    for b in brokers.values():
+        b.stop_gate.set()
+        await b.stop()
+    await ctl.stop()
