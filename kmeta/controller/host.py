@@ -8,7 +8,7 @@ barrier, and one way to queue an event. KafkaController satisfies it structurall
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, MutableSet
 from typing import Any, Protocol
 
 from kmeta.controller.barrier import Barrier
@@ -24,7 +24,9 @@ class ControllerHost(Protocol):
     config: ControllerConfig
     state: ClusterState
     store: ControllerStore
-    barriers: set[Barrier]
+
+    @property
+    def barriers(self) -> MutableSet[Barrier]: ...
 
     def enqueue(self, name: str, fn: Callable[[], Any]) -> asyncio.Future[Any]: ...
 

@@ -9,6 +9,8 @@ Behaviour (see :mod:`kmeta.controller.replica_election` for the elections themse
   propagated within timeout_ms is answered REQUEST_TIMED_OUT (the election still happened).
 * An unknown election type (v1+): INVALID_REQUEST at the top level, no partition results.
 * More than MAX_PARTITIONS partitions listed: INVALID_REQUEST for each.
+* The store refused the change: KAFKA_STORAGE_ERROR for each partition listed (at the top
+  level when none were).
 
 Versions: v0 has no election type (PREFERRED) and no top-level error code; v1 adds both
 (KIP-460); v2 is flexible.
@@ -21,6 +23,7 @@ from typing import Any
 from kmeta.controller.controller import KafkaController
 from kmeta.controller.handlers import forwarder_of, wait_for
 from kmeta.controller.replica_election import PREFERRED, UNCLEAN, ElectionResult
+from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
@@ -56,10 +59,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(
             request, 0, [(t, p, ErrorCode.INVALID_REQUEST, too_many) for t, p in asked]
         )
-    results, barrier = await c.enqueue(
-        "ReplicaLeaderElection",
-        lambda: c.elections.elect(election_type, asked, forwarder_of(ctx)),
-    )
+    try:
+        results, barrier = await c.enqueue(
+            "ReplicaLeaderElection",
+            lambda: c.elections.elect(election_type, asked, forwarder_of(ctx)),
+        )
+    except StorageError as exc:  # nothing was elected (see kmeta.controller.controller)
+        refused = ErrorCode.KAFKA_STORAGE_ERROR
+        if asked is None:
+            return _response(request, refused, [])
+        return _response(request, 0, [(t, p, refused, str(exc)) for t, p in asked])
     if not await wait_for(barrier, request.timeout_ms):
         results = [
             (t, p, ErrorCode.REQUEST_TIMED_OUT, None) if code == 0 else (t, p, code, message)
