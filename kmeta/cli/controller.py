@@ -66,6 +66,13 @@ _D = ControllerConfig(data_dir=".")
     default=_D.leader_imbalance_check_interval_seconds,
     show_default=True,
 )
+@click.option(
+    "--reassignment-catch-up-ms",
+    type=click.IntRange(min=0),
+    default=_D.reassignment_catch_up_ms,
+    show_default=True,
+    help="How long a reassignment's new replicas take to join the ISR.",
+)
 @daemon_options
 @click.option(
     "--fault",
@@ -98,6 +105,7 @@ def controller_command(
     auto_leader_rebalance: bool,
     leader_imbalance_per_broker_percentage: int,
     leader_imbalance_check_interval_seconds: float,
+    reassignment_catch_up_ms: int,
     faults: tuple[str, ...],
     fault_file: str | None,
     **options: Any,
@@ -121,6 +129,7 @@ def controller_command(
             auto_leader_rebalance=auto_leader_rebalance,
             leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
             leader_imbalance_check_interval_seconds=leader_imbalance_check_interval_seconds,
+            reassignment_catch_up_ms=reassignment_catch_up_ms,
             faults=faults,
             fault_file=fault_file,
             **tls_fields(options),

@@ -1,4 +1,4 @@
-"""``kmeta topics create|delete|list|describe|add-partitions|elect-leaders`` in the manner of kafka-topics.sh.
+"""``kmeta topics create|delete|list|describe|add-partitions|elect-leaders|reassign`` in the manner of kafka-topics.sh.
 
 Talks the Kafka protocol to any broker of ``--bootstrap-server`` (brokers forward admin
 requests to the controller), with kmeta.net's connection.
@@ -246,7 +246,10 @@ topics_group.add_command(import_cmd, "import")
 
 
 def register(group: click.Group) -> None:
-    from kmeta.cli.topics_elect import elect_leaders_command  # (it uses this module's helpers)
+    # (imported here: they use this module's helpers)
+    from kmeta.cli.topics_elect import elect_leaders_command
+    from kmeta.cli.topics_reassign import reassign_command
 
     topics_group.add_command(elect_leaders_command)
+    topics_group.add_command(reassign_command)
     group.add_command(topics_group)

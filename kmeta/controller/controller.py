@@ -52,6 +52,7 @@ from kmeta.controller.model import (
     TopicInfo,
     TopicPartition,
 )
+from kmeta.controller.reassignment import ReassignmentManager
 from kmeta.controller.replica_election import ReplicaElectionManager
 from kmeta.controller.request_batch import (
     UM_FULL,
@@ -122,6 +123,7 @@ class KafkaController:
         self.barriers: weakref.WeakSet[Barrier] = weakref.WeakSet()
         self.deletion = TopicDeletionManager(self)
         self.elections = ReplicaElectionManager(self)
+        self.reassignments = ReassignmentManager(self)
         self._deadlines: dict[int, float] = {}  # broker id -> session expiry (monotonic)
         self._expiring: set[int] = set()
         self._liveness_task: asyncio.Task[None] | None = None
@@ -141,6 +143,7 @@ class KafkaController:
         self._startup()
         self._liveness_task = asyncio.get_running_loop().create_task(self._liveness_loop())
         self.elections.start()
+        self.reassignments.start()
 
     async def stop(self) -> None:
         if self._liveness_task is not None:
@@ -148,6 +151,7 @@ class KafkaController:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._liveness_task
         await self.elections.stop()
+        await self.reassignments.stop()
         await self.events.close()
         await self.channel.shutdown()
         self.state_log.close()
@@ -176,6 +180,7 @@ class KafkaController:
         for broker_id in live:  # a fencing that was not kept is retried (unless it heartbeats)
             self._deadlines.setdefault(broker_id, retry_at)
         self.deletion.reloaded()
+        self.reassignments.reloaded()
 
     def enqueue(self, name: str, fn: Callable[[], Any]) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -399,6 +404,7 @@ class KafkaController:
             self._registration_follow_up, broker_id, epoch, hosted_only, list(changed)
         )
         self.events.put(_Event("BrokerRegistrationLeaderAndIsr", follow_up, None))
+        self.reassignments.broker_registered(broker_id)
         log.info("broker %d registered with epoch %d", broker_id, epoch)
         return epoch
 

@@ -50,7 +50,11 @@ MAX_LISTENERS = 32
 MAX_TOPICS_PER_REQUEST = 10_000
 _BROKER_CLIENT = re.compile(r"^kmeta-broker-(\d+)$")
 #: one module per API key in kmeta.controller.apis, each with ``register(registry)``
-API_MODULES: tuple[str, ...] = ("elect_leaders",)
+API_MODULES: tuple[str, ...] = (
+    "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
+)
 
 
 def forwarder_of(ctx: RequestContext) -> int | None:

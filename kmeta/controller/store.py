@@ -93,6 +93,7 @@ class ControllerStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            self._db.executescript(_REASSIGNMENTS_SCHEMA)
         except sqlite3.Error as exc:
             raise _storage_error(exc, f"opening {self.path}") from exc
         self._in_tx = False
@@ -300,6 +301,7 @@ class ControllerStore:
         self._flush()
         self._db.execute("DELETE FROM partitions WHERE topic = ?", (name,))
         self._db.execute("DELETE FROM topics WHERE name = ?", (name,))
+        self._db.execute("DELETE FROM reassignments WHERE topic = ?", (name,))
 
     # -- read -------------------------------------------------------------------------------------
     def load(self) -> ClusterState:
@@ -332,3 +334,37 @@ class ControllerStore:
                     _ints(replicas), _ints(isr), leader, leader_epoch, partition_epoch
                 )
         return state
+
+    # -- reassignments (Kafka's adding/removing replicas of /brokers/topics/<topic>) ------------
+    def put_reassignment(
+        self, topic: str, partition: int, adding: tuple[int, ...], removing: tuple[int, ...]
+    ) -> None:
+        """The partition's row holds the full replica set; this row what is being added and
+        removed, so the origin and target replica sets survive a restart."""
+        self._flush()
+        self._db.execute(
+            "INSERT OR REPLACE INTO reassignments VALUES(?, ?, ?, ?)",
+            (topic, partition, _json_ints(adding), _json_ints(removing)),
+        )
+
+    def delete_reassignment(self, topic: str, partition: int) -> None:
+        self._flush()
+        self._db.execute(
+            "DELETE FROM reassignments WHERE topic = ? AND partition = ?", (topic, partition)
+        )
+
+    def load_reassignments(self) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]]:
+        """(topic, partition) -> (adding, removing) of every reassignment in progress."""
+        try:
+            self._flush()
+            rows = self._db.execute("SELECT * FROM reassignments").fetchall()
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, "read") from exc
+        return {(topic, p): (_ints(adding), _ints(removing)) for topic, p, adding, removing in rows}
+
+
+_REASSIGNMENTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS reassignments (
+    topic TEXT NOT NULL, partition INTEGER NOT NULL, adding TEXT NOT NULL, removing TEXT NOT NULL,
+    PRIMARY KEY (topic, partition)) WITHOUT ROWID;
+"""

@@ -1,4 +1,6 @@
-"""``kmeta topics elect-leaders`` against a real (subprocess) cluster of three brokers."""
+"""``kmeta topics elect-leaders`` and ``kmeta topics reassign`` against a real (subprocess)
+cluster of three brokers whose controller lets reassignments catch up only after a minute (so
+they can be seen in progress, verified and cancelled)."""
 
 from __future__ import annotations
 
@@ -16,9 +18,19 @@ from tests.e2e.test_cluster import Cluster, leaders, metadata, wait_for
 pytestmark = pytest.mark.e2e
 
 
+class SlowCatchUpCluster(Cluster):
+    def start_controller(self) -> None:
+        self.controller = self._spawn(
+            "controller",
+            "--listeners", f"CONTROLLER://127.0.0.1:{self.controller_port}",
+            "--data-dir", str(self.data_dir / "controller"),
+            "--reassignment-catch-up-ms", "60000",
+        )  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("topics-admin-cli"))
+    c = SlowCatchUpCluster(tmp_path_factory.mktemp("topics-admin-cli"))
     try:
         c.start()
         yield c
@@ -82,3 +94,101 @@ def test_elect_leaders_as_kafka_leader_election_sh(cluster, tmp_path: Path):
     )
     assert result.exit_code == 2
     assert "Traceback" not in result.output
+
+
+def write_plan(plan_dir: Path, rows: list[tuple[str, int, list[int]]]) -> None:
+    """A `kmeta pipeline plan` output's partitions/ table (the columns plan_reader reads)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (plan_dir / "partitions").mkdir(parents=True)
+    table = pa.table(
+        {
+            "topic": [r[0] for r in rows],
+            "partition": pa.array([r[1] for r in rows], pa.int32()),
+            "replicas": pa.array([r[2] for r in rows], pa.list_(pa.int32())),
+        }
+    )
+    pq.write_table(table, plan_dir / "partitions" / "part-0.parquet")
+
+
+def test_reassign_as_kafka_reassign_partitions_sh(cluster, tmp_path: Path):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1)})
+    admin.create_topics([NewTopic("mv", 2, replica_assignment=[[1, 2], [2, 3]])])["mv"].result(10)
+    plan = tmp_path / "plan"
+    write_plan(plan, [("mv", 0, [3, 2]), ("mv", 1, [3, 2])])
+
+    result = topics(cluster, "reassign", "--plan", str(plan))
+    assert result.exit_code == 0, result.output
+    current = (
+        '{"version":1,"partitions":[{"topic":"mv","partition":0,"replicas":[1,2],'
+        '"log_dirs":["any","any"]},{"topic":"mv","partition":1,"replicas":[2,3],'
+        '"log_dirs":["any","any"]}]}'
+    )
+    assert result.output.splitlines() == [
+        "Current partition replica assignment",
+        "",
+        current,
+        "",
+        "Save this to use as the --reassignment-json-file option during rollback",
+        "Successfully started partition reassignments for mv-0,mv-1",
+    ]
+    for port in cluster.client_ports.values():  # RS = TRS + ORS while 3 catches up
+        parts = metadata(port).topics["mv"].partitions
+        assert (parts[0].replicas, parts[1].replicas) == ([3, 2, 1], [3, 2])
+
+    result = topics(cluster, "reassign", "--plan", str(plan), "--verify")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "Status of partition reassignment:",
+        "Reassignment of partition mv-0 is still in progress.",
+        "Reassignment of partition mv-1 is completed.",  # a reorder: done at once
+    ]
+    result = topics(cluster, "reassign", "--plan", str(plan), "--cancel")
+    assert result.exit_code == 0, result.output
+    assert result.output == "Successfully cancelled partition reassignment for: mv-0\n"
+    # the original replicas, in TRS + ORS order: Kafka cannot restore the original order either
+    assert metadata(cluster.client_ports[3]).topics["mv"].partitions[0].replicas == [2, 1]
+    result = topics(cluster, "reassign", "--plan", str(plan), "--verify")
+    assert (
+        "There is no active reassignment of partition mv-0, but replica set is 2,1 rather than 3,2."
+        in result.output
+    )
+    result = topics(cluster, "reassign", "--plan", str(plan), "--cancel")
+    assert result.output == "None of the specified partition reassignments are active.\n"
+
+    rollback = tmp_path / "rollback.json"
+    rollback.write_text(current)
+    result = topics(cluster, "reassign", "--reassignment-json-file", str(rollback))
+    assert result.exit_code == 0, result.output
+    assert metadata(cluster.client_ports[1]).topics["mv"].partitions[1].replicas == [2, 3]
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": "ghost", "partition": 0, "replicas": [1]},
+                    {"topic": "mv", "partition": 0, "replicas": [9]},
+                ],
+            }
+        )
+    )
+    result = topics(cluster, "reassign", "--reassignment-json-file", str(bad))
+    assert result.exit_code == 1
+    assert (
+        "Error reassigning partition(s):\nghost-0: UNKNOWN_TOPIC_OR_PARTITION: The partition does not exist.\nmv-0: INVALID_REPLICA_ASSIGNMENT: Replica assignment has brokers that are not alive"
+        in result.output
+    )
+    for args in (
+        ["--plan", str(plan), "--reassignment-json-file", str(bad)],
+        [],
+        ["--plan", str(tmp_path / "nowhere")],
+    ):
+        result = topics(cluster, "reassign", *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.output
+    bad.write_text('{"version": 1, "partitions": [{"topic": "mv"}]}')
+    result = topics(cluster, "reassign", "--reassignment-json-file", str(bad))
+    assert result.exit_code == 2

@@ -309,6 +309,8 @@ async def test_controller_serves_api_versions(tmp_path):
             ApiKey.BROKER_REGISTRATION: (0, 4),
             ApiKey.BROKER_HEARTBEAT: (0, 1),
             ApiKey.ELECT_LEADERS: (0, 2),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
         }
         assert bad.error_code == E.INVALID_REQUEST
         assert len(bad.api_keys) == len(served)

@@ -18,7 +18,7 @@ with warnings.catch_warnings():  # kafka-python uses importlib.resources' legacy
     from kafka.admin import NewTopic as KNewTopic
     from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
-from tests.e2e.test_cluster import Cluster, metadata
+from tests.e2e.test_cluster import Cluster, metadata, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::DeprecationWarning:kafka.*")]
 
@@ -142,3 +142,40 @@ def test_elect_leaders_with_real_clients(cluster):
         for p in r.partition_result
     }
     assert codes == {0: 84, 1: 84}  # ELECTION_NOT_NEEDED
+
+
+def test_reassignment_with_kafka_python_then_a_preferred_election(cluster):
+    from confluent_kafka import ElectionType, TopicPartition
+    from kafka import TopicPartition as KTopicPartition
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1)})
+    admin.create_topics([NewTopic("moving", 1, replica_assignment=[[1, 2]])])["moving"].result(10)
+    kadmin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(2), request_timeout_ms=10000)
+    try:
+        tp, missing = KTopicPartition("moving", 0), KTopicPartition("moving", 5)
+        answer = kadmin.alter_partition_reassignments({tp: [3, 2], missing: [1]})
+        assert answer[tp] is None
+        assert answer[missing].errno == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        # 3 catches up (the controller's default 100 ms), 1 leaves, 3 leads: it was removed
+        for port in cluster.client_ports.values():
+            wait_for(
+                lambda port=port: (
+                    (p := metadata(port).topics["moving"].partitions[0]).replicas == [3, 2]
+                    and p.leader == 3
+                    and sorted(p.isrs) == [2, 3]
+                ),
+                10,
+            )
+        assert kadmin.list_partition_reassignments() == {}
+        assert kadmin.alter_partition_reassignments({tp: None})[tp].errno == 85  # none running
+        # a reorder completes at once; the leader (in the target, alive) stays
+        assert kadmin.alter_partition_reassignments({tp: [2, 3]}) == {tp: None}
+        part = metadata(cluster.client_ports[1]).topics["moving"].partitions[0]
+        assert (part.replicas, part.leader) == ([2, 3], 3)
+    finally:
+        kadmin.close()
+    # now the preferred replica (2) does not lead: a real election moves it
+    results = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("moving", 0)]).result(10)
+    assert list(results.values()) == [None]
+    for port in cluster.client_ports.values():
+        assert metadata(port).topics["moving"].partitions[0].leader == 2

@@ -19,6 +19,8 @@ HANDLER_MODULES: tuple[str, ...] = (
     "delete_topics",
     "create_partitions",
     "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
 )
 
 

@@ -1,0 +1,68 @@
+"""AlterPartitionReassignments (api key 45): version 0, forwarded by brokers.
+
+Behaviour (the reassignment itself: :mod:`kmeta.controller.reassignment`):
+
+* Each partition's target replicas start (or replace) a reassignment; null replicas cancel the
+  one in progress. Errors per partition as Kafka's: UNKNOWN_TOPIC_OR_PARTITION,
+  NO_REASSIGNMENT_IN_PROGRESS, INVALID_REPLICA_ASSIGNMENT (with Kafka's messages).
+* Applied in one event; answered once the first step (RS = TRS + ORS, or the final replica set
+  when nothing has to catch up) reached the live brokers, or after timeout_ms with
+  REQUEST_TIMED_OUT for the partitions that were accepted (they still proceed).
+* More than MAX_PARTITIONS partitions: INVALID_REQUEST for each.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.controller.controller import KafkaController
+from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.reassignment import AlterResult
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import alter_partition_reassignments as apr
+
+MAX_PARTITIONS = 1_000_000
+
+
+def _response(request: Any, results: list[AlterResult]) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for topic, p, code, message in results:
+        by_topic.setdefault(topic, []).append(apr.ReassignablePartitionResponse(p, code, message))
+    return apr.AlterPartitionReassignmentsResponse(
+        version=request.version,
+        error_code=0,
+        error_message=None,
+        responses=tuple(
+            apr.ReassignableTopicResponse(topic, tuple(parts)) for topic, parts in by_topic.items()
+        ),
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    c: KafkaController = ctx.state
+    entries = [
+        (t.name, p.partition_index, None if p.replicas is None else tuple(p.replicas))
+        for t in request.topics
+        for p in t.partitions
+    ]
+    if len(entries) > MAX_PARTITIONS:
+        too_many = "Too many partitions in one request."
+        return _response(
+            request, [(t, p, ErrorCode.INVALID_REQUEST, too_many) for t, p, _ in entries]
+        )
+    results, barrier = await c.enqueue(
+        "ApiPartitionReassignment",
+        lambda: c.reassignments.alter(entries, forwarder_of(ctx)),
+    )
+    if not await wait_for(barrier, request.timeout_ms):
+        results = [
+            (t, p, ErrorCode.REQUEST_TIMED_OUT, None) if code == 0 else (t, p, code, message)
+            for t, p, code, message in results
+        ]
+    return _response(request, results)
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, handle)

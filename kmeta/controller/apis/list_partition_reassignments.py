@@ -1,0 +1,45 @@
+"""ListPartitionReassignments (api key 46): version 0, forwarded by brokers.
+
+Behaviour:
+
+* Null topics: every reassignment in progress; else those among the partitions listed (a
+  partition not being reassigned, or that does not exist, is left out, as Kafka).
+* Each with its full replica set (RS = TRS + ORS), adding (AR) and removing (RR) replicas.
+* Read in a controller event, so it reflects every reassignment acknowledged before it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.controller.controller import KafkaController
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.messages import list_partition_reassignments as lpr
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    c: KafkaController = ctx.state
+    asked = None
+    if request.topics is not None:
+        asked = [(t.name, p) for t in request.topics for p in t.partition_indexes]
+    listed = await c.enqueue(
+        "ListPartitionReassignments", lambda: c.reassignments.in_progress(asked)
+    )
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, p), replicas, adding, removing in listed:
+        by_topic.setdefault(topic, []).append(
+            lpr.OngoingPartitionReassignment(p, replicas, adding, removing)
+        )
+    return lpr.ListPartitionReassignmentsResponse(
+        version=request.version,
+        error_code=0,
+        error_message=None,
+        topics=tuple(
+            lpr.OngoingTopicReassignment(topic, tuple(parts)) for topic, parts in by_topic.items()
+        ),
+    )
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, handle)

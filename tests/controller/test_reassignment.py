@@ -1,0 +1,268 @@
+"""AlterPartitionReassignments (45) / ListPartitionReassignments (46) end to end in one process.
+
+A real controller and real brokers (or recording brokers where the requests themselves are
+checked); requests go through a broker's client listener, which forwards them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from kmeta.net.connection import KafkaConnection
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import alter_partition_reassignments as apr
+from kmeta.protocol.messages import create_topics as ct
+from kmeta.protocol.messages import list_partition_reassignments as lpr
+from kmeta.protocol.messages import stop_replica as sr
+from kmeta.protocol.messages import update_metadata as um
+from tests.controller.helpers import (
+    InProcessCluster,
+    RecordingBroker,
+    start_cluster,
+    start_controller,
+    wait_until,
+)
+
+E = ErrorCode
+
+
+def create_request(name: str, assignments: dict[int, list[int]]):
+    return ct.CreateTopicsRequest(
+        version=7,
+        topics=(
+            ct.CreatableTopic(
+                name=name,
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=tuple(
+                    ct.CreatableReplicaAssignment(p, tuple(b)) for p, b in assignments.items()
+                ),
+            ),
+        ),
+        timeout_ms=5000,
+    )
+
+
+def alter_request(moves: dict[tuple[str, int], list[int] | None]):
+    by_topic: dict[str, list] = {}
+    for (t, p), replicas in moves.items():
+        by_topic.setdefault(t, []).append(
+            apr.ReassignablePartition(p, None if replicas is None else tuple(replicas))
+        )
+    return apr.AlterPartitionReassignmentsRequest(
+        version=0,
+        timeout_ms=5000,
+        topics=tuple(apr.ReassignableTopic(t, tuple(ps)) for t, ps in by_topic.items()),
+    )
+
+
+def list_request(topics: dict[str, list[int]] | None = None):
+    return lpr.ListPartitionReassignmentsRequest(
+        version=0,
+        timeout_ms=5000,
+        topics=None
+        if topics is None
+        else tuple(lpr.ListPartitionReassignmentsTopics(t, tuple(ps)) for t, ps in topics.items()),
+    )
+
+
+async def call(port: int, request):
+    conn = await KafkaConnection.open("127.0.0.1", port)
+    try:
+        return await conn.request(request, 10.0)
+    finally:
+        conn.close()
+
+
+def results(response) -> dict[tuple[str, int], tuple[int, str | None]]:
+    return {
+        (t.name, p.partition_index): (p.error_code, p.error_message)
+        for t in response.responses
+        for p in t.partitions
+    }
+
+
+def listed(response) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    assert response.error_code == 0
+    return {
+        (t.name, p.partition_index): (
+            list(p.replicas),
+            list(p.adding_replicas),
+            list(p.removing_replicas),
+        )
+        for t in response.topics
+        for p in t.partitions
+    }
+
+
+def cached(
+    c: InProcessCluster, name: str, p: int
+) -> set[tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    """(leader, replicas, isr) of one partition as every broker caches it."""
+    return {
+        (st.leader, tuple(st.replicas), tuple(st.isr))
+        for st in (b.cache.snapshot.partition_states[name][p] for b in c.brokers.values())
+    }
+
+
+async def test_reassignment_shows_the_union_then_completes_and_moves_the_leader(tmp_path):
+    c = await start_cluster(tmp_path, brokers=4, reassignment_catch_up_ms=400)
+    try:
+        port = c.client_port(4)
+        assert (await call(port, create_request("r", {0: [1, 2], 1: [2, 3]}))).topics[
+            0
+        ].error_code == 0
+        answer = await call(port, alter_request({("r", 0): [3, 4], ("r", 1): [3, 2]}))
+        assert answer.error_code == 0
+        assert results(answer) == {("r", 0): (0, None), ("r", 1): (0, None)}
+        # answered after every broker had RS = TRS + ORS (Kafka's order), the ISR unchanged
+        assert cached(c, "r", 0) == {(1, (3, 4, 1, 2), (1, 2))}
+        # r-1 = [3, 2] is only a reorder of replicas in the ISR: complete at once
+        assert cached(c, "r", 1) == {(2, (3, 2), (3, 2))}
+        assert listed(await call(port, list_request())) == {
+            ("r", 0): ([3, 4, 1, 2], [3, 4], [1, 2])
+        }
+        assert listed(await call(port, list_request({"r": [1, 0, 7], "ghost": [0]}))) == {
+            ("r", 0): ([3, 4, 1, 2], [3, 4], [1, 2])
+        }
+        # catch-up: 3 and 4 join the ISR, then 1 and 2 leave, and 3 leads (1 was removed)
+        await wait_until(lambda: cached(c, "r", 0) == {(3, (3, 4), (3, 4))}, 5.0)
+        assert listed(await call(port, list_request())) == {}
+        await wait_until(
+            lambda: all(("r", 0) not in c.brokers[i].state.replicas for i in (1, 2)), 5.0
+        )  # the removed replicas got StopReplica
+        assert all(("r", 0) in c.brokers[i].state.replicas for i in (3, 4))
+    finally:
+        await c.stop()
+
+
+async def test_errors_and_cancel_revert(tmp_path):
+    c = await start_cluster(tmp_path, brokers=4, reassignment_catch_up_ms=60_000)
+    try:
+        port = c.client_port(1)
+        await call(port, create_request("x", {0: [1, 2], 1: [1, 2]}))
+        answer = await call(
+            port,
+            alter_request(
+                {
+                    ("x", 0): [2, 3],
+                    ("x", 1): None,
+                    ("x", 9): [1],
+                    ("ghost", 0): [1],
+                }
+            ),
+        )
+        assert results(answer) == {
+            ("x", 0): (0, None),
+            ("x", 1): (E.NO_REASSIGNMENT_IN_PROGRESS, None),
+            ("x", 9): (E.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."),
+            ("ghost", 0): (E.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."),
+        }
+        bad = await call(
+            port,
+            alter_request({("x", 1): []}),
+        )
+        assert results(bad)[("x", 1)] == (
+            E.INVALID_REPLICA_ASSIGNMENT,
+            "Empty replica list specified in partition reassignment.",
+        )
+        for replicas, why in (
+            ([1, 1], "Duplicate replica ids"),
+            ([1, -2], "Invalid broker id"),
+            ([1, 9], "Replica assignment has brokers that are not alive"),
+        ):
+            code, message = results(await call(port, alter_request({("x", 1): replicas})))[("x", 1)]
+            assert code == E.INVALID_REPLICA_ASSIGNMENT
+            assert why in (message or "")
+        assert cached(c, "x", 0) == {(1, (2, 3, 1), (2, 1))}  # the ISR in RS order
+        assert listed(await call(port, list_request())) == {("x", 0): ([2, 3, 1], [3], [1])}
+
+        # a new target replaces the reassignment: 3 is not needed any more and is stopped
+        assert results(await call(port, alter_request({("x", 0): [4, 2]}))) == {("x", 0): (0, None)}
+        assert cached(c, "x", 0) == {(1, (4, 2, 1), (2, 1))}
+        assert listed(await call(port, list_request())) == {("x", 0): ([4, 2, 1], [4], [1])}
+        await wait_until(lambda: ("x", 0) not in c.brokers[3].state.replicas, 5.0)
+
+        # cancel: back to the original replicas (TRS + ORS order, as Kafka), 4 stopped
+        assert results(await call(port, alter_request({("x", 0): None}))) == {("x", 0): (0, None)}
+        assert cached(c, "x", 0) == {(1, (2, 1), (2, 1))}
+        assert listed(await call(port, list_request())) == {}
+        await wait_until(lambda: ("x", 0) not in c.brokers[4].state.replicas, 5.0)
+        again = await call(port, alter_request({("x", 0): None}))
+        assert results(again) == {("x", 0): (E.NO_REASSIGNMENT_IN_PROGRESS, None)}
+    finally:
+        await c.stop()
+
+
+async def test_a_restarted_controller_resumes_reassignments(tmp_path):
+    ctl = await start_controller(tmp_path, reassignment_catch_up_ms=60_000)
+    brokers = {}
+    try:
+        for i in (1, 2, 3):
+            brokers[i] = RecordingBroker(i)
+            await brokers[i].start()
+            await brokers[i].register(ctl.port)
+        await call(ctl.port, create_request("d", {0: [1, 2]}))
+        assert results(await call(ctl.port, alter_request({("d", 0): [3, 2]}))) == {
+            ("d", 0): (0, None)
+        }
+        await ctl.stop()  # mid-reassignment: 3 is adding, 1 removing
+        db = sqlite3.connect(tmp_path / "controller.db")
+        try:
+            assert db.execute("SELECT * FROM reassignments").fetchall() == [("d", 0, "[3]", "[1]")]
+        finally:
+            db.close()
+        for b in brokers.values():
+            b.received.clear()
+        ctl = await start_controller(tmp_path, reassignment_catch_up_ms=300)
+        assert listed(await call(ctl.port, list_request())) == {("d", 0): ([3, 2, 1], [3], [1])}
+
+        def final_on(b: RecordingBroker) -> bool:
+            for request in b.of(um.UpdateMetadataRequest):
+                for t in request.topic_states:
+                    for p in t.partition_states:
+                        if t.topic_name == "d" and list(p.replicas) == [3, 2]:
+                            return p.leader == 3 and list(p.isr) == [3, 2]
+            return False
+
+        for b in brokers.values():
+            await b.wait_for(lambda b=b: final_on(b))
+        await brokers[1].wait_for(
+            lambda: any(
+                t.topic_name == "d" and t.partition_states[0].delete_partition
+                for request in brokers[1].of(sr.StopReplicaRequest)
+                for t in request.topic_states
+            )
+        )
+        assert listed(await call(ctl.port, list_request())) == {}
+    finally:
+        for b in brokers.values():
+            await b.stop()
+        await ctl.stop()
+
+
+async def test_reassigning_a_deleted_topic_is_forgotten(tmp_path):
+    from kmeta.protocol.messages import delete_topics as dt
+
+    c = await start_cluster(tmp_path, brokers=3, reassignment_catch_up_ms=60_000)
+    try:
+        port = c.client_port(1)
+        await call(port, create_request("gone", {0: [1]}))
+        assert results(await call(port, alter_request({("gone", 0): [2]}))) == {
+            ("gone", 0): (0, None)
+        }
+        deleted = await call(
+            port,
+            dt.DeleteTopicsRequest(
+                version=6, topics=(dt.DeleteTopicState(name="gone"),), timeout_ms=5000
+            ),
+        )
+        assert deleted.responses[0].error_code == 0
+        assert listed(await call(port, list_request())) == {}
+        await call(port, create_request("gone", {0: [3]}))  # the same name, another topic
+        assert listed(await call(port, list_request({"gone": [0]}))) == {}
+        again = await call(port, alter_request({("gone", 0): None}))
+        assert results(again) == {("gone", 0): (E.NO_REASSIGNMENT_IN_PROGRESS, None)}
+        assert cached(c, "gone", 0) == {(3, (3,), (3,))}
+    finally:
+        await c.stop()
