@@ -8,6 +8,8 @@ Behaviour (the reassignment itself: :mod:`kmeta.controller.reassignment`):
 * Applied in one event; answered once the first step (RS = TRS + ORS, or the final replica set
   when nothing has to catch up) reached the live brokers, or after timeout_ms with
   REQUEST_TIMED_OUT for the partitions that were accepted (they still proceed).
+* The store refusing the event's writes (disk full, I/O error): KAFKA_STORAGE_ERROR for each
+  partition; nothing of the request was kept.
 * More than MAX_PARTITIONS partitions: INVALID_REQUEST for each.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 from kmeta.controller.controller import KafkaController
 from kmeta.controller.handlers import forwarder_of, wait_for
 from kmeta.controller.reassignment import AlterResult
+from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
@@ -52,10 +55,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(
             request, [(t, p, ErrorCode.INVALID_REQUEST, too_many) for t, p, _ in entries]
         )
-    results, barrier = await c.enqueue(
-        "ApiPartitionReassignment",
-        lambda: c.reassignments.alter(entries, forwarder_of(ctx)),
-    )
+    try:
+        results, barrier = await c.enqueue(
+            "ApiPartitionReassignment",
+            lambda: c.reassignments.alter(entries, forwarder_of(ctx)),
+        )
+    except StorageError as exc:  # nothing was kept (see kmeta.controller.controller)
+        refused = ErrorCode.KAFKA_STORAGE_ERROR
+        return _response(request, [(t, p, refused, str(exc)) for t, p, _ in entries])
     if not await wait_for(barrier, request.timeout_ms):
         results = [
             (t, p, ErrorCode.REQUEST_TIMED_OUT, None) if code == 0 else (t, p, code, message)

@@ -13,8 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.controller.controller import KafkaController
+from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 
 
@@ -23,9 +25,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     asked = None
     if request.topics is not None:
         asked = [(t.name, p) for t in request.topics for p in t.partition_indexes]
-    listed = await c.enqueue(
-        "ListPartitionReassignments", lambda: c.reassignments.in_progress(asked)
-    )
+    try:
+        listed = await c.enqueue(
+            "ListPartitionReassignments", lambda: c.reassignments.in_progress(asked)
+        )
+    except StorageError as exc:  # (its group's commit failed: the state was reloaded)
+        return lpr.ListPartitionReassignmentsResponse(
+            version=request.version,
+            error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+            error_message=str(exc),
+            topics=(),
+        )
     by_topic: dict[str, list[Any]] = {}
     for (topic, p), replicas, adding, removing in listed:
         by_topic.setdefault(topic, []).append(
