@@ -54,6 +54,14 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
     help="broker.heartbeat.interval.ms: BrokerHeartbeat period (keep it under the session timeout).",
 )
 @click.option(
+    "--initial-metadata-timeout-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["initial_metadata_timeout_ms"],
+    show_default=True,
+    help="With --controller: client listeners open once the controller's first full "
+    "UpdateMetadata is applied, or after this long (serving what the broker has; logged at WARN).",
+)
+@click.option(
     "--shutdown-timeout-ms", type=int, default=_DEFAULTS["shutdown_timeout_ms"], show_default=True
 )
 @click.option(
@@ -85,6 +93,7 @@ def broker_command(
     controller: str | None,
     rack: str | None,
     heartbeat_interval_ms: int,
+    initial_metadata_timeout_ms: int,
     shutdown_timeout_ms: int,
     zero_copy: bool,
     **options: Any,
@@ -104,6 +113,7 @@ def broker_command(
             controller=_host_port(controller),
             rack=rack,
             heartbeat_interval_ms=heartbeat_interval_ms,
+            initial_metadata_timeout_ms=initial_metadata_timeout_ms,
             shutdown_timeout_ms=shutdown_timeout_ms,
             zero_copy=zero_copy,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),

@@ -8,12 +8,18 @@ so a client flood cannot lock the controller out of the control listener): a con
 either limit is aborted as soon as it is accepted, counted in ``refused`` and logged at debug.
 With ``ssl`` the listener speaks TLS (its own context); the limits then apply after the
 handshake, which asyncio completes before handing the connection over.
+
+A listener may be started bound but closed (``start(serve=False)``: its port is known, a
+client connecting is refused and tries its next bootstrap server) and opened later
+(:meth:`Listener.open`): the broker opens its client listeners only once it holds metadata.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import ssl as ssl_module
 from collections import Counter
 from typing import Any
@@ -25,6 +31,8 @@ from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 
 log = logging.getLogger("kmeta.net.listener")
+
+_BACKLOG = 1024
 
 
 class Listener:
@@ -56,25 +64,51 @@ class Listener:
         self.hooks: ConnectionHooks = NO_HOOKS
         self.ssl = ssl
         self._server: asyncio.Server | None = None
+        self._opening: asyncio.Task[None] | None = None  # start_serving after open()
+        self._stopped = False
         self._admitted = 0
         self._per_ip: Counter[str] = Counter()
         self.refused = 0  # connections closed at accept by the limits
 
-    async def start(self) -> None:
+    async def start(self, *, serve: bool = True) -> None:
+        """Bind; accept connections unless ``serve`` is False (then: :meth:`open` later)."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             self._make_connection,
             self.host,
             self.requested_port,
             reuse_address=True,
-            backlog=1024,
+            backlog=_BACKLOG,
             ssl=self.ssl,
             # a TLS handshake is a request like any other: bounded by the request timeout
             ssl_handshake_timeout=self.info.limits.request_timeout_s if self.ssl else None,
+            start_serving=serve,
         )
         log.info(
-            "listener %s on %s:%d%s", self.name, self.host, self.port, " (TLS)" if self.ssl else ""
-        )
+            "listener %s on %s:%d%s%s",
+            self.name, self.host, self.port, " (TLS)" if self.ssl else "",
+            "" if serve else " (bound; not accepting yet)",
+        )  # fmt: skip
+
+    @property
+    def serving(self) -> bool:
+        return self._server is not None and (self._server.is_serving() or self._opening is not None)
+
+    def open(self) -> None:
+        """Start accepting on a listener started with ``serve=False``.
+
+        The sockets listen at once (a client connecting from now on waits in the backlog
+        instead of being refused); the loop accepts from its next turn.
+        """
+        if self._server is None or self._stopped or self.serving:
+            return
+        for sock in self._server.sockets:
+            # asyncio's and uvloop's socket wrappers hide listen(): a duplicate of the
+            # descriptor reaches the same socket
+            with socket.socket(fileno=os.dup(sock.fileno())) as dup:
+                dup.listen(_BACKLOG)
+        self._opening = asyncio.get_running_loop().create_task(self._server.start_serving())
+        log.info("listener %s on %s:%d accepting", self.name, self.host, self.port)
 
     def _make_connection(self) -> ServerConnection:
         return ServerConnection(self.info, self._closed, self._admit, self.hooks)
@@ -118,6 +152,9 @@ class Listener:
         return int(self._server.sockets[0].getsockname()[1])
 
     def stop_accepting(self) -> None:
+        self._stopped = True
+        if self._opening is not None and not self._opening.done():
+            self._opening.cancel()  # not started yet: it never runs
         if self._server is not None:
             self._server.close()
 

@@ -1,5 +1,13 @@
 """The broker daemon's lifecycle: start listeners, serve, shut down in a fixed order.
 
+Start: every listener binds; the control listener accepts at once. A broker with a controller
+opens its client listeners only once it holds the controller's state — its first full
+UpdateMetadata since start — as a KRaft broker unfences only once caught up with the metadata
+log: until then a client connecting is refused and tries its next bootstrap server, instead
+of being told the cluster is empty (or half there). ``initial_metadata_timeout_ms`` bounds the
+wait; after it the broker serves what it has and says so at WARN. A broker without a
+controller serves at once.
+
 Shutdown order (SIGTERM or SIGINT): 1. every listener stops accepting; 2. each connection
 finishes the requests it has already read and closes; 3. wait up to
 ``shutdown_timeout_ms``, then abort the stragglers; 4. stop services (the controller link)
@@ -83,6 +91,10 @@ class Broker:
         self._service_factories = tuple(services)
         self.services: list[Service] = []
         self._stopped = asyncio.Event()
+        #: set once the client listeners accept (at once without a controller)
+        self.serving_clients = asyncio.Event()
+        self._metadata_timer: asyncio.TimerHandle | None = None
+        self._started_at = 0.0
 
     @property
     def cache(self) -> MetadataCache:
@@ -95,11 +107,16 @@ class Broker:
                 return lst.port
         raise KeyError(listener)
 
+    @property
+    def _client_listeners(self) -> list[Listener]:
+        return [lst for lst in self.listeners if not lst.info.is_control]
+
     async def start(self) -> None:
         started: list[Listener] = []
+        wait = self.config.controller is not None  # clients wait for the controller's state
         try:
             for lst in self.listeners:
-                await lst.start()
+                await lst.start(serve=not wait or lst.info.is_control)
                 started.append(lst)
             if self.metrics_server is not None:
                 await self.metrics_server.start()
@@ -107,6 +124,10 @@ class Broker:
             for lst in started:
                 await lst.shutdown(0.1)
             raise
+        if wait:
+            self._await_initial_metadata()
+        else:
+            self.serving_clients.set()
         for factory in self._service_factories:
             service = factory(self)
             await service.start()
@@ -117,10 +138,50 @@ class Broker:
             ", ".join(f"{lst.name}://{lst.host}:{lst.port}" for lst in self.listeners),
         )
 
+    def _await_initial_metadata(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._started_at = loop.time()
+        self._metadata_timer = loop.call_later(
+            self.config.initial_metadata_timeout_ms / 1000.0, self._open_client_listeners, True
+        )
+        self.state.on_full_metadata = self._open_client_listeners
+        if self.state.holds_full_metadata:
+            self._open_client_listeners()
+
+    def _open_client_listeners(self, timed_out: bool = False) -> None:
+        """Accept clients: the first full UpdateMetadata was applied, or the wait timed out."""
+        if self.serving_clients.is_set() or self._stopped.is_set():
+            return
+        if self._metadata_timer is not None:
+            self._metadata_timer.cancel()
+        snap = self.state.cache.snapshot
+        partitions = sum(map(len, snap.partition_states.values()))
+        waited_s = asyncio.get_running_loop().time() - self._started_at
+        if timed_out:
+            log.warning(
+                "broker %d: no full metadata from the controller within %d ms "
+                "(--initial-metadata-timeout-ms); serving clients with what it holds: "
+                "%d brokers, %d partitions",
+                self.config.broker_id, self.config.initial_metadata_timeout_ms,
+                len(snap.alive_brokers), partitions,
+            )  # fmt: skip
+        else:
+            log.info(
+                "broker %d holds the controller's metadata after %.2f s (%d brokers, %d "
+                "partitions): accepting clients",
+                self.config.broker_id, waited_s, len(snap.alive_brokers), partitions,
+            )  # fmt: skip
+        for lst in self._client_listeners:
+            lst.open()
+        self.serving_clients.set()
+
     async def stop(self) -> None:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        self.state.on_full_metadata = None
+        if self._metadata_timer is not None:
+            self._metadata_timer.cancel()
         for lst in self.listeners:
             lst.stop_accepting()
         timeout_s = self.config.shutdown_timeout_ms / 1000.0

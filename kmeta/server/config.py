@@ -61,6 +61,9 @@ class BrokerConfig:
     state_change_log: str | None = None  # JSON lines, see the state-change log contract
     #: the controller to register with (host, port); None: no controller link
     controller: tuple[str, int] | None = None
+    #: with a controller, client listeners open at the first full UpdateMetadata since start,
+    #: or after this long (then serving what the broker has, said at WARN)
+    initial_metadata_timeout_ms: int = 60_000
     shutdown_timeout_ms: int = 5_000  # graceful shutdown: wait this long for connections
     rack: str | None = None  # broker.rack: sent at registration, used by rack-aware assignment
     #: broker.heartbeat.interval.ms: how often the controller link sends BrokerHeartbeat
@@ -101,8 +104,8 @@ class BrokerConfig:
                 f"queued max request bytes {self.queued_max_request_bytes} must be at least the "
                 f"max frame size {self.max_frame_size} (else a request of that size never fits)"
             )
-        if self.heartbeat_interval_ms <= 0:
-            raise ValueError("heartbeat_interval_ms must be positive")
+        if self.heartbeat_interval_ms <= 0 or self.initial_metadata_timeout_ms <= 0:
+            raise ValueError("heartbeat_interval_ms and initial_metadata_timeout_ms must be positive")
         if self.request_timeout_ms <= 0 or self.write_timeout_ms <= 0:
             raise ValueError("request_timeout_ms and write_timeout_ms must be positive")
         if self.max_connections < 0 or self.max_connections_per_ip < 0:

@@ -14,6 +14,7 @@ Both leave the cache and the replica states untouched.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import NamedTuple
 
 from kmeta.metadata.cache import MetadataCache
@@ -53,6 +54,11 @@ class BrokerState:
         self.controller_link: object | None = None
         #: seconds per applied UpdateMetadata (exposed by kmeta.server.metrics)
         self.update_apply = PlainHistogram()
+        #: the first full UpdateMetadata (v8 Type FULL) of this process was applied: the cache
+        #: holds the controller's whole state, and the broker may answer clients from it
+        self.holds_full_metadata = False
+        #: called once, when that happens (the broker opens its client listeners)
+        self.on_full_metadata: Callable[[], None] | None = None
         self.state_log: StateChangeLog | None = (
             StateChangeLog(config.state_change_log, config.broker_id)
             if config.state_change_log
@@ -67,6 +73,13 @@ class BrokerState:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         self.controller_epoch = controller_epoch
         return ErrorCode.NONE
+
+    def metadata_applied(self, full: bool) -> None:
+        """An UpdateMetadata was applied to the cache (``full``: it replaced the whole state)."""
+        if full and not self.holds_full_metadata:
+            self.holds_full_metadata = True
+            if self.on_full_metadata is not None:
+                self.on_full_metadata()
 
     def close(self) -> None:
         if self.state_log is not None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kmeta.metadata.cache import FULL_UPDATE
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
@@ -51,6 +52,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if error == ErrorCode.NONE:
         state.cache.update_metadata(ctx.header.correlation_id, request)
         state.update_apply.observe(time.monotonic() - start)
+        state.metadata_applied(request.version >= 8 and request.type == FULL_UPDATE)
     if state.state_log is not None:
         state.state_log.apply(
             api_key=ApiKey.UPDATE_METADATA,
