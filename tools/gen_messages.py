@@ -29,6 +29,11 @@ APIS = {
     "ElectLeaders": "elect_leaders",
     "AlterPartitionReassignments": "alter_partition_reassignments",
     "ListPartitionReassignments": "list_partition_reassignments",
+    "DescribeConfigs": "describe_configs",
+    "AlterConfigs": "alter_configs",
+    "IncrementalAlterConfigs": "incremental_alter_configs",
+    "DescribeCluster": "describe_cluster",
+    "DescribeTopicPartitions": "describe_topic_partitions",
 }
 
 

@@ -14,12 +14,17 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    DESCRIBE_CLUSTER = 60
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 #: Requests only the controller may send to a broker (accepted on the control listener only).

@@ -52,6 +52,8 @@ class ErrorCode(enum.IntEnum):
     UNKNOWN_TOPIC_ID = 100
     INCONSISTENT_TOPIC_ID = 103
     INCONSISTENT_CLUSTER_ID = 104
+    MISMATCHED_ENDPOINT_TYPE = 114
+    UNSUPPORTED_ENDPOINT_TYPE = 115
 
     @property
     def message(self) -> str:
@@ -94,6 +96,8 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
     ErrorCode.INCONSISTENT_TOPIC_ID: "The log's topic ID did not match the topic ID in the request.",
     ErrorCode.INCONSISTENT_CLUSTER_ID: "The clusterId in the request does not match that found on the server.",
+    ErrorCode.MISMATCHED_ENDPOINT_TYPE: "The request was sent to an endpoint of the wrong type.",
+    ErrorCode.UNSUPPORTED_ENDPOINT_TYPE: "This endpoint type is not supported yet.",
 }
 
 

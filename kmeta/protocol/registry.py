@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import UnsupportedVersionError
 from kmeta.protocol.messages import (
+    alter_configs,
     alter_partition_reassignments,
     api_versions,
     broker_heartbeat,
@@ -19,7 +20,11 @@ from kmeta.protocol.messages import (
     create_partitions,
     create_topics,
     delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_topic_partitions,
     elect_leaders,
+    incremental_alter_configs,
     leader_and_isr,
     list_partition_reassignments,
     metadata,
@@ -71,6 +76,19 @@ APIS: dict[int, Api] = {
             ApiKey.LIST_PARTITION_REASSIGNMENTS,
             list_partition_reassignments.REQUEST,
             list_partition_reassignments.RESPONSE,
+        ),
+        Api(ApiKey.DESCRIBE_CONFIGS, describe_configs.REQUEST, describe_configs.RESPONSE),
+        Api(ApiKey.ALTER_CONFIGS, alter_configs.REQUEST, alter_configs.RESPONSE),
+        Api(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            incremental_alter_configs.REQUEST,
+            incremental_alter_configs.RESPONSE,
+        ),
+        Api(ApiKey.DESCRIBE_CLUSTER, describe_cluster.REQUEST, describe_cluster.RESPONSE),
+        Api(
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+            describe_topic_partitions.REQUEST,
+            describe_topic_partitions.RESPONSE,
         ),
     )
 }

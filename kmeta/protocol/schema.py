@@ -42,6 +42,7 @@ from kmeta.protocol.types import (
     KBytes,
     KString,
     KStruct,
+    NullableStruct,
     TaggedField,
     UInt16,
     UInt32,
@@ -243,7 +244,8 @@ class Message:
             return KBytes(compact, nullable)
         if type_ == "uuid":
             return _UUID
-        return self._struct_of(self.classes[type_], self.structs[type_], version)
+        struct_ = self._struct_of(self.classes[type_], self.structs[type_], version)
+        return NullableStruct(struct_) if nullable else struct_
 
     # -- compiled codecs ----------------------------------------------------------------------
     def codec(self, version: int) -> Codec:

@@ -60,6 +60,7 @@ __all__ = [
     "KString",
     "KStruct",
     "KafkaType",
+    "NullableStruct",
     "TaggedField",
     "UInt16",
     "UInt32",
@@ -314,3 +315,49 @@ class KStruct(KafkaType):
 
     def __repr__(self) -> str:
         return f"KStruct({getattr(self.cls, '__name__', self.cls)})"
+
+
+class NullableStruct(KafkaType):
+    """A struct field that may be null (DescribeTopicPartitions' cursors): an int8 marker, -1
+    for null (nothing follows) or 1 for present (the struct follows), as Kafka's generated
+    code writes it; any negative marker reads as null, as Kafka reads it."""
+
+    def __init__(self, struct_: KStruct) -> None:
+        super().__init__()
+        self.struct = struct_
+        self.default = None
+        self.min_size = 1
+
+    def _parse(self, stream: Any, context: Any, path: str) -> Any:
+        marker = Int8._parsereport(stream, context, path)
+        return None if marker < 0 else self.struct._parsereport(stream, context, path)
+
+    def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
+        if obj is None:
+            Int8._build(-1, stream, context, path)
+        else:
+            Int8._build(1, stream, context, path)
+            self.struct._build(obj, stream, context, path)
+        return obj
+
+    def emit_parse(self, g: Gen, target: str) -> None:
+        marker = g.tmp("marker")
+        g.line(f"{marker} = buf[pos]; pos += 1")  # IndexError past the end (Codec.decode_from)
+        g.line(f"if {marker} >= 0x80:")
+        g.line(f"    {target} = None")
+        g.line("else:")
+        g.depth += 1
+        self.struct.emit_parse(g, target)
+        g.depth -= 1
+
+    def emit_build(self, g: Gen, expr: str) -> None:
+        g.line(f"if {expr} is None:")
+        g.line("    out.append(0xFF)")
+        g.line("else:")
+        g.depth += 1
+        g.line("out.append(1)")
+        self.struct.emit_build(g, expr)
+        g.depth -= 1
+
+    def __repr__(self) -> str:
+        return f"nullable {self.struct!r}"

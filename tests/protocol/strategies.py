@@ -47,6 +47,8 @@ def _field(message: Message, f: Field, version: int) -> st.SearchStrategy[Any]:
     nullable = version in f.nullable
     if f.fields or f.element in message.structs:
         element: st.SearchStrategy[Any] = _struct(message, f.element, version)
+        if nullable and not f.is_array:  # a nullable struct (DescribeTopicPartitions' cursor)
+            element = st.none() | element
     else:
         element = _scalar(f.element, nullable and not f.is_array)
     if not f.is_array:

@@ -25,8 +25,11 @@ from kmeta.protocol.header import (
     response_header_version,
 )
 from kmeta.protocol.messages import api_versions as av
+from kmeta.protocol.messages import describe_cluster as dc
+from kmeta.protocol.messages import describe_topic_partitions as dtp
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import update_metadata as um
+from kmeta.protocol.registry import APIS
 from kmeta.protocol.schema import Message
 from kmeta.protocol.types import ZERO_UUID
 from tests.protocol.strategies import every_message_version, message_strategy
@@ -52,7 +55,7 @@ def test_round_trip_every_api_version_direction(
 
 def test_registry_versions_are_all_covered() -> None:
     names = {c[0].rsplit("-v", 1)[0] for c in CASES}
-    assert len(names) == 28  # 14 APIs, request and response
+    assert len(names) == 2 * len(APIS)  # every API, request and response
     assert ("MetadataRequest-v13", md.REQUEST, 13) in CASES
 
 
@@ -476,6 +479,48 @@ GOLDEN: list[tuple[str, Message, Any, bytes]] = [
         um.RESPONSE,
         um.UpdateMetadataResponse(version=8, error_code=0),
         b"\x00\x00\x00",  # error_code, no tags
+    ),
+    (
+        "DescribeTopicPartitionsRequest v0, no cursor",
+        dtp.REQUEST,
+        dtp.DescribeTopicPartitionsRequest(version=0, topics=(dtp.TopicRequest(name="t"),)),
+        b"\x02"  # topics: compact array of 1
+        b"\x02t\x00"  # name "t", no tags
+        b"\x00\x00\x07\xd0"  # response_partition_limit 2000
+        b"\xff"  # cursor: null (int8 -1)
+        b"\x00",  # no tags
+    ),
+    (
+        "DescribeTopicPartitionsRequest v0, cursor",
+        dtp.REQUEST,
+        dtp.DescribeTopicPartitionsRequest(
+            version=0, topics=(), response_partition_limit=5, cursor=dtp.Cursor("ab", 3)
+        ),
+        b"\x01"  # topics: empty compact array
+        b"\x00\x00\x00\x05"  # response_partition_limit 5
+        b"\x01"  # cursor present (int8 1)
+        b"\x03ab\x00\x00\x00\x03\x00"  # topic_name "ab", partition_index 3, no tags
+        b"\x00",  # no tags
+    ),
+    (
+        "DescribeClusterResponse v1",
+        dc.RESPONSE,
+        dc.DescribeClusterResponse(
+            version=1,
+            cluster_id="c",
+            controller_id=2,
+            brokers=(dc.DescribeClusterBroker(2, "h", 9092, None),),
+        ),
+        b"\x00\x00\x00\x00"  # throttle_time_ms
+        b"\x00\x00"  # error_code
+        b"\x00"  # error_message: null compact string
+        b"\x01"  # endpoint_type 1 (brokers)
+        b"\x02c"  # cluster_id "c"
+        b"\x00\x00\x00\x02"  # controller_id 2
+        b"\x02"  # brokers: compact array of 1
+        b"\x00\x00\x00\x02\x02h\x00\x00\x23\x84\x00\x00"  # id 2, "h", 9092, rack null, no tags
+        b"\x80\x00\x00\x00"  # cluster_authorized_operations: not asked (INT32_MIN)
+        b"\x00",  # no tags
     ),
 ]
 

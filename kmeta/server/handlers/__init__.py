@@ -21,6 +21,8 @@ HANDLER_MODULES: tuple[str, ...] = (
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "describe_cluster",
+    "describe_topic_partitions",
 )
 
 
