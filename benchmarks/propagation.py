@@ -9,6 +9,12 @@ Starts a controller and 3 broker processes on free loopback ports, then measures
    admin API (one CreateTopics each, pipelined), time until every broker serves all of them.
 3. ``resync``: the cluster holds ``--resync-partitions`` partitions; broker 3 is killed (-9)
    and restarted; time from its restart until it serves all of them.
+4. ``reassign``: for each size N of ``--reassign-partitions`` (default 1 and 10,000), a topic of
+   N partitions on brokers [1, 2] is moved to [3, 2] with one AlterPartitionReassignments:
+   time until every broker serves the final replicas [3, 2] with leader 3 (1 was removed, so
+   leadership moves), with the controller's ``--reassignment-catch-up-ms`` (default 0 here:
+   the protocol's own cost). Baseline in the same run: creating the N-partition topic until
+   every broker serves it (the same propagation path, one step instead of three).
 
 Prints one JSON object. Example (full sizes):
     python benchmarks/propagation.py --creates 200 --bulk-topics 1000 --resync-partitions 100000
@@ -29,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kmeta.net.connection import KafkaConnection
+from kmeta.protocol.messages import alter_partition_reassignments as apr
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import metadata as md
 
@@ -52,6 +59,7 @@ class Cluster:
         self.control = {1: ports[4], 2: ports[5], 3: ports[6]}
         self.barrier = barrier
         self.session_timeout_ms = session_timeout_ms
+        self.catch_up_ms = 0  # --reassignment-catch-up-ms
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def spawn(self, key: str, *args: str) -> None:
@@ -76,6 +84,7 @@ class Cluster:
             "--session-timeout-ms", str(self.session_timeout_ms),
             "--propagation-barrier" if self.barrier else "--no-propagation-barrier",
             "--no-state-change-log",
+            "--reassignment-catch-up-ms", str(self.catch_up_ms),
         )  # fmt: skip
         for i in self.client:
             self.start_broker(i)
@@ -251,6 +260,73 @@ async def bench_resync(
     }
 
 
+def assigned_create(name: str, partitions: int, replicas: tuple[int, ...]) -> Any:
+    return ct.CreateTopicsRequest(
+        version=7,
+        topics=(
+            ct.CreatableTopic(
+                name=name,
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=tuple(
+                    ct.CreatableReplicaAssignment(p, replicas) for p in range(partitions)
+                ),
+            ),
+        ),
+        timeout_ms=120_000,
+    )
+
+
+async def wait_all(conns: dict[int, KafkaConnection], name: str, ok: Any) -> None:
+    """Poll every broker's Metadata for ``name`` until ``ok(partitions)`` holds on all."""
+    pending = set(conns)
+    while pending:
+        answers = await asyncio.gather(*(metadata(conns[b], [name]) for b in pending))
+        pending = {
+            b
+            for b, r in zip(list(pending), answers, strict=True)
+            if not (r.topics and r.topics[0].error_code == 0 and ok(r.topics[0].partitions))
+        }
+
+
+async def bench_reassign(conns: dict[int, KafkaConnection], size: int) -> dict[str, Any]:
+    name = f"reassign-{size}"
+    t0 = time.perf_counter()
+    resp = await conns[1].request(assigned_create(name, size, (1, 2)), 120)
+    assert resp.topics[0].error_code == 0, resp
+    await wait_all(conns, name, lambda ps: len(ps) == size and all(p.leader_id == 1 for p in ps))
+    create_s = time.perf_counter() - t0
+
+    request = apr.AlterPartitionReassignmentsRequest(
+        version=0,
+        timeout_ms=120_000,
+        topics=(
+            apr.ReassignableTopic(
+                name, tuple(apr.ReassignablePartition(p, (3, 2)) for p in range(size))
+            ),
+        ),
+    )
+    t0 = time.perf_counter()
+    resp = await conns[2].request(request, 120)
+    t_ack = time.perf_counter()
+    assert all(p.error_code == 0 for t in resp.responses for p in t.partitions), resp
+
+    def final(ps: Any) -> bool:
+        return len(ps) == size and all(
+            p.leader_id == 3 and list(p.replica_nodes) == [3, 2] for p in ps
+        )
+
+    await wait_all(conns, name, final)
+    done_s = time.perf_counter() - t0
+    return {
+        "partitions": size,
+        "alter_ack_ms": round((t_ack - t0) * 1000, 3),
+        "alter_to_all_brokers_final_ms": round(done_s * 1000, 3),
+        "baseline_create_to_all_brokers_ms": round(create_s * 1000, 3),
+        "ratio_to_baseline": round(done_s / max(create_s, 1e-9), 2),
+    }
+
+
 async def run(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
     conns = {i: await connect(p) for i, p in cluster.client.items()}
     await wait_registered(conns)
@@ -261,6 +337,11 @@ async def run(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
     if args.resync_partitions:
         existing = args.creates + args.bulk_topics * args.bulk_partitions
         out["resync"] = await bench_resync(cluster, conns, args.resync_partitions, existing)
+    if args.reassign_partitions:
+        out["reassign"] = {
+            "catch_up_ms": cluster.catch_up_ms,
+            "sizes": [await bench_reassign(conns, n) for n in args.reassign_partitions],
+        }
     for c in conns.values():
         c.close()
     return out
@@ -276,9 +357,17 @@ def main() -> None:
     ap.add_argument("--resync-partitions", type=int, default=100_000)
     ap.add_argument("--barrier", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--session-timeout-ms", type=int, default=9000)
+    ap.add_argument(
+        "--reassign-partitions",
+        type=lambda text: [int(x) for x in text.split(",") if x],
+        default=[1, 10_000],
+        help="reassign scenario sizes, comma-separated (empty: skip)",
+    )
+    ap.add_argument("--reassignment-catch-up-ms", type=int, default=0)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kmeta-bench-") as tmp:
         cluster = Cluster(Path(tmp), args.barrier, args.session_timeout_ms)
+        cluster.catch_up_ms = args.reassignment_catch_up_ms
         cluster.start()
         try:
             result = asyncio.run(run(args, cluster))

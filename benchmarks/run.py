@@ -11,7 +11,8 @@ generators run in processes of their own):
                      cluster under one load generator, swept over --connections; then
                      metadata_load.py's own scenarios (unless --no-owner-script)
 * ``cache-update``   cache_update.py at each of --sizes partitions (kmeta against a full copy)
-* ``propagation``    propagation_cdf.py (every sample, for the CDF) and propagation.py
+* ``propagation``    propagation_cdf.py (every sample, for the CDF) and propagation.py (with its
+                     reassignment scenario: --reassign-partitions, default 1,10000)
 * ``client-await``   client_await.py (--seconds = --duration)
 * ``pipeline-plan``  pipeline_plan.py (local[2])
 * ``soak``           soak.py (--idle-connections held; --requests from --duration)
@@ -225,14 +226,16 @@ def plan_cache_update(a: argparse.Namespace) -> Plan:
 def plan_propagation(a: argparse.Namespace) -> Plan:
     cdf_args = ("--creates", str(a.creates))
     prop_args = ("--creates", str(a.creates), "--bulk-topics", str(a.bulk_topics), "--bulk-partitions", "10",
-                 "--resync-partitions", str(a.resync_partitions))  # fmt: skip
+                 "--resync-partitions", str(a.resync_partitions),
+                 "--reassign-partitions", ",".join(map(str, a.reassign_partitions)))  # fmt: skip
     steps = repeated(
         "propagation_cdf.py",
         5 + a.creates * 0.05,
         a.repeat,
         lambda: common.run_script("propagation_cdf.py", *cdf_args),
     )
-    steps += repeated("propagation.py", 8 + a.creates * 0.05 + a.bulk_topics * 0.01 + a.resync_partitions / 20_000, a.repeat,
+    steps += repeated("propagation.py", 8 + a.creates * 0.05 + a.bulk_topics * 0.01 + a.resync_partitions / 20_000
+                      + sum(a.reassign_partitions) / 2_000, a.repeat,
                       lambda: common.run_script("propagation.py", *prop_args))  # fmt: skip
 
     def combine(results: list[Any]) -> Any:
@@ -246,6 +249,7 @@ def plan_propagation(a: argparse.Namespace) -> Plan:
             "creates": a.creates,
             "bulk_topics": a.bulk_topics,
             "resync_partitions": a.resync_partitions,
+            "reassign_partitions": a.reassign_partitions,
         },
         steps,
         combine,
@@ -333,6 +337,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--creates", type=int, default=100)
     ap.add_argument("--bulk-topics", type=int, default=100)
     ap.add_argument("--resync-partitions", type=int, default=10_000)
+    ap.add_argument(
+        "--reassign-partitions",
+        type=ints,
+        default=[1, 10_000],
+        help="propagation: reassignment sizes (AlterPartitionReassignments to all brokers final)",
+    )
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--idle-connections", type=int, default=2000, help="soak: idle connections")
     ap.add_argument("--partitions", type=int, default=200_000, help="pipeline-plan: partitions")

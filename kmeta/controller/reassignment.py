@@ -156,9 +156,11 @@ class ReassignmentManager:
         alive = set(state.live_broker_ids())
         results: list[AlterResult] = []
         changed: dict[TopicPartition, PartitionState] = {}
-        new_replicas: list[tuple[list[int], TopicPartition, bool]] = []
+        new_replicas: list[tuple[tuple[int, ...], TopicPartition, bool]] = []
         stops: list[tuple[list[int], TopicPartition, bool]] = []
-        started: list[TopicPartition] = []
+        #: the outcome per partition (a partition listed twice: the last entry's)
+        started: dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        finished: list[TopicPartition] = []
         with host.store.transaction():
             for topic, p, target in entries:
                 tp = (topic, p)
@@ -190,23 +192,38 @@ class ReassignmentManager:
                 now = (not adding and not removing) or set(target).issubset(st.isr)
                 new = self._step_b(st, target, alive.__contains__) if now else None
                 if new is not None:  # phase B at once: RR get StopReplica
-                    self._forget(tp)
+                    self.ongoing.pop(tp, None)
+                    started.pop(tp, None)
+                    finished.append(tp)
                     stops += [([r], tp, True) for r in removing]
                 else:  # phase A (also when no TRS replica can lead yet)
                     new = self._step_a(st, full)
                     if adding or removing:
                         self.ongoing[tp] = Reassignment(info.topic_id, adding, removing)
-                        host.store.put_reassignment(topic, p, adding, removing)
-                        started.append(tp)
+                        started[tp] = (adding, removing)
                 changed[tp] = new
-                new_replicas += [([r], tp, r in adding) for r in new.replicas]
+                # LeaderAndIsr: the adding replicas as new ones (Kafka's isNew), the others not
+                old = tuple(r for r in new.replicas if r not in adding)
+                new_replicas.append((old, tp, False))
+                if adding and new.replicas != old:
+                    new_replicas.append((adding, tp, True))
                 results.append((topic, p, 0, None))
-                log.info(
+                log.debug(
                     "reassigning %s-%d to %s: replicas %s, adding %s, removing %s",
                     topic, p, list(target), list(new.replicas), list(adding), list(removing),
                 )  # fmt: skip
+            host.store.delete_reassignments(tp for tp in finished if tp not in started)
+            host.store.put_reassignments((*tp, a, r) for tp, (a, r) in started.items())
             host._persist_partitions(changed)
+        for tp in finished:
+            self._due.pop(tp, None)
         self._arm(started)
+        if changed:
+            log.info(
+                "partition reassignment: %d started, %d completed at once",
+                len(started),
+                len(finished),
+            )
         if not changed and not stops:
             return results, None
         barrier = Barrier(host.barriers)
@@ -267,10 +284,13 @@ class ReassignmentManager:
             return None
         return r if tp[1] in info.partitions else None
 
-    def _forget(self, tp: TopicPartition) -> None:
-        if self.ongoing.pop(tp, None) is not None:
-            self.host.store.delete_reassignment(*tp)
-        self._due.pop(tp, None)
+    def _forget(self, tps: Iterable[TopicPartition]) -> None:
+        """Drop the reassignments of ``tps`` (inside the caller's transaction)."""
+        gone = [tp for tp in tps if self.ongoing.pop(tp, None) is not None]
+        for tp in tps:
+            self._due.pop(tp, None)
+        if gone:
+            self.host.store.delete_reassignments(gone)
 
     def _arm(self, tps: Iterable[TopicPartition]) -> None:
         when = time.monotonic() + self._catch_up_s
@@ -306,11 +326,12 @@ class ReassignmentManager:
         expanded: dict[TopicPartition, PartitionState] = {}
         complete: dict[TopicPartition, PartitionState] = {}
         stops: list[tuple[list[int], TopicPartition, bool]] = []
+        gone: list[TopicPartition] = []
         with host.store.transaction():
             for tp in tps:
                 r = self._current(tp)
                 if r is None:
-                    self._forget(tp)  # its topic went (deleted, or being deleted)
+                    gone.append(tp)  # its topic went (deleted, or being deleted)
                     continue
                 st = state.partition(tp)
                 if st.leader == NO_LEADER or not alive(st.leader):
@@ -327,8 +348,7 @@ class ReassignmentManager:
                 complete[tp] = new
                 stops += [([x], tp, True) for x in r.removing]
             host._persist_partitions(expanded)
-            for tp in complete:
-                self._forget(tp)
+            self._forget([*gone, *complete])
         if expanded:
             host._send(
                 um_to=state.live_broker_ids(),

@@ -336,21 +336,21 @@ class ControllerStore:
         return state
 
     # -- reassignments (Kafka's adding/removing replicas of /brokers/topics/<topic>) ------------
-    def put_reassignment(
-        self, topic: str, partition: int, adding: tuple[int, ...], removing: tuple[int, ...]
+    def put_reassignments(
+        self, rows: Iterable[tuple[str, int, tuple[int, ...], tuple[int, ...]]]
     ) -> None:
-        """The partition's row holds the full replica set; this row what is being added and
-        removed, so the origin and target replica sets survive a restart."""
+        """(topic, partition, adding, removing): the partition's row holds the full replica
+        set, these what is being added and removed, so ORS and TRS survive a restart."""
         self._flush()
-        self._db.execute(
+        self._db.executemany(
             "INSERT OR REPLACE INTO reassignments VALUES(?, ?, ?, ?)",
-            (topic, partition, _json_ints(adding), _json_ints(removing)),
+            [(t, p, _json_ints(a), _json_ints(r)) for t, p, a, r in rows],
         )
 
-    def delete_reassignment(self, topic: str, partition: int) -> None:
+    def delete_reassignments(self, tps: Iterable[tuple[str, int]]) -> None:
         self._flush()
-        self._db.execute(
-            "DELETE FROM reassignments WHERE topic = ? AND partition = ?", (topic, partition)
+        self._db.executemany(
+            "DELETE FROM reassignments WHERE topic = ? AND partition = ?", list(tps)
         )
 
     def load_reassignments(self) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]]:

@@ -142,3 +142,20 @@ def test_bench_lists_every_scenario() -> None:
         "report",
     ):
         assert name in res.output
+
+
+def test_propagation_reassignment_scenario() -> None:
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "propagation.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--creates", "2", "--bulk-topics", "0",
+         "--resync-partitions", "0", "--reassign-partitions", "1,200"],
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    reassign = json.loads(proc.stdout)["reassign"]
+    assert reassign["catch_up_ms"] == 0
+    assert [s["partitions"] for s in reassign["sizes"]] == [1, 200]
+    for size in reassign["sizes"]:
+        assert 0 < size["alter_ack_ms"] <= size["alter_to_all_brokers_final_ms"]
+        assert size["baseline_create_to_all_brokers_ms"] > 0
+        assert size["ratio_to_baseline"] > 0
