@@ -43,6 +43,13 @@ _D = ControllerConfig(data_dir=".")
     show_default=True,
 )
 @click.option(
+    "--max-partitions-per-request",
+    type=click.IntRange(1),
+    default=_D.max_partitions_per_request,
+    show_default=True,
+    help="Partitions one CreateTopics/CreatePartitions may create (more: POLICY_VIOLATION).",
+)
+@click.option(
     "--state-change-log/--no-state-change-log",
     default=_D.state_change_log,
     show_default=True,
@@ -101,6 +108,7 @@ def controller_command(
     broker_control_listener: str,
     default_partitions: int,
     default_replication_factor: int,
+    max_partitions_per_request: int,
     state_change_log: bool,
     auto_leader_rebalance: bool,
     leader_imbalance_per_broker_percentage: int,
@@ -125,6 +133,7 @@ def controller_command(
             broker_control_listener=broker_control_listener.upper(),
             default_partitions=default_partitions,
             default_replication_factor=default_replication_factor,
+            max_partitions_per_request=max_partitions_per_request,
             state_change_log=state_change_log,
             auto_leader_rebalance=auto_leader_rebalance,
             leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,

@@ -4,8 +4,10 @@ Where the data comes from:
 
 * ``--controller HOST:PORT`` (the controller's ``--metrics-port``): GET /status, JSON the
   controller computes from its own state (see :mod:`kmeta.controller.status`): every broker's
-  epoch, alive/fenced, last applied update, lag in updates and ms, queue size; counts of
-  topics, partitions, offline and under-replicated partitions. This is the full view.
+  epoch, alive/fenced, last applied update, lag in updates and ms, queue size, and the
+  control requests it rejects (``rejecting``: api -> error name; the table shows such a
+  broker as "rejecting" with the error); counts of topics, partitions, offline and
+  under-replicated partitions. This is the full view.
 * ``--bootstrap-server HOST:PORT`` (a broker's Kafka listener): a Metadata request (all
   topics), the view that broker serves to clients: alive brokers, topics, partitions,
   offline (no leader) and under-replicated (ISR < replicas) partitions. Epochs, lag and queue
@@ -93,10 +95,16 @@ def render(data: dict[str, Any]) -> Group:
     table = Table(title=f"kmeta status ({data['source']})", title_justify="left")
     for col in ("broker", "epoch", "state", "endpoint", "applied", "lag", "lag ms", "queue"):
         table.add_column(col, justify="left" if col in ("state", "endpoint") else "right")
+    rejections = []
     for b in data["brokers"]:
         state = b.get("state", "?")
         lag = b.get("lag_versions")
         style = "red" if state != "alive" else ("yellow" if lag else "")
+        rejecting = b.get("rejecting") or {}
+        if rejecting and state == "alive":
+            state, style = "rejecting", "bold red"
+            errors = ", ".join(f"{api} {error}" for api, error in sorted(rejecting.items()))
+            rejections.append(f"broker {b['id']} rejects {errors}")
         table.add_row(
             str(b["id"]), _cell(b.get("epoch")), state, _cell(b.get("endpoint")),
             _cell(b.get("applied_update")), _cell(lag), _cell(b.get("lag_ms")),
@@ -109,7 +117,7 @@ def render(data: dict[str, Any]) -> Group:
     )
     if data["offline_partitions"]:
         summary.stylize("bold red")
-    lines: list[Any] = [table, summary]
+    lines: list[Any] = [table, *(Text(r, style="bold red") for r in rejections), summary]
     if "epoch" in ctl:
         lines.append(
             Text(

@@ -6,12 +6,21 @@ import asyncio
 from collections.abc import Iterable, MutableSet
 from typing import Any
 
+from kmeta.controller.channel_manager import answer_error
+from kmeta.protocol.errors import ErrorCode
+
 
 class Barrier:
-    """Resolves once every broker in ``pending`` acked (or left the cluster)."""
+    """Resolves once every broker in ``pending`` acked (or left the cluster).
+
+    Only a success answer is an ack: a broker that answers with an error stays pending (the
+    channel does not resend, so the wait ends by the request's timeout, or by the broker
+    leaving), and ``rejected`` says which broker refused it with what."""
 
     def __init__(self, registry: MutableSet[Barrier]) -> None:
         self.pending: set[int] = set()
+        #: broker id -> the error name it answered with
+        self.rejected: dict[int, str] = {}
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._registry = registry
         registry.add(self)
@@ -22,9 +31,23 @@ class Barrier:
         self._check()
         return self
 
-    def ack(self, _response: Any, broker_id: int) -> None:
+    def ack(self, response: Any, broker_id: int) -> None:
+        """The channel's callback for an answer of ``broker_id``."""
+        error = answer_error(response)
+        if error != ErrorCode.NONE:
+            self.rejected[broker_id] = error.name
+            return
         self.pending.discard(broker_id)
         self._check()
+
+    def why_not(self) -> str:
+        """What held the barrier (for a REQUEST_TIMED_OUT message)."""
+        refused = {b: e for b, e in self.rejected.items() if b in self.pending}
+        if refused:
+            return "rejected by " + ", ".join(
+                f"broker {b} ({e})" for b, e in sorted(refused.items())
+            )
+        return "no answer from broker(s) " + ", ".join(map(str, sorted(self.pending)))
 
     def broker_gone(self, broker_id: int) -> None:
         self.pending.discard(broker_id)

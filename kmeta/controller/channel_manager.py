@@ -9,6 +9,15 @@ As Kafka's ``ControllerChannelManager``:
   connection, backs off ``retry_backoff_s`` and retries the same item, until it is sent or the
   broker is removed. Requests to one broker therefore go out strictly in order.
 * The response must be LeaderAndIsr, StopReplica or UpdateMetadata; then the callback runs.
+* Only a success answer is an acknowledgement (:func:`answer_error`). An error answer is a
+  rejection: counted per broker, api and error (``kmeta_controller_channel_rejections``),
+  logged at ERROR when a broker starts refusing an api with an error, kept by the propagation
+  tracker (the broker does not count as caught up, and /status shows it as rejecting), and
+  never releases a barrier. As Kafka's controller, the request is not sent again: the same
+  request would get the same answer. What brings the broker back is a full UpdateMetadata it
+  accepts: its next registration (a restart), a controller restart, or the end of a drop
+  fault. STALE_CONTROLLER_EPOCH means something raised the broker's controller epoch above
+  ours (another controller, or a forged request): said loudly, once per broker and epoch.
 * Measured: queue size per broker, total queue size, queue time of each request.
 
 While the controller processes events, the manager is *held* (:meth:`hold`): requests and
@@ -37,7 +46,8 @@ from kmeta.controller.model import Endpoint
 from kmeta.controller.state_log import StateChangeLog, wall_ms
 from kmeta.net.connection import KafkaConnection, api_of_instance
 from kmeta.net.tls import NO_TLS, SSL, TlsConfig
-from kmeta.protocol.errors import ProtocolError
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode, ProtocolError
 from kmeta.protocol.header import RequestHeader
 from kmeta.protocol.messages.leader_and_isr import LeaderAndIsrResponse
 from kmeta.protocol.messages.stop_replica import StopReplicaResponse
@@ -49,6 +59,40 @@ _CONTROL_RESPONSES = (LeaderAndIsrResponse, StopReplicaResponse, UpdateMetadataR
 Callback = Callable[[Any, int], None]  # (response, broker_id)
 #: an operation held until release: ("send", broker, QueueItem) or ("add"/"remove", broker, listeners)
 _HeldOp = tuple[str, int, Any]
+#: UpdateMetadata v8 Type FULL (KIP-866): the broker's whole partition set replaced
+_UM_FULL = 2
+
+
+def answer_error(response: Any) -> ErrorCode:
+    """NONE if a control answer acknowledges the request, else the error it rejects it with.
+
+    The top-level error, then the per-partition ones (LeaderAndIsr, StopReplica). Not a
+    rejection: a LeaderAndIsr partition answered STALE_CONTROLLER_EPOCH, which Kafka's broker
+    answers for a leader epoch it already holds (a resend after a controller restart or a
+    resync) as well as an older one; Kafka's controller ignores it too. A broker whose
+    controller epoch was raised says so at the top level."""
+    top = int(response.error_code)
+    if top:
+        return _error(top)
+    if isinstance(response, StopReplicaResponse):
+        for e in response.partition_errors or ():
+            if e.error_code:
+                return _error(e.error_code)
+    elif isinstance(response, LeaderAndIsrResponse):
+        parts = [*(response.partition_errors or ())]
+        for t in response.topics or ():
+            parts += t.partition_errors
+        for e in parts:
+            if e.error_code and e.error_code != ErrorCode.STALE_CONTROLLER_EPOCH:
+                return _error(e.error_code)
+    return ErrorCode.NONE
+
+
+def _error(code: int) -> ErrorCode:
+    try:
+        return ErrorCode(code)
+    except ValueError:  # a code this build does not name
+        return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 @dataclass(slots=True)
@@ -112,8 +156,12 @@ class _BrokerChannel:
                     type(response),
                 )
                 continue
-            owner._acked(self.broker_id, item, response)
-            if item.callback is not None:
+            error = answer_error(response)
+            if error == ErrorCode.NONE:
+                owner._acked(self.broker_id, item, response)
+            else:
+                owner._rejected(self.broker_id, item, response, error)
+            if item.callback is not None:  # (on every answer: ``answer_error`` tells an ack)
                 try:
                     item.callback(response, self.broker_id)
                 except Exception:
@@ -187,6 +235,8 @@ class ControllerChannelManager:
         self._held: list[_HeldOp] | None = None
         #: broker id -> member after the held operations (what has_broker answers meanwhile)
         self._held_members: dict[int, bool] = {}
+        #: (broker, broker epoch, controller epoch) whose STALE_CONTROLLER_EPOCH was said
+        self._stale_said: set[tuple[int, int, int]] = set()
 
     # -- lifecycle ------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -346,12 +396,46 @@ class ControllerChannelManager:
         self._log("send", broker_id, item, send_ms=wall_ms(now))
 
     def _acked(self, broker_id: int, item: QueueItem, response: Any) -> None:
-        self.metrics.propagation.acked(broker_id, item.api_key, item.update_id)
+        full = item.api_key == ApiKey.UPDATE_METADATA and item.request.type == _UM_FULL
+        self.metrics.propagation.acked(broker_id, item.api_key, item.update_id, full=full)
+        self._log_answer(broker_id, item, ErrorCode.NONE)
+
+    def _rejected(self, broker_id: int, item: QueueItem, response: Any, error: ErrorCode) -> None:
+        api = ApiKey(item.api_key).name
+        self.metrics.rejections.labels(str(broker_id), api, error.name).inc()
+        started = self.metrics.propagation.rejected(
+            broker_id, item.api_key, item.update_id, error.name
+        )
+        epoch = item.request.controller_epoch
+        if error == ErrorCode.STALE_CONTROLLER_EPOCH:
+            key = (broker_id, item.request.broker_epoch, epoch)
+            if key not in self._stale_said:
+                if len(self._stale_said) >= 10_000:  # (bounded; a forger can bump epochs)
+                    self._stale_said.clear()
+                self._stale_said.add(key)
+                log.error(
+                    "broker %d refused controller epoch %d as stale: another controller, or a "
+                    "forged control request, raised its controller epoch. It refuses every "
+                    "change from this controller until it restarts; check for a second "
+                    "controller or an unauthorised client on its control listener",
+                    broker_id, epoch,
+                )  # fmt: skip
+        elif started:
+            log.error(
+                "broker %d rejected %s (update %d, controller epoch %d, broker epoch %d): %s; "
+                "it does not count as holding the change",
+                broker_id, api, item.update_id, epoch, item.request.broker_epoch, error.name,
+            )  # fmt: skip
+        else:
+            log.debug("broker %d rejected %s again: %s", broker_id, api, error.name)
+        self._log_answer(broker_id, item, error)
+
+    def _log_answer(self, broker_id: int, item: QueueItem, error: ErrorCode) -> None:
         self._log(
             "ack",
             broker_id,
             item,
-            error_code=int(getattr(response, "error_code", 0)),
+            error_code=int(error),
             send_ms=wall_ms(item.send_time),
             ack_ms=time.time() * 1000.0,
         )

@@ -41,6 +41,9 @@ class ControllerConfig:
     default_partitions: int = 1  # num.partitions
     default_replication_factor: int = 1  # default.replication.factor
     max_partitions_per_topic: int = 100_000
+    #: partitions one CreateTopics or CreatePartitions may create (more: POLICY_VIOLATION for
+    #: the whole request, as Kafka's controller refuses an excessively large batch)
+    max_partitions_per_request: int = 100_000
     state_change_log: bool = True  # <data_dir>/state-change.log
     shutdown_timeout_ms: int = 5_000
     #: listener.security.protocol.map for our listeners; SSL://... needs no entry
@@ -78,6 +81,8 @@ class ControllerConfig:
             or self.request_timeout_ms <= 0
         ):
             raise ValueError("timeouts must be positive")
+        if self.max_partitions_per_request <= 0:
+            raise ValueError("max_partitions_per_request must be positive")
         for spec in self.faults:
             parse_fault(spec)
         if not 0 <= self.leader_imbalance_per_broker_percentage <= 100:

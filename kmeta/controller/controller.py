@@ -61,6 +61,7 @@ from kmeta.controller.request_batch import (
 )
 from kmeta.controller.state_log import StateChangeLog
 from kmeta.controller.store import STORE_RETRY_S, ControllerStore
+from kmeta.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +131,8 @@ class KafkaController:
         self._update_id = 0
         self._event_update_id = 0
         self.epoch = 0
+        #: refused registrations already logged (a refused broker retries every 100 ms)
+        self._said: set[tuple[object, ...]] = set()
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -261,9 +264,26 @@ class KafkaController:
             return set(targets)
         return {forwarder} & set(targets) if forwarder is not None else set()
 
+    def say_once(self, *key: object) -> bool:
+        """True the first time ``key`` is seen (bounded: forgets all after 10,000 keys)."""
+        if key in self._said:
+            return False
+        if len(self._said) >= 10_000:
+            self._said.clear()
+        self._said.add(key)
+        return True
+
     # -- liveness ---------------------------------------------------------------------------------
+    def has_valid_session(self, broker_id: int) -> bool:
+        """KRaft's BrokerHeartbeatManager.hasValidSession: alive and heard from in time."""
+        deadline = self._deadlines.get(broker_id)
+        if deadline is None or not self.state.is_alive(broker_id):
+            return False
+        return deadline >= time.monotonic()
+
     def heartbeat(self, broker_id: int, broker_epoch: int) -> bool:
-        """Record a heartbeat; False if the broker is not registered alive with this epoch."""
+        """Record a heartbeat; False (nothing changes) unless the broker is registered alive
+        with exactly this epoch (KRaft's checkBrokerEpoch)."""
         broker = self.state.brokers.get(broker_id)
         if broker is None or not broker.alive or broker.epoch != broker_epoch:
             return False
@@ -360,12 +380,27 @@ class KafkaController:
         incarnation_id: str,
         listeners: tuple[Endpoint, ...],
         rack: str | None,
-    ) -> int:
-        """BrokerRegistration event: returns the broker epoch."""
+    ) -> tuple[ErrorCode, int]:
+        """BrokerRegistration event: (error, broker epoch).
+
+        As KRaft's ClusterControlManager.registerBroker: the same incarnation registering
+        again keeps its epoch; another incarnation of an id whose session is still valid is
+        refused with DUPLICATE_BROKER_REGISTRATION and nothing changes (a restarted broker
+        retries until the old session expired; a second process with a live id never takes
+        over its address and leaderships). Past the session, the old incarnation is failed
+        and the new one registered, in one event."""
         old = self.state.brokers.get(broker_id)
         if old is not None and old.alive and old.incarnation_id == incarnation_id:
             self._deadlines[broker_id] = time.monotonic() + self.config.session_timeout_s
-            return old.epoch  # a retried registration of the same process
+            return ErrorCode.NONE, old.epoch  # a retried registration of the same process
+        if old is not None and self.has_valid_session(broker_id):
+            if self.say_once("duplicate", broker_id, incarnation_id, old.epoch):
+                log.info(
+                    "refusing the registration of broker %d incarnation %s: incarnation %s is "
+                    "registered with epoch %d and its session is valid",
+                    broker_id, incarnation_id, old.incarnation_id, old.epoch,
+                )  # fmt: skip
+            return ErrorCode.DUPLICATE_BROKER_REGISTRATION, -1
         failed: dict[TopicPartition, PartitionState] = {}
         before: dict[TopicPartition, PartitionState] = {}
         if old is not None and old.alive:
@@ -406,7 +441,7 @@ class KafkaController:
         self.events.put(_Event("BrokerRegistrationLeaderAndIsr", follow_up, None))
         self.reassignments.broker_registered(broker_id)
         log.info("broker %d registered with epoch %d", broker_id, epoch)
-        return epoch
+        return ErrorCode.NONE, epoch
 
     def _registration_follow_up(
         self,
@@ -510,9 +545,9 @@ class KafkaController:
         """ControlledShutdown event: (error code, partitions it still leads, barrier)."""
         broker = self.state.brokers.get(broker_id)
         if broker is None or not broker.alive:
-            return 8, [], None  # BROKER_NOT_AVAILABLE
-        if broker_epoch not in (-1, broker.epoch):
-            return 77, [], None  # STALE_BROKER_EPOCH
+            return ErrorCode.BROKER_NOT_AVAILABLE, [], None
+        if broker_epoch != broker.epoch:  # -1 ("unknown") too: it would move any broker's leaders
+            return ErrorCode.STALE_BROKER_EPOCH, [], None
         # Kafka answers the replicated partitions (RF > 1) it could not move; a single
         # replica partition has nowhere to go and is not listed.
         remaining = [

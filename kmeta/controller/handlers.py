@@ -1,14 +1,23 @@
 """The controller's request handlers, one per API key, on a kmeta.net HandlerRegistry.
 
 * BrokerRegistration (62, v0-4): a registration event; a new incarnation gets a new epoch.
+  As KRaft: another or an empty cluster id (when this controller knows its own) is
+  INCONSISTENT_CLUSTER_ID; an id whose other incarnation is inside its session is
+  DUPLICATE_BROKER_REGISTRATION; unusable listeners are INVALID_REQUEST. A refused
+  registration writes nothing.
 * BrokerHeartbeat (63, v0-1): answered at once (no event): refreshes the session, or answers
-  STALE_BROKER_EPOCH when the broker is unknown, fenced or on an old epoch (it re-registers).
+  STALE_BROKER_EPOCH when the broker is unknown, fenced or on another epoch (it re-registers);
+  a refused heartbeat extends nothing, so a silent broker is fenced whatever others send.
 * ControlledShutdown (7, v0-3): leaderships move away before the answer (which lists the
-  partitions that could not move).
+  partitions that could not move); an epoch other than the registered one (-1 included,
+  hence v0-1, which carry none) is STALE_BROKER_EPOCH and moves nothing.
 * CreateTopics (19, v0-7), DeleteTopics (20, v0-6), CreatePartitions (37, v0-3), forwarded by
   brokers: validated with Kafka's error codes, applied in one event, answered after the
   propagation barrier (or the forwarding broker's ack with the barrier off). A change not
-  propagated within the request's timeout_ms is answered REQUEST_TIMED_OUT (it still happened).
+  propagated within the request's timeout_ms is answered REQUEST_TIMED_OUT (it still happened),
+  with a message naming the brokers that rejected it or did not answer. A request that would
+  create more than ``--max-partitions-per-request`` partitions, or names more than 10,000
+  topics, is refused whole with POLICY_VIOLATION (see :func:`_too_large`).
 
 * The admin APIs in :mod:`kmeta.controller.apis` (ElectLeaders 43, ...), one module each.
 
@@ -27,6 +36,7 @@ Brokers identify themselves when forwarding with client id ``kmeta-broker-<id>``
 from __future__ import annotations
 
 import importlib
+import logging
 import re
 from typing import Any
 
@@ -46,7 +56,15 @@ from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.schema import uuid_or_zero
 
+log = logging.getLogger(__name__)
+
 MAX_LISTENERS = 32
+MAX_HOST_LENGTH = 255
+#: Kafka's SecurityProtocol ids: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+SECURITY_PROTOCOLS = frozenset((0, 1, 2, 3))
+#: Kafka's KRaft controller generates at most 10,000 records in one user operation
+#: (QuorumController.MAX_RECORDS_PER_USER_OP): more topics than that in one request are
+#: refused as a whole, like more new partitions than ``--max-partitions-per-request``
 MAX_TOPICS_PER_REQUEST = 10_000
 _BROKER_CLIENT = re.compile(r"^kmeta-broker-(\d+)$")
 #: one module per API key in kmeta.controller.apis, each with ``register(registry)``
@@ -75,40 +93,112 @@ async def _wait(controller: KafkaController, barrier: Barrier | None, timeout_ms
     return await wait_for(barrier, timeout_ms)
 
 
+def _not_propagated(what: str, barrier: Barrier | None) -> str:
+    why = f" ({barrier.why_not()})" if barrier is not None else ""
+    return f"{what} did not propagate in time{why}."
+
+
 def _outcome(
-    plan: TopicPlan, propagated: bool, validate_only: bool, what: str
+    plan: TopicPlan, propagated: bool, validate_only: bool, message: str
 ) -> tuple[int, str | None]:
     """A plan's (error code, message); an applied change that did not propagate in time is
-    REQUEST_TIMED_OUT (it still happened)."""
+    REQUEST_TIMED_OUT (it still happened) with ``message``."""
     if plan.error == 0 and not propagated and not validate_only:
-        return ErrorCode.REQUEST_TIMED_OUT, f"{what} did not propagate in time."
+        return ErrorCode.REQUEST_TIMED_OUT, message
     return int(plan.error), plan.message
 
 
+def _too_large(topics: int, partitions: int, limit: int) -> str | None:
+    """Why a request is refused whole (POLICY_VIOLATION), or None.
+
+    Kafka's KRaft controller refuses an operation that would generate more records than
+    MAX_RECORDS_PER_USER_OP (its BoundedList overflows): the whole request fails, every entry
+    with POLICY_VIOLATION "Unable to perform excessively large batch operation." (its
+    EventHandlerExceptionInfo, then the request's getErrorResponse). Not THROTTLING_QUOTA_
+    EXCEEDED: that is the ControllerMutationQuota, a rate over time with a throttle time
+    to wait and retry, whereas this is a size no retry makes acceptable. Not INVALID_REQUEST
+    nor INVALID_PARTITIONS: the request is well formed and each topic may be valid alone.
+    The same rule and answer serve CreateTopics, CreatePartitions and DeleteTopics (topics
+    only). Counted before any planning, so a hostile request costs O(entries), never
+    O(partitions asked for)."""
+    if topics > MAX_TOPICS_PER_REQUEST:
+        return (
+            f"Unable to perform excessively large batch operation: {topics} topics in one "
+            f"request, above the limit of {MAX_TOPICS_PER_REQUEST}."
+        )
+    if partitions > limit:
+        return (
+            f"Unable to perform excessively large batch operation: {partitions} new partitions "
+            f"in one request, above the limit of {limit} (--max-partitions-per-request)."
+        )
+    return None
+
+
+def _requested(count: int, max_per_topic: int) -> int:
+    """Partitions an entry asking for ``count`` would create: 0 when the entry fails on its
+    own (non-positive, or above the per-topic limit: INVALID_PARTITIONS for that topic)."""
+    return count if 0 < count <= max_per_topic else 0
+
+
 # -- broker lifecycle -----------------------------------------------------------------------------
+def _listeners_error(req: Any) -> str | None:
+    """Why the registration's listeners cannot be used (INVALID_REQUEST), or None: checked
+    before the event, so a refused registration writes nothing."""
+    if not req.listeners or len(req.listeners) > MAX_LISTENERS:
+        return f"1 to {MAX_LISTENERS} listeners are required"
+    names = [ls.name for ls in req.listeners]
+    if len(set(names)) != len(names):
+        return "duplicate listener names"
+    for ls in req.listeners:
+        if not ls.name or not ls.host or len(ls.host) > MAX_HOST_LENGTH:
+            return f"listener {ls.name!r}: a name and a host of at most {MAX_HOST_LENGTH} chars"
+        if not 0 < ls.port <= 65535:
+            return f"listener {ls.name!r}: port {ls.port} out of range"
+        if ls.security_protocol not in SECURITY_PROTOCOLS:
+            return f"listener {ls.name!r}: unknown security protocol {ls.security_protocol}"
+    if req.rack is not None and len(req.rack) > MAX_HOST_LENGTH:
+        return "rack too long"
+    return None
+
+
 async def broker_registration(ctx: RequestContext, req: Any) -> Any:
+    """KRaft's order: the cluster id first (empty or another: INCONSISTENT_CLUSTER_ID, when
+    this controller knows its id), then the id's session (DUPLICATE_BROKER_REGISTRATION, in
+    the event). PreviousBrokerEpoch (v3+, KIP-966) is accepted and not acted on: Kafka's
+    controller does not read it either (it serves the eligible leader replicas kmeta has not).
+    """
     c: KafkaController = ctx.state
-    if req.broker_id < 0 or not req.listeners or len(req.listeners) > MAX_LISTENERS:
-        return br.BrokerRegistrationResponse(
-            version=req.version, error_code=ErrorCode.INVALID_REQUEST
-        )
+
+    def refused(error: ErrorCode) -> Any:
+        return br.BrokerRegistrationResponse(version=req.version, error_code=error)
+
+    if req.broker_id < 0:
+        return refused(ErrorCode.INVALID_REQUEST)
     expected = c.config.cluster_id
-    if expected and req.cluster_id and req.cluster_id != expected:
-        return br.BrokerRegistrationResponse(
-            version=req.version, error_code=ErrorCode.INCONSISTENT_CLUSTER_ID
-        )
+    if expected and req.cluster_id != expected:
+        if c.say_once("cluster id", req.broker_id, req.cluster_id):
+            log.warning(
+                "refusing broker %d from %s: cluster id %r, expected %r",
+                req.broker_id, ctx.peer, req.cluster_id, expected,
+            )  # fmt: skip
+        return refused(ErrorCode.INCONSISTENT_CLUSTER_ID)
+    reason = _listeners_error(req)
+    if reason is not None:
+        if c.say_once("listeners", req.broker_id, reason):
+            log.warning("refusing broker %d from %s: %s", req.broker_id, ctx.peer, reason)
+        return refused(ErrorCode.INVALID_REQUEST)
     listeners = tuple(
         Endpoint(ls.name, ls.host, ls.port, ls.security_protocol) for ls in req.listeners
     )
     try:
-        epoch = await c.enqueue(
+        error, epoch = await c.enqueue(
             "BrokerRegistration",
             lambda: c.register_broker(req.broker_id, str(req.incarnation_id), listeners, req.rack),
         )
     except StorageError:
-        return br.BrokerRegistrationResponse(
-            version=req.version, error_code=ErrorCode.KAFKA_STORAGE_ERROR
-        )
+        return refused(ErrorCode.KAFKA_STORAGE_ERROR)
+    if error != ErrorCode.NONE:
+        return refused(error)
     return br.BrokerRegistrationResponse(version=req.version, error_code=0, broker_epoch=epoch)
 
 
@@ -148,11 +238,29 @@ async def controlled_shutdown(ctx: RequestContext, req: Any) -> Any:
 # -- admin ----------------------------------------------------------------------------------------
 async def create_topics(ctx: RequestContext, req: Any) -> Any:
     c: KafkaController = ctx.state
-    if len(req.topics) > MAX_TOPICS_PER_REQUEST:
+    cfg = c.config
+    asked = sum(
+        len(t.assignments)
+        if t.assignments
+        else _requested(
+            cfg.default_partitions if t.num_partitions == -1 else t.num_partitions,
+            cfg.max_partitions_per_topic,
+        )
+        for t in req.topics
+    )
+    refusal = _too_large(len(req.topics), asked, cfg.max_partitions_per_request)
+    if refusal is not None:
         return ct.CreateTopicsResponse(
             version=req.version,
             topics=tuple(
-                ct.CreatableTopicResult(name=t.name, error_code=ErrorCode.INVALID_REQUEST)
+                ct.CreatableTopicResult(
+                    name=t.name,
+                    error_code=ErrorCode.POLICY_VIOLATION,
+                    error_message=refusal,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=None,
+                )
                 for t in req.topics
             ),
         )
@@ -172,9 +280,10 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
             ),
         )
     propagated = await _wait(c, barrier, req.timeout_ms)
+    late = "" if propagated else _not_propagated("Topic creation", barrier)
     results = []
     for plan in plans:
-        error, message = _outcome(plan, propagated, req.validate_only, "Topic creation")
+        error, message = _outcome(plan, propagated, req.validate_only, late)
         ok = plan.error == 0
         results.append(
             ct.CreatableTopicResult(
@@ -196,8 +305,20 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
         entries = [(t.name, t.topic_id) for t in req.topics]
     else:
         entries = [(n, None) for n in req.topic_names]
-    if len(entries) > MAX_TOPICS_PER_REQUEST:
-        entries = entries[:0]
+    refusal = _too_large(len(entries), 0, c.config.max_partitions_per_request)
+    if refusal is not None:
+        return dt.DeleteTopicsResponse(
+            version=req.version,
+            responses=tuple(
+                dt.DeletableTopicResult(
+                    name=name,
+                    topic_id=uuid_or_zero(topic_id),
+                    error_code=ErrorCode.POLICY_VIOLATION,
+                    error_message=refusal,
+                )
+                for name, topic_id in entries
+            ),
+        )
 
     def run() -> tuple[list[tuple[str | None, Any, int, str | None]], Barrier | None]:
         state = c.state
@@ -263,6 +384,7 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
     for name, topic_id, error, message in results:
         if error == 0 and not propagated:
             error = ErrorCode.REQUEST_TIMED_OUT
+            message = _not_propagated("Topic deletion", barrier)
         out.append(
             dt.DeletableTopicResult(
                 name=name, topic_id=uuid_or_zero(topic_id), error_code=error, error_message=message
@@ -273,26 +395,42 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
 
 async def create_partitions(ctx: RequestContext, req: Any) -> Any:
     c: KafkaController = ctx.state
-    topics = req.topics[:MAX_TOPICS_PER_REQUEST]
+    cfg = c.config
+
+    def run() -> tuple[str | None, list[TopicPlan], Barrier | None]:
+        # counted in the event: what a topic adds depends on its current partition count
+        asked = 0
+        if len(req.topics) <= MAX_TOPICS_PER_REQUEST:
+            for t in req.topics:
+                info = c.state.topics.get(t.name)
+                if info is not None and _requested(t.count, cfg.max_partitions_per_topic):
+                    asked += max(0, t.count - len(info.partitions))
+        refusal = _too_large(len(req.topics), asked, cfg.max_partitions_per_request)
+        if refusal is not None:
+            return refusal, [], None
+        plans, barrier = c.create_partitions(req.topics, req.validate_only, forwarder_of(ctx))
+        return None, plans, barrier
+
+    refused_with = ErrorCode.POLICY_VIOLATION
     try:
-        plans, barrier = await c.enqueue(
-            "CreatePartitions",
-            lambda: c.create_partitions(topics, req.validate_only, forwarder_of(ctx)),
-        )
+        refusal, plans, barrier = await c.enqueue("CreatePartitions", run)
     except StorageError as exc:
+        refusal, refused_with = str(exc), ErrorCode.KAFKA_STORAGE_ERROR
+    if refusal is not None:
         return cp.CreatePartitionsResponse(
             version=req.version,
             results=tuple(
                 cp.CreatePartitionsTopicResult(
-                    name=t.name, error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)
+                    name=t.name, error_code=refused_with, error_message=refusal
                 )
-                for t in topics
+                for t in req.topics
             ),
         )
     propagated = await _wait(c, barrier, req.timeout_ms)
+    late = "" if propagated else _not_propagated("Partition creation", barrier)
     results = []
     for plan in plans:
-        error, message = _outcome(plan, propagated, req.validate_only, "Partition creation")
+        error, message = _outcome(plan, propagated, req.validate_only, late)
         results.append(
             cp.CreatePartitionsTopicResult(name=plan.name, error_code=error, error_message=message)
         )

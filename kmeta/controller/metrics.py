@@ -66,6 +66,12 @@ class ControllerMetrics:
             ["broker_id"],
             registry=r,
         )
+        self.rejections = Counter(
+            "kmeta_controller_channel_rejections",
+            "Control requests a broker answered with an error (not acknowledgements)",
+            ["broker_id", "api", "error"],
+            registry=r,
+        )
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         v = self.registry.get_sample_value(name, labels or {})

@@ -7,7 +7,12 @@ channel manager tells this tracker about every UpdateMetadata it enqueues, and e
 * ``lag_versions``: UpdateMetadata requests enqueued for it and not yet acknowledged;
 * ``lag_ms``: how long the oldest of them has waited (0 once it caught up), i.e. how stale
   this broker's metadata may be; it grows while a broker is down but not yet fenced;
-* ``applied_update``: the controller update id of the last UpdateMetadata it acknowledged.
+* ``applied_update``: the controller update id of the last UpdateMetadata it acknowledged;
+* ``rejecting``: api name -> error name of the requests it answered with an error. A
+  rejection is not an acknowledgement: a rejected UpdateMetadata stays in the lag (the broker
+  lacks that change even if it accepts later incremental ones) until the broker accepts a
+  FULL UpdateMetadata (or leaves); a rejected LeaderAndIsr or StopReplica until the broker
+  accepts one of the same api again.
 
 And per controller update id: the time from its enqueue until every broker it was sent to
 acknowledged it, or left the cluster (``propagation`` histogram). At most ``max_open``
@@ -31,17 +36,24 @@ PROPAGATION_BUCKETS_S = (
 
 @dataclass(slots=True)
 class BrokerLag:
-    #: (update id, enqueue time) of UpdateMetadata requests not yet acknowledged, oldest first
+    #: (update id, enqueue time) of UpdateMetadata requests not yet answered, oldest first
     unacked: collections.deque[tuple[int, float]] = field(default_factory=collections.deque)
+    #: update id -> enqueue time of UpdateMetadata requests the broker rejected
+    rejected: dict[int, float] = field(default_factory=dict)
+    #: api name -> error name, while the broker is rejecting that api (see the module doc)
+    rejecting: dict[str, str] = field(default_factory=dict)
     applied_update: int = 0
     last_ack_time: float = 0.0  # monotonic; 0: never
 
     @property
     def lag_versions(self) -> int:
-        return len(self.unacked)
+        return len(self.unacked) + len(self.rejected)
 
     def lag_ms(self, now: float) -> float:
-        return (now - self.unacked[0][1]) * 1000.0 if self.unacked else 0.0
+        oldest = [self.unacked[0][1]] if self.unacked else []
+        if self.rejected:
+            oldest.append(min(self.rejected.values()))
+        return (now - min(oldest)) * 1000.0 if oldest else 0.0
 
 
 class PropagationTracker:
@@ -66,19 +78,46 @@ class PropagationTracker:
         else:
             entry[1].add(broker_id)
 
-    def acked(self, broker_id: int, api_key: int, update_id: int) -> None:
-        if api_key != ApiKey.UPDATE_METADATA:
-            return
+    def acked(self, broker_id: int, api_key: int, update_id: int, full: bool = False) -> None:
+        """A success answer; ``full``: a FULL UpdateMetadata (replaces all the broker held)."""
         lag = self.brokers.get(broker_id)
+        if api_key != ApiKey.UPDATE_METADATA:
+            if lag is not None:
+                lag.rejecting.pop(ApiKey(api_key).name, None)
+            return
         if lag is not None:
-            # One sender per broker answers in enqueue order; an update never answered (dropped
-            # by fault injection) is superseded by a later one that is.
-            unacked = lag.unacked
-            while unacked and unacked[0][0] <= update_id:
-                unacked.popleft()
+            self._pop_answered(lag, update_id)
+            if full:
+                lag.rejected.clear()
+            if not lag.rejected:
+                lag.rejecting.pop(ApiKey.UPDATE_METADATA.name, None)
             lag.applied_update = max(lag.applied_update, update_id)
             lag.last_ack_time = time.monotonic()
         self._settle(update_id, broker_id)
+
+    def rejected(self, broker_id: int, api_key: int, update_id: int, error: str) -> bool:
+        """An error answer; True when the broker was not rejecting this api with ``error``."""
+        lag = self.brokers.setdefault(broker_id, BrokerLag())
+        name = ApiKey(api_key).name
+        started = lag.rejecting.get(name) != error
+        lag.rejecting[name] = error
+        if api_key == ApiKey.UPDATE_METADATA:
+            at = next((t for u, t in lag.unacked if u == update_id), time.monotonic())
+            self._pop_answered(lag, update_id)
+            lag.rejected[update_id] = at
+            if len(lag.rejected) > self.max_open:  # bounded; the oldest stays (for lag_ms)
+                keys = iter(lag.rejected)  # (insertion order: update ids ascend)
+                next(keys)
+                del lag.rejected[next(keys)]
+        return started
+
+    @staticmethod
+    def _pop_answered(lag: BrokerLag, update_id: int) -> None:
+        # One sender per broker answers in enqueue order; an update never answered (dropped
+        # by fault injection) is superseded by a later one that is.
+        unacked = lag.unacked
+        while unacked and unacked[0][0] <= update_id:
+            unacked.popleft()
 
     def broker_removed(self, broker_id: int) -> None:
         """A fenced or stopped broker: it no longer holds back any change."""

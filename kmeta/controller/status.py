@@ -1,7 +1,8 @@
 """What ``kmeta status`` shows, from the controller: its GET /status JSON and gauges.
 
-The controller is the one place that knows every broker's epoch, liveness, queue and
-propagation lag, so the status comes from it (HTTP JSON next to /metrics, see
+The controller is the one place that knows every broker's epoch, liveness, queue,
+propagation lag and rejections (``rejecting``: api -> error name of the control requests it
+answered with an error; such a broker does not count as caught up), so the status comes from it (HTTP JSON next to /metrics, see
 :mod:`kmeta.net.metrics_http`). Computed on request, O(partitions): nothing on the hot path.
 
 Gauges added to the controller's registry (Kafka's names in brackets):
@@ -9,6 +10,8 @@ Gauges added to the controller's registry (Kafka's names in brackets):
 * ``kmeta_controller_broker_lag_versions{broker_id}``, ``kmeta_controller_broker_lag_ms``,
   ``kmeta_controller_broker_applied_update``, ``kmeta_controller_latest_update``;
 * ``kmeta_controller_propagation_seconds``: time until every broker sent a change acked it;
+* ``kmeta_controller_broker_rejecting{broker_id,api,error}``: 1 while a broker rejects an api
+  (the count of rejections is ``kmeta_controller_channel_rejections_total``);
 * ``kmeta_controller_topics``, ``kmeta_controller_partitions``,
   ``kmeta_controller_offline_partitions`` [OfflinePartitionsCount],
   ``kmeta_controller_under_replicated_partitions``, ``kmeta_controller_active_brokers``
@@ -67,6 +70,8 @@ def controller_status(controller: KafkaController) -> dict[str, Any]:
                 "lag_versions": lag.lag_versions if lag else None,
                 "lag_ms": round(lag.lag_ms(now), 1) if lag else None,
                 "queue_size": controller.channel.queue_size(broker_id) if info.alive else None,
+                # api name -> error name while it answers that api with an error (not an ack)
+                "rejecting": dict(lag.rejecting) if lag else {},
             }
         )
     return {
@@ -105,11 +110,18 @@ class ControllerCollector(Collector):
             "Controller update id of the last UpdateMetadata the broker acked",
             labels=labels,
         )
+        rejecting = GaugeMetricFamily(
+            "kmeta_controller_broker_rejecting",
+            "1 while the broker answers this api's control requests with this error",
+            labels=["broker_id", "api", "error"],
+        )
         for broker_id, lag in sorted(tracker.brokers.items()):
             lag_v.add_metric([str(broker_id)], lag.lag_versions)
             lag_ms.add_metric([str(broker_id)], lag.lag_ms(now))
             applied.add_metric([str(broker_id)], lag.applied_update)
-        yield from (lag_v, lag_ms, applied)
+            for api, error in sorted(lag.rejecting.items()):
+                rejecting.add_metric([str(broker_id), api, error], 1)
+        yield from (lag_v, lag_ms, applied, rejecting)
         yield GaugeMetricFamily(
             "kmeta_controller_latest_update",
             "Latest controller update id",

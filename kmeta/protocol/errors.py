@@ -50,6 +50,7 @@ class ErrorCode(enum.IntEnum):
     NO_REASSIGNMENT_IN_PROGRESS = 85
     THROTTLING_QUOTA_EXCEEDED = 89
     UNKNOWN_TOPIC_ID = 100
+    DUPLICATE_BROKER_REGISTRATION = 101
     INCONSISTENT_TOPIC_ID = 103
     INCONSISTENT_CLUSTER_ID = 104
     MISMATCHED_ENDPOINT_TYPE = 114
@@ -94,6 +95,7 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.NO_REASSIGNMENT_IN_PROGRESS: "No partition reassignment is in progress.",
     ErrorCode.THROTTLING_QUOTA_EXCEEDED: "The throttling quota has been exceeded.",
     ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+    ErrorCode.DUPLICATE_BROKER_REGISTRATION: "This broker ID is already in use.",
     ErrorCode.INCONSISTENT_TOPIC_ID: "The log's topic ID did not match the topic ID in the request.",
     ErrorCode.INCONSISTENT_CLUSTER_ID: "The clusterId in the request does not match that found on the server.",
     ErrorCode.MISMATCHED_ENDPOINT_TYPE: "The request was sent to an endpoint of the wrong type.",

@@ -44,6 +44,8 @@ log = logging.getLogger("kmeta.server.controller_link")
 
 HEARTBEAT_INTERVAL_S = 2.0  # broker.heartbeat.interval.ms default
 RETRY_BACKOFF_S = 0.1
+#: the longest wait between registrations refused as DUPLICATE_BROKER_REGISTRATION
+MAX_DUPLICATE_BACKOFF_S = 1.0
 REQUEST_TIMEOUT_S = 10.0
 _NET_ERRORS = (OSError, ConnectionError, TimeoutError, ProtocolError)
 
@@ -83,7 +85,8 @@ async def _open(
 
 class RegistrationRefused(Exception):
     """The controller answered the registration with an error: another cluster id
-    (INCONSISTENT_CLUSTER_ID) or listeners it does not accept (INVALID_REQUEST)."""
+    (INCONSISTENT_CLUSTER_ID), listeners it does not accept (INVALID_REQUEST), or our id's
+    previous incarnation still inside its session (DUPLICATE_BROKER_REGISTRATION)."""
 
     def __init__(self, error: ErrorCode) -> None:
         super().__init__(error.name)
@@ -192,6 +195,7 @@ class ControllerLink:
     async def _run(self) -> None:
         need_registration = True
         refused: ErrorCode | None = None  # the last refusal, said once (not at every retry)
+        duplicate_backoff_s = self.retry_backoff_s
         while not self._stopping:
             try:
                 if need_registration:
@@ -215,6 +219,19 @@ class ControllerLink:
                     continue
                 await asyncio.sleep(self.heartbeat_interval_s)
             except RegistrationRefused as exc:
+                if exc.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+                    # Expected after a quick restart: our previous incarnation's session has
+                    # not expired yet (KRaft's rule). Retry quietly, backing off up to 1 s.
+                    if exc.error != refused:
+                        refused, duplicate_backoff_s = exc.error, self.retry_backoff_s
+                        log.info(
+                            "broker %d: the controller still holds a previous incarnation's "
+                            "session; registering again once it expires",
+                            self.broker_id,
+                        )
+                    await asyncio.sleep(duplicate_backoff_s)
+                    duplicate_backoff_s = min(2 * duplicate_backoff_s, MAX_DUPLICATE_BACKOFF_S)
+                    continue
                 # A configuration error an operator must see (KRaft's brokers retry too).
                 if exc.error != refused:
                     refused = exc.error

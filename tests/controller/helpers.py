@@ -63,6 +63,7 @@ class RecordingBroker:
         self.changed = asyncio.Event()
         self.hold = False  # True: never answer UpdateMetadata
         self.stop_error = 0  # the error code every StopReplica partition is answered with
+        self.um_error = 0  # the error code UpdateMetadata is answered with
         self.stop_gate = asyncio.Event()  # cleared: StopReplica waits for it (a slow replica)
         self.stop_gate.set()
         registry = HandlerRegistry()
@@ -90,6 +91,8 @@ class RecordingBroker:
                     for p in t.partition_states
                 )
                 return response(version=request.version, error_code=0, partition_errors=errors)
+            if key == ApiKey.UPDATE_METADATA:
+                return response(version=request.version, error_code=self.um_error)
             return response(version=request.version, error_code=0)
 
         return handle
@@ -201,6 +204,19 @@ async def start_cluster(
         10.0,
     )
     return cluster
+
+
+async def expire_session(ctl: ControllerDaemon, broker_id: int, fence: bool = True) -> None:
+    """End a broker's session now, as its silence (kill -9) would after the session timeout;
+    ``fence``: wait until the controller fenced it. Without, the liveness loop is stopped
+    first, so the expiry is not processed: a registration then meets an old incarnation
+    whose session expired while it is still registered alive (the bounce window)."""
+    c = ctl.controller
+    if not fence and c._liveness_task is not None:
+        c._liveness_task.cancel()
+    c._deadlines[broker_id] = 0.0
+    if fence:
+        await wait_until(lambda: not c.state.is_alive(broker_id), 5.0)
 
 
 async def wait_until(predicate: Any, timeout_s: float, interval_s: float = 0.01) -> None:

@@ -16,7 +16,7 @@ from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
-from tests.controller.helpers import RecordingBroker, start_controller, wait_until
+from tests.controller.helpers import RecordingBroker, expire_session, start_controller, wait_until
 
 UM_FULL = 2
 
@@ -278,6 +278,7 @@ async def test_reregistration_gets_a_new_epoch_and_the_full_state(tmp_path):
         old = brokers[2].epoch
         same = await brokers[2].register(ctl.port)  # a retried registration: same epoch
         assert same == old
+        await expire_session(ctl, 2)  # (within its session, a new process gets 101)
         for b in brokers.values():
             b.received.clear()
         import uuid

@@ -15,7 +15,7 @@ from kmeta.protocol.messages import controlled_shutdown as cs
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
-from tests.controller.helpers import RecordingBroker, start_controller, wait_until
+from tests.controller.helpers import RecordingBroker, expire_session, start_controller, wait_until
 from tests.controller.test_controller_flows import _brokers, _create, _request
 
 MARKED = "Topic 'gone' is marked for deletion."
@@ -118,7 +118,8 @@ async def test_a_refused_stop_replica_keeps_the_topic_marked(tmp_path):
         assert answer.responses[0].error_code == 7  # REQUEST_TIMED_OUT: not complete
         assert "gone" in ctl.controller.state.deleting
         brokers[2].stop_error = 0
-        brokers[2].incarnation_id = uuid.uuid4()  # it restarts: retried on its registration
+        await expire_session(ctl, 2)  # it restarts: retried on its registration
+        brokers[2].incarnation_id = uuid.uuid4()
         await brokers[2].register(ctl.port)
         await wait_until(lambda: "gone" not in ctl.controller.state.topics, 5.0)
     finally:
