@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kmeta.net.hooks import RequestGate
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.header import RequestHeader, response_header_version
 from kmeta.protocol.registry import Api, api_for
@@ -51,6 +52,9 @@ class RequestContext:
     peer: Any  # (host, port) of the client, as the transport reports it
     state: Any  # the daemon's state object (the broker's BrokerState)
     registry: HandlerRegistry
+    #: the connection's RequestGate (its authenticator), if its listener attaches one: the
+    #: SASL handlers drive it, authorization reads the principal it established
+    gate: RequestGate | None = None
 
 
 HandleFn = Callable[[RequestContext, Any], "Any | Awaitable[Any]"]

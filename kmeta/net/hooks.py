@@ -14,6 +14,8 @@ subclasses the connection or depends on the wording of its log lines.
   keys that authenticate (ApiVersions, SaslHandshake, SaslAuthenticate); a request it does
   not admit closes the connection (:attr:`FaultKind.AUTHENTICATION_REQUIRED`), as Kafka's
   SaslServerAuthenticator does with a request other than those before authentication.
+  Handlers reach the connection's gate as ``ctx.gate`` (RequestContext): the SASL handlers
+  complete authentication on it, authorization reads the principal it established.
 
 A connection without hooks pays one ``is None`` test per read and per request for them.
 """

@@ -415,7 +415,9 @@ class ServerConnection(asyncio.Protocol):
         gate = self._gate
         if gate is not None and not gate.admits(header.api_key):
             raise NotAdmittedError(f"api key {header.api_key} before authentication")
-        ctx = RequestContext(header, info.listener, info.is_control, self.peer, info.state, info.registry)
+        ctx = RequestContext(
+            header, info.listener, info.is_control, self.peer, info.state, info.registry, gate
+        )
         self.requests_handled += 1
         version = header.api_version
         if not handler.min_version <= version <= handler.max_version:

@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from kmeta.net import api_versions as api_versions_handler
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.hooks import ConnectionHooks, FaultKind
+from kmeta.net.listener import Listener
 from kmeta.net.server_connection import ServerConnection
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import api_versions as av
@@ -194,3 +197,37 @@ async def test_gate_serves_only_what_it_admits_then_everything(broker: Broker) -
         assert int.from_bytes((await read_frame(reader))[:4], "big") == 10 + cid
     assert ApiKey.METADATA in gates[1].asked
     writer.close()
+
+
+async def test_a_handler_completes_authentication_through_ctx_gate() -> None:
+    """How a SaslAuthenticate handler will attach (issue 15): the connection's gate reaches
+    the handler in its context, the handler completes authentication on it, and from then on
+    the gate admits everything on that connection only."""
+    registry = HandlerRegistry()
+
+    def authenticate(ctx: RequestContext, request: object) -> object:
+        assert isinstance(ctx.gate, Gate)
+        ctx.gate.authenticated = True  # here a SASL exchange would have succeeded
+        return api_versions_handler.handle(ctx, request)
+
+    registry.register(ApiKey.API_VERSIONS, authenticate)
+    registry.register(
+        ApiKey.METADATA, lambda _ctx, request: md.MetadataResponse(version=request.version)
+    )
+    lst = Listener("PLAINTEXT", "127.0.0.1", 0, is_control=False, registry=registry, state=None)
+    lst.hooks = ConnectionHooks(gate=lambda _conn: Gate())
+    await lst.start()
+    try:
+        metadata = encode_frame(md.MetadataRequest(version=12, topics=None), 2)
+        reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
+        writer.write(encode_frame(av.ApiVersionsRequest(version=3), 1) + metadata)
+        assert int.from_bytes((await read_frame(reader))[:4], "big") == 1
+        assert int.from_bytes((await read_frame(reader))[:4], "big") == 2
+        # another connection has its own gate: not authenticated
+        reader2, writer2 = await asyncio.open_connection("127.0.0.1", lst.port)
+        writer2.write(metadata)
+        assert await closed_by_peer(reader2)
+        writer.close()
+        writer2.close()
+    finally:
+        await lst.shutdown(1.0)
