@@ -35,10 +35,13 @@ from typing import Any, TypeVar
 from kmeta.cli.cluster import ClusterConfig, broker_argv, controller_argv
 from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
 from kmeta.net.tls import TlsConfig
+from kmeta.protocol.errors import ErrorCode
 from kmeta.testing import requests
-from kmeta.testing.requests import BrokerView
+from kmeta.testing.requests import BrokerView, KafkaRequestError
 
 T = TypeVar("T")
+
+ELECTION_NOT_NEEDED = ErrorCode.ELECTION_NOT_NEEDED
 
 QUORUM_UNAVAILABLE = (
     "controllers > 1: a controller quorum is not available in kmeta yet (issue 'Controller "
@@ -293,11 +296,31 @@ class Cluster:
         """CreatePartitions up to ``total``, as ``kafka-topics.sh --alter --partitions``."""
         self._admin(requests.add_partitions, name, total, assignment)
 
-    def _admin(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+    def elect_preferred(
+        self, topic: str | None = None, partitions: Sequence[int] | None = None
+    ) -> list[tuple[str, int]]:
+        """ElectLeaders PREFERRED, as ``kafka-leader-election.sh --election-type PREFERRED``
+        (or ``auto.leader.rebalance.enable`` doing it on its own): each partition's first
+        assigned replica becomes leader again if it is alive and in the ISR. For every partition
+        (default), one topic's, or some of them; returns the partitions whose leader changed.
+        KafkaRequestError if one could not be elected (e.g. its preferred replica is down)."""
+        asked: dict[str, list[int]] | None = None
+        if topic is not None:
+            if partitions is None:
+                partitions = sorted(self.metadata(self.live_brokers[0]).topics[topic])
+            asked = {topic: list(partitions)}
+        results = self._admin(requests.elect_leaders, requests.PREFERRED, asked)
+        failed = {tp: c for tp, c in results.items() if c not in (0, ELECTION_NOT_NEEDED)}
+        if failed:
+            (t, p), code = sorted(failed.items())[0]
+            raise KafkaRequestError(f"ElectLeaders {t}-{p} ({len(failed)} failed)", code)
+        return sorted(tp for tp, code in results.items() if code == 0)
+
+    def _admin(self, fn: Callable[..., Awaitable[T]], *args: object) -> T:
         live = self.live_brokers
         if not live:
             raise RuntimeError("no broker is running")
-        _run(lambda: fn(self.address(live[0]), self._ssl, *args))
+        return _run(lambda: fn(self.address(live[0]), self._ssl, *args))
 
     # -- what brokers serve ---------------------------------------------------------------------
     def metadata(self, broker_id: int) -> BrokerView:

@@ -19,6 +19,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import delete_topics as dt
+from kmeta.protocol.messages import elect_leaders as el
 from kmeta.protocol.messages import metadata as md
 
 
@@ -168,3 +169,33 @@ async def add_partitions(
         raise KafkaRequestError(
             f"CreatePartitions {name!r}", result.error_code, result.error_message
         )
+
+
+PREFERRED = 0  # ElectLeaders election_type
+
+
+async def elect_leaders(
+    address: Address,
+    ssl: ssl_module.SSLContext | None,
+    election_type: int,
+    partitions: dict[str, list[int]] | None,
+) -> dict[tuple[str, int], int]:
+    """ElectLeaders for ``partitions`` (None: every partition that needs it); returns each
+    answered partition's error code (0: elected, ELECTION_NOT_NEEDED: already led by it)."""
+    request = el.ElectLeadersRequest(
+        version=2,
+        election_type=election_type,
+        topic_partitions=None
+        if partitions is None
+        else tuple(el.TopicPartitions(t, tuple(ps)) for t, ps in partitions.items()),
+        timeout_ms=ADMIN_TIMEOUT_MS,
+    )
+    response = await _request(address, request, ssl, ADMIN_TIMEOUT_MS / 1000 + 5)
+    assert isinstance(response, el.ElectLeadersResponse)
+    if response.error_code:
+        raise KafkaRequestError("ElectLeaders", response.error_code)
+    return {
+        (r.topic, p.partition_id): p.error_code
+        for r in response.replica_election_results
+        for p in r.partition_result
+    }

@@ -204,3 +204,20 @@ def test_tls_client_listeners(tmp_path: Path) -> None:
         )
         assert "secure" in admin.list_topics(timeout=10).topics
         assert sorted(cluster.metadata(2).brokers) == [1, 2]  # the handle speaks TLS too
+
+
+def test_elect_preferred_moves_leaderships_back(cluster: Cluster) -> None:
+    cluster.create_topic("prefer", assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+    cluster.stop_broker(1)
+    assert cluster.metadata(2).leader("prefer", 0) == 2
+    cluster.start_broker(1)
+    assert cluster.metadata(1).leader("prefer", 0) == 2  # no automatic rebalance
+    assert cluster.elect_preferred("prefer") == [("prefer", 0)]
+    assert all(cluster.metadata(i).leader("prefer", 0) == 1 for i in cluster.broker_ids)
+    assert cluster.elect_preferred() == []  # every partition led by its preferred replica
+
+    cluster.stop_broker(3)
+    with pytest.raises(KafkaRequestError, match="PREFERRED_LEADER_NOT_AVAILABLE"):
+        cluster.elect_preferred("prefer", [2])
+    cluster.start_broker(3)
+    assert cluster.elect_preferred("prefer", [2]) == [("prefer", 2)]
