@@ -296,6 +296,29 @@ class Cluster:
         """CreatePartitions up to ``total``, as ``kafka-topics.sh --alter --partitions``."""
         self._admin(requests.add_partitions, name, total, assignment)
 
+    def move_leader(
+        self, topic: str, partition: int, broker_id: int, timeout_s: float = 10.0
+    ) -> None:
+        """Make ``broker_id`` the partition's leader the way a Kafka operator does:
+        ``kafka-reassign-partitions.sh`` with that broker first in the replica list
+        (AlterPartitionReassignments; if it was no replica, it replaces the last one, keeping
+        the replication factor), wait until the reassignment completed, then
+        ``kafka-leader-election.sh --election-type PREFERRED`` for the partition (ElectLeaders).
+        The leader epoch rises; clients routing to the old leader must refresh their metadata."""
+        self._check_id(broker_id)
+        state = self.metadata(self.live_brokers[0]).topics[topic][partition]
+        if state.leader == broker_id:
+            return
+        target = [broker_id, *(r for r in state.replicas if r != broker_id)][: len(state.replicas)]
+        if target != list(state.replicas):
+            self._admin(requests.reassign, topic, partition, target)
+            deadline = time.monotonic() + timeout_s
+            while self._admin(requests.reassigning, topic, partition):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"reassignment of {topic}-{partition} still in progress")
+                time.sleep(0.02)
+        self.elect_preferred(topic, [partition])
+
     def elect_preferred(
         self, topic: str | None = None, partitions: Sequence[int] | None = None
     ) -> list[tuple[str, int]]:

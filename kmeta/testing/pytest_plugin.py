@@ -57,11 +57,18 @@ def pytest_runtest_makereport(
             _saw_failure.add(id(cluster))
             lines = [
                 f"data dir: {cluster.data_dir}"
-                + (" (kept: --kmeta-keep)" if keep else " (removed at teardown; --kmeta-keep keeps it)")
+                + (
+                    " (kept: --kmeta-keep)"
+                    if keep
+                    else " (removed at teardown; --kmeta-keep keeps it)"
+                )
             ]
             for name in cluster.daemons:
                 state = "running" if cluster.running(name) else "stopped"
-                lines += [f"--- {name} ({state}), last {LOG_LINES} lines:", cluster.log_tail(name, LOG_LINES)]
+                lines += [
+                    f"--- {name} ({state}), last {LOG_LINES} lines:",
+                    cluster.log_tail(name, LOG_LINES),
+                ]
             report.sections.append((f"kmeta cluster {n} logs ({report.when})", "\n".join(lines)))
     return report
 

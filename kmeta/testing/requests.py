@@ -16,10 +16,12 @@ from kmeta.cli.topics import TIMEOUT_MS as ADMIN_TIMEOUT_MS
 from kmeta.cli.topics import create_topic_request
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import alter_partition_reassignments as apr
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import elect_leaders as el
+from kmeta.protocol.messages import list_partition_reassignments as lpr
 from kmeta.protocol.messages import metadata as md
 
 
@@ -199,3 +201,42 @@ async def elect_leaders(
         for r in response.replica_election_results
         for p in r.partition_result
     }
+
+
+async def reassign(
+    address: Address, ssl: ssl_module.SSLContext | None, topic: str, partition: int,
+    replicas: Sequence[int],
+) -> None:  # fmt: skip
+    """AlterPartitionReassignments of one partition to ``replicas`` (started, not finished)."""
+    request = apr.AlterPartitionReassignmentsRequest(
+        version=0,
+        timeout_ms=ADMIN_TIMEOUT_MS,
+        topics=(
+            apr.ReassignableTopic(topic, (apr.ReassignablePartition(partition, tuple(replicas)),)),
+        ),
+    )
+    response = await _request(address, request, ssl, ADMIN_TIMEOUT_MS / 1000 + 5)
+    assert isinstance(response, apr.AlterPartitionReassignmentsResponse)
+    what = f"AlterPartitionReassignments {topic}-{partition}"
+    if response.error_code:
+        raise KafkaRequestError(what, response.error_code, response.error_message)
+    for t in response.responses:
+        for p in t.partitions:
+            if p.error_code:
+                raise KafkaRequestError(what, p.error_code, p.error_message)
+
+
+async def reassigning(
+    address: Address, ssl: ssl_module.SSLContext | None, topic: str, partition: int
+) -> bool:
+    """Whether ListPartitionReassignments lists that partition (a reassignment in progress)."""
+    request = lpr.ListPartitionReassignmentsRequest(
+        version=0,
+        timeout_ms=ADMIN_TIMEOUT_MS,
+        topics=(lpr.ListPartitionReassignmentsTopics(topic, (partition,)),),
+    )
+    response = await _request(address, request, ssl, ADMIN_TIMEOUT_MS / 1000 + 5)
+    assert isinstance(response, lpr.ListPartitionReassignmentsResponse)
+    if response.error_code:
+        raise KafkaRequestError("ListPartitionReassignments", response.error_code)
+    return any(t.name == topic and t.partitions for t in response.topics)

@@ -214,10 +214,31 @@ def test_elect_preferred_moves_leaderships_back(cluster: Cluster) -> None:
     assert cluster.metadata(1).leader("prefer", 0) == 2  # no automatic rebalance
     assert cluster.elect_preferred("prefer") == [("prefer", 0)]
     assert all(cluster.metadata(i).leader("prefer", 0) == 1 for i in cluster.broker_ids)
-    assert cluster.elect_preferred() == []  # every partition led by its preferred replica
+    assert cluster.elect_preferred("prefer") == []  # nothing left to elect
+    cluster.elect_preferred()  # every topic's partitions
+    view = cluster.metadata(3)
+    assert all(st.leader == st.replicas[0] for t in view.topics.values() for st in t.values())
 
     cluster.stop_broker(3)
     with pytest.raises(KafkaRequestError, match="PREFERRED_LEADER_NOT_AVAILABLE"):
         cluster.elect_preferred("prefer", [2])
     cluster.start_broker(3)
     assert cluster.elect_preferred("prefer", [2]) == [("prefer", 2)]
+
+
+def test_move_leader_through_a_reassignment_and_a_preferred_election(cluster: Cluster) -> None:
+    cluster.create_topic("moving", assignment=[[1, 2], [2, 3]])
+    before = cluster.metadata(1).topics["moving"][0]
+    cluster.move_leader("moving", 0, 2)  # a replica: the order changes, the set stays
+    for i in cluster.broker_ids:
+        st = cluster.metadata(i).topics["moving"][0]
+        assert (st.leader, st.replicas) == (2, (2, 1))
+        assert st.leader_epoch > before.leader_epoch
+    cluster.move_leader("moving", 1, 1)  # not a replica: it replaces the last one (RF stays 2)
+    st = cluster.metadata(3).topics["moving"][1]
+    assert (st.leader, st.replicas, st.isr) == (1, (1, 2), (1, 2))
+    cluster.move_leader("moving", 1, 1)  # already the leader: nothing to do
+    cluster.stop_broker(3)
+    with pytest.raises(KafkaRequestError, match="INVALID_REPLICA_ASSIGNMENT"):
+        cluster.move_leader("moving", 0, 3)  # a dead broker cannot lead
+    cluster.start_broker(3)
