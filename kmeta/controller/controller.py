@@ -209,7 +209,13 @@ class KafkaController:
     # -- helpers ----------------------------------------------------------------------------------
     def _batch(self) -> ControllerBrokerRequestBatch:
         return ControllerBrokerRequestBatch(
-            BatchContext(self.state, self.channel, self.epoch, self.config.node_id)
+            BatchContext(
+                self.state,
+                self.channel,
+                self.epoch,
+                self.config.node_id,
+                self.reassignments.current,
+            )
         )
 
     def _update_id_for_event(self) -> int:

@@ -38,7 +38,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 from kmeta.controller.barrier import Barrier
@@ -92,10 +92,31 @@ def invalid_target(target: tuple[int, ...]) -> str | None:
     return None
 
 
+class _Current(Mapping[TopicPartition, Reassignment]):
+    """The reassignments whose topic still exists as it was (what the request batch reads)."""
+
+    def __init__(self, manager: ReassignmentManager) -> None:
+        self._m = manager
+
+    def __getitem__(self, tp: TopicPartition) -> Reassignment:
+        r = self._m._current(tp)
+        if r is None:
+            raise KeyError(tp)
+        return r
+
+    def __len__(self) -> int:
+        return len(self._m.ongoing)
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        return iter([tp for tp in self._m.ongoing if self._m._current(tp) is not None])
+
+
 class ReassignmentManager:
     def __init__(self, host: ControllerHost) -> None:
         self.host = host
         self.ongoing: dict[TopicPartition, Reassignment] = {}
+        #: ``ongoing`` without the reassignments of deleted (or re-created) topics
+        self.current: Mapping[TopicPartition, Reassignment] = _Current(self)
         #: partitions waiting for their adding replicas to catch up -> when (monotonic)
         self._due: dict[TopicPartition, float] = {}
         self._wake = asyncio.Event()

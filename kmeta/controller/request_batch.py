@@ -11,9 +11,9 @@ out with leader -2 (LeaderDuringDelete) so brokers drop it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from kmeta.controller.channel_manager import Callback, ControllerChannelManager
 from kmeta.controller.model import LEADER_DURING_DELETE, ClusterState, TopicPartition
@@ -70,6 +70,16 @@ def encode_for_brokers(request: Any, epochs: dict[int, int]) -> dict[int, tuple[
     }
 
 
+class AddingRemoving(Protocol):
+    """A partition's reassignment as LeaderAndIsr v3+ carries it (Kafka's AR and RR)."""
+
+    @property
+    def adding(self) -> tuple[int, ...]: ...
+
+    @property
+    def removing(self) -> tuple[int, ...]: ...
+
+
 @dataclass(slots=True)
 class BatchContext:
     """What a batch reads from the controller when it sends."""
@@ -80,6 +90,8 @@ class BatchContext:
     #: this controller's node id; sent with is_kraft_controller (KIP-866), so brokers tell
     #: clients a live broker as the controller and forward admin requests to us (as KRaft)
     controller_id: int
+    #: the partitions being reassigned (their adding/removing replicas go in LeaderAndIsr)
+    reassigning: Mapping[TopicPartition, AddingRemoving] = field(default_factory=dict)
 
 
 class ControllerBrokerRequestBatch:
@@ -204,8 +216,14 @@ class ControllerBrokerRequestBatch:
         make, cls = tuple.__new__, lair.LeaderAndIsrPartitionState
         epoch = ctx.controller_epoch
         # topic_name is not on the wire at v2+ (states are grouped by topic)
-        adding, removing, recovery = _LAIR_DEFAULTS
+        no_adding, no_removing, recovery = _LAIR_DEFAULTS
+        reassigning = ctx.reassigning
         for (topic, p), (st, is_new) in parts.items():
+            adding, removing = no_adding, no_removing
+            if reassigning:
+                r = reassigning.get((topic, p))
+                if r is not None:
+                    adding, removing = r.adding, r.removing
             leaders.add(st.leader)
             group = by_topic.get(topic)
             if group is None:

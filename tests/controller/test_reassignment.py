@@ -7,6 +7,7 @@ checked); requests go through a broker's client listener, which forwards them.
 from __future__ import annotations
 
 import sqlite3
+import uuid
 
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
@@ -266,3 +267,78 @@ async def test_reassigning_a_deleted_topic_is_forgotten(tmp_path):
         assert cached(c, "gone", 0) == {(3, (3,), (3,))}
     finally:
         await c.stop()
+
+
+def _states(b: RecordingBroker, kind: type, name: str) -> list:
+    return [
+        p
+        for request in b.of(kind)
+        for t in request.topic_states
+        if t.topic_name == name
+        for p in t.partition_states
+    ]
+
+
+async def test_every_broker_learns_each_step_and_a_returning_adding_replica_completes_it(tmp_path):
+    from kmeta.protocol.messages import controlled_shutdown as cs
+    from kmeta.protocol.messages import leader_and_isr as lair
+
+    ctl = await start_controller(tmp_path, reassignment_catch_up_ms=300)
+    brokers: dict[int, RecordingBroker] = {}
+    try:
+        for i in (1, 2, 3, 4):
+            brokers[i] = RecordingBroker(i)
+            await brokers[i].start()
+            await brokers[i].register(ctl.port)
+        await call(ctl.port, create_request("s", {0: [1, 2], 1: [1, 2]}))
+        answer = await call(ctl.port, alter_request({("s", 0): [3, 2], ("s", 1): [4, 2]}))
+        assert results(answer) == {("s", 0): (0, None), ("s", 1): (0, None)}
+        # broker 4 goes before it caught up: s-1 waits for it, s-0 completes
+        down = await call(
+            ctl.port,
+            cs.ControlledShutdownRequest(version=3, broker_id=4, broker_epoch=brokers[4].epoch),
+        )
+        assert down.error_code == 0
+
+        def steps(b: RecordingBroker, p: int) -> list[tuple[int, list[int], list[int]]]:
+            out = []
+            for st in _states(b, um.UpdateMetadataRequest, "s"):
+                step = (st.leader, list(st.replicas), list(st.isr))
+                if st.partition_index == p and (not out or out[-1] != step):
+                    out.append(step)
+            return out
+
+        final = (3, [3, 2], [3, 2])
+        await brokers[2].wait_for(lambda: final in steps(brokers[2], 0))
+        assert steps(brokers[2], 0) == [
+            (1, [1, 2], [1, 2]),  # created
+            (1, [3, 2, 1], [2, 1]),  # A: RS = TRS + ORS, 3 not in sync yet
+            (1, [3, 2, 1], [3, 2, 1]),  # caught up: 3 joined the ISR
+            final,  # B: 1 left, 3 leads (1 was removed)
+        ]
+        adding = [
+            st
+            for st in _states(brokers[3], lair.LeaderAndIsrRequest, "s")
+            if st.partition_index == 0
+        ]
+        assert adding[0].is_new
+        assert list(adding[0].adding_replicas) == [3]
+        assert list(adding[0].removing_replicas) == [1]
+        assert not adding[-1].adding_replicas
+        assert list(adding[-1].replicas) == [3, 2]
+        await brokers[1].wait_for(
+            lambda: any(
+                st.partition_index == 0 and st.delete_partition
+                for st in _states(brokers[1], sr.StopReplicaRequest, "s")
+            )
+        )
+        assert listed(await call(ctl.port, list_request())) == {("s", 1): ([4, 2, 1], [4], [1])}
+
+        brokers[4].incarnation_id = uuid.uuid4()  # a new process
+        await brokers[4].register(ctl.port)  # back: it joins the ISR, and s-1 completes
+        await brokers[2].wait_for(lambda: (4, [4, 2], [4, 2]) in steps(brokers[2], 1))
+        assert listed(await call(ctl.port, list_request())) == {}
+    finally:
+        for b in brokers.values():
+            await b.stop()
+        await ctl.stop()

@@ -24,9 +24,12 @@ from kmeta.protocol.header import (
     request_header_version,
     response_header_version,
 )
+from kmeta.protocol.messages import alter_partition_reassignments as apr
 from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.messages import describe_cluster as dc
 from kmeta.protocol.messages import describe_topic_partitions as dtp
+from kmeta.protocol.messages import elect_leaders as el
+from kmeta.protocol.messages import list_partition_reassignments as lpr
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.registry import APIS
@@ -521,6 +524,86 @@ GOLDEN: list[tuple[str, Message, Any, bytes]] = [
         b"\x00\x00\x00\x02\x02h\x00\x00\x23\x84\x00\x00"  # id 2, "h", 9092, rack null, no tags
         b"\x80\x00\x00\x00"  # cluster_authorized_operations: not asked (INT32_MIN)
         b"\x00",  # no tags
+    ),
+    (
+        "ElectLeadersRequest v1",
+        el.REQUEST,
+        el.ElectLeadersRequest(
+            version=1, election_type=1, topic_partitions=(el.TopicPartitions("t", (0,)),)
+        ),
+        b"\x01"  # election_type UNCLEAN
+        b"\x00\x00\x00\x01"  # topic_partitions: int32 count 1
+        b"\x00\x01t"  # topic "t"
+        b"\x00\x00\x00\x01\x00\x00\x00\x00"  # partitions: [0]
+        b"\x00\x00\xea\x60",  # timeout_ms 60000
+    ),
+    (
+        "ElectLeadersRequest v2, every partition",
+        el.REQUEST,
+        el.ElectLeadersRequest(
+            version=2, election_type=0, topic_partitions=None, timeout_ms=10_000
+        ),
+        b"\x00"  # election_type PREFERRED
+        b"\x00"  # topic_partitions: null compact array
+        b"\x00\x00\x27\x10"  # timeout_ms 10000
+        b"\x00",  # no tags
+    ),
+    (
+        "ElectLeadersResponse v2",
+        el.RESPONSE,
+        el.ElectLeadersResponse(
+            version=2,
+            error_code=0,
+            replica_election_results=(
+                el.ReplicaElectionResult("t", (el.PartitionResult(0, 84, None),)),
+            ),
+        ),
+        b"\x00\x00\x00\x00"  # throttle_time_ms
+        b"\x00\x00"  # error_code
+        b"\x02\x02t"  # replica_election_results: 1; topic "t"
+        b"\x02\x00\x00\x00\x00"  # partition_result: 1; partition_id 0
+        b"\x00\x54\x00"  # error_code ELECTION_NOT_NEEDED, error_message null
+        b"\x00\x00\x00",  # no tags (partition, topic, top level)
+    ),
+    (
+        "AlterPartitionReassignmentsRequest v0",
+        apr.REQUEST,
+        apr.AlterPartitionReassignmentsRequest(
+            version=0,
+            topics=(
+                apr.ReassignableTopic(
+                    "t",
+                    (apr.ReassignablePartition(0, (3, 2)), apr.ReassignablePartition(1, None)),
+                ),
+            ),
+        ),
+        b"\x00\x00\xea\x60"  # timeout_ms 60000
+        b"\x02\x02t"  # topics: 1; name "t"
+        b"\x03"  # partitions: 2
+        b"\x00\x00\x00\x00\x03\x00\x00\x00\x03\x00\x00\x00\x02\x00"  # 0: replicas [3, 2]
+        b"\x00\x00\x00\x01\x00\x00"  # 1: replicas null (cancel)
+        b"\x00\x00",  # no tags (topic, top level)
+    ),
+    (
+        "ListPartitionReassignmentsResponse v0",
+        lpr.RESPONSE,
+        lpr.ListPartitionReassignmentsResponse(
+            version=0,
+            error_code=0,
+            error_message=None,
+            topics=(
+                lpr.OngoingTopicReassignment(
+                    "t", (lpr.OngoingPartitionReassignment(0, (3, 2, 1), (3,), (1,)),)
+                ),
+            ),
+        ),
+        b"\x00\x00\x00\x00\x00\x00\x00"  # throttle_time_ms, error_code, error_message null
+        b"\x02\x02t"  # topics: 1; name "t"
+        b"\x02\x00\x00\x00\x00"  # partitions: 1; partition_index 0
+        b"\x04\x00\x00\x00\x03\x00\x00\x00\x02\x00\x00\x00\x01"  # replicas [3, 2, 1]
+        b"\x02\x00\x00\x00\x03"  # adding_replicas [3]
+        b"\x02\x00\x00\x00\x01"  # removing_replicas [1]
+        b"\x00\x00\x00",  # no tags (partition, topic, top level)
     ),
 ]
 
