@@ -17,23 +17,31 @@ frames that never complete cannot hold the pool for ever.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 
+log = logging.getLogger("kmeta.net.memory")
+
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 * 1024 * 1024
+#: a full pool is said at WARN at most this often
+WARN_INTERVAL_S = 60.0
 
 #: a connection's wake-up: resume reading
 Waiter = Callable[[], None]
 
 
 class RequestMemoryPool:
-    __slots__ = ("_waiters", "capacity", "used")
+    __slots__ = ("_waiters", "_warned_at", "capacity", "pauses", "used")
 
     def __init__(self, capacity: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES) -> None:
         if capacity <= 0:
             raise ValueError("queued.max.request.bytes must be positive")
         self.capacity = capacity
         self.used = 0
+        self.pauses = 0  # connections paused because the pool was full, since start
         self._waiters: dict[Waiter, None] = {}  # insertion-ordered set: woken first come first
+        self._warned_at = -WARN_INTERVAL_S
 
     @property
     def full(self) -> bool:
@@ -45,6 +53,8 @@ class RequestMemoryPool:
         if held_now > held_before:
             if self.used >= self.capacity:
                 self._waiters[waiter] = None
+                self.pauses += 1
+                self._warn()
                 return True
         elif self._waiters and self.used < self.capacity:
             self._wake()
@@ -57,6 +67,16 @@ class RequestMemoryPool:
     @property
     def waiting(self) -> int:
         return len(self._waiters)
+
+    def _warn(self) -> None:
+        now = time.monotonic()
+        if now - self._warned_at >= WARN_INTERVAL_S:
+            self._warned_at = now
+            log.warning(
+                "queued.max.request.bytes (%d) reached: %d bytes of requests buffered; "
+                "connections whose requests grow wait (said at most once a minute)",
+                self.capacity, self.used,
+            )  # fmt: skip
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, {}

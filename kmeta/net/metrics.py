@@ -17,6 +17,9 @@ Exposed (label ``listener`` on each):
 * ``kmeta_connections_open``, ``kmeta_connections_accepted_total``;
 * ``kmeta_connection_errors_total{class}``: connections closed for a fault, by class (the
   value of its :class:`kmeta.net.hooks.FaultKind`: ``FrameTooLargeError``, ``IdleTimeout``, ...).
+* ``kmeta_request_memory_used_bytes``, ``kmeta_request_memory_capacity_bytes``,
+  ``kmeta_request_memory_pauses_total``: the queued.max.request.bytes pool (no listener label:
+  one per daemon).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from prometheus_client.registry import Collector
 
 from kmeta.net.hooks import FaultKind
 from kmeta.net.listener import Listener
+from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.server_connection import ServerConnection
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.registry import api_for
@@ -202,6 +206,8 @@ class RequestCollector(Collector):
 
     def __init__(self) -> None:
         self.listeners: list[ListenerMetrics] = []
+        #: the daemon's request memory pool (queued.max.request.bytes), once instrumented
+        self.pool: RequestMemoryPool | None = None
 
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
@@ -241,6 +247,23 @@ class RequestCollector(Collector):
             for kind, n in sorted(lm.errors.items()):
                 errors.add_metric([name, kind], n)
         yield from (requests, latency, bytes_in, bytes_out, open_, accepted, errors)
+        if self.pool is not None:
+            # Kafka's MemoryPoolUsed / MemoryPoolAvailable
+            yield GaugeMetricFamily(
+                "kmeta_request_memory_used_bytes",
+                "Request bytes buffered by all connections (queued.max.request.bytes pool)",
+                value=self.pool.used,
+            )
+            yield GaugeMetricFamily(
+                "kmeta_request_memory_capacity_bytes",
+                "queued.max.request.bytes",
+                value=self.pool.capacity,
+            )
+            yield CounterMetricFamily(
+                "kmeta_request_memory_pauses",
+                "Connections paused because the request memory pool was full",
+                value=self.pool.pauses,
+            )
 
 
 class DaemonMetrics:
@@ -259,6 +282,8 @@ class DaemonMetrics:
     def instrument(self, listeners: Iterable[Listener]) -> None:
         """Meter every connection these listeners accept from now on."""
         for lst in listeners:
+            if lst.info.pool is not None:
+                self.requests.pool = lst.info.pool  # one per daemon, shared by its listeners
             lm = self.listener(lst.name, lambda lst=lst: len(lst.connections))  # type: ignore[misc]
             lst.hooks = lst.hooks.with_observer(lm.observer)
 

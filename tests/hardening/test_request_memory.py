@@ -8,6 +8,7 @@ requests on other connections are still served.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -148,11 +149,19 @@ async def test_partial_frames_on_ten_connections_stay_within_the_cap(
     assert proc.poll() is None
 
 
-async def test_a_full_pool_pauses_growing_partials_and_wakes_them_when_freed() -> None:
+async def test_a_full_pool_pauses_growing_partials_and_wakes_them_when_freed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """In process: what the pool does, connection by connection (cap = one 256 KiB frame)."""
+    caplog.set_level(logging.WARNING, logger="kmeta.net.memory")
     b = await broker_with_topics(
-        3, max_frame_size=256 * 1024, queued_max_request_bytes=256 * 1024, request_timeout_ms=60_000
+        3,
+        max_frame_size=256 * 1024,
+        queued_max_request_bytes=256 * 1024,
+        request_timeout_ms=60_000,
+        metrics_port=0,
     )
+    assert b.metrics is not None
     port = b.port(PLAINTEXT)
     pool = b.request_memory
     try:
@@ -178,6 +187,13 @@ async def test_a_full_pool_pauses_growing_partials_and_wakes_them_when_freed() -
         assert pool.waiting >= 1
         # a connection with complete small requests is still served
         await assert_healthy(port, "t1")
+        # operators see it: gauges and one WARN line
+        assert b.metrics.value("kmeta_request_memory_used_bytes") == pool.used >= 256 * 1024
+        assert b.metrics.value("kmeta_request_memory_capacity_bytes") == 256 * 1024
+        assert b.metrics.value("kmeta_request_memory_pauses_total") >= 1
+        assert [r.getMessage()[:40] for r in caplog.records] == [
+            "queued.max.request.bytes (262144) reache"
+        ]
         # the rest of both frames: the paused one is not read until the other is done
         wa.write(big[150 * 1024 :])
         wb.write(big[150 * 1024 :])
