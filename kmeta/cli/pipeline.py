@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 from pathlib import Path
 
 import click
@@ -16,6 +18,15 @@ from kmeta.pipeline.config import (
     load_brokers,
     parse_broker_flag,
 )
+
+
+def require_input(path: str, option: str) -> None:
+    """Refuse a missing input before Spark starts (seconds of JVM start-up, then a traceback).
+    A URL (hdfs://, s3a://, file://) is left to Spark."""
+    if "://" in path:
+        return
+    if not (os.path.exists(path) or glob.glob(path)):
+        raise click.ClickException(f"{option} {path}: no such file or directory")
 
 
 @click.group("pipeline")
@@ -48,6 +59,12 @@ def pipeline_group() -> None:
 )
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--master", default=None, help="Spark master URL (default: local[*]).")
+@click.option(
+    "--require-rack-spread",
+    is_flag=True,
+    help="Reject rows whose replicas span fewer racks than they could (default: a warning; "
+    "Kafka accepts any explicit assignment).",
+)
 def plan_cmd(
     input_path: str,
     fmt: str,
@@ -55,6 +72,7 @@ def plan_cmd(
     broker_flags: tuple[str, ...],
     out: str,
     master: str | None,
+    require_rack_spread: bool,
 ) -> None:
     """Validate an assignment and compute the partition states and broker load."""
     if bool(brokers_file) == bool(broker_flags):
@@ -67,7 +85,15 @@ def plan_cmd(
         )
     except BrokerListError as exc:
         raise click.BadParameter(str(exc), param_hint="--brokers/--broker") from None
-    config = PlanConfig(input_path, fmt, brokers, out, master)  # type: ignore[arg-type]
+    require_input(input_path, "--input")
+    config = PlanConfig(
+        input_path,
+        fmt,  # type: ignore[arg-type]
+        brokers,
+        out,
+        master,
+        require_rack_spread,
+    )
     Path(out).mkdir(parents=True, exist_ok=True)
 
     from kmeta.pipeline.plan_job import run_plan
@@ -76,9 +102,17 @@ def plan_cmd(
     with spark_session("kmeta-plan", master) as spark:
         summary = run_plan(spark, config)
     click.echo(json.dumps({k: v for k, v in summary.items() if k != "brokers"}, indent=2))
+    warned = summary["accepted_rows_with_warnings"]
     click.echo(
         f"accepted {summary['accepted_rows']} of {summary['input_rows']} rows "
-        f"({summary['rejected_rows']} rejected, see {Path(out) / 'rejects'})",
+        f"({summary['rejected_rows']} rejected, see {Path(out) / 'rejects'}"
+        + (
+            f"; {warned} accepted with warnings: "
+            + ", ".join(f"{k} {v}" for k, v in summary["warnings"].items())
+            if warned
+            else ""
+        )
+        + ")",
         err=True,
     )
 
@@ -101,14 +135,16 @@ def analyze_cmd(logs: str, bench: tuple[str, ...], out: str, fmt: str, master: s
     """Convergence per update, lag per broker, disagreement windows; report.md with charts."""
     config = AnalyzeConfig(logs, out, bench, fmt, master)  # type: ignore[arg-type]
 
+    from kmeta.pipeline.analyze_extract import log_paths
     from kmeta.pipeline.analyze_job import run_analyze
     from kmeta.pipeline.session import spark_session
 
     try:
-        with spark_session("kmeta-analyze", master) as spark:
-            summary = run_analyze(spark, config)
+        log_paths(logs)  # before Spark starts
     except FileNotFoundError as exc:
-        raise click.BadParameter(str(exc), param_hint="--logs") from None
+        raise click.ClickException(f"--logs: {exc}") from None
+    with spark_session("kmeta-analyze", master) as spark:
+        summary = run_analyze(spark, config)
     click.echo(
         f"{summary['updates']} updates, {summary['malformed_lines']} malformed line(s); "
         f"report: {Path(out) / 'report.md'}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,22 @@ def _rows(df: DataFrame) -> list[dict[str, Any]]:
     return [r.asDict() for r in df.collect()]
 
 
+def window_summary(w: dict[str, Any], first_send_ts: float | None) -> dict[str, Any]:
+    """A disagreement window as people read it: when (UTC, and seconds into the run) and how
+    long, instead of two raw epoch-millisecond stamps."""
+    start = datetime.fromtimestamp(w["start_ts"] / 1000.0, tz=UTC)
+    return {
+        "start_utc": start.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "start_offset_s": (
+            None if first_send_ts is None else round((w["start_ts"] - first_send_ts) / 1000, 3)
+        ),
+        "duration_ms": round(w["duration_ms"], 3),
+        "updates": w["updates"],
+        "brokers_behind": w["brokers_behind"],
+        "update_ids": w["update_ids"],
+    }
+
+
 def run_analyze(spark: SparkSession, config: AnalyzeConfig) -> dict[str, Any]:
     started = time.monotonic()
     out = Path(config.out)
@@ -76,12 +93,18 @@ def run_analyze(spark: SparkSession, config: AnalyzeConfig) -> dict[str, Any]:
     conv = updates.agg(
         F.count(F.lit(1)).alias("updates"),
         F.sum((~F.col("complete")).cast("long")).alias("incomplete"),
+        F.count("convergence_ms").alias("samples"),
+        F.sum(F.col("send_stamped_late").cast("long")).alias("stamped_late"),
         F.percentile("convergence_ms", F.array(*(F.lit(q) for q in (0.5, 0.95, 0.99)))).alias("p"),
         F.max("convergence_ms").alias("max"),
+        F.min("first_send_ts").alias("first_send"),
     ).first()
     assert conv is not None
     brokers = sorted(_rows(lag), key=lambda b: b["rank"])
-    window_rows = _rows(windows.orderBy(F.col("duration_ms").desc()).limit(REPORT_WINDOWS))
+    window_rows = [
+        window_summary(w, conv["first_send"])
+        for w in _rows(windows.orderBy(F.col("duration_ms").desc()).limit(REPORT_WINDOWS))
+    ]
     chart_updates = _rows(
         updates.select("first_send_ts", "convergence_ms", "complete")
         .where(F.col("convergence_ms").isNotNull())
@@ -96,6 +119,7 @@ def run_analyze(spark: SparkSession, config: AnalyzeConfig) -> dict[str, Any]:
         write_table(spark.createDataFrame(bench, bench_schema), out / "bench", config.format)
 
     p = conv["p"] or [None, None, None]
+    n = conv["samples"]
     summary: dict[str, Any] = {
         "log_files": len(paths),
         "lines": counts["lines"],
@@ -103,7 +127,14 @@ def run_analyze(spark: SparkSession, config: AnalyzeConfig) -> dict[str, Any]:
         "events": counts["lines"] - (counts["malformed"] or 0),
         "updates": conv["updates"],
         "updates_incomplete": conv["incomplete"] or 0,
-        "convergence_ms": {"p50": p[0], "p95": p[1], "p99": p[2], "max": conv["max"]},
+        "convergence_ms": {
+            "samples": n,
+            "p50": p[0],
+            "p95": p[1] if n >= tr.MIN_SAMPLES_P95 else None,
+            "p99": p[2] if n >= tr.MIN_SAMPLES_P99 else None,
+            "max": conv["max"],
+        },
+        "updates_send_stamped_late": conv["stamped_late"] or 0,
         "brokers_by_lag": brokers,
         "disagreement_windows": window_rows,
         "bench_files": len(config.bench),

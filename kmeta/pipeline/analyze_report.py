@@ -5,6 +5,7 @@ Takes plain Python rows (already collected and small), so it never touches Spark
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+
+from kmeta.pipeline.analyze_transform import MIN_SAMPLES_P95, MIN_SAMPLES_P99
 
 CONVERGENCE_PNG = "convergence.png"
 LAG_PNG = "broker_lag.png"
@@ -54,7 +57,9 @@ def lag_chart(brokers: Sequence[dict[str, Any]], path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(max(5, 0.6 * len(rows) + 2), 3.5))
     width = 0.27
     for i, key in enumerate(("lag_p50_ms", "lag_p95_ms", "lag_p99_ms")):
-        ax.bar([v + (i - 1) * width for v in x], [b[key] for b in rows], width, label=key[4:7])
+        # a percentile left out for want of samples draws no bar (NaN), not a zero
+        heights = [math.nan if b[key] is None else b[key] for b in rows]
+        ax.bar([v + (i - 1) * width for v in x], heights, width, label=key[4:7])
     ax.set_xticks(list(x), names)
     ax.set_xlabel("broker (worst first)")
     ax.set_ylabel("propagation lag (ms)")
@@ -84,6 +89,16 @@ def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[str]:
     return [*out, ""]
 
 
+def _percentiles(c: dict[str, Any], minimums: dict[str, int]) -> str:
+    n = c["samples"]
+    parts = [f"p50 {_fmt(c['p50'])}"]
+    for key, least in minimums.items():
+        parts.append(
+            f"{key} {_fmt(c[key])}" if c[key] is not None else f"{key} - (needs {least} samples)"
+        )
+    return f"{', '.join(parts)}, max {_fmt(c['max'])} (n={n})"
+
+
 def markdown(
     summary: dict[str, Any],
     brokers: Sequence[dict[str, Any]],
@@ -93,6 +108,7 @@ def markdown(
     charts: Sequence[str],
 ) -> str:
     c = summary["convergence_ms"]
+    minimums = {"p95": MIN_SAMPLES_P95, "p99": MIN_SAMPLES_P99}
     lines = [
         "# kmeta propagation analysis",
         "",
@@ -100,29 +116,35 @@ def markdown(
         f"events: {summary['events']}, malformed: {summary['malformed_lines']}",
         f"- updates: {summary['updates']} ({summary['updates_incomplete']} never reached every "
         "broker)",
-        f"- convergence (controller send -> last broker applied), ms: p50 {_fmt(c['p50'])}, "
-        f"p95 {_fmt(c['p95'])}, p99 {_fmt(c['p99'])}, max {_fmt(c['max'])}",
+        "- convergence (controller send -> last broker applied), ms: " + _percentiles(c, minimums),
     ]
+    if summary.get("updates_send_stamped_late"):
+        lines.append(
+            f"- {summary['updates_send_stamped_late']} update(s) applied before the controller's "
+            "send stamp (taken after the write): counted as 0 ms"
+        )
     if brokers:
         worst = brokers[0]
+        p99 = f"p99 {_fmt(worst['lag_p99_ms'])} ms, " if worst["lag_p99_ms"] is not None else ""
         lines.append(
-            f"- **most lagging broker: {worst['broker']}** (p99 {_fmt(worst['lag_p99_ms'])} ms, "
-            f"max {_fmt(worst['lag_max_ms'])} ms, {worst['updates_missing']} update(s) never "
-            "applied)"
+            f"- **most lagging broker: {worst['broker']}** ({p99}max {_fmt(worst['lag_max_ms'])} "
+            f"ms over {worst['updates_applied']} update(s), {worst['updates_missing']} of "
+            f"{worst['updates_total']} never applied)"
         )
     lines += ["", *(f"![{name}]({name})" for name in charts), ""]
     lines += ["## Brokers ranked by propagation lag", ""]
     lines += [
         "Lag is controller enqueue -> broker applied, per update (it includes the broker's "
-        "send queue).",
+        f"send queue). p95 needs {MIN_SAMPLES_P95} applied updates and p99 {MIN_SAMPLES_P99} "
+        "(fewer: '-'), since below that they are only the maximum.",
         "",
     ]
     lines += _table(
-        brokers,
+        [{**b, "applied": f"{b['updates_applied']} of {b['updates_total']}"} for b in brokers],
         [
             "rank",
             "broker",
-            "updates_applied",
+            "applied",
             "updates_missing",
             "lag_p50_ms",
             "lag_p95_ms",
@@ -132,7 +154,10 @@ def markdown(
         ],
     )
     lines += [f"## Disagreement windows (longest {len(windows)})", ""]
-    lines += _table(windows, ["start_ts", "end_ts", "duration_ms", "updates", "brokers_behind"])
+    lines += _table(
+        windows,
+        ["start_utc", "start_offset_s", "duration_ms", "updates", "brokers_behind"],
+    )
     lines += [f"## Malformed lines ({summary['malformed_lines']}; first {len(malformed)})", ""]
     lines += _table(malformed, ["file", "line", "reason", "text"])
     if bench:

@@ -10,6 +10,14 @@ Times are the lines' ``ts_ms`` (wall clock, comparable across processes on synce
   the wait in its controller send queue.
 * update convergence: controller's first send of the update -> the last broker applied it
   (``convergence_ms``); brokers that never applied it are listed and make it incomplete.
+  The controller stamps its ``send`` line just *after* handing the bytes to the socket
+  (channel_manager's ``_sent`` runs after ``conn.send``), so a broker on the same host can
+  log its ``apply`` a fraction of a millisecond earlier. Nothing can be applied before it
+  was sent: a negative difference is that stamping error, and both ``convergence_ms`` and
+  ``send_to_apply_ms`` are clamped at 0 (``send_stamped_late`` counts the clamped ones).
+* percentiles: a p-quantile of fewer than 1/(1-p) samples is just the maximum, so p95 is
+  given from ``MIN_SAMPLES_P95`` samples and p99 from ``MIN_SAMPLES_P99`` (else null), and
+  every percentile comes with its sample count.
 * disagreement window: while some brokers have applied an update and others have not
   (first apply -> last apply, or -> end of logs when a broker never applied); overlapping
   windows are merged.
@@ -21,6 +29,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 _UPDATE = ["controller_epoch", "update_id"]
+MIN_SAMPLES_P95 = 20
+MIN_SAMPLES_P99 = 100
 _REQUEST = ["controller_epoch", "target_broker", "correlation_id"]
 
 
@@ -73,7 +83,9 @@ def deliveries(events: DataFrame) -> DataFrame:
         F.when(F.col("applied"), F.col("apply_ts")).alias("apply_ts"),
         "applied",
         F.when(F.col("applied"), F.col("apply_ts") - start).alias("lag_ms"),
-        F.when(F.col("applied"), F.col("apply_ts") - F.col("send_ts")).alias("send_to_apply_ms"),
+        F.when(
+            F.col("applied"), F.greatest(F.col("apply_ts") - F.col("send_ts"), F.lit(0.0))
+        ).alias("send_to_apply_ms"),
     )
 
 
@@ -110,7 +122,10 @@ def update_convergence(deliveries: DataFrame, events: DataFrame) -> DataFrame:
         "first_enqueue_ts",
         "first_send_ts",
         "last_apply_ts",
-        (F.col("last_apply_ts") - F.col("first_send_ts")).alias("convergence_ms"),
+        F.greatest(F.col("last_apply_ts") - F.col("first_send_ts"), F.lit(0.0)).alias(
+            "convergence_ms"
+        ),
+        (F.col("last_apply_ts") < F.col("first_send_ts")).alias("send_stamped_late"),
         "first_apply_ts",
     )
 
@@ -130,13 +145,15 @@ def broker_lag(deliveries: DataFrame) -> DataFrame:
         F.col("lag_max_ms").desc_nulls_last(),
         "broker",
     )
+    n = F.col("updates_applied")
     flat = lags.select(
         "broker",
         "updates_applied",
         "updates_missing",
+        (F.col("updates_applied") + F.col("updates_missing")).alias("updates_total"),
         F.col("_p")[0].alias("lag_p50_ms"),
-        F.col("_p")[1].alias("lag_p95_ms"),
-        F.col("_p")[2].alias("lag_p99_ms"),
+        F.when(n >= MIN_SAMPLES_P95, F.col("_p")[1]).alias("lag_p95_ms"),
+        F.when(n >= MIN_SAMPLES_P99, F.col("_p")[2]).alias("lag_p99_ms"),
         "lag_max_ms",
         "send_to_apply_p50_ms",
     )

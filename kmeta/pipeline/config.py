@@ -31,6 +31,8 @@ class PlanConfig:
     brokers: tuple[BrokerSpec, ...]
     out: str
     master: str | None = None
+    #: reject (rather than warn about) replicas spanning fewer racks than they could
+    require_rack_spread: bool = False
 
 
 @dataclass(frozen=True, slots=True)

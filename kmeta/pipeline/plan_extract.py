@@ -10,26 +10,16 @@ raw text (for the rejects output) next to the parsed values:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from kmeta.pipeline.config import BrokerSpec, InputFormat
+from kmeta.pipeline.config import InputFormat
 
 _RAW_COLUMNS = ("topic", "partition", "replicas", "leader", "isr")
 # At most 9 digits, so the cast can never overflow an int (and never fails under ANSI mode).
 _INT = r"^\s*-?\d{1,9}\s*$"
 _INT_LIST = r"^\s*\[?\s*(-?\d+(\s*[,;|\s]\s*-?\d+)*)?\s*\]?\s*$"
-
-BROKER_SCHEMA = T.StructType(
-    [
-        T.StructField("broker_id", T.IntegerType(), False),
-        T.StructField("rack", T.StringType(), True),
-        T.StructField("alive", T.BooleanType(), False),
-    ]
-)
 
 
 def read_assignment(spark: SparkSession, path: str, fmt: InputFormat) -> DataFrame:
@@ -118,7 +108,3 @@ def normalize_assignment(raw: DataFrame) -> DataFrame:
         "raw_isr",
         F.filter(F.array(*errors), lambda e: e.isNotNull()).alias("parse_errors"),
     )
-
-
-def brokers_frame(spark: SparkSession, brokers: Sequence[BrokerSpec]) -> DataFrame:
-    return spark.createDataFrame([(b.id, b.rack, b.alive) for b in brokers], schema=BROKER_SCHEMA)

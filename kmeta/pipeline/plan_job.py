@@ -2,10 +2,15 @@
 
 Output directory layout (read back by ``plan_reader`` for ``kmeta topics import``):
 
-    partitions/   Parquet: topic, partition, replicas, leader, leader_source, isr, offline_replicas
+    partitions/   Parquet: topic, partition, replicas, leader, leader_source, isr,
+                  offline_replicas, warnings (accepted all the same, e.g. rack_spread)
     rejects/      Parquet: row_id, topic, partition, replicas, leader, isr (as given), reasons
     brokers/      Parquet: per-broker counts and skew
-    summary.json  counts, reject reasons, skew, stage times
+    summary.json  counts, reject reasons, warnings, skew, stage times
+
+Few Spark jobs, because each costs a scheduling round trip whatever its size: the validated
+rows are computed once (cached), one aggregate of small cardinality gives every count, the two
+outputs are written, and the per-broker load (a few rows) is one more aggregate.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kmeta.pipeline import plan_extract, plan_transform, plan_validate
@@ -36,56 +41,74 @@ class _Stages:
         self._t = now
 
 
+def _codes(reasons: Column) -> Column:
+    """``code: detail`` strings -> their codes."""
+    return F.transform(reasons, lambda r: F.substring_index(r, ":", 1))
+
+
+def _outcome_counts(validated: DataFrame) -> list[dict[str, Any]]:
+    """One small job over every row: how many rows share each (outcome, reason codes, warning
+    codes, partition facts) combination. The driver adds them up (there are few combinations).
+    """
+    ok = F.size("reasons") == 0
+    keys = validated.select(
+        ok.alias("ok"),
+        _codes(F.col("reasons")).alias("reason_codes"),
+        F.when(ok, _codes(F.col("warnings"))).alias("warning_codes"),
+        (ok & (F.col("partition") == 0)).alias("first_partition"),
+        (ok & (F.col("leader_source") == "given")).alias("leader_given"),
+        (ok & (F.col("leader_out") == plan_transform.NO_LEADER)).alias("offline"),
+        (ok & (F.size("isr_out") < F.size("replicas"))).alias("under_replicated"),
+    )
+    return [r.asDict() for r in keys.groupBy(*keys.columns).count().collect()]
+
+
 def run_plan(spark: SparkSession, config: PlanConfig) -> dict[str, Any]:
     stages = _Stages()
     out = Path(config.out)
     raw = plan_extract.read_assignment(spark, config.input, config.format)
+    # read twice by the validation (rows and their per-topic aggregate): cached once
     rows = plan_extract.normalize_assignment(raw).persist(StorageLevel.MEMORY_AND_DISK)
-    input_rows = rows.count()
-    stages.done("extract")
+    validated = plan_validate.validate(rows, config.brokers, config.require_rack_spread)
+    states = plan_transform.with_states(validated, config.brokers).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    combos = _outcome_counts(states)
+    stages.done("extract_validate")
 
-    validated = plan_validate.validate(rows, config.brokers).persist(StorageLevel.MEMORY_AND_DISK)
-    by_outcome: dict[bool, int] = {
-        r["ok"]: r["count"]
-        for r in validated.groupBy((F.size("reasons") == 0).alias("ok")).count().collect()
-    }
-    accepted_rows, rejected_rows = by_outcome.get(True, 0), by_outcome.get(False, 0)
+    tally: dict[str, int] = {}
+    reasons: dict[str, int] = {}
+    warnings: dict[str, int] = {}
+    for c in combos:
+        n = c["count"]
+        for key in ("first_partition", "leader_given", "offline", "under_replicated"):
+            tally[key] = tally.get(key, 0) + (n if c[key] else 0)
+        tally["accepted" if c["ok"] else "rejected"] = (
+            tally.get("accepted" if c["ok"] else "rejected", 0) + n
+        )
+        for code in c["reason_codes"]:
+            reasons[code] = reasons.get(code, 0) + n
+        for code in set(c["warning_codes"] or ()):
+            warnings[code] = warnings.get(code, 0) + n
+        tally["warned"] = tally.get("warned", 0) + (n if c["warning_codes"] else 0)
+    accepted_rows, rejected_rows = tally.get("accepted", 0), tally.get("rejected", 0)
+    input_rows = accepted_rows + rejected_rows
     plan_validate.check_balance(input_rows, accepted_rows, rejected_rows)
-    stages.done("validate")
 
-    states = plan_transform.partition_states(plan_validate.accepted(validated), config.brokers)
-    states.write.mode("overwrite").parquet(str(out / "partitions"))
-    stages.done("transform_write_partitions")
-
-    rejects = plan_validate.rejected(validated)
-    rejects.write.mode("overwrite").parquet(str(out / "rejects"))
-    reasons = {
-        r["code"]: r["count"]
-        for r in rejects.select(F.explode("reasons").alias("reason"))
-        .select(F.substring_index("reason", ":", 1).alias("code"))
-        .groupBy("code")
-        .count()
-        .collect()
-    }
+    plan_transform.accepted_states(states).write.mode("overwrite").parquet(str(out / "partitions"))
+    stages.done("write_partitions")
+    plan_validate.rejected(states).write.mode("overwrite").parquet(str(out / "rejects"))
     stages.done("write_rejects")
 
-    written = spark.read.parquet(str(out / "partitions"))
-    facts = written.agg(
-        F.count(F.lit(1)).alias("partitions"),
-        F.countDistinct("topic").alias("topics"),
-        F.sum((F.col("leader") == plan_transform.NO_LEADER).cast("long")).alias("offline"),
-        F.sum((F.size("isr") < F.size("replicas")).cast("long")).alias("under_replicated"),
-        F.sum((F.col("leader_source") == "given").cast("long")).alias("leader_given"),
-    ).first()
-    assert facts is not None
-    load = plan_transform.broker_load(written, plan_extract.brokers_frame(spark, config.brokers))
-    load.write.mode("overwrite").parquet(str(out / "brokers"))
-    brokers = [r.asDict() for r in load.collect()]
+    brokers = plan_transform.broker_load(plan_transform.accepted_states(states), config.brokers)
+    spark.createDataFrame(brokers, plan_transform.BROKER_LOAD_SCHEMA).coalesce(1).write.mode(
+        "overwrite"
+    ).parquet(str(out / "brokers"))
     stages.done("broker_load")
 
-    validated.unpersist()
+    states.unpersist()
     rows.unpersist()
-    skews = [b for b in brokers if b["replica_skew"] is not None]
+    live = [b for b in brokers if b["replica_skew"] is not None]
     summary: dict[str, Any] = {
         "input": config.input,
         "format": config.format,
@@ -93,14 +116,17 @@ def run_plan(spark: SparkSession, config: PlanConfig) -> dict[str, Any]:
         "accepted_rows": accepted_rows,
         "rejected_rows": rejected_rows,
         "reject_reasons": dict(sorted(reasons.items())),
-        "topics": facts["topics"],
-        "partitions": facts["partitions"],
-        "partitions_offline": facts["offline"] or 0,
-        "partitions_under_replicated": facts["under_replicated"] or 0,
-        "leaders_given": facts["leader_given"] or 0,
-        "max_replica_skew": max((b["replica_skew"] for b in skews), default=None),
+        "require_rack_spread": config.require_rack_spread,
+        "accepted_rows_with_warnings": tally.get("warned", 0),
+        "warnings": dict(sorted(warnings.items())),
+        "topics": tally.get("first_partition", 0),
+        "partitions": accepted_rows,
+        "partitions_offline": tally.get("offline", 0),
+        "partitions_under_replicated": tally.get("under_replicated", 0),
+        "leaders_given": tally.get("leader_given", 0),
+        "max_replica_skew": max((b["replica_skew"] for b in live), default=None),
         "max_leader_skew": max(
-            (b["leader_skew"] for b in skews if b["leader_skew"] is not None), default=None
+            (b["leader_skew"] for b in live if b["leader_skew"] is not None), default=None
         ),
         "brokers": brokers,
         "stage_seconds": stages.seconds,

@@ -4,13 +4,17 @@
   order), else -1 (Kafka's "no leader"): ``leader_source`` says which.
 * isr: the given one, else the live replicas in replica order.
 * offline_replicas: replicas on dead brokers.
+* warnings: carried from validation (``rack_spread: ...``); accepted all the same.
 * per broker: replicas, leaders and preferred leaders, and the skew of each against an even
-  spread over the live brokers (0.0 is even, 0.5 is 50 % above an even share).
+  spread of the live brokers' share over the live brokers (0.0 is even, 0.5 is 50 % above an
+  even share). Replicas on dead brokers count in neither side: dividing every replica by the
+  live brokers only would make every live broker look under-loaded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -21,70 +25,105 @@ from kmeta.pipeline.plan_validate import int_array
 NO_LEADER = -1
 
 
-def partition_states(accepted: DataFrame, brokers: Sequence[BrokerSpec]) -> DataFrame:
+BROKER_LOAD_SCHEMA = (
+    "broker_id int, rack string, alive boolean, replicas long, leaders long, "
+    "preferred_leaders long, replica_skew double, leader_skew double"
+)
+
+
+def _state_columns(brokers: Sequence[BrokerSpec]) -> dict[str, Column]:
     live = int_array([b.id for b in brokers if b.alive])
     replicas, leader = F.col("replicas"), F.col("leader")
     live_replicas = F.filter(replicas, lambda r: F.array_contains(live, r))
     given_ok = leader.isNotNull() & F.array_contains(live, leader)
     first_live = F.try_element_at(live_replicas, F.lit(1))
+    return {
+        "leader": F.when(given_ok, leader).otherwise(F.coalesce(first_live, F.lit(NO_LEADER))),
+        "leader_source": F.when(given_ok, "given")
+        .when(first_live.isNotNull(), "elected")
+        .otherwise("none"),
+        "isr": F.coalesce(F.col("isr"), live_replicas),
+        "offline_replicas": F.filter(replicas, lambda r: ~F.array_contains(live, r)),
+    }
+
+
+def partition_states(accepted: DataFrame, brokers: Sequence[BrokerSpec]) -> DataFrame:
+    """The states of accepted rows (topic, partition, replicas, leader, isr, warnings)."""
+    cols = _state_columns(brokers)
     return accepted.select(
         "topic",
         "partition",
         "replicas",
-        F.when(given_ok, leader)
-        .otherwise(F.coalesce(first_live, F.lit(NO_LEADER)))
-        .alias("leader"),
-        F.when(given_ok, "given")
-        .when(first_live.isNotNull(), "elected")
-        .otherwise("none")
-        .alias("leader_source"),
-        F.coalesce(F.col("isr"), live_replicas).alias("isr"),
-        F.filter(replicas, lambda r: ~F.array_contains(live, r)).alias("offline_replicas"),
+        cols["leader"].alias("leader"),
+        cols["leader_source"].alias("leader_source"),
+        cols["isr"].alias("isr"),
+        cols["offline_replicas"].alias("offline_replicas"),
+        "warnings",
     )
 
 
-def broker_load(states: DataFrame, brokers: DataFrame) -> DataFrame:
-    """One row per broker in ``brokers`` (broker_id, rack, alive), zero counts included."""
-    placed = (
-        states.select(F.posexplode("replicas").alias("pos", "broker_id"))
+def with_states(validated: DataFrame, brokers: Sequence[BrokerSpec]) -> DataFrame:
+    """Validated rows plus what each would become (``leader_out``, ``isr_out``, ...), so one
+    cached frame serves the counts, both outputs and the broker load."""
+    cols = _state_columns(brokers)
+    return validated.withColumns(
+        {
+            "leader_out": cols["leader"],
+            "leader_source": cols["leader_source"],
+            "isr_out": cols["isr"],
+            "offline_replicas": cols["offline_replicas"],
+        }
+    )
+
+
+def accepted_states(states: DataFrame) -> DataFrame:
+    """The partitions/ output: accepted rows of ``with_states``, in partition_states' shape."""
+    return states.where(F.size("reasons") == 0).select(
+        "topic",
+        "partition",
+        "replicas",
+        F.col("leader_out").alias("leader"),
+        "leader_source",
+        F.col("isr_out").alias("isr"),
+        "offline_replicas",
+        "warnings",
+    )
+
+
+def broker_load(states: DataFrame, brokers: Sequence[BrokerSpec]) -> list[dict[str, Any]]:
+    """One row per broker of ``brokers`` (zero counts included), ordered by id.
+
+    One aggregate in Spark (a row per broker holding replicas); the skew is computed here over
+    the live brokers only: their replicas divided among them. Replicas on a dead broker are
+    offline, not load a live broker carries.
+    """
+    placed = {
+        r["broker_id"]: r
+        for r in states.select(F.posexplode("replicas").alias("pos", "broker_id"), "leader")
         .groupBy("broker_id")
         .agg(
             F.count(F.lit(1)).alias("replicas"),
             F.sum((F.col("pos") == 0).cast("long")).alias("preferred_leaders"),
+            F.sum((F.col("broker_id") == F.col("leader")).cast("long")).alias("leaders"),
         )
-    )
-    leading = (
-        states.where(F.col("leader") != NO_LEADER)
-        .groupBy(F.col("leader").alias("broker_id"))
-        .agg(F.count(F.lit(1)).alias("leaders"))
-    )
-    counts = (
-        brokers.join(placed, "broker_id", "left")
-        .join(leading, "broker_id", "left")
-        .fillna(0, subset=["replicas", "preferred_leaders", "leaders"])
-    )
-    live = F.col("alive")
-    totals = counts.agg(
-        F.sum("replicas").alias("_r"),
-        F.sum("leaders").alias("_l"),
-        F.sum(live.cast("long")).alias("_n"),
-    )
-
-    def skew(column: str, total: str) -> Column:
-        even = F.col(total) / F.col("_n")
-        return F.when(live & (F.col("_n") > 0) & (even > 0), F.col(column) / even - 1.0)
-
-    return (
-        counts.crossJoin(totals)
-        .select(
-            "broker_id",
-            "rack",
-            "alive",
-            "replicas",
-            "leaders",
-            "preferred_leaders",
-            F.round(skew("replicas", "_r"), 6).alias("replica_skew"),
-            F.round(skew("leaders", "_l"), 6).alias("leader_skew"),
+        .collect()
+    }
+    rows: list[dict[str, Any]] = []
+    for b in sorted(brokers, key=lambda b: b.id):
+        got = placed.get(b.id)
+        rows.append(
+            {
+                "broker_id": b.id,
+                "rack": b.rack,
+                "alive": b.alive,
+                "replicas": got["replicas"] if got else 0,
+                "leaders": got["leaders"] if got else 0,
+                "preferred_leaders": got["preferred_leaders"] if got else 0,
+            }
         )
-        .orderBy("broker_id")
-    )
+    live = [r for r in rows if r["alive"]]
+    for key, skew_key in (("replicas", "replica_skew"), ("leaders", "leader_skew")):
+        even = sum(r[key] for r in live) / len(live) if live else 0.0
+        for r in rows:
+            r[skew_key] = round(r[key] / even - 1.0, 6) if r["alive"] and even > 0 else None
+    return rows

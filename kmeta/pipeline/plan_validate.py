@@ -4,9 +4,11 @@ Reasons are ``code: detail`` strings. Rules (Kafka's where Kafka has one):
 
 * row: legal topic name (``[a-zA-Z0-9._-]``, 1..249 chars, not ``.``/``..``); partition >= 0;
   replicas non-empty, distinct, all known brokers; a given leader is one of the replicas; a
-  given ISR is distinct, within the replicas and holds the given leader; replicas span
-  min(RF, racks in the cluster) racks when every replica's rack is known (what Kafka's
-  rack-aware assignment guarantees).
+  given ISR is distinct, within the replicas and holds the given leader.
+* warning, not a rule (unless ``require_rack_spread``): replicas span fewer than
+  min(RF, racks in the cluster) racks when every replica's rack is known. Kafka guarantees the
+  spread only when it chooses the replicas itself (rack-aware assignment); an explicit
+  assignment (reassignment JSON, ``--replica-assignment``) is accepted whatever its racks.
 * duplicates: the same (topic, partition) twice with the same assignment keeps the first row;
   with different assignments every copy is rejected.
 * topic: partitions contiguous from 0; one replication factor (Kafka refuses mixed sizes);
@@ -43,11 +45,29 @@ def _join(values: Column) -> Column:
     return F.array_join(values.cast("array<string>"), ",")
 
 
-def row_checks(rows: DataFrame, brokers: Sequence[BrokerSpec]) -> DataFrame:
-    """Add ``row_reasons``: what is wrong with each row on its own."""
-    known = int_array([b.id for b in brokers])
+def rack_spread_check(brokers: Sequence[BrokerSpec]) -> Column | None:
+    """``rack_spread: ...`` for a row whose known racks are fewer than it could span, else null;
+    None when the cluster has fewer than two racks (nothing to check)."""
     racked = [b for b in brokers if b.rack is not None]
     cluster_racks = len({b.rack for b in racked})
+    if cluster_racks < 2:
+        return None
+    replicas = F.col("replicas")
+    rack_map = F.create_map(*(x for b in racked for x in (F.lit(b.id), F.lit(b.rack))))
+    racks = F.transform(replicas, lambda r: F.try_element_at(rack_map, r))
+    spread = F.size(F.array_distinct(racks))
+    wanted = F.least(F.size(F.array_distinct(replicas)), F.lit(cluster_racks))
+    return F.when(
+        (F.size(replicas) > 0) & F.forall(racks, lambda r: r.isNotNull()) & (spread < wanted),
+        F.format_string("rack_spread: replicas span %d of %d racks they could use", spread, wanted),
+    )
+
+
+def row_checks(
+    rows: DataFrame, brokers: Sequence[BrokerSpec], require_rack_spread: bool = False
+) -> DataFrame:
+    """Add ``row_reasons`` (what is wrong with each row on its own) and ``warnings``."""
+    known = int_array([b.id for b in brokers])
     topic, replicas, leader, isr = F.col("topic"), F.col("replicas"), F.col("leader"), F.col("isr")
     unknown = F.array_except(replicas, known)
     checks = [
@@ -85,24 +105,16 @@ def row_checks(rows: DataFrame, brokers: Sequence[BrokerSpec]) -> DataFrame:
             F.lit("leader_not_in_isr: the given leader is not in the given isr"),
         ),
     ]
-    if cluster_racks > 1:
-        rack_map = F.create_map(*(x for b in racked for x in (F.lit(b.id), F.lit(b.rack))))
-        racks = F.transform(replicas, lambda r: F.try_element_at(rack_map, r))
-        spread = F.size(F.array_distinct(racks))
-        wanted = F.least(F.size(replicas), F.lit(cluster_racks))
-        checks.append(
-            F.when(
-                (F.size(replicas) > 0)
-                & F.forall(racks, lambda r: r.isNotNull())
-                & (spread < wanted),
-                F.format_string(
-                    "rack_spread: replicas span %d of %d racks they could use",
-                    spread,
-                    wanted,
-                ),
-            )
-        )
-    return rows.withColumn("row_reasons", F.concat(F.col("parse_errors"), _reasons(*checks)))
+    rack = rack_spread_check(brokers)
+    warnings: list[Column] = []
+    if rack is not None:
+        (checks if require_rack_spread else warnings).append(rack)
+    return rows.withColumns(
+        {
+            "row_reasons": F.concat(F.col("parse_errors"), _reasons(*checks)),
+            "warnings": _reasons(*warnings) if warnings else F.array().cast("array<string>"),
+        }
+    )
 
 
 def duplicate_checks(rows: DataFrame) -> DataFrame:
@@ -206,18 +218,21 @@ def topic_checks(rows: DataFrame) -> DataFrame:
     )
 
 
-def validate(rows: DataFrame, brokers: Sequence[BrokerSpec]) -> DataFrame:
-    """All rows with ``reasons`` (empty when accepted); the normalised columns are kept."""
-    checked = topic_checks(duplicate_checks(row_checks(rows, brokers)))
+def validate(
+    rows: DataFrame, brokers: Sequence[BrokerSpec], require_rack_spread: bool = False
+) -> DataFrame:
+    """All rows with ``reasons`` (empty when accepted) and ``warnings`` (accepted anyway)."""
+    checked = topic_checks(duplicate_checks(row_checks(rows, brokers, require_rack_spread)))
     return checked.select(
         *rows.columns,
         F.concat("row_reasons", "dup_reasons", "topic_reasons").alias("reasons"),
+        "warnings",
     )
 
 
 def accepted(validated: DataFrame) -> DataFrame:
     return validated.where(F.size("reasons") == 0).select(
-        "topic", "partition", "replicas", "leader", "isr"
+        "topic", "partition", "replicas", "leader", "isr", "warnings"
     )
 
 

@@ -17,12 +17,17 @@ PLAN: dict[int, dict[int, tuple[float, float | None]]] = {
 }
 
 
-def write_logs(directory: Path) -> None:
+def write_logs(
+    directory: Path,
+    plan: dict[int, dict[int, tuple[float, float | None]]] | None = None,
+    malformed: bool = True,
+) -> None:
     directory.mkdir(parents=True, exist_ok=True)
+    plan = PLAN if plan is None else plan
     ctl: list[str] = []
-    brokers: dict[int, list[str]] = {1: [], 2: [], 3: []}
+    brokers: dict[int, list[str]] = {b: [] for targets in plan.values() for b in targets}
     corr = 0
-    for update, targets in PLAN.items():
+    for update, targets in plan.items():
         ctl.append(
             json.dumps(
                 {
@@ -73,8 +78,15 @@ def write_logs(directory: Path) -> None:
                         }
                     )
                 )
+    if malformed:
+        _add_malformed(brokers[1])
+    (directory / "controller.log").write_text("\n".join(ctl) + "\n")
+    for broker, lines in brokers.items():
+        (directory / f"broker-{broker}.log").write_text("\n".join(lines) + "\n")
+
+
+def _add_malformed(b1: list[str]) -> None:
     # malformed: line 2 of broker-1 is cut short, line 4 lacks ts_ms; a blank line is skipped
-    b1 = brokers[1]
     b1.insert(1, '{"ts_ms": 1, "component": "bro')
     b1.insert(
         3,
@@ -89,6 +101,3 @@ def write_logs(directory: Path) -> None:
         ),
     )
     b1.insert(4, "")
-    (directory / "controller.log").write_text("\n".join(ctl) + "\n")
-    for broker, lines in brokers.items():
-        (directory / f"broker-{broker}.log").write_text("\n".join(lines) + "\n")

@@ -82,3 +82,37 @@ def test_bench_files_are_flattened_and_bad_lines_reported(tmp_path) -> None:
         ("n", 1.0),
     ]
     assert [(b["line"], b["reason"].split(":")[0]) for b in bad] == [(2, "bad JSON")]
+
+
+def _deliveries(spark, directory):
+    events = ex.events(ex.parse_lines(ex.read_lines(spark, ex.log_paths(str(directory)))))
+    return events, tr.deliveries(events)
+
+
+def test_apply_logged_before_the_send_stamp_is_not_a_negative_convergence(spark, tmp_path) -> None:
+    # the controller stamps `send` after the write: a broker on the same host may log its
+    # apply 0.13 ms "earlier"; that is 0 ms, flagged, never negative
+    write_logs(tmp_path, {1: {1: (0.0, -0.13), 2: (0.0, -0.05)}}, malformed=False)
+    events, deliveries = _deliveries(spark, tmp_path)
+    updates = tr.update_convergence(deliveries, events)
+    assertDataFrameEqual(
+        updates.select("update_id", "convergence_ms", "send_stamped_late"),
+        [Row(update_id=1, convergence_ms=0.0, send_stamped_late=True)],
+    )
+    assert {r.send_to_apply_ms for r in deliveries.collect()} == {0.0}
+
+
+def test_lag_percentiles_need_enough_samples(spark, tmp_path) -> None:
+    # 25 updates: broker 1 applies all (p95 given, p99 needs 100), broker 2 only 19 (no p95)
+    plan = {
+        u: {1: (u * 10.0, u * 10.0 + u), 2: (u * 10.0, u * 10.0 + 1 if u < 20 else None)}
+        for u in range(1, 26)
+    }
+    write_logs(tmp_path, plan, malformed=False)
+    _, deliveries = _deliveries(spark, tmp_path)
+    lag = tr.broker_lag(deliveries).orderBy("broker").collect()
+    assert [
+        (r.broker, r.updates_applied, r.updates_total, r.lag_p95_ms is None, r.lag_p99_ms)
+        for r in lag
+    ] == [(1, 25, 25, False, None), (2, 19, 25, True, None)]
+    assert tr.MIN_SAMPLES_P95 == 20

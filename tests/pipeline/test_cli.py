@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from benchmarks.planted import write_planted
 from kmeta.cli.main import cli
 from kmeta.cli.topics_import import import_cmd
 from tests.pipeline.admin_server import AdminServer
@@ -63,7 +67,12 @@ def test_plan_cli_writes_states_rejects_and_summary(plan_dir: Path) -> None:
     # broker 3 is dead: audit-0 has no leader, orders-1's given leader 3 gives way to 2
     assert summary["partitions_offline"] == 1
     assert summary["leaders_given"] == 0
-    assert set(summary["stage_seconds"]) >= {"extract", "validate", "broker_load"}
+    assert set(summary["stage_seconds"]) == {
+        "extract_validate",
+        "write_partitions",
+        "write_rejects",
+        "broker_load",
+    }
     assert {p.name for p in plan_dir.iterdir()} >= {"partitions", "rejects", "brokers"}
 
 
@@ -90,7 +99,26 @@ def test_analyze_cli_writes_report_with_charts(spark, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "3 updates, 2 malformed line(s)" in result.output
     report = (out / "report.md").read_text()
-    assert "most lagging broker: 2" in report
+    assert "most lagging broker: 2** (max 7.0 ms over 2 update(s), 1 of 3 never applied)" in report
+    # 3 samples: p95/p99 would be the max, so they are not given, and n is shown
+    assert "p95 - (needs 20 samples), p99 - (needs 100 samples), max 90.0 (n=3)" in report
+    assert "| 1 | 2 | 2 of 3 | 1 |" in report
+    # windows read as a time and a duration, not epoch milliseconds
+    assert "1700000000" not in report
+    assert "| 2023-11-14T22:13:20.104Z | 0.1 | 86.0 | 1 | 2, 3 |" in report
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["convergence_ms"] == {
+        "samples": 3, "p50": 50.0, "p95": None, "p99": None, "max": 90.0
+    }  # fmt: skip
+    assert summary["updates_send_stamped_late"] == 0
+    assert summary["disagreement_windows"][0] == {
+        "start_utc": "2023-11-14T22:13:20.104Z",
+        "start_offset_s": 0.104,
+        "duration_ms": 86.0,
+        "updates": 1,
+        "brokers_behind": [2, 3],
+        "update_ids": [2],
+    }
     assert "| broker-1.log | 2 |" in report
     assert "updates_per_s" in report
     for png in ("convergence.png", "broker_lag.png"):
@@ -143,3 +171,87 @@ def test_import_creates_once_and_reports_conflicts(
     assert third.exit_code == 0, third.output
     assert "nothing to do" in third.output
     assert admin_server.create_requests == requests  # no CreateTopics sent at all
+
+
+@pytest.mark.parametrize("topics", [200, 2000])
+def test_plan_planted_defects_give_exact_counts_with_racks(spark, tmp_path: Path, topics) -> None:
+    """Replicas drawn from 6 brokers on 3 racks (a 7th dead): rack spread only warns, and only
+    the planted defects (and the rest of their topics) are rejected."""
+    expected = write_planted(tmp_path, topics, 8)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "pipeline", "plan", "--input", str(tmp_path / "assignment.json"),
+            "--brokers", str(tmp_path / "brokers.json"), "--out", str(out),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    got = {k: summary[k] for k in vars(expected)}
+    assert got == vars(expected)
+    assert summary["rejected_rows"] == expected.rejected_rows
+    assert summary["warnings"]["rack_spread"] > topics  # most random draws miss a rack
+    assert summary["max_replica_skew"] >= 0  # the busiest live broker is above an even share
+    assert (
+        f"accepted {expected.accepted_rows} of {expected.input_rows} rows "
+        f"({expected.rejected_rows} rejected, see {out / 'rejects'}; "
+        f"{expected.accepted_rows_with_warnings} accepted with warnings: rack_spread "
+        f"{expected.accepted_rows_with_warnings})"
+    ) in result.output
+    import pyarrow.parquet as pq
+
+    parts = pq.read_table(out / "partitions").to_pylist()
+    warned = [p for p in parts if p["warnings"]]
+    assert len(warned) == expected.accepted_rows_with_warnings
+    assert warned[0]["warnings"][0].startswith("rack_spread: replicas span ")
+
+
+def test_plan_require_rack_spread_rejects_the_warned_rows(spark, tmp_path: Path) -> None:
+    expected = write_planted(tmp_path, 10, 6)
+    doc = json.loads((tmp_path / "assignment.json").read_text())
+    known = {b["id"]: b["rack"] for b in json.loads((tmp_path / "brokers.json").read_text())}
+    spread_short = sum(
+        1
+        for r in doc["partitions"]
+        if all(b in known for b in r["replicas"])
+        and len({known[b] for b in r["replicas"]}) < min(len(set(r["replicas"])), 3)
+    )
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "pipeline", "plan", "--input", str(tmp_path / "assignment.json"),
+            "--brokers", str(tmp_path / "brokers.json"), "--out", str(out),
+            "--require-rack-spread",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accepted_rows_with_warnings"] == 0
+    assert summary["reject_reasons"]["rack_spread"] == spread_short
+    assert summary["accepted_rows"] < expected.accepted_rows - expected.accepted_rows_with_warnings
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "--input", "{missing}", "--broker", "1", "--out", "{out}"],
+        ["analyze", "--logs", "{missing}", "--out", "{out}"],
+    ],
+)
+def test_missing_input_is_one_line_before_spark_starts(tmp_path: Path, args) -> None:
+    argv = [a.format(missing=tmp_path / "missing.json", out=tmp_path / "o") for a in args]
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "kmeta", "pipeline", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "missing.json" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert time.monotonic() - started < 8  # no JVM was started

@@ -28,9 +28,10 @@ CASES = [
     (("mixed", "1", "[1]", None, None), {"mixed_replication_factor"}),
     (("twice", "0", "[1,2]", None, None), {"conflicting_duplicate"}),
     (("twice", "0", "[2,1]", None, None), {"conflicting_duplicate"}),
-    (("dups", "0", "[2,2]", None, None), {"duplicate_replicas", "rack_spread"}),
+    (("dups", "0", "[2,2]", None, None), {"duplicate_replicas"}),
     (("unknown", "0", "[1,9]", None, None), {"unknown_broker"}),
-    (("racks", "0", "[1,3]", None, None), {"rack_spread"}),
+    # an explicit assignment on one rack is accepted, with a warning (see below)
+    (("racks", "0", "[1,3]", None, None), set()),
     (("leader", "0", "[1,2]", "3", None), {"leader_not_replica"}),
     (("isr", "0", "[1,2]", "1", "[2]"), {"leader_not_in_isr"}),
     (("empty", "0", "[]", None, None), {"empty_replicas"}),
@@ -55,10 +56,39 @@ def test_validate_gives_every_rejected_row_its_reasons(spark) -> None:
     assertDataFrameEqual(
         plan_validate.accepted(validated),
         [
-            Row(topic="orders", partition=0, replicas=[1, 2], leader=None, isr=None),
-            Row(topic="orders", partition=1, replicas=[2, 3], leader=3, isr=[3]),
+            Row(topic="orders", partition=0, replicas=[1, 2], leader=None, isr=None, warnings=[]),
+            Row(topic="orders", partition=1, replicas=[2, 3], leader=3, isr=[3], warnings=[]),
+            Row(
+                topic="racks",
+                partition=0,
+                replicas=[1, 3],
+                leader=None,
+                isr=None,
+                warnings=["rack_spread: replicas span 1 of 2 racks they could use"],
+            ),
         ],
     )
+
+
+def test_require_rack_spread_makes_the_warning_a_rule(spark) -> None:
+    raw = spark.createDataFrame(
+        [
+            ("racks", "0", "[1,3]", None, None),  # both on rack a
+            ("racks", "1", "[1,2]", None, None),  # fine, but its topic is now incomplete
+            ("spread", "0", "[2,3]", None, None),
+            ("unknown_rack", "0", "[1,5]", None, None),  # broker 5 has no rack: not judged
+        ],
+        RAW_COLUMNS,
+    )
+    brokers = (*BROKERS, BrokerSpec(5))
+    rows = plan_extract.normalize_assignment(raw)
+    ruled = plan_validate.validate(rows, brokers, require_rack_spread=True)
+    got = [
+        sorted({r.split(":")[0] for r in row.reasons}) for row in ruled.orderBy("row_id").collect()
+    ]
+    assert got == [["rack_spread"], ["topic_incomplete"], [], []]
+    warned = plan_validate.validate(rows, brokers).orderBy("row_id").collect()
+    assert [(len(r.reasons), len(r.warnings)) for r in warned] == [(0, 1), (0, 0), (0, 0), (0, 0)]
 
 
 def test_check_balance_raises_when_rows_go_missing() -> None:
@@ -69,12 +99,13 @@ def test_check_balance_raises_when_rows_go_missing() -> None:
 def test_partition_states_and_broker_load(spark) -> None:
     accepted = spark.createDataFrame(
         [
-            ("t", 0, [1, 2], None, None),  # first live replica leads
-            ("t", 1, [4, 2], None, None),  # 4 is dead: 2 leads, 4 offline
-            ("t", 2, [2, 1], 1, [1]),  # given leader and isr kept
-            ("u", 0, [4], 4, None),  # only replica dead: no leader
+            ("t", 0, [1, 2], None, None, []),  # first live replica leads
+            ("t", 1, [4, 2], None, None, []),  # 4 is dead: 2 leads, 4 offline
+            ("t", 2, [2, 1], 1, [1], []),  # given leader and isr kept
+            ("u", 0, [4], 4, None, []),  # only replica dead: no leader
         ],
-        "topic string, partition int, replicas array<int>, leader int, isr array<int>",
+        "topic string, partition int, replicas array<int>, leader int, isr array<int>, "
+        "warnings array<string>",
     )
     states = plan_transform.partition_states(accepted, BROKERS)
     assertDataFrameEqual(
@@ -88,6 +119,7 @@ def test_partition_states_and_broker_load(spark) -> None:
                 leader_source="elected",
                 isr=[1, 2],
                 offline_replicas=[],
+                warnings=[],
             ),
             Row(
                 topic="t",
@@ -97,6 +129,7 @@ def test_partition_states_and_broker_load(spark) -> None:
                 leader_source="elected",
                 isr=[2],
                 offline_replicas=[4],
+                warnings=[],
             ),
             Row(
                 topic="t",
@@ -106,6 +139,7 @@ def test_partition_states_and_broker_load(spark) -> None:
                 leader_source="given",
                 isr=[1],
                 offline_replicas=[],
+                warnings=[],
             ),
             Row(
                 topic="u",
@@ -115,53 +149,53 @@ def test_partition_states_and_broker_load(spark) -> None:
                 leader_source="none",
                 isr=[],
                 offline_replicas=[4],
+                warnings=[],
             ),
         ],
     )
-    load = plan_transform.broker_load(states, plan_extract.brokers_frame(spark, BROKERS))
-    # 7 replicas and 3 leaders over 3 live brokers: an even share is 7/3 and 1
-    assertDataFrameEqual(
-        load,
-        [
-            Row(
-                broker_id=1,
-                rack="a",
-                alive=True,
-                replicas=2,
-                leaders=2,
-                preferred_leaders=1,
-                replica_skew=round(2 / (7 / 3) - 1, 6),
-                leader_skew=1.0,
-            ),
-            Row(
-                broker_id=2,
-                rack="b",
-                alive=True,
-                replicas=3,
-                leaders=1,
-                preferred_leaders=1,
-                replica_skew=round(3 / (7 / 3) - 1, 6),
-                leader_skew=0.0,
-            ),
-            Row(
-                broker_id=3,
-                rack="a",
-                alive=True,
-                replicas=0,
-                leaders=0,
-                preferred_leaders=0,
-                replica_skew=-1.0,
-                leader_skew=-1.0,
-            ),
-            Row(
-                broker_id=4,
-                rack="b",
-                alive=False,
-                replicas=2,
-                leaders=0,
-                preferred_leaders=2,
-                replica_skew=None,
-                leader_skew=None,
-            ),
-        ],
-    )
+    load = plan_transform.broker_load(states, BROKERS)
+    # 5 replicas on the 3 live brokers (broker 4's two are offline, not load) and 3 leaders:
+    # an even share is 5/3 and 1, so skews over the live brokers sum to zero
+    assert load == [
+        {
+            "broker_id": 1,
+            "rack": "a",
+            "alive": True,
+            "replicas": 2,
+            "leaders": 2,
+            "preferred_leaders": 1,
+            "replica_skew": round(2 / (5 / 3) - 1, 6),
+            "leader_skew": 1.0,
+        },
+        {
+            "broker_id": 2,
+            "rack": "b",
+            "alive": True,
+            "replicas": 3,
+            "leaders": 1,
+            "preferred_leaders": 1,
+            "replica_skew": round(3 / (5 / 3) - 1, 6),
+            "leader_skew": 0.0,
+        },
+        {
+            "broker_id": 3,
+            "rack": "a",
+            "alive": True,
+            "replicas": 0,
+            "leaders": 0,
+            "preferred_leaders": 0,
+            "replica_skew": -1.0,
+            "leader_skew": -1.0,
+        },
+        {
+            "broker_id": 4,
+            "rack": "b",
+            "alive": False,
+            "replicas": 2,
+            "leaders": 0,
+            "preferred_leaders": 2,
+            "replica_skew": None,
+            "leader_skew": None,
+        },
+    ]
+    assert sum(b["replica_skew"] for b in load if b["alive"]) == pytest.approx(0.0, abs=1e-5)
