@@ -19,7 +19,11 @@ What is sent when (Kafka's ZooKeeper-mode controller):
   replicas set; the affected partitions go to all live brokers;
 * topic creation and partition addition: the new partitions to all live brokers;
 * topic deletion (:mod:`deletion`): leader -2 to all live brokers, StopReplica(delete) to the
-  replicas, removal once every replica acknowledged (a dead one's waits for its return).
+  replicas, removal once every replica acknowledged (a dead one's waits for its return);
+* leader elections (:mod:`replica_election`: ElectLeaders, auto rebalance): LeaderAndIsr to the
+  replicas, the partitions to all live brokers;
+* reassignments (:mod:`reassignment`): each phase (TRS + ORS, catch-up, TRS) as LeaderAndIsr to
+  the replicas and the partitions to all live brokers, StopReplica(delete) to removed replicas.
 """
 
 from __future__ import annotations

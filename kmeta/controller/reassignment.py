@@ -39,7 +39,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.election import reassign_election, with_replicas
@@ -103,6 +103,13 @@ class _Current(Mapping[TopicPartition, Reassignment]):
         if r is None:
             raise KeyError(tp)
         return r
+
+    def get(self, tp: TopicPartition, default: Any = None) -> Any:
+        """A dict lookup first: the batch asks for every partition it sends (100k on a resync)."""
+        if tp not in self._m.ongoing:
+            return default
+        r = self._m._current(tp)
+        return default if r is None else r
 
     def __len__(self) -> int:
         return len(self._m.ongoing)
