@@ -41,6 +41,9 @@ def broker_status(state: BrokerState) -> dict[str, Any]:
         "topics": len(snap.partition_states),
         "partitions": sum(len(parts) for parts in snap.partition_states.values()),
         "alive_brokers": sorted(snap.alive_brokers),
+        # the controller's first full UpdateMetadata since start was applied (with a
+        # controller, client listeners open then or at --initial-metadata-timeout-ms)
+        "holds_full_metadata": state.holds_full_metadata,
     }
 
 

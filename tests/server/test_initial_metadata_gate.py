@@ -19,6 +19,7 @@ from kmeta.cli.config_sources import effective_config
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import metadata as md
 from kmeta.server.broker import Broker
+from kmeta.server.metrics import broker_status
 from tests.server.helpers import (
     CONTROL,
     PLAINTEXT,
@@ -64,8 +65,10 @@ async def test_client_listener_opens_at_the_first_full_update_metadata() -> None
         await _push(b, 1)  # INCREMENTAL: not the controller's whole state
         assert not await _accepts(port)
         assert not b.serving_clients.is_set()
+        assert broker_status(b.state)["holds_full_metadata"] is False
         await _push(b, 2)  # FULL
         assert b.serving_clients.is_set()
+        assert broker_status(b.state)["holds_full_metadata"] is True
         conn = await KafkaConnection.open("127.0.0.1", port)
         answer = await conn.request(md.MetadataRequest(version=12, topics=None), 5)
         conn.close()
