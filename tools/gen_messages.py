@@ -36,6 +36,38 @@ APIS = {
     "DescribeTopicPartitions": "describe_topic_partitions",
 }
 
+#: kmeta's own tagged fields, added to Kafka's structs (spec file -> struct -> fields). Tagged
+#: fields are protocol-legal extensions: a Kafka broker skips tags it does not know.
+#: UpdateMetadata's topic state carries the topic's config overrides (see
+#: kmeta.metadata.cache): null = not said, a list = the topic's whole override set. Tag 10000
+#: keeps clear of the small tags Kafka hands out.
+KMETA_TAGGED = {
+    "UpdateMetadataRequest": {
+        "UpdateMetadataTopicState": [
+            {"name": "KmetaTopicConfigs", "type": "[]KmetaTopicConfig", "versions": "6+",
+             "nullableVersions": "6+", "default": "null", "tag": 10000, "taggedVersions": "6+",
+             "fields": [
+                 {"name": "Name", "type": "string", "versions": "6+"},
+                 {"name": "Value", "type": "string", "versions": "6+"},
+             ]},
+        ],
+    },
+}
+
+
+def extend(spec: dict) -> dict:
+    """Add KMETA_TAGGED's fields to the structs of ``spec`` they name."""
+    wanted = KMETA_TAGGED.get(spec["name"], {})
+
+    def walk(fields: list[dict]) -> None:
+        for f in fields:
+            if "fields" in f:
+                walk(f["fields"])
+                f["fields"] += wanted.get(f["type"].lstrip("[]"), [])
+
+    walk(spec["fields"])
+    return spec
+
 
 def snake(name: str) -> str:
     name = name.replace("KRaft", "Kraft")
@@ -142,6 +174,7 @@ def main() -> None:
     out_dir = pathlib.Path(__file__).resolve().parent.parent / "kmeta" / "protocol" / "messages"
     for api, module in APIS.items():
         req, req_notes = load(pick(spec_dir, newer, f"{api}Request"))
+        req = extend(req)
         resp, resp_notes = load(pick(spec_dir, newer, f"{api}Response"))
         doc = [f"{api} (api key {req['apiKey']}): versions {req['validVersions']}, "
                f"flexible from {req['flexibleVersions']}.", "",

@@ -65,6 +65,8 @@ from kmeta.controller.request_batch import (
 )
 from kmeta.controller.state_log import StateChangeLog
 from kmeta.controller.store import STORE_RETRY_S, ControllerStore
+from kmeta.controller.topic_configs import TopicConfigManager
+from kmeta.metadata.log_config import ConfigError, validate
 from kmeta.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -129,6 +131,7 @@ class KafkaController:
         self.deletion = TopicDeletionManager(self)
         self.elections = ReplicaElectionManager(self)
         self.reassignments = ReassignmentManager(self)
+        self.configs = TopicConfigManager(self)
         self._deadlines: dict[int, float] = {}  # broker id -> session expiry (monotonic)
         self._expiring: set[int] = set()
         self._liveness_task: asyncio.Task[None] | None = None
@@ -585,6 +588,7 @@ class KafkaController:
             default_replication_factor=self.config.default_replication_factor,
             max_partitions=self.config.max_partitions_per_topic,
         )
+        configs = self._creation_configs(topics, plans)
         ok = [p for p in plans if p.error == 0]
         if validate_only or not ok:
             return plans, {}, None
@@ -604,8 +608,32 @@ class KafkaController:
                 ids[plan.name] = info.topic_id
                 self.store.put_topic(info)
                 self.store.put_partitions(plan.name, info.partitions.items())
+                info.configs = configs.get(plan.name, {})
+                if info.configs:
+                    self.store.put_topic_configs(plan.name, info.configs)
         barrier = self._announce(new_tps, forwarder)
         return plans, ids, barrier
+
+    @staticmethod
+    def _creation_configs(topics: Any, plans: list[TopicPlan]) -> dict[str, dict[str, str]]:
+        """The valid plans' configs as kept; a plan with a config Kafka's LogConfig rejects
+        fails with INVALID_CONFIG (Kafka's message), as ZkAdminManager.createTopics."""
+        given = {t.name: t.configs for t in topics}
+        out: dict[str, dict[str, str]] = {}
+        for plan in plans:
+            entries = given.get(plan.name) or ()
+            if plan.error != 0 or not entries:
+                continue
+            nulls = [c.name for c in entries if c.value is None]
+            if nulls:
+                message = f"Null value not supported for topic configs: {','.join(nulls)}"
+                plan.fail(ErrorCode.INVALID_CONFIG, message)
+                continue
+            try:
+                out[plan.name] = validate({c.name: c.value for c in entries})
+            except ConfigError as exc:
+                plan.fail(ErrorCode.INVALID_CONFIG, str(exc))
+        return out
 
     def _announce(self, tps: list[TopicPartition], forwarder: int | None) -> Barrier:
         barrier = Barrier(self.barriers)

@@ -72,6 +72,8 @@ API_MODULES: tuple[str, ...] = (
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "alter_configs",
+    "incremental_alter_configs",
 )
 
 

@@ -60,6 +60,8 @@ class TopicInfo:
     name: str
     topic_id: uuid.UUID
     partitions: dict[int, PartitionState] = field(default_factory=dict)
+    #: the topic's config overrides (Kafka's /config/topics/<topic>), validated, as kept
+    configs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -5,7 +5,8 @@ UpdateMetadata (one partition set for a set of brokers) and StopReplica (per bro
 ``send_requests_to_brokers`` enqueues, per broker, LeaderAndIsr first, then UpdateMetadata,
 then StopReplica, each stamped with the controller epoch and the target broker's epoch.
 Partition states are read from the cluster state when added; a topic queued for deletion goes
-out with leader -2 (LeaderDuringDelete) so brokers drop it.
+out with leader -2 (LeaderDuringDelete) so brokers drop it. Each UpdateMetadata topic state
+also carries the topic's config overrides (kmeta's tagged field ``kmeta_topic_configs``).
 """
 
 from __future__ import annotations
@@ -182,6 +183,14 @@ class ControllerBrokerRequestBatch:
         info = self.ctx.state.topics.get(name)
         return info.topic_id if info is not None else uuid.UUID(int=0)
 
+    def _topic_configs(self, name: str) -> tuple[Any, ...]:
+        """The topic's whole override set, on every topic state this controller sends (kmeta's
+        tagged field: Kafka brokers skip it), so a full UpdateMetadata restores them all."""
+        info = self.ctx.state.topics.get(name)
+        if info is None or not info.configs:
+            return ()
+        return tuple(um.KmetaTopicConfig(k, v) for k, v in sorted(info.configs.items()))
+
     def _send_leader_and_isr(self, update_id: int) -> None:
         # Brokers that get the same partitions (every broker, when all hold all replicas) get
         # the same request but for their epoch: build and encode it once for all of them.
@@ -281,7 +290,7 @@ class ControllerBrokerRequestBatch:
         for (topic, _), ps in self._um_partitions.items():
             by_topic.setdefault(topic, []).append(ps)
         topic_states = tuple(
-            um.UpdateMetadataTopicState(t, self._topic_id(t), tuple(ps))
+            um.UpdateMetadataTopicState(t, self._topic_id(t), tuple(ps), self._topic_configs(t))
             for t, ps in by_topic.items()
         )
         base = um.UpdateMetadataRequest(

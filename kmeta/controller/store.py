@@ -94,6 +94,7 @@ class ControllerStore:
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
             self._db.executescript(_REASSIGNMENTS_SCHEMA)
+            self._db.executescript(_TOPIC_CONFIGS_SCHEMA)
         except sqlite3.Error as exc:
             raise _storage_error(exc, f"opening {self.path}") from exc
         self._in_tx = False
@@ -302,6 +303,7 @@ class ControllerStore:
         self._db.execute("DELETE FROM partitions WHERE topic = ?", (name,))
         self._db.execute("DELETE FROM topics WHERE name = ?", (name,))
         self._db.execute("DELETE FROM reassignments WHERE topic = ?", (name,))
+        self._db.execute("DELETE FROM topic_configs WHERE topic = ?", (name,))
 
     # -- read -------------------------------------------------------------------------------------
     def load(self) -> ClusterState:
@@ -333,6 +335,10 @@ class ControllerStore:
                 info.partitions[p] = PartitionState(
                     _ints(replicas), _ints(isr), leader, leader_epoch, partition_epoch
                 )
+        for topic, name, value in self._db.execute("SELECT * FROM topic_configs"):
+            info = state.topics.get(topic)
+            if info is not None:
+                info.configs[name] = value
         return state
 
     # -- reassignments (Kafka's adding/removing replicas of /brokers/topics/<topic>) ------------
@@ -362,6 +368,23 @@ class ControllerStore:
             raise _storage_error(exc, "read") from exc
         return {(topic, p): (_ints(adding), _ints(removing)) for topic, p, adding, removing in rows}
 
+
+    # -- topic configs (Kafka's /config/topics/<topic>) ----------------------------------------
+    def put_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
+        """Replace the topic's whole override set (what AlterConfigs and CreateTopics set)."""
+        self._flush()
+        self._db.execute("DELETE FROM topic_configs WHERE topic = ?", (topic,))
+        self._db.executemany(
+            "INSERT INTO topic_configs VALUES(?, ?, ?)",
+            [(topic, name, value) for name, value in sorted(configs.items())],
+        )
+
+
+_TOPIC_CONFIGS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS topic_configs (
+    topic TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL,
+    PRIMARY KEY (topic, name)) WITHOUT ROWID;
+"""
 
 _REASSIGNMENTS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS reassignments (

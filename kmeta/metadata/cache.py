@@ -19,7 +19,10 @@ Rules (Kafka 3.x ``ZkMetadataCache.updateMetadata``):
   controller during migration and matches topics by id; we accept FULL from any controller
   and match by name, which gives the same final state);
 * when this broker is among the live brokers and another live broker's listener names
-  differ from its own, an error is logged (logger ``kmeta.metadata``).
+  differ from its own, an error is logged (logger ``kmeta.metadata``);
+* topic configs (kmeta's tagged field ``kmeta_topic_configs`` on a v6+ topic state, which
+  Kafka brokers skip): a list replaces the topic's whole override set, null leaves it as it
+  is; a topic that is gone (or never arrived) keeps no configs.
 
 Cost: an update touching K partitions in T topics copies those T topics' partition dicts
 and a CowMap overlay (O(sqrt(topics)) at most), never the whole partition set.
@@ -165,6 +168,7 @@ class MetadataCache:
 
         self.snapshot = MetadataSnapshot(
             partition_states=states,
+            topic_configs=_evolve_configs(old.topic_configs, request, version, states),
             topic_ids=_evolve_ids(old.topic_ids, id_changes),
             controller_id=controller_id,
             alive_brokers=brokers,
@@ -333,6 +337,36 @@ def _topic_groups(request: Any, version: int) -> list[tuple[str, uuid.UUID | Non
     for p in request.ungrouped_partition_states:
         grouped.setdefault(p.topic_name, []).append(p)
     return [(name, None, parts) for name, parts in grouped.items()]
+
+
+def _evolve_configs(
+    configs: Mapping[str, Mapping[str, str]],
+    request: Any,
+    version: int,
+    states: Mapping[str, Mapping[int, PartitionState]],
+) -> Mapping[str, Mapping[str, str]]:
+    """The topic configs after ``request``: the topic states' override sets, minus the topics
+    that no longer exist. O(topic states + configured topics)."""
+    changes: dict[str, Mapping[str, str] | _Deleted] = {}
+    if version >= 6:
+        for ts in request.topic_states:
+            pushed = ts.kmeta_topic_configs
+            if pushed is None:
+                continue
+            name = ts.topic_name
+            if pushed and name in states:
+                new = {c.name: c.value for c in pushed}
+                if configs.get(name) != new:
+                    changes[name] = new
+            elif name in configs:
+                changes[name] = DELETED
+    for name in configs:
+        if name not in states:
+            changes[name] = DELETED
+    if not changes:
+        return configs
+    base = configs if isinstance(configs, CowMap) else CowMap(configs)
+    return base.evolve(changes)
 
 
 def _evolve(

@@ -59,6 +59,9 @@ class MetadataSnapshot:
     """0 for the empty cache; +1 for every applied UpdateMetadata."""
     kraft_controller_id: int | None = None
     """Set instead of a broker controller id when a KRaft controller sent the update (KIP-866)."""
+    topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=CowMap)
+    """topic -> its config overrides (name -> value), as the controller last pushed them
+    (kmeta's tagged field on UpdateMetadata's topic state); absent: no overrides."""
     derived: dict[Any, Any] = field(default_factory=dict, repr=False)
     topic_index: TopicNames = field(default_factory=TopicNames, repr=False)
 

@@ -117,3 +117,133 @@ async def test_raw_requests_on_every_broker(cluster):
             assert (resp.next_cursor.topic_name, resp.next_cursor.partition_index) == ("wide", 4)
         finally:
             conn.close()
+
+
+# -- topic configs ----------------------------------------------------------------------------
+def _confluent_configs(cluster, broker: int, topic: str) -> dict:
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(broker)})
+    (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)], request_timeout=10).values()
+    return future.result(10)
+
+
+def test_confluent_create_describe_and_incrementally_alter_topic_configs(cluster):
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1)})
+    created = admin.create_topics(
+        [NewTopic("cfg", 2, 2, config={"retention.ms": " 3600000 ", "cleanup.policy": "compact"})]
+    )
+    created["cfg"].result(10)
+    for broker in (1, 2, 3):  # every broker holds them once the answer came (barrier)
+        described = _confluent_configs(cluster, broker, "cfg")
+        assert described["retention.ms"].value == "3600000"
+        assert described["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        assert described["cleanup.policy"].value == "compact"
+        segment = described["segment.bytes"]
+        assert (segment.value, segment.source, segment.is_default) == (
+            "1073741824", ConfigSource.DEFAULT_CONFIG.value, True
+        )
+        assert len(described) == 36  # every topic config Kafka 3.9 defines
+
+    ops = [
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("min.insync.replicas", "2", incremental_operation=AlterConfigOpType.SET),
+    ]
+    (future,) = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=ops)]).values()
+    future.result(10)
+    for broker in (1, 2, 3):
+        described = _confluent_configs(cluster, broker, "cfg")
+        assert described["retention.ms"].value == "1000"
+        assert (described["cleanup.policy"].value, described["cleanup.policy"].source) == (
+            "delete", ConfigSource.DEFAULT_CONFIG.value
+        )
+        assert described["min.insync.replicas"].value == "2"
+
+    bad = [
+        ("retention.ms", "soon"),  # not a LONG
+        ("no.such.config", "1"),
+        ("cleanup.policy", "compact,archive"),
+    ]
+    for name, value in bad:
+        entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        (future,) = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=[entry])]).values()
+        with pytest.raises(KafkaException) as info:
+            future.result(10)
+        assert info.value.args[0].code() == KafkaError.INVALID_CONFIG, name
+    entry = ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.SET)
+    (future,) = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "ghost", incremental_configs=[entry])]).values()
+    with pytest.raises(KafkaException) as info:
+        future.result(10)
+    assert info.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert _confluent_configs(cluster, 2, "cfg")["retention.ms"].value == "1000"  # unchanged
+
+    (future,) = admin.describe_configs([ConfigResource(ResourceType.BROKER, "3")]).values()
+    broker3 = future.result(10)
+    assert (broker3["broker.id"].value, broker3["broker.rack"].value) == ("3", RACKS[3])
+    assert broker3["broker.id"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert broker3["log.segment.bytes"].value == "1073741824"
+
+
+def test_kafka_python_describe_and_alter_configs(cluster):
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.admin import NewTopic as KNewTopic
+
+    admin = _kafka_python(cluster, 2)
+    try:
+        admin.create_topics([KNewTopic("kp-cfg", num_partitions=1, replication_factor=1)])
+        # IncrementalAlterConfigs (the client's default), then legacy AlterConfigs (a whole set)
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-cfg", configs={"retention.bytes": "1048576"})])
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-cfg")], include_synonyms=True)
+        modified = described["topic"]["kp-cfg"]
+        assert set(modified) == {"retention.bytes"}
+        assert modified["retention.bytes"]["value"] == "1048576"
+        admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "kp-cfg", configs={"segment.ms": "60000"})], incremental=False
+        )
+        modified = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-cfg")])["topic"]["kp-cfg"]
+        # (the client re-sends the other modified keys: AlterConfigs replaces the whole set)
+        assert {k: v["value"] for k, v in modified.items()} == {"segment.ms": "60000", "retention.bytes": "1048576"}
+    finally:
+        admin.close()
+
+
+def test_configs_survive_controller_restart_and_broker_kill(cluster):
+    import signal
+
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from tests.e2e.test_cluster import wait_for
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1)})
+    admin.create_topics([NewTopic("durable-cfg", 1, 3)])["durable-cfg"].result(10)
+    entry = ConfigEntry("max.message.bytes", "2048", incremental_operation=AlterConfigOpType.SET)
+    (future,) = admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, "durable-cfg", incremental_configs=[entry])]
+    ).values()
+    future.result(10)
+
+    cluster.controller.send_signal(signal.SIGTERM)  # the controller restarts from its store
+    cluster.controller.wait(10)
+    cluster.brokers[2].kill()  # and broker 2 loses its cache
+    cluster.brokers[2].wait(10)
+    cluster.start_controller()
+    cluster.start_broker(2)
+
+    def served() -> bool:
+        try:
+            return _confluent_configs(cluster, 2, "durable-cfg")["max.message.bytes"].value == "2048"
+        except Exception:
+            return False
+
+    wait_for(served, 30)
+    assert _confluent_configs(cluster, 3, "durable-cfg")["max.message.bytes"].value == "2048"

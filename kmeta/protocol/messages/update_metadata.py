@@ -35,6 +35,11 @@ REQUEST = Message(
             F('topic_name', 'string', '5+'),
             F('topic_id', 'uuid', '7+'),
             F('partition_states', '[]UpdateMetadataPartitionState', '5+'),
+            F('kmeta_topic_configs', '[]KmetaTopicConfig', '6+',
+                F('name', 'string', '6+'),
+                F('value', 'string', '6+'),
+                nullable='6+', tag=10000, tagged='6+', default=None,
+            ),
         ),
         F('live_brokers', '[]UpdateMetadataBroker', '0+',
             F('id', 'int32', '0+'),
@@ -79,5 +84,6 @@ UpdateMetadataRequest = REQUEST.cls
 UpdateMetadataResponse = RESPONSE.cls
 UpdateMetadataPartitionState = REQUEST.classes['UpdateMetadataPartitionState']
 UpdateMetadataTopicState = REQUEST.classes['UpdateMetadataTopicState']
+KmetaTopicConfig = REQUEST.classes['KmetaTopicConfig']
 UpdateMetadataBroker = REQUEST.classes['UpdateMetadataBroker']
 UpdateMetadataEndpoint = REQUEST.classes['UpdateMetadataEndpoint']

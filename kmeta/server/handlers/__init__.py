@@ -23,6 +23,9 @@ HANDLER_MODULES: tuple[str, ...] = (
     "list_partition_reassignments",
     "describe_cluster",
     "describe_topic_partitions",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
 )
 
 

@@ -1,0 +1,45 @@
+"""AlterConfigs (api key 33): versions 0-2, client listeners; forwarded to the
+controller (the legacy API: a topic's whole override set).
+
+Behaviour:
+
+* The request goes to the controller unchanged (same version) through the controller link;
+  its answer is returned as is. The controller owns topic configs durably, validates them
+  against Kafka's topic configs and answers once the brokers hold the new ones (see
+  :mod:`kmeta.controller.topic_configs`), so a DescribeConfigs to any broker afterwards sees
+  them.
+* No controller link, or the controller unreachable: every resource gets NOT_CONTROLLER.
+
+Versions: v1 same as v0; v2 flexible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import alter_configs as ac
+from kmeta.server.controller_link import forward
+
+#: the controller's answer is awaited this long (Kafka's request.timeout.ms default)
+TIMEOUT_MS = 30_000
+
+
+def error_response(request: Any, error: ErrorCode) -> Any:
+    return ac.AlterConfigsResponse(
+        version=request.version,
+        responses=tuple(
+            ac.AlterConfigsResourceResponse(error, error.message, r.resource_type, r.resource_name)
+            for r in request.resources
+        ),
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return await forward(ctx, request, TIMEOUT_MS, error_response)
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.ALTER_CONFIGS, handle, on_control=False)

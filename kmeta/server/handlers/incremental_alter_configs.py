@@ -1,0 +1,45 @@
+"""IncrementalAlterConfigs (api key 44): versions 0-1, client listeners; forwarded to the
+controller.
+
+Behaviour:
+
+* The request goes to the controller unchanged (same version) through the controller link;
+  its answer is returned as is. The controller owns topic configs durably, validates them
+  against Kafka's topic configs and answers once the brokers hold the new ones (see
+  :mod:`kmeta.controller.topic_configs`), so a DescribeConfigs to any broker afterwards sees
+  them.
+* No controller link, or the controller unreachable: every resource gets NOT_CONTROLLER.
+
+Versions: v0 first version (KIP-339); v1 flexible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import incremental_alter_configs as iac
+from kmeta.server.controller_link import forward
+
+#: the controller's answer is awaited this long (Kafka's request.timeout.ms default)
+TIMEOUT_MS = 30_000
+
+
+def error_response(request: Any, error: ErrorCode) -> Any:
+    return iac.IncrementalAlterConfigsResponse(
+        version=request.version,
+        responses=tuple(
+            iac.AlterConfigsResourceResponse(error, error.message, r.resource_type, r.resource_name)
+            for r in request.resources
+        ),
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return await forward(ctx, request, TIMEOUT_MS, error_response)
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.INCREMENTAL_ALTER_CONFIGS, handle, on_control=False)
