@@ -19,7 +19,7 @@ from kmeta.net.listener import Listener
 from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.metrics import DaemonMetrics
 from kmeta.net.metrics_http import MetricsServer
-from kmeta.net.server_connection import ConnectionLimits
+from kmeta.net.serving import ConnectionLimits
 
 log = logging.getLogger(__name__)
 

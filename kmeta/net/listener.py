@@ -28,7 +28,8 @@ from kmeta.net import zerocopy
 from kmeta.net.dispatch import HandlerRegistry
 from kmeta.net.hooks import NO_HOOKS, ConnectionHooks
 from kmeta.net.memory_pool import RequestMemoryPool
-from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
+from kmeta.net.server_connection import ServerConnection
+from kmeta.net.serving import ConnectionLimits, ServingInfo
 
 log = logging.getLogger("kmeta.net.listener")
 

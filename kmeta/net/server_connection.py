@@ -42,7 +42,6 @@ from kmeta.net.dispatch import (
     Answer,
     EncodedPieces,
     Handler,
-    HandlerRegistry,
     MemoFn,
     RequestContext,
 )
@@ -56,8 +55,10 @@ from kmeta.net.hooks import (
     RequestGate,
 )
 from kmeta.net.memory_pool import RequestMemoryPool
+from kmeta.net.serving import ConnectionLimits as ConnectionLimits  # re-export (old home)
+from kmeta.net.serving import ServingInfo as ServingInfo  # re-export (old home)
 from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
-from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameSplitter
+from kmeta.protocol.framing import FrameSplitter
 from kmeta.protocol.header import (
     RequestHeader,
     decode_request_header,
@@ -67,40 +68,8 @@ from kmeta.protocol.header import (
 
 log = logging.getLogger("kmeta.net.server")
 
-DEFAULT_IDLE_TIMEOUT_S = 600.0  # Kafka's connections.max.idle.ms default: 10 minutes
-DEFAULT_REQUEST_TIMEOUT_S = 30.0  # Kafka's request.timeout.ms default
 #: answers encoded in one pass before we look at the write buffer again
 _FLUSH_AT = 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionLimits:
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
-    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
-    #: answers allowed to wait (behind an asynchronous handler) before reading pauses
-    max_queued_requests: int = 64
-    #: a request whose first bytes arrived must be complete within this (else: close)
-    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
-    #: a peer that does not read our answers for this long is cut off (write buffer dropped)
-    write_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
-    #: per listener; 0 = unlimited (Kafka's max.connections / max.connections.per.ip)
-    max_connections: int = 0
-    max_connections_per_ip: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ServingInfo:
-    """What every connection of one listener shares."""
-
-    listener: str
-    is_control: bool
-    registry: HandlerRegistry
-    state: Any
-    limits: ConnectionLimits
-    #: large cached pieces leave by sendfile (plain TCP only; see kmeta.net.zerocopy)
-    zero_copy: bool = False
-    #: request bytes buffered by all the daemon's connections (queued.max.request.bytes)
-    pool: RequestMemoryPool | None = None
 
 
 class _AsyncSlot:
