@@ -31,6 +31,7 @@ ORDER = (
     "codec",
     "pipeline-plan",
     "soak",
+    "fixture",
 )
 COLORS = {"kmeta": "tab:blue", "echo": "tab:gray", "librdkafka-mock": "tab:orange"}
 
@@ -334,6 +335,12 @@ def generic(doc: dict[str, Any], charts: Charts) -> str:
     return generic_table(doc["result"]["median"] if "median" in doc["result"] else doc["result"])
 
 
+def fixture(doc: dict[str, Any], charts: Charts) -> str:
+    """The medians and phases; each run's figures stay in the JSON."""
+    result = doc["result"]["median"] if "median" in doc["result"] else doc["result"]
+    return generic_table({k: v for k, v in result.items() if k != "every_run"})
+
+
 SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any], Charts], str]]] = {
     "metadata-load": (
         "Metadata load: kmeta, the echo ceiling and librdkafka's mock cluster",
@@ -345,6 +352,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any], Charts], str]]] = {
     "codec": ("Codec: compiled against interpreted construct", generic),
     "pipeline-plan": ("Pipeline: Spark plan job", generic),
     "soak": ("Soak", generic),
+    "fixture": ("Test fixture: a 3-broker cluster's start-up beside librdkafka's mock", fixture),
 }
 
 

@@ -16,6 +16,8 @@ generators run in processes of their own):
 * ``client-await``   client_await.py (--seconds = --duration)
 * ``pipeline-plan``  pipeline_plan.py (local[2])
 * ``soak``           soak.py (--idle-connections held; --requests from --duration)
+* ``fixture``        fixture.py: kmeta.testing.Cluster's start-up and teardown beside librdkafka's
+                     mock cluster's (--runs, --brokers; --no-peer)
 
 The result is one JSON object (see common.py) written to --json OUT, or printed.
 """
@@ -40,6 +42,7 @@ import common
 
 SCENARIOS = (
     "codec", "metadata-load", "cache-update", "propagation", "client-await", "pipeline-plan", "soak",
+    "fixture",
 )  # fmt: skip
 
 
@@ -298,10 +301,18 @@ def plan_soak(a: argparse.Namespace) -> Plan:
     )
 
 
+def plan_fixture(a: argparse.Namespace) -> Plan:
+    args = ["--runs", str(a.runs), "--brokers", str(a.brokers)] + (["--no-peer"] if a.no_peer else [])
+    steps = repeated(
+        "fixture.py", 2 + 3 * a.runs, a.repeat, lambda: common.run_script("fixture.py", *args, timeout_s=60 + 30 * a.runs)
+    )
+    return {"runs": a.runs, "brokers": a.brokers, "peer": not a.no_peer}, steps, with_median
+
+
 PLANS: dict[str, Callable[[argparse.Namespace], Plan]] = {
     "codec": plan_codec, "metadata-load": plan_metadata_load, "cache-update": plan_cache_update,
     "propagation": plan_propagation, "client-await": plan_client_await,
-    "pipeline-plan": plan_pipeline_plan, "soak": plan_soak,
+    "pipeline-plan": plan_pipeline_plan, "soak": plan_soak, "fixture": plan_fixture,
 }  # fmt: skip
 
 
@@ -346,6 +357,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--idle-connections", type=int, default=2000, help="soak: idle connections")
     ap.add_argument("--partitions", type=int, default=200_000, help="pipeline-plan: partitions")
+    ap.add_argument("--runs", type=int, default=10, help="fixture: clusters started (median)")
+    ap.add_argument("--brokers", type=int, default=3, help="fixture: brokers per cluster")
     return ap
 
 

@@ -139,6 +139,7 @@ def test_bench_lists_every_scenario() -> None:
         "client-await",
         "pipeline-plan",
         "soak",
+        "fixture",
         "report",
     ):
         assert name in res.output
@@ -159,3 +160,19 @@ def test_propagation_reassignment_scenario() -> None:
         assert 0 < size["alter_ack_ms"] <= size["alter_to_all_brokers_final_ms"]
         assert size["baseline_create_to_all_brokers_ms"] > 0
         assert size["ratio_to_baseline"] > 0
+
+
+def test_fixture_scenario_times_kmeta_and_the_librdkafka_mock(tmp_path: Path) -> None:
+    doc = bench(tmp_path, "fixture", "--runs", "2")
+    result = doc["result"]["median"]
+    assert result["runs"] == 2
+    assert len(result["every_run"]) == 2
+    assert 0 < result["kmeta"]["ready_s"] < 30
+    assert 0 <= result["kmeta"]["teardown_s"] < 5
+    phases = result["kmeta"]["phases_ms"]
+    assert set(phases) == {"start_to_listening_ms", "listening_to_registered_ms", "registered_to_ready_ms"}
+    assert all(v >= 0 for v in phases.values())
+    assert result["import_kmeta_cli_broker"]["cpu_s"] > 0
+    assert all(r["load_average_1m"] >= 0 for r in result["every_run"])
+    assert result["librdkafka_mock"]["ready_s"] > 0
+    assert result["kmeta_to_mock_ready"] > 0
