@@ -11,7 +11,7 @@ from kmeta.cli.config_sources import daemon_settings
 from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
 from kmeta.cli.security_options import tls_fields, tls_options
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.daemon import serve
+from kmeta.controller.daemon import ControllerStartError, serve
 
 _D = ControllerConfig(data_dir=".")
 
@@ -24,7 +24,13 @@ _D = ControllerConfig(data_dir=".")
     "--data-dir", required=True, type=click.Path(file_okay=False), help="Durable state lives here."
 )
 @click.option("--node-id", type=int, default=_D.node_id, show_default=True)
-@click.option("--cluster-id", default=None, help="Refuse brokers registering with another id.")
+@click.option(
+    "--cluster-id",
+    default=None,
+    help="The cluster this controller serves: recorded in the data dir on its first start "
+    "(meta.properties; see `kmeta storage format`), checked on every later one. Brokers "
+    "registering with another id are refused.",
+)
 @click.option("--session-timeout-ms", type=int, default=_D.session_timeout_ms, show_default=True)
 @click.option("--retry-backoff-ms", type=int, default=_D.retry_backoff_ms, show_default=True)
 @click.option("--request-timeout-ms", type=int, default=_D.request_timeout_ms, show_default=True)
@@ -147,11 +153,14 @@ def controller_command(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        import uvloop
-    except ImportError:
-        asyncio.run(serve(config))
-    else:
-        uvloop.run(serve(config))
+        try:
+            import uvloop
+        except ImportError:
+            asyncio.run(serve(config))
+        else:
+            uvloop.run(serve(config))
+    except ControllerStartError as exc:
+        raise click.ClickException(f"controller not started: {exc}") from exc
 
 
 def register(group: click.Group) -> None:

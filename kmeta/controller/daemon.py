@@ -1,5 +1,9 @@
 """The controller daemon: a KafkaController behind kmeta.net listeners, with ordered shutdown.
 
+Startup: the data dir's identity is checked first (:mod:`kmeta.controller.data_dir`); a dir
+that must not be started on, a store that cannot be opened or a listener that cannot bind
+raise :class:`ControllerStartError`, one line for the operator.
+
 Shutdown: stop accepting, let connections finish what they read (bounded by
 shutdown_timeout_ms), then stop the controller (event task, then the channel senders last).
 """
@@ -7,14 +11,17 @@ shutdown_timeout_ms), then stop the controller (event task, then the channel sen
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 
 from kmeta.controller.config import ControllerConfig, parse_listener
 from kmeta.controller.controller import KafkaController
+from kmeta.controller.data_dir import DataDirError, check_data_dir
 from kmeta.controller.faults import configured_faults
 from kmeta.controller.handlers import build_registry
 from kmeta.controller.status import ControllerCollector, controller_status
+from kmeta.controller.store import StorageError
 from kmeta.net.listener import Listener
 from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.metrics import DaemonMetrics
@@ -39,8 +46,16 @@ def controller_metrics(controller: KafkaController, listeners: list[Listener]) -
     )
 
 
+class ControllerStartError(Exception):
+    """The controller cannot start (the message is one line for the operator)."""
+
+
 class ControllerDaemon:
     def __init__(self, config: ControllerConfig) -> None:
+        # the recorded cluster id when none is given (DataDirError: not this dir)
+        cluster_id = check_data_dir(config.data_dir, config.cluster_id, config.node_id)
+        if cluster_id != config.cluster_id:
+            config = dataclasses.replace(config, cluster_id=cluster_id)
         self.config = config
         self.controller = KafkaController(config)
         registry = build_registry()
@@ -105,8 +120,11 @@ def reload_faults(controller: KafkaController) -> None:
 
 async def serve(config: ControllerConfig, ready: asyncio.Event | None = None) -> None:
     """Run until SIGTERM/SIGINT (a second signal forces exit)."""
-    daemon = ControllerDaemon(config)
-    await daemon.start()
+    try:
+        daemon = ControllerDaemon(config)
+        await daemon.start()
+    except (DataDirError, StorageError, OSError) as exc:
+        raise ControllerStartError(str(exc)) from exc
     log.info(
         "controller listening on %s (epoch %d)",
         ", ".join(config.listeners),

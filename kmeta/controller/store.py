@@ -34,6 +34,7 @@ from kmeta.controller.model import (
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS identity (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS brokers (
     broker_id INTEGER PRIMARY KEY, epoch INTEGER NOT NULL, incarnation_id TEXT NOT NULL,
     listeners TEXT NOT NULL, rack TEXT, alive INTEGER NOT NULL);
@@ -242,6 +243,21 @@ class ControllerStore:
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
+
+    def cluster_id(self) -> str | None:
+        """The cluster this database belongs to (see :mod:`kmeta.controller.data_dir`)."""
+        try:
+            row = self._db.execute("SELECT value FROM identity WHERE key = 'cluster.id'").fetchone()
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, "read") from exc
+        return None if row is None else str(row[0])
+
+    def set_cluster_id(self, cluster_id: str) -> None:
+        """Record the cluster id (once, when the data dir is formatted)."""
+        with self.transaction():
+            self._db.execute(
+                "INSERT OR REPLACE INTO identity(key, value) VALUES('cluster.id', ?)", (cluster_id,)
+            )
 
     def bump_controller_epoch(self) -> int:
         """Raise the stored controller epoch by one and return it (called once per start)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import resource
 import time
 import uuid
@@ -21,7 +22,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kmeta.controller.daemon import ControllerDaemon
+from kmeta.controller.state_log import StateChangeLog
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs
@@ -233,3 +237,34 @@ async def _stop(ctl: ControllerDaemon, brokers: dict[int, RecordingBroker]) -> N
         b.stop_gate.set()
         await b.stop()
     await ctl.stop()
+
+
+def test_a_state_change_log_that_cannot_be_written_drops_lines_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Writes fail for real (the file may not grow: EFBIG); nothing raises, the torn tail is
+    cut off, the loss is reported once per interval, and writing resumes by itself."""
+    path = tmp_path / "state-change.log"
+    log = StateChangeLog(path, node_id=3000)
+    log.write("event", name="before")
+    log.flush()
+    good = path.read_bytes()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (len(good) + 100, hard))  # half a line of room
+    try:
+        for i in range(50):
+            log.write("event", name=f"lost-{i}")
+            log.flush()  # must not raise
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert path.read_bytes() == good  # no torn line left behind
+    assert log.dropped == 50
+    reports = [r for r in caplog.records if "state-change log" in r.getMessage()]
+    assert len(reports) == 1  # rate-limited
+    assert "line(s) lost" in reports[0].getMessage()
+    log.write("event", name="after")
+    log.flush()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["name"] for line in lines] == ["before", "after"]
+    assert "50 line(s) were lost" in caplog.records[-1].getMessage()
+    log.close()
