@@ -186,9 +186,10 @@ class KafkaController:
         for broker_id in list(self._deadlines):
             if broker_id not in live:  # a registration that was not kept
                 del self._deadlines[broker_id]
-        retry_at = time.monotonic() + STORE_RETRY_S
+        now = time.monotonic()
         for broker_id in live:  # a fencing that was not kept is retried (unless it heartbeats)
-            self._deadlines.setdefault(broker_id, retry_at)
+            if self._deadlines.get(broker_id, 0.0) < now:
+                self._deadlines[broker_id] = now + STORE_RETRY_S
         self.deletion.reloaded()
         self.reassignments.reloaded()
 

@@ -48,6 +48,8 @@ class TopicDeletionManager:
         self.c = controller
         #: topic -> broker -> partitions whose StopReplica(delete) is not acknowledged yet
         self.pending: dict[str, dict[int, set[int]]] = {}
+        #: topics whose refused removal is to be retried (one retry scheduled at a time)
+        self._retrying: set[str] = set()
 
     # -- starting and resuming ----------------------------------------------------------------
     def start(self, names: list[str], barrier: Barrier | None) -> list[int]:
@@ -174,15 +176,19 @@ class TopicDeletionManager:
         deleting = self.c.state.deleting
         for name in [n for n in self.pending if n not in deleting]:
             del self.pending[name]
-        orphans = sorted(n for n in deleting if n not in self.pending)
-        if orphans:
-            for name in orphans:
+        unfinished = sorted(
+            n for n in deleting if not self.pending.get(n) and n not in self._retrying
+        )
+        if unfinished:
+            for name in unfinished:
                 self.pending[name] = {}
-            retry = functools.partial(self._retry_finish, orphans)
+            self._retrying.update(unfinished)
+            retry = functools.partial(self._retry_finish, unfinished)
             asyncio.get_running_loop().call_later(STORE_RETRY_S, retry)
 
     def _retry_finish(self, names: list[str]) -> None:
         c = self.c
+        self._retrying.difference_update(names)
 
         def finish() -> _Done:
             done = [n for n in names if n in c.state.deleting and not self.pending.get(n)]

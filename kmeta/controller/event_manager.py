@@ -184,7 +184,8 @@ class ControllerEventManager:
             try:
                 await asyncio.shield(self._committing)
             except StorageError as exc:
-                self._storage_failed(exc, sum(wrote))
+                if any(wrote):  # (else the event that lost the group has said it)
+                    self._storage_failed(exc, sum(wrote))
                 outcomes = [
                     out if out is not None else exc if w else _RETRY
                     for out, w in zip(outcomes, wrote, strict=True)

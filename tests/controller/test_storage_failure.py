@@ -1,8 +1,9 @@
 """A change the store cannot commit is neither kept in memory nor sent to any broker.
 
-The controller's real SQLite store fails for real: this process's files may not grow past
-their current end (RLIMIT_FSIZE, so the WAL append of the commit fails with an I/O error), or
-the database may not grow (``PRAGMA max_page_count``: SQLITE_FULL, as on a full disk). For
+The controller's real SQLite store refuses for real: its connection is put in SQLite's
+read-only mode (``PRAGMA query_only``: SQLITE_READONLY, as on a read-only file system), or the
+database may not grow (``PRAGMA max_page_count``: SQLITE_FULL, as on a full disk). (A full
+file system under a controller process: tests/hardening/test_disk_full.py.) For
 every kind of event -- topic creation, partition creation, deletion (its start and its final
 removal), registration, broker failure (controlled shutdown and session expiry) -- the
 request gets KAFKA_STORAGE_ERROR naming the cause, the controller's state equals what its
@@ -18,7 +19,7 @@ import json
 import resource
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +39,16 @@ from tests.controller.test_controller_flows import _brokers, _create, _request
 STORAGE_ERROR = ErrorCode.KAFKA_STORAGE_ERROR
 
 
-@contextlib.contextmanager
-def files_cannot_grow(data_dir: Path) -> Iterator[None]:
-    """No file of this process may grow past the WAL's current end (writes fail with EFBIG,
-    SQLite's SQLITE_IOERR_WRITE; Python ignores SIGXFSZ), as on a disk that is full."""
-    wal = data_dir / "controller.db-wal"
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (wal.stat().st_size, hard))
+@contextlib.asynccontextmanager
+async def store_refuses_writes(ctl: ControllerDaemon) -> AsyncIterator[None]:
+    """The controller's store connection in SQLite's read-only mode, switched between events
+    (never beside a commit in flight)."""
+    db = ctl.controller.store._db
+    await ctl.controller.enqueue("StoreReadOnly", lambda: db.execute("PRAGMA query_only=ON"))
     try:
         yield
     finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        await ctl.controller.enqueue("StoreWritable", lambda: db.execute("PRAGMA query_only=OFF"))
 
 
 async def _settled(ctl: ControllerDaemon) -> None:
@@ -102,15 +102,14 @@ async def _refused_then_applied(
 ) -> Any:
     """``request`` while the store cannot write: refused, nothing kept or sent, the next
     request answered within 1 s. Then again with room: applied. Returns the second answer."""
-    data_dir = Path(ctl.config.data_dir)
     await _settled(ctl)
     before = ctl.controller.store.load()
     sent = _received(brokers)
-    with files_cannot_grow(data_dir):
+    async with store_refuses_writes(ctl):
         error, message = _error(await _request(ctl.port, request))
         assert error == STORAGE_ERROR
         if message is not None:
-            assert "disk I/O error" in message
+            assert "attempt to write a readonly database" in message
         started = time.monotonic()
         probe = await _request(ctl.port, _create(("probe", [[1]])))
         assert time.monotonic() - started < 1.0
@@ -187,7 +186,7 @@ async def test_refused_expiry_and_deletion_removal_retry_once_the_store_writes(
         await _settled(ctl)
         sent = _received(brokers)
         c = ctl.controller
-        with files_cannot_grow(tmp_path):
+        async with store_refuses_writes(ctl):
             brokers[1].stop_gate.set()  # every replica answered: the removal is refused
             await asyncio.sleep(2.0)  # broker 3's session (1 s) expires: its fencing is refused
             assert "gone" in c.state.deleting
