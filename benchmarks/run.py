@@ -149,7 +149,10 @@ def plan_codec(a: argparse.Namespace) -> Plan:
 def plan_metadata_load(a: argparse.Namespace) -> Plan:
     import side_by_side
 
-    sbs = side_by_side.SideBySide(a.topics, with_peer=not a.no_peer)
+    try:
+        sbs = side_by_side.SideBySide(a.topics, with_peer=not a.no_peer, server_cpu=a.server_cpu)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     points: list[dict[str, Any]] = []
     grid = [("1 topic", c) for c in a.connections] + (
         [("all topics", min(8, max(a.connections)))] if a.all_topics else []
@@ -193,6 +196,7 @@ def plan_metadata_load(a: argparse.Namespace) -> Plan:
         "peer": not a.no_peer,
         "all_topics": a.all_topics,
         "owner_script": a.owner_script,
+        "server_cpu": a.server_cpu,
     }
     return params, steps, combine
 
@@ -333,6 +337,12 @@ def parser() -> argparse.ArgumentParser:
         "--topics", type=int, default=1000, help="metadata-load: topics held (x4 partitions)"
     )
     ap.add_argument("--no-peer", action="store_true", help="metadata-load: skip librdkafka's mock")
+    ap.add_argument(
+        "--server-cpu",
+        type=int,
+        default=None,
+        help="metadata-load: pin every server target to this CPU, the load to the others",
+    )
     ap.add_argument("--all-topics", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument(
         "--owner-script",

@@ -7,6 +7,10 @@ generator is the same for every target: ``metadata_load.LoadConnection`` with th
 Metadata v12 request frame, N connections x D requests in flight, for a bounded duration. It
 measures every latency, so percentiles up to p99.9 come from the full sample.
 
+With ``server_cpu`` every target (kmeta, echo, the mock with its threads) runs pinned to that
+one CPU and the load generator to the others, so server CPU per request is measured on one
+core that the load does not share (``kmeta bench metadata-load --server-cpu 0``).
+
 Both clusters hold the same shape (TOPICS x 4 partitions, RF 3: the partition count the mock
 gives an auto-created topic). Points run interleaved target by target and repeat ``repeat``
 times; the medians are reported, with kmeta's req/s as ratios to the ceiling and to the peer.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -73,12 +78,31 @@ def loadgen_process(conn: Connection) -> None:
         conn.send(metadata_load._run(_load(*job)))
 
 
+def _pinned(cpus: set[int] | None, target: Callable[..., None], *args: Any) -> None:
+    """Process entry: run ``target`` on ``cpus`` only (threads it starts inherit them)."""
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
+    target(*args)
+
+
+def pinning(server_cpu: int | None) -> tuple[set[int] | None, set[int] | None]:
+    """(the targets' CPUs, the load generator's CPUs) for ``--server-cpu``; the generator gets
+    every other CPU this process may use (all of them on a one-CPU machine)."""
+    if server_cpu is None:
+        return None, None
+    allowed = os.sched_getaffinity(0)
+    if server_cpu not in allowed:
+        raise ValueError(f"--server-cpu {server_cpu} is not one of the usable CPUs {sorted(allowed)}")
+    return {server_cpu}, (allowed - {server_cpu}) or allowed
+
+
 # -- the driver --------------------------------------------------------------------------------
 class SideBySide:
     """Starts the targets and the load generator; :meth:`point` measures one target once."""
 
-    def __init__(self, topics: int, with_peer: bool = True) -> None:
+    def __init__(self, topics: int, with_peer: bool = True, server_cpu: int | None = None) -> None:
         self.topics = topics
+        self.server_cpus, self.loadgen_cpus = pinning(server_cpu)
         self.names = [f"topic-{t:04d}" for t in range(topics)]
         self.with_peer = with_peer and peer_mock.available()
         self.peer_error: str | None = None if self.with_peer else "confluent-kafka is not installed"
@@ -87,18 +111,19 @@ class SideBySide:
         self.procs: list[Any] = []
         self._ctx = mp.get_context("spawn")  # the driver may run threads (the progress bar)
 
-    def _spawn(self, target: Callable[..., None], *args: Any) -> Connection:
+    def _spawn(self, cpus: set[int] | None, target: Callable[..., None], *args: Any) -> Connection:
         here, there = self._ctx.Pipe()
-        proc = self._ctx.Process(target=target, args=(there, *args), daemon=True)
+        proc = self._ctx.Process(target=_pinned, args=(cpus, target, there, *args), daemon=True)
         proc.start()
         self.procs.append(proc)
         return here
 
     def start(self) -> None:
-        broker = self._spawn(metadata_load.broker_process)
-        echo = self._spawn(echo_server.serve_in_process)
-        peer = self._spawn(peer_mock.serve_in_process, 3, self.names) if self.with_peer else None
-        self.loadgen = self._spawn(loadgen_process)
+        cpus = self.server_cpus
+        broker = self._spawn(cpus, metadata_load.broker_process)
+        echo = self._spawn(cpus, echo_server.serve_in_process)
+        peer = self._spawn(cpus, peer_mock.serve_in_process, 3, self.names) if self.with_peer else None
+        self.loadgen = self._spawn(self.loadgen_cpus, loadgen_process)
         broker_ports, echo_ports = broker.recv(), echo.recv()
         self.control = {"kmeta": broker, "echo": echo}
         self.ports = {"kmeta": broker_ports["PLAINTEXT"], "echo": echo_ports["PLAINTEXT"]}

@@ -7,6 +7,7 @@ of their own, as in a real run); the report is built from those results with mat
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
     return {
         "metadata-load": bench(
             tmp, "metadata-load", "--duration", "0.2", "--connections", "1,4", "--depth", "2",
-            "--topics", "20", "--no-owner-script",
+            "--topics", "20", "--no-owner-script", "--server-cpu", str(min(os.sched_getaffinity(0))),
         ),
         "cache-update": bench(
             tmp, "cache-update", "--sizes", "300,3000", "--applies", "40", "--baseline-applies", "3"
@@ -61,6 +62,7 @@ def test_metadata_load_puts_kmeta_echo_and_librdkafka_mock_side_by_side(
     doc = results["metadata-load"]
     assert doc["parameters"]["connections"] == [1, 4]
     assert doc["parameters"]["depth"] == 2
+    assert doc["parameters"]["server_cpu"] == min(os.sched_getaffinity(0))
     rows = {(r["request"], r["connections"]): r for r in doc["result"]["rows"]}
     assert set(rows) == {("1 topic", 1), ("1 topic", 4), ("all topics", 4)}
     expected = {"kmeta", "echo"}

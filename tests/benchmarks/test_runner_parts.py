@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 
 import common
 import echo_server
 import peer_mock
 import pytest
 import run
+import side_by_side
 
 from kmeta.net import zerocopy
 from kmeta.net.connection import KafkaConnection
@@ -83,3 +85,14 @@ async def test_fixed_payload_echo_answers_each_frame_with_its_correlation_id(zer
     assert isinstance(reply, zerocopy.SpliceableBytes) is zero_copy
     if zero_copy and zerocopy.AVAILABLE:  # its memfd is made on the first sendfile only
         assert vars(reply).get("_file") is not None
+
+
+def test_server_cpu_pins_the_targets_to_it_and_the_load_elsewhere() -> None:
+    allowed = os.sched_getaffinity(0)
+    cpu = min(allowed)
+    servers, load = side_by_side.pinning(cpu)
+    assert servers == {cpu}
+    assert load == ((allowed - {cpu}) or allowed)
+    assert side_by_side.pinning(None) == (None, None)
+    with pytest.raises(ValueError, match="not one of the usable CPUs"):
+        side_by_side.pinning(max(allowed) + 1000)
