@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kmeta.net.hooks import RequestGate
 from kmeta.protocol.errors import ErrorCode
@@ -64,15 +64,25 @@ UnsupportedFn = Callable[[RequestContext], Any]
 Answer = EncodedPieces | bytes
 
 
-class AnswerMemo:
-    """Encoded answers by request body, for one state, api version and listener (see the
-    module docstring); bounded in key size and count.
+class SnapshotHolder(Protocol):
+    """What publishes immutable snapshots by replacing one attribute (MetadataCache)."""
 
+    @property
+    def snapshot(self) -> object: ...
+
+
+class AnswerMemo:
+    """Encoded answers by request body, for one snapshot of the daemon's state, one api
+    version and listener (see the module docstring); bounded in key size and count.
+
+    It is current while ``holder.snapshot is snapshot``: a connection keeps the memo it was
+    given and checks that (three attribute loads) instead of asking the hook again for every
+    request; the hook costs about as much as everything else a memo hit does.
     Small answers are kept joined into one ``bytes`` (one piece to copy per answer); large ones
     stay pieces, so cached blocks are never copied.
     """
 
-    __slots__ = ("answers",)
+    __slots__ = ("answers", "holder", "snapshot")
 
     #: request bodies up to this size are memoised, up to this many of them
     MAX_BODY = 1024
@@ -80,8 +90,14 @@ class AnswerMemo:
     #: answers smaller than this are kept joined
     JOIN_BELOW = 32 * 1024
 
-    def __init__(self) -> None:
+    def __init__(self, holder: SnapshotHolder, snapshot: object) -> None:
         self.answers: dict[bytes, Answer] = {}
+        self.holder = holder
+        self.snapshot = snapshot
+
+    @property
+    def current(self) -> bool:
+        return self.holder.snapshot is self.snapshot
 
     def get(self, body: bytes) -> Answer | None:
         return self.answers.get(body)
@@ -95,7 +111,7 @@ class AnswerMemo:
         self.answers.setdefault(body, answer)
 
 
-#: ``(state, api version, listener) -> AnswerMemo``: the memo for the daemon's current state
+#: ``(state, api version, listener) -> AnswerMemo``: the memo for the state's current snapshot
 MemoFn = Callable[[Any, int, str], AnswerMemo]
 
 

@@ -40,6 +40,7 @@ from typing import Any, cast
 from kmeta.net import zerocopy
 from kmeta.net.dispatch import (
     Answer,
+    AnswerMemo,
     EncodedPieces,
     Handler,
     MemoFn,
@@ -115,30 +116,33 @@ def append_answer(
 ) -> None:
     """Frame an encoded body: size, response header, body. The one chunking path.
 
-    ``correlation``: the 4 correlation id bytes (a memo hit copies them from the request).
-    Small answers go into the last chunk (one buffer for many pipelined answers); a large
-    piece becomes a chunk of its own, so cached blocks are never copied on their way to the
-    socket.
+    ``correlation``: the 4 correlation id bytes (a memo hit copies them from the request);
+    response header v1 adds an empty tag section (one byte) after them. Small answers go into
+    the last chunk (one buffer for many pipelined answers); a large piece becomes a chunk of
+    its own, so cached blocks are never copied on their way to the socket.
     """
-    head = correlation + b"\0" if header_version >= 1 else correlation  # v1: empty tag section
     last = out[-1] if out else None
     if type(last) is not bytearray:
         last = bytearray()
         out.append(last)
-    if isinstance(body, EncodedPieces):
-        last += (len(head) + sum(map(len, body))).to_bytes(4, "big")
-        last += head
-        for piece in body:
-            if len(piece) >= _BIG:
-                out.append(piece)
-            elif type(out[-1]) is bytearray:
-                out[-1] += piece
-            else:
-                out.append(bytearray(piece))
+    if not isinstance(body, EncodedPieces):
+        last += (len(body) + 4 + header_version).to_bytes(4, "big")
+        last += correlation
+        if header_version:
+            last.append(0)
+        last += body
         return
-    last += (len(head) + len(body)).to_bytes(4, "big")
-    last += head
-    last += body
+    last += (4 + header_version + sum(map(len, body))).to_bytes(4, "big")
+    last += correlation
+    if header_version:
+        last.append(0)
+    for piece in body:
+        if len(piece) >= _BIG:
+            out.append(piece)
+        elif type(out[-1]) is bytearray:
+            out[-1] += piece
+        else:
+            out.append(bytearray(piece))
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +190,7 @@ class ServerConnection(asyncio.Protocol):
         self._admit = admit
         self.admitted = False
         self._known: _KnownHeader | None = None
+        self._memo: AnswerMemo | None = None  # the memo of ``_known``, while current
         self.peer: Any = None
         self._socket_writer: zerocopy.SocketWriter | None = None  # with info.zero_copy
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -250,22 +255,17 @@ class ServerConnection(asyncio.Protocol):
     def _process(self, frames: list[bytes]) -> None:
         out: Chunks = []
         observer = self._observer
-        info = self.info
-        known = self._known
-        answers: dict[bytes, Answer] | None = None  # the memo of ``known``, once looked up
+        # The memo fast path: a frame with the same api key, version, client id and header tags
+        # as the last request whose handler has a memo, while no answer waits (in-order
+        # answers), has a known header parse; a memo hit then needs no header object, no
+        # context, no handle(). Both only change when a frame takes the full path.
+        known = None if self._pending else self._known
         for i, frame in enumerate(frames):
-            # The memo fast path: same api key, version, client id and header tags as the last
-            # request whose handler has a memo, and nothing waiting: the header parse is
-            # known, and a memo hit needs no header object, no context, no handle().
-            if (
-                known is not None
-                and not self._pending
-                and frame[:4] == known.prefix
-                and frame[8 : known.body_pos] == known.rest
-            ):
-                if answers is None:
-                    answers = known.memo(info.state, known.version, info.listener).answers
-                hit = answers.get(frame[known.body_pos :])
+            if known is not None and frame[:4] == known.prefix and frame[8 : known.body_pos] == known.rest:
+                memo = self._memo
+                if memo is None or memo.holder.snapshot is not memo.snapshot:
+                    memo = self._memo = known.memo(self.info.state, known.version, self.info.listener)
+                hit = memo.answers.get(frame[known.body_pos :])
                 if hit is not None:
                     self.requests_handled += 1
                     append_answer(frame[4:8], known.response_header_version, hit, out)
@@ -290,14 +290,21 @@ class ServerConnection(asyncio.Protocol):
             if observer is not None:
                 # the registry served the frame: its header starts with api key and version
                 observer.on_request(frame[0] << 8 | frame[1], frame[2] << 8 | frame[3], answer)
-            # the handler may have changed the state (UpdateMetadata) or the known header
-            known, answers = self._known, None
+            # the handler may have learned another header or left an answer waiting
+            known = None if self._pending else self._known
             if out and (len(out) > 1 or len(out[0]) >= _FLUSH_AT):
                 if self._flush(out, frames, i):
                     return
                 out = []
-        self._write(out)
-        if len(self._pending) > info.limits.max_queued_requests:
+        if out:
+            transport = self._transport
+            if len(out) == 1 and observer is None and transport is not None and not transport.is_closing():
+                # _write's common case without the call (a call costs about a tenth of a memo
+                # hit at one request per read)
+                transport.write(out[0])
+            else:
+                self._write(out)
+        if self._pending and len(self._pending) > self.info.limits.max_queued_requests:
             assert self._flow is not None
             self._flow.hold_reading("queue")
 
@@ -323,6 +330,7 @@ class ServerConnection(asyncio.Protocol):
             self._flow.resume_writing()
         stashed, self._stashed = self._stashed, None
         if stashed and not self._closing:
+            self._last_active = time.monotonic()
             self._process(stashed)
             if self._observer is not None:
                 self._observer.on_answers_ready()
@@ -402,6 +410,7 @@ class ServerConnection(asyncio.Protocol):
                 # and fills it for the next request.
                 header_version = handler.response_header_versions[version]
                 self._known = _KnownHeader(frame[:4], pos, frame[8:pos], memo, version, header_version)
+                self._memo = None
                 if type(result) is EncodedPieces or type(result) is bytes:
                     memo(info.state, version, info.listener).offer(frame[pos:], result)
         elif handler.refuse is not None:
@@ -461,7 +470,9 @@ class ServerConnection(asyncio.Protocol):
                     return
                 encode_answer(head.header, head.handler, head.future.result(), out)
             pending.popleft()
-        self._write(out)
+        if out:
+            self._last_active = time.monotonic()
+            self._write(out)
         assert self._flow is not None
         if len(pending) <= self.info.limits.max_queued_requests // 2:
             self._flow.release_reading("queue")
@@ -477,20 +488,18 @@ class ServerConnection(asyncio.Protocol):
         """
         transport = self._transport
         if out and transport is not None and not transport.is_closing():
-            if (
+            if len(out) == 1:
+                transport.write(out[0])
+            elif (
                 self._socket_writer is not None
-                and len(out) > 1
                 and any(type(chunk) is zerocopy.SpliceableBytes for chunk in out)
                 and not transport.get_write_buffer_size()
             ):
                 rest = self._socket_writer.send(out)
                 if rest:
                     transport.writelines(rest)
-            elif len(out) == 1:
-                transport.write(out[0])
             else:
                 transport.writelines(out)
-            self._last_active = time.monotonic()
             if self._observer is not None:
                 self._observer.on_write(sum(map(len, out)))
 

@@ -16,16 +16,13 @@ _SIZE = struct.Struct(">i")
 
 
 class FrameSplitter:
-    __slots__ = ("_buf", "max_frame_size")
+    __slots__ = ("_buf", "buffered", "max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self._buf = bytearray()
         self.max_frame_size = max_frame_size
-
-    @property
-    def buffered(self) -> int:
-        """Bytes held for a frame not yet complete."""
-        return len(self._buf)
+        #: bytes held for a frame not yet complete (a plain attribute: read after every feed)
+        self.buffered = 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Add bytes; return every frame they complete, in order (without the prefix)."""
@@ -38,6 +35,7 @@ class FrameSplitter:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_frame_size:
                 buf.clear()
+                self.buffered = 0
                 raise FrameTooLargeError(
                     f"frame size {size} is outside 0..{self.max_frame_size}"
                 )
@@ -47,6 +45,7 @@ class FrameSplitter:
             pos += 4 + size
         if pos:
             del buf[:pos]
+        self.buffered = len(buf)
         return frames
 
 

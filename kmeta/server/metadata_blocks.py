@@ -30,6 +30,7 @@ from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.splice import Splice
 
 if TYPE_CHECKING:
+    from kmeta.metadata.cache import MetadataCache
     from kmeta.server.state import BrokerState
 
 
@@ -115,10 +116,12 @@ class MetadataBlocks:
             table = self.topics[view] = {}
         return table
 
-    def answer_memo(self, version: int, listener: str) -> AnswerMemo:
+    def answer_memo(self, version: int, listener: str, holder: MetadataCache) -> AnswerMemo:
+        """The memo of answers for ``version`` and ``listener``; ``holder`` publishes this
+        blocks' snapshot (the memo is current while it still does)."""
         memo = self.memos.get((version, listener))
         if memo is None:
-            memo = self.memos[Audience(version, listener)] = AnswerMemo()
+            memo = self.memos[Audience(version, listener)] = AnswerMemo(holder, self.snap)
         return memo
 
     def names_by_id(self) -> dict[uuid.UUID, str]:
@@ -128,15 +131,9 @@ class MetadataBlocks:
 
 
 def answer_memo(state: BrokerState, version: int, listener: str) -> AnswerMemo:
-    """The handler's memo hook (:data:`kmeta.net.dispatch.MemoFn`): the current snapshot's.
-    Called for every memoised answer, so the common case is two dict lookups."""
-    snap = state.cache.snapshot
-    blocks: MetadataBlocks | None = snap.derived.get(MetadataBlocks)
-    if blocks is not None:
-        memo = blocks.memos.get((version, listener))
-        if memo is not None:
-            return memo
-    return MetadataBlocks.of(snap).answer_memo(version, listener)
+    """The handler's memo hook (:data:`kmeta.net.dispatch.MemoFn`): the current snapshot's."""
+    cache = state.cache
+    return MetadataBlocks.of(cache.snapshot).answer_memo(version, listener, cache)
 
 
 def brokers(snap: MetadataSnapshot, listener: str) -> tuple[Any, ...]:

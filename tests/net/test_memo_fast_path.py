@@ -3,6 +3,7 @@ handler's memo without a header object or context, byte for byte as the full pat
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from kmeta.net.dispatch import Answer, AnswerMemo, HandlerRegistry, RequestContext
@@ -48,7 +49,8 @@ class _Counting:
     def __init__(self) -> None:
         self.handled = 0
         self.memo_calls: list[bytes] = []
-        self._memo = AnswerMemo()
+        snapshot = object()
+        self._memo = AnswerMemo(SimpleNamespace(snapshot=snapshot), snapshot)
         self._memo.answers = _CountingAnswers(self.memo_calls)
 
     def handle(self, ctx: RequestContext, request: Any) -> Any:
