@@ -152,3 +152,12 @@ def test_kafka_python_admin_retries_not_controller_while_the_controller_is_down(
         assert "while-no-controller" in kmeta_cluster.metadata(1).topics
     finally:
         admin.close()
+
+
+def test_the_readme_example(kmeta_cluster: Cluster) -> None:  # README.md, docs/testing.md
+    kmeta_cluster.create_topic("orders", partitions=6, rf=3)
+    admin = AdminClient({"bootstrap.servers": kmeta_cluster.bootstrap_servers})
+    assert len(admin.list_topics(timeout=5).topics["orders"].partitions) == 6
+    kmeta_cluster.kill_broker(2)  # SIGKILL: a crash
+    kmeta_cluster.wait_converged(10)  # fenced after the session timeout
+    assert 2 not in admin.list_topics(timeout=5).brokers
