@@ -4,6 +4,8 @@ shared by the tests of this module."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -247,3 +249,51 @@ def test_configs_survive_controller_restart_and_broker_kill(cluster):
 
     wait_for(served, 30)
     assert _confluent_configs(cluster, 3, "durable-cfg")["max.message.bytes"].value == "2048"
+
+
+def _kmeta(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kmeta", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_kmeta_configs_cli(cluster):
+    bootstrap = cluster.bootstrap(3)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("cli-cfg", 1, 1)])["cli-cfg"].result(10)
+    done = _kmeta(
+        "configs", "alter", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg",
+        "--add-config", "retention.ms=120000,cleanup.policy=[compact,delete]",
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "Completed updating config for topic cli-cfg.\n"), done.stderr
+    shown = _kmeta("configs", "describe", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        "Dynamic configs for topic cli-cfg are:",
+        "  retention.ms=120000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=120000}",
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}",
+    ]
+    done = _kmeta(
+        "configs", "alter", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg",
+        "--delete-config", "retention.ms",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    every = _kmeta("configs", "describe", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg", "--all")
+    assert "  retention.ms=604800000 sensitive=false synonyms={}" in every.stdout.splitlines()
+    broker = _kmeta("configs", "describe", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-name", "2", "--all")
+    assert broker.returncode == 0, broker.stderr
+    assert broker.stdout.splitlines()[0] == "All configs for broker 2 are:"
+    assert "  broker.rack=rack-a sensitive=false synonyms={STATIC_BROKER_CONFIG:broker.rack=rack-a}" in broker.stdout
+
+    bad = _kmeta(
+        "configs", "alter", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg",
+        "--add-config", "retention.ms=soon",
+    )  # fmt: skip
+    assert bad.returncode != 0
+    assert bad.stderr.strip().splitlines() == [
+        "Error: topic 'cli-cfg': INVALID_CONFIG: Invalid config value for resource ConfigResource(type=TOPIC, "
+        "name='cli-cfg'): Invalid value soon for configuration retention.ms: Not a number of type LONG"
+    ]
+    ghost = _kmeta("configs", "describe", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "ghost")
+    assert (ghost.returncode, ghost.stderr.strip()) == (1, "Error: topic 'ghost': UNKNOWN_TOPIC_OR_PARTITION")
