@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing as mp
+import struct
 import sys
 import time
 from multiprocessing.connection import Connection
@@ -42,6 +43,8 @@ from kmeta.server.broker import Broker
 from kmeta.server.config import BrokerConfig, ListenerSpec
 
 VERSION = 12
+_INT32 = struct.Struct(">i")
+_SIZE_AND_ID = struct.Struct(">ii")  # a response's size prefix and correlation id
 
 
 def _run(coro: Any) -> Any:
@@ -116,17 +119,16 @@ class LoadConnection(asyncio.Protocol):
         self.next_id = 0
         self.transport: asyncio.Transport | None = None
 
-    def _frames(self, n: int) -> bytes:
-        out = bytearray()
-        now = time.perf_counter()
-        for _ in range(n):
-            cid = self.next_id
-            self.next_id += 1
-            frame = bytearray(self.template)
-            frame[8:12] = cid.to_bytes(4, "big")
-            out += frame
-            self.sent[cid] = now
-        return bytes(out)
+    def _frames(self, n: int) -> bytearray:
+        """The next ``n`` requests: the template with correlation ids filled in (one buffer,
+        one pack per frame: the generator must outrun every target, pipelined)."""
+        size, first = len(self.template), self.next_id
+        self.next_id += n
+        out = bytearray(self.template * n)
+        for k in range(n):
+            _INT32.pack_into(out, k * size + 8, first + k)
+        self.sent.update(dict.fromkeys(range(first, first + n), time.perf_counter()))
+        return out
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -136,12 +138,12 @@ class LoadConnection(asyncio.Protocol):
         buf = self.buf
         buf += data
         pos, answered, now = 0, 0, time.perf_counter()
-        while len(buf) - pos >= 8:
-            size = int.from_bytes(buf[pos : pos + 4], "big")
-            if len(buf) - pos - 4 < size:
+        end, sent, latencies = len(buf), self.sent, self.latencies
+        while end - pos >= 8:
+            size, cid = _SIZE_AND_ID.unpack_from(buf, pos)
+            if end - pos - 4 < size:
                 break
-            cid = int.from_bytes(buf[pos + 4 : pos + 8], "big")
-            self.latencies.append(now - self.sent.pop(cid))
+            latencies.append(now - sent.pop(cid))
             pos += 4 + size
             answered += 1
         del buf[:pos]
