@@ -14,8 +14,8 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.types import ZERO_UUID
 
-ZERO_UUID = uuid.UUID(int=0)
 NO_LEADER = -1
 
 

@@ -30,7 +30,6 @@ from typing import Any
 
 from kmeta.client.backoff import ExponentialBackoff
 from kmeta.client.cluster import (
-    ZERO_UUID,
     Cluster,
     PartitionInfo,
     TopicPartition,
@@ -38,6 +37,7 @@ from kmeta.client.cluster import (
 )
 from kmeta.client.errors import MetadataClosedError
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.types import ZERO_UUID
 
 #: Error codes whose Java exceptions extend ``InvalidMetadataException``: the cached metadata
 #: is stale and a refresh is due.

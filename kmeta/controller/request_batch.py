@@ -22,6 +22,7 @@ from kmeta.net.connection import api_of_instance
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
+from kmeta.protocol.types import ZERO_UUID
 
 LEADER_AND_ISR_VERSION = 7
 UPDATE_METADATA_VERSION = 8
@@ -181,7 +182,7 @@ class ControllerBrokerRequestBatch:
 
     def _topic_id(self, name: str) -> uuid.UUID:
         info = self.ctx.state.topics.get(name)
-        return info.topic_id if info is not None else uuid.UUID(int=0)
+        return info.topic_id if info is not None else ZERO_UUID
 
     def _topic_configs(self, name: str) -> tuple[Any, ...]:
         """The topic's whole override set, on every topic state this controller sends (kmeta's

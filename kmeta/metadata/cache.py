@@ -46,11 +46,11 @@ from kmeta.metadata.model import (
     listener_for_security_protocol,
 )
 from kmeta.metadata.snapshot import MetadataSnapshot, TopicNames
+from kmeta.protocol.types import ZERO_UUID
 
 log = logging.getLogger("kmeta.metadata")
 
 FULL_UPDATE = 2  # UpdateMetadata v8 Type: 0 unknown, 1 incremental, 2 full (KIP-866)
-_ZERO_UUID = uuid.UUID(int=0)
 # Replica/ISR tuples are interned so identical replica sets share one tuple; past this many
 # distinct sets the table is dropped and rebuilt (sharing is an optimisation, not a rule).
 _INTERN_LIMIT = 100_000
@@ -148,7 +148,7 @@ class MetadataCache:
         id_changes: dict[str, uuid.UUID | _Deleted] = {}
         if version >= 5:
             for name, topic_id, _ in topics:
-                id_changes[name] = DELETED if topic_id in (None, _ZERO_UUID) else topic_id
+                id_changes[name] = DELETED if topic_id in (None, ZERO_UUID) else topic_id
 
         full = version >= 8 and request.type == FULL_UPDATE
         deleted: dict[TopicPartition, None] = {}  # ordered set

@@ -37,12 +37,8 @@ from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_topic_partitions as dtp
-from kmeta.server.handlers.metadata import (
-    INTERNAL_TOPICS,
-    TOPIC_OPERATIONS,
-    ZERO_UUID,
-    is_valid_topic_name,
-)
+from kmeta.protocol.types import ZERO_UUID
+from kmeta.server.handlers.metadata import INTERNAL_TOPICS, TOPIC_OPERATIONS, is_valid_topic_name
 
 #: Kafka's max.request.partition.size.limit default: the most partitions one answer carries
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000

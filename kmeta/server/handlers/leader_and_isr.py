@@ -28,10 +28,9 @@ from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import leader_and_isr as lai
+from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.handlers.control_log import log_apply
 from kmeta.server.state import FOLLOWER, LEADER, BrokerState, ReplicaState
-
-ZERO_UUID = uuid.UUID(int=0)
 
 
 def _grouped(request: Any) -> list[tuple[str, uuid.UUID, list[Any]]]:

@@ -44,10 +44,10 @@ from kmeta.net.dispatch import EncodedPieces, HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
+from kmeta.protocol.types import ZERO_UUID
 from kmeta.server import metadata_blocks
 from kmeta.server.metadata_blocks import AllTopicsKey, MetadataBlocks, View, sendable, splice
 
-ZERO_UUID = uuid.UUID(int=0)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_NAME = 249
