@@ -13,11 +13,12 @@ and each event's ``complete()`` answer whoever waits on it; the next events star
 A crash before the commit loses nothing anyone was told or sent.
 
 When the commit fails (:class:`StorageError`: disk full, I/O error, read-only file system)
-every event of the group fails with it and its held effects are dropped; an event that
-raises is failed alone and its effects dropped. Either way memory may hold changes the store
-does not, so ``on_rollback`` runs (the controller reloads its state from the store) before
-anyone is answered. The loop goes on: the next event finds a consistent controller, and
-works again as soon as the disk does.
+every event of the group that wrote fails with it, and all held effects are dropped; the
+events that wrote nothing were refused nothing, so they run again, in a group of their own.
+An event that raises is failed alone and its effects dropped. Either way memory may hold
+changes the store does not, so ``on_rollback`` runs (the controller reloads its state from
+the store) before anyone is answered or the next event runs. The loop goes on, and works
+again as soon as the disk does.
 """
 
 from __future__ import annotations
@@ -119,14 +120,18 @@ class ControllerEventManager:
     async def _run(self) -> None:
         retry: list[tuple[ControllerEvent, float]] = []
         while True:
-            batch = retry or [await self._queue.get()]
-            # Group commit: the events already waiting are processed too (still one at a
-            # time, in order), then one commit makes them all durable before any is answered.
-            while self._store is not None and len(batch) < MAX_GROUP and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+            if retry:  # alone: they write nothing, so their group commits (no starvation)
+                batch, retry = retry, []
+            else:
+                batch = [await self._queue.get()]
+                # Group commit: the events already waiting are processed too (still one at a
+                # time, in order), then one commit makes them all durable before any is answered.
+                while (
+                    self._store is not None and len(batch) < MAX_GROUP and not self._queue.empty()
+                ):
+                    batch.append(self._queue.get_nowait())
             self._metrics.event_queue_size.set(self._queue.qsize())
             outcomes = await self._process_group(batch)
-            retry = []
             for (event, enqueued), outcome in zip(batch, outcomes, strict=True):
                 if outcome is _RETRY:
                     retry.append((event, enqueued))
@@ -151,34 +156,9 @@ class ControllerEventManager:
         outcomes: list[BaseException | None] = []
         wrote: list[bool] = []
         for event, enqueued in batch:
-            start = time.monotonic()
-            queue_s = start - enqueued
-            self._metrics.event_queue_time_ms.observe(queue_s * 1000)
-            mark = outbox.mark() if outbox is not None else 0
-            failure: BaseException | None = None
-            try:
-                if not self._roll_back():
-                    raise StorageError("the controller state could not be reloaded from the store")
-                event.process()
-            except StorageError as exc:  # the store refused this event's writes
-                self._storage_failed(exc, 1)
-                failure = exc
-            except Exception as exc:  # a bug in one event must not stop the controller
-                log.exception("controller event %s failed", event.name)
-                failure = exc
-            wrote.append(store.end_event() if store is not None else False)
-            if failure is not None:
-                if outbox is not None:
-                    outbox.discard(mark)
-                # memory may hold part of the event: back to the store's (uncommitted) state
-                # before the next event of the group reads it
-                self._needs_rollback = True
-                self._roll_back()
+            failure, did_write = self._process(event, enqueued)
             outcomes.append(failure)
-            process_s = time.monotonic() - start
-            self._metrics.event_process_time_ms.labels(event.name).observe(process_s * 1000)
-            if callable(self.on_processed):
-                self.on_processed(event, queue_s, process_s)
+            wrote.append(did_write)
         if store is not None:
             self._committing = asyncio.ensure_future(store.commit_deferred())
             try:
@@ -193,12 +173,45 @@ class ControllerEventManager:
                 if outbox is not None:
                     outbox.discard()
                 self._needs_rollback = True
-            finally:
-                self._committing = None
+            # (not on cancellation: close() waits for the commit's thread before the store
+            # closes)
+            self._committing = None
         if outbox is not None:
             outbox.release()
         self._roll_back()
         return outcomes
+
+    def _process(self, event: ControllerEvent, enqueued: float) -> tuple[BaseException | None, bool]:
+        """One event of a group: (its failure, whether it wrote)."""
+        start = time.monotonic()
+        queue_s = start - enqueued
+        self._metrics.event_queue_time_ms.observe(queue_s * 1000)
+        outbox = self._outbox
+        mark = outbox.mark() if outbox is not None else 0
+        failure: BaseException | None = None
+        try:
+            if not self._roll_back():
+                raise StorageError("the controller state could not be reloaded from the store")
+            event.process()
+        except StorageError as exc:  # the store refused this event's writes
+            self._storage_failed(exc, 1)
+            failure = exc
+        except Exception as exc:  # a bug in one event must not stop the controller
+            log.exception("controller event %s failed", event.name)
+            failure = exc
+        wrote = self._store.end_event() if self._store is not None else False
+        if failure is not None:
+            if outbox is not None:
+                outbox.discard(mark)
+            # memory may hold part of the event: back to the store's (uncommitted) state
+            # before the next event of the group reads it
+            self._needs_rollback = True
+            self._roll_back()
+        process_s = time.monotonic() - start
+        self._metrics.event_process_time_ms.labels(event.name).observe(process_s * 1000)
+        if callable(self.on_processed):
+            self.on_processed(event, queue_s, process_s)
+        return failure, wrote
 
     def _roll_back(self) -> bool:
         """Run ``on_rollback`` if memory may be ahead of the store; False if that failed

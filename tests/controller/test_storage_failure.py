@@ -26,7 +26,11 @@ from typing import Any
 import pytest
 
 from kmeta.controller.daemon import ControllerDaemon
+from kmeta.controller.event_manager import ControllerEventManager
+from kmeta.controller.metrics import ControllerMetrics
+from kmeta.controller.model import PartitionState, TopicInfo
 from kmeta.controller.state_log import StateChangeLog
+from kmeta.controller.store import ControllerStore, StorageError
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs
@@ -35,6 +39,7 @@ from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import stop_replica as sr
 from tests.controller.helpers import RecordingBroker, start_controller, wait_until
 from tests.controller.test_controller_flows import _brokers, _create, _request
+from tests.controller.test_deferred_commit import _Event
 
 STORAGE_ERROR = ErrorCode.KAFKA_STORAGE_ERROR
 
@@ -267,3 +272,41 @@ def test_a_state_change_log_that_cannot_be_written_drops_lines_and_says_so(
     assert [line["name"] for line in lines] == ["before", "after"]
     assert "50 line(s) were lost" in caplog.records[-1].getMessage()
     log.close()
+
+
+async def test_a_failed_commit_fails_the_writers_and_reruns_the_others(tmp_path: Path) -> None:
+    """Group commit: the events that wrote fail with the StorageError; one that wrote nothing
+    runs again (alone) on the reloaded state and completes; the rollback hook ran first."""
+    store = ControllerStore(tmp_path)
+    rollbacks: list[int] = []
+    manager = ControllerEventManager(
+        ControllerMetrics(), store=store, on_rollback=lambda: rollbacks.append(1)
+    )
+    (pages,) = store._db.execute("PRAGMA page_count").fetchone()
+    store._db.execute(f"PRAGMA max_page_count={pages}")
+    runs: list[str] = []
+
+    def write(_event: _Event) -> None:
+        runs.append("writer")
+        with store.transaction():
+            store.put_topic(TopicInfo("big", uuid.uuid4()))
+            rows = [(p, PartitionState((1, 2, 3), (1, 2, 3), 1)) for p in range(5000)]
+            store.put_partitions("big", rows)  # (written by the commit: SQLITE_FULL there)
+
+    def read(_event: _Event) -> None:
+        runs.append(f"reader after {len(rollbacks)} rollback(s)")
+
+    writer, reader = _Event("writer", write), _Event("reader", read)
+    manager.put(writer)
+    manager.put(reader)  # both queued before the manager runs: one group
+    manager.start()
+    try:
+        with pytest.raises(StorageError, match="database or disk is full"):
+            await asyncio.wait_for(writer.done, 10)
+        await asyncio.wait_for(reader.done, 10)
+        assert runs == ["writer", "reader after 0 rollback(s)", "reader after 1 rollback(s)"]
+        assert (writer.log, reader.log) == (["fail"], ["complete"])
+        assert "big" not in store.load().topics
+    finally:
+        await manager.close()
+        store.close()
