@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 
+from kmeta.controller.faults import parse_fault
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr
@@ -342,3 +343,21 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
         for b in brokers.values():
             await b.stop()
         await ctl.stop()
+
+
+async def test_not_propagated_in_time_is_request_timed_out_and_still_happens(tmp_path):
+    c = await start_cluster(tmp_path, brokers=3, reassignment_catch_up_ms=60_000)
+    try:
+        port = c.client_port(1)
+        await call(port, create_request("slow", {0: [1, 2]}))
+        c.controller.controller.faults.set(*parse_fault("broker=3,delay=1500ms"))
+        request = alter_request({("slow", 0): [3, 2], ("slow", 5): [1]})._replace(timeout_ms=200)
+        answer = await call(port, request)
+        assert results(answer) == {
+            ("slow", 0): (E.REQUEST_TIMED_OUT, None),
+            ("slow", 5): (E.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."),
+        }
+        assert listed(await call(port, list_request())) == {("slow", 0): ([3, 2, 1], [3], [1])}
+        await wait_until(lambda: cached(c, "slow", 0) == {(1, (3, 2, 1), (2, 1))}, 5.0)
+    finally:
+        await c.stop()
