@@ -44,6 +44,7 @@ from kmeta.controller.admin import TopicPlan
 from kmeta.controller.controller import Barrier, KafkaController
 from kmeta.controller.model import Endpoint
 from kmeta.controller.store import StorageError
+from kmeta.controller.topic_configs import created_configs
 from kmeta.net import api_versions
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
@@ -284,6 +285,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
     propagated = await _wait(c, barrier, req.timeout_ms)
     late = "" if propagated else _not_propagated("Topic creation", barrier)
     results = []
+    given = {t.name: {c.name: c.value for c in t.configs} for t in req.topics}
     for plan in plans:
         error, message = _outcome(plan, propagated, req.validate_only, late)
         ok = plan.error == 0
@@ -295,7 +297,14 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
                 error_message=message,
                 num_partitions=len(plan.assignment) if ok else -1,
                 replication_factor=len(next(iter(plan.assignment.values()))) if ok else -1,
-                configs=() if ok else None,
+                configs=(
+                    tuple(
+                        ct.CreatableTopicConfigs(name, value, False, source, False)
+                        for name, value, source in created_configs(given.get(plan.name, {}))
+                    )
+                    if ok
+                    else None
+                ),
             )
         )
     return ct.CreateTopicsResponse(version=req.version, topics=tuple(results))

@@ -168,7 +168,9 @@ class MetadataCache:
 
         self.snapshot = MetadataSnapshot(
             partition_states=states,
-            topic_configs=_evolve_configs(old.topic_configs, request, version, states),
+            topic_configs=_evolve_configs(
+                old.topic_configs, request, version, states, topic_index is not old.topic_index
+            ),
             topic_ids=_evolve_ids(old.topic_ids, id_changes),
             controller_id=controller_id,
             alive_brokers=brokers,
@@ -344,9 +346,11 @@ def _evolve_configs(
     request: Any,
     version: int,
     states: Mapping[str, Mapping[int, PartitionState]],
+    topic_set_changed: bool,
 ) -> Mapping[str, Mapping[str, str]]:
     """The topic configs after ``request``: the topic states' override sets, minus the topics
-    that no longer exist. O(topic states + configured topics)."""
+    that no longer exist. O(topic states), plus O(configured topics) when the topic set
+    changed."""
     changes: dict[str, Mapping[str, str] | _Deleted] = {}
     if version >= 6:
         for ts in request.topic_states:
@@ -360,9 +364,10 @@ def _evolve_configs(
                     changes[name] = new
             elif name in configs:
                 changes[name] = DELETED
-    for name in configs:
-        if name not in states:
-            changes[name] = DELETED
+    if topic_set_changed:
+        for name in configs:
+            if name not in states:
+                changes[name] = DELETED
     if not changes:
         return configs
     base = configs if isinstance(configs, CowMap) else CowMap(configs)

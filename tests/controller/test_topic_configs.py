@@ -75,6 +75,10 @@ def overrides(c: InProcessCluster, name: str) -> list[dict[str, str]]:
 async def test_create_with_configs_then_incremental_operations(cluster):
     created = await _create(cluster, "t", {"retention.ms": " 60000", "cleanup.policy": "compact"})
     assert created.error_code == 0
+    listed = {c.name: (c.value, c.config_source, c.read_only, c.is_sensitive) for c in created.configs}
+    assert len(listed) == 36  # every topic config, as Kafka's CreateTopics v5+ answer
+    assert listed["retention.ms"] == ("60000", 1, False, False)
+    assert listed["segment.bytes"] == ("1073741824", 5, False, False)
     assert overrides(cluster, "t") == [{"retention.ms": "60000", "cleanup.policy": "compact"}] * 2
     assert cluster.controller.controller.state.topics["t"].configs == {"retention.ms": "60000", "cleanup.policy": "compact"}
 

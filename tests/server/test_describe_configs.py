@@ -130,3 +130,22 @@ async def test_broker_configs() -> None:
     retention = by_name["log.retention.hours"]
     assert (retention.value, retention.read_only, retention.config_type) == ("168", True, 3)
     assert (by_name["log.retention.ms"].value, by_name["log.retention.ms"].read_only) == (None, False)
+
+
+async def test_broker_advertises_the_apis_it_serves() -> None:
+    """ApiVersions lists exactly the registered handlers, with the new admin APIs' ranges."""
+    from kmeta.protocol.api_keys import ApiKey
+    from kmeta.protocol.messages import api_versions as av
+    from kmeta.server.handlers import HANDLER_MODULES
+
+    _, client = _pair()
+    resp = client.request(av.ApiVersionsRequest(version=3, client_software_name="t", client_software_version="1"))
+    served = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert len(served) == len(HANDLER_MODULES)
+    assert {k: served[k] for k in (32, 33, 44, 60, 75)} == {
+        ApiKey.DESCRIBE_CONFIGS: (0, 4),
+        ApiKey.ALTER_CONFIGS: (0, 2),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.DESCRIBE_CLUSTER: (0, 1),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    }
