@@ -14,74 +14,28 @@ them raises ValueError rather than pretending.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import dataclasses
-import json
 import os
-import shutil
 import signal
-import subprocess
-import tempfile
-import threading
 import time
-import urllib.request
-import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
 
-from kmeta.cli.cluster import ClusterConfig, broker_argv, controller_argv
-from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
+from kmeta.cli.cluster import ClusterConfig
 from kmeta.net.tls import TlsConfig
 from kmeta.protocol.errors import ErrorCode
 from kmeta.testing import requests
-from kmeta.testing.requests import BrokerView, KafkaRequestError
-
-T = TypeVar("T")
-
-ELECTION_NOT_NEEDED = ErrorCode.ELECTION_NOT_NEEDED
+from kmeta.testing.processes import ClusterProcesses, run_sync
+from kmeta.testing.requests import BrokerView, KafkaRequestError, unsettled
 
 QUORUM_UNAVAILABLE = (
     "controllers > 1: a controller quorum is not available in kmeta yet (issue 'Controller "
     "quorum'); a Cluster runs one controller"
 )
-#: a daemon that lost the race for its OS-picked port: start again on new ports
-_PORT_TAKEN = "address already in use"
-_START_ATTEMPTS = 3
 
 
-def _run(make: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine to completion from sync code, also when called on a running loop."""
-
-    async def main() -> T:
-        return await make()
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(main())
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # not on the caller's loop
-        return pool.submit(asyncio.run, main()).result()
-
-
-def _kill(procs: dict[str, subprocess.Popen[bytes]]) -> None:
-    for proc in procs.values():
-        if proc.poll() is None:
-            proc.kill()
-    for proc in procs.values():
-        proc.wait()
-
-
-def _finalize(procs: dict[str, subprocess.Popen[bytes]], data_dir: Path, keep: bool) -> None:
-    """Last resort (a Cluster never closed, or the interpreter exiting): no daemon outlives it."""
-    _kill(procs)
-    if not keep:
-        shutil.rmtree(data_dir, ignore_errors=True)
-
-
-class Cluster:
+class Cluster(ClusterProcesses):
     """A controller and ``brokers`` brokers (ids 1..N) on loopback; see the module docstring.
 
     Options: ``racks`` (broker i gets ``racks[(i-1) % len(racks)]``), ``partitions`` (the
@@ -119,75 +73,13 @@ class Cluster:
             raise ValueError("a cluster needs at least one broker")
         if ssl is not None and ssl.certfile is None:
             raise ValueError("ssl needs a certfile (TlsConfig(certfile=..., cafile=...))")
-        self.brokers = brokers
-        self.keep = keep
-        #: completed with the data dir and ports at start
-        self._base = ClusterConfig(
+        base = ClusterConfig(
             brokers=brokers, racks=tuple(racks), default_partitions=partitions,
             propagation_barrier=barrier, ssl=ssl, session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms, log_level=log_level, host=host,
         )  # fmt: skip
-        self.start_timeout_s = start_timeout_s
-        self._parent_dir = parent_dir
-        self._ssl = ssl.client_context() if ssl is not None else None
-        self._cfg: ClusterConfig | None = None
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        super().__init__(base, start_timeout_s=start_timeout_s, keep=keep, parent_dir=parent_dir)
         self._faults: dict[int, str] = {}
-        self._lock = threading.RLock()
-        self._closed = False
-        self._dir_settled = False
-        self._finalizer: weakref.finalize[Any, Cluster] | None = None
-        self.data_dir: Path | None = None
-
-    # -- lifecycle -----------------------------------------------------------------------------
-    def start(self) -> Cluster:
-        """Start every daemon and return once each broker serves the whole cluster."""
-        if self._cfg is not None:
-            raise RuntimeError("this Cluster was started already")
-        self.data_dir = Path(tempfile.mkdtemp(prefix="kmeta-test-", dir=self._parent_dir))
-        self._finalizer = weakref.finalize(self, _finalize, self._procs, self.data_dir, self.keep)
-        for attempt in range(1, _START_ATTEMPTS + 1):
-            self._cfg = dataclasses.replace(
-                self._base,
-                data_dir=str(self.data_dir),
-                ports=Ports.free(self.brokers, self._base.host),
-                fault_file=str(self.data_dir / "faults"),
-            )
-            try:
-                with self._lock:
-                    if self._closed:
-                        raise RuntimeError("the Cluster was closed while starting")
-                    self._spawn("controller")
-                    for i in self.broker_ids:
-                        self._spawn(f"broker-{i}")
-                self._await_serving(self.broker_ids)
-                return self
-            except DaemonExited as exc:
-                port_taken = _PORT_TAKEN in self.log_tail(exc.name, 50).lower()
-                if attempt == _START_ATTEMPTS or not port_taken:
-                    self.close()
-                    raise
-                _kill(self._procs)  # lost a port race to another process: new ports
-                self._procs.clear()
-            except BaseException:
-                self.close()
-                raise
-        raise AssertionError("unreachable")
-
-    def close(self, keep: bool | None = None) -> None:
-        """Kill every daemon (a test cluster's end is a power cut: nothing of it is kept, so
-        nothing needs a clean stop) and remove the data dir unless ``keep``. The first close
-        after the data dir exists decides its fate; later calls only make sure nothing runs."""
-        with self._lock:
-            self._closed = True
-            _kill(self._procs)
-            if self._finalizer is not None:
-                self._finalizer.detach()
-            if self.data_dir is None or self._dir_settled:
-                return
-            self._dir_settled = True
-            if not (self.keep if keep is None else keep):
-                shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> Cluster:
         """Start, unless started already (a factory's Cluster, ended with its ``with``)."""
@@ -221,55 +113,6 @@ class Cluster:
         tb: TracebackType | None,
     ) -> None:
         await asyncio.to_thread(self.close)
-
-    # -- where things are ----------------------------------------------------------------------
-    @property
-    def config(self) -> ClusterConfig:
-        if self._cfg is None:
-            raise RuntimeError("the Cluster is not started")
-        return self._cfg
-
-    @property
-    def broker_ids(self) -> list[int]:
-        return list(range(1, self.brokers + 1))
-
-    @property
-    def bootstrap_servers(self) -> str:
-        """``host:port,...`` of every broker's client listener (stopped ones included, as a
-        client's bootstrap list would be)."""
-        return self.config.bootstrap
-
-    def address(self, broker_id: int) -> tuple[str, int]:
-        return self.config.host, self.config.client_port(self._check_id(broker_id))
-
-    @property
-    def controller_address(self) -> str:
-        return f"{self.config.host}:{self.config.controller_port}"
-
-    def log_path(self, name: str) -> Path:
-        """``controller`` or ``broker-<id>``: where that daemon's output goes."""
-        assert self.data_dir is not None
-        return self.data_dir / "logs" / f"{name}.log"
-
-    def log_tail(self, name: str, lines: int = 20) -> str:
-        try:
-            text = self.log_path(name).read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    @property
-    def daemons(self) -> list[str]:
-        return ["controller", *(f"broker-{i}" for i in self.broker_ids)]
-
-    def running(self, name: str) -> bool:
-        proc = self._procs.get(name)
-        return proc is not None and proc.poll() is None
-
-    @property
-    def live_brokers(self) -> list[int]:
-        """Brokers whose process runs now."""
-        return [i for i in self.broker_ids if self.running(f"broker-{i}")]
 
     # -- topics (through any live broker, which forwards to the controller) --------------------
     def create_topic(
@@ -333,29 +176,16 @@ class Cluster:
                 partitions = sorted(self.metadata(self.live_brokers[0]).topics[topic])
             asked = {topic: list(partitions)}
         results = self._admin(requests.elect_leaders, requests.PREFERRED, asked)
-        failed = {tp: c for tp, c in results.items() if c not in (0, ELECTION_NOT_NEEDED)}
+        failed = {tp: c for tp, c in results.items() if c not in (0, ErrorCode.ELECTION_NOT_NEEDED)}
         if failed:
             (t, p), code = sorted(failed.items())[0]
             raise KafkaRequestError(f"ElectLeaders {t}-{p} ({len(failed)} failed)", code)
         return sorted(tp for tp, code in results.items() if code == 0)
 
-    def _admin(self, fn: Callable[..., Awaitable[T]], *args: object) -> T:
-        live = self.live_brokers
-        if not live:
-            raise RuntimeError("no broker is running")
-        return _run(lambda: fn(self.address(live[0]), self._ssl, *args))
-
     # -- what brokers serve ---------------------------------------------------------------------
     def metadata(self, broker_id: int) -> BrokerView:
         """What that broker serves now: its Metadata answer for every topic."""
-        return _run(lambda: requests.fetch_view(broker_id, self.address(broker_id), self._ssl))
-
-    def controller_status(self) -> dict[str, Any]:
-        """The controller's ``GET /status`` (epochs, liveness, lag per broker, faults)."""
-        url = f"http://{self.config.host}:{self.config.controller_metrics_port}/status"
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            status: dict[str, Any] = json.loads(answer.read())
-        return status
+        return run_sync(lambda: requests.fetch_view(broker_id, self.address(broker_id), self._ssl))
 
     # -- broker and controller processes --------------------------------------------------------
     def kill_broker(self, broker_id: int) -> None:
@@ -463,52 +293,5 @@ class Cluster:
 
     def _unsettled(self) -> str:
         live = self.live_brokers
-        if self.running("controller"):
-            status = self.controller_status()
-            alive = sorted(b["id"] for b in status["brokers"] if b["state"] == "alive")
-            if alive != live:
-                return f"controller sees brokers {alive} alive, running: {live}"
-            lagging = [
-                b["id"] for b in status["brokers"] if b["state"] == "alive" and b["lag_versions"]
-            ]
-            if lagging or status["controller"]["total_queue_size"]:
-                return f"brokers {lagging} have not acked every update"
-        views = [self.metadata(i) for i in live]
-        for view in views:
-            if sorted(view.brokers) != live:
-                return f"broker {view.broker_id} lists brokers {sorted(view.brokers)}"
-            if not view.same_state(views[0]):
-                return f"brokers {views[0].broker_id} and {view.broker_id} serve different metadata"
-        return ""
-
-    # -- internals -------------------------------------------------------------------------------
-    def _check_id(self, broker_id: int) -> int:
-        if broker_id not in self.broker_ids:
-            raise ValueError(f"no broker {broker_id}: brokers are {self.broker_ids}")
-        return broker_id
-
-    def _argv(self, name: str) -> list[str]:
-        assert self.data_dir is not None
-        if name == "controller":
-            return controller_argv(self.config, self.data_dir)
-        return broker_argv(self.config, self.data_dir, int(name.split("-")[1]))
-
-    def _spawn(self, name: str) -> None:
-        self._procs[name] = spawn(self._argv(name), os.environ, self.log_path(name))
-
-    def _signal(self, name: str, sig: signal.Signals) -> None:
-        """Send ``sig`` and wait for the exit (SIGKILL after the stop timeout)."""
-        proc = self._procs.get(name)
-        if proc is None or proc.poll() is not None:
-            raise RuntimeError(f"{name} is not running")
-        proc.send_signal(sig)
-        try:
-            proc.wait(self.config.stop_timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    def _await_serving(self, broker_ids: list[int]) -> None:
-        ports = {i: self.config.client_port(i) for i in broker_ids}
-        procs = {n: p for n, p in self._procs.items() if p.poll() is None or n == "controller"}
-        _run(lambda: await_serving(self.config.host, ports, procs, self.start_timeout_s, self._ssl))
+        status = self.controller_status() if self.running("controller") else None
+        return unsettled(live, status, [self.metadata(i) for i in live])

@@ -17,7 +17,7 @@ and makes its data dirs under its own base temp dir.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
@@ -78,7 +78,7 @@ class _TrackedCluster(Cluster):
 
     config_: pytest.Config
 
-    def start(self) -> Cluster:
+    def start(self) -> Self:
         _running.append(self)
         try:
             return super().start()

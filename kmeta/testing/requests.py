@@ -11,6 +11,7 @@ from __future__ import annotations
 import ssl as ssl_module
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kmeta.cli.topics import TIMEOUT_MS as ADMIN_TIMEOUT_MS
 from kmeta.cli.topics import create_topic_request
@@ -67,6 +68,27 @@ class BrokerView:
 
 
 Address = tuple[str, int]
+
+
+def unsettled(live: list[int], status: dict[str, Any] | None, views: list[BrokerView]) -> str:
+    """Why a cluster has not settled ("" if it has): the controller's ``/status`` (None: no
+    controller running) must see exactly the ``live`` brokers alive with nothing unacked, and
+    every live broker must serve the same metadata listing exactly them."""
+    if status is not None:
+        alive = sorted(b["id"] for b in status["brokers"] if b["state"] == "alive")
+        if alive != live:
+            return f"controller sees brokers {alive} alive, running: {live}"
+        lagging = [
+            b["id"] for b in status["brokers"] if b["state"] == "alive" and b["lag_versions"]
+        ]
+        if lagging or status["controller"]["total_queue_size"]:
+            return f"brokers {lagging} have not acked every update"
+    for view in views:
+        if sorted(view.brokers) != live:
+            return f"broker {view.broker_id} lists brokers {sorted(view.brokers)}"
+        if not view.same_state(views[0]):
+            return f"brokers {views[0].broker_id} and {view.broker_id} serve different metadata"
+    return ""
 
 
 async def _request(

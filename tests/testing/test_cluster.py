@@ -204,6 +204,7 @@ def test_tls_client_listeners(tmp_path: Path) -> None:
         )
         assert "secure" in admin.list_topics(timeout=10).topics
         assert sorted(cluster.metadata(2).brokers) == [1, 2]  # the handle speaks TLS too
+        del admin  # before the brokers go, or librdkafka logs its reconnects
 
 
 def test_elect_preferred_moves_leaderships_back(cluster: Cluster) -> None:

@@ -1,0 +1,240 @@
+"""The processes of a :class:`kmeta.testing.Cluster`: started, signalled, logged, cleaned up.
+
+:class:`ClusterProcesses` owns one cluster's data dir and daemons (``python -m kmeta ...`` with
+the argv of :mod:`kmeta.cli.cluster`, started by :mod:`kmeta.cli.launch` as ``kmeta cluster
+up`` does) and knows where everything listens; :class:`~kmeta.testing.Cluster` adds what a test
+does with them. A daemon that lost the race for an OS-picked port (another process took it
+between the pick and the bind) makes the start try again on new ports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import ssl as ssl_module
+import subprocess
+import tempfile
+import threading
+import urllib.request
+import weakref
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+from kmeta.cli.cluster import ClusterConfig, broker_argv, controller_argv
+from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
+
+T = TypeVar("T")
+
+#: a daemon that lost the race for its OS-picked port: start again on new ports
+_PORT_TAKEN = "address already in use"
+_START_ATTEMPTS = 3
+
+
+def run_sync(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion from sync code, also when called on a running loop."""
+
+    async def main() -> T:
+        return await make()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # not on the caller's loop
+        return pool.submit(asyncio.run, main()).result()
+
+
+def _kill(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+    for proc in procs.values():
+        proc.wait()
+
+
+def _finalize(procs: dict[str, subprocess.Popen[bytes]], data_dir: Path, keep: bool) -> None:
+    """Last resort (a Cluster never closed, or the interpreter exiting): no daemon outlives it."""
+    _kill(procs)
+    if not keep:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+class ClusterProcesses:
+    """One cluster's data dir and daemon processes (``controller``, ``broker-<id>``)."""
+
+    def __init__(
+        self,
+        base: ClusterConfig,
+        *,
+        start_timeout_s: float,
+        keep: bool,
+        parent_dir: str | os.PathLike[str] | None,
+    ) -> None:
+        #: completed with the data dir and ports at start
+        self._base = base
+        self.brokers = base.brokers
+        self.keep = keep
+        self.start_timeout_s = start_timeout_s
+        self._parent_dir = parent_dir
+        self._ssl: ssl_module.SSLContext | None = (
+            base.ssl.client_context() if base.ssl is not None else None
+        )
+        self._cfg: ClusterConfig | None = None
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._lock = threading.RLock()
+        self._closed = False
+        self._dir_settled = False
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        self.data_dir: Path | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> Self:
+        """Start every daemon and return once each broker serves the whole cluster."""
+        if self._cfg is not None:
+            raise RuntimeError("this Cluster was started already")
+        self.data_dir = Path(tempfile.mkdtemp(prefix="kmeta-test-", dir=self._parent_dir))
+        self._finalizer = weakref.finalize(self, _finalize, self._procs, self.data_dir, self.keep)
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            self._cfg = dataclasses.replace(
+                self._base,
+                data_dir=str(self.data_dir),
+                ports=Ports.free(self.brokers, self._base.host),
+                fault_file=str(self.data_dir / "faults"),
+            )
+            try:
+                with self._lock:
+                    if self._closed:
+                        raise RuntimeError("the Cluster was closed while starting")
+                    self._spawn("controller")
+                    for i in self.broker_ids:
+                        self._spawn(f"broker-{i}")
+                self._await_serving(self.broker_ids)
+                return self
+            except DaemonExited as exc:
+                port_taken = _PORT_TAKEN in self.log_tail(exc.name, 50).lower()
+                if attempt == _START_ATTEMPTS or not port_taken:
+                    self.close()
+                    raise
+                _kill(self._procs)  # lost a port race to another process: new ports
+                self._procs.clear()
+            except BaseException:
+                self.close()
+                raise
+        raise AssertionError("unreachable")
+
+    def close(self, keep: bool | None = None) -> None:
+        """Kill every daemon (a test cluster's end is a power cut: nothing of it is kept, so
+        nothing needs a clean stop) and remove the data dir unless ``keep``. The first close
+        after the data dir exists decides its fate; later calls only make sure nothing runs."""
+        with self._lock:
+            self._closed = True
+            _kill(self._procs)
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            if self.data_dir is None or self._dir_settled:
+                return
+            self._dir_settled = True
+            if not (self.keep if keep is None else keep):
+                shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    # -- where things are ----------------------------------------------------------------------
+    @property
+    def config(self) -> ClusterConfig:
+        if self._cfg is None:
+            raise RuntimeError("the Cluster is not started")
+        return self._cfg
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return list(range(1, self.brokers + 1))
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port,...`` of every broker's client listener (stopped ones included, as a
+        client's bootstrap list would be)."""
+        return self.config.bootstrap
+
+    def address(self, broker_id: int) -> tuple[str, int]:
+        return self.config.host, self.config.client_port(self._check_id(broker_id))
+
+    @property
+    def controller_address(self) -> str:
+        return f"{self.config.host}:{self.config.controller_port}"
+
+    def log_path(self, name: str) -> Path:
+        """``controller`` or ``broker-<id>``: where that daemon's output goes."""
+        assert self.data_dir is not None
+        return self.data_dir / "logs" / f"{name}.log"
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        try:
+            text = self.log_path(name).read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    @property
+    def daemons(self) -> list[str]:
+        return ["controller", *(f"broker-{i}" for i in self.broker_ids)]
+
+    def running(self, name: str) -> bool:
+        proc = self._procs.get(name)
+        return proc is not None and proc.poll() is None
+
+    @property
+    def live_brokers(self) -> list[int]:
+        """Brokers whose process runs now."""
+        return [i for i in self.broker_ids if self.running(f"broker-{i}")]
+
+    def controller_status(self) -> dict[str, Any]:
+        """The controller's ``GET /status`` (epochs, liveness, lag per broker, faults)."""
+        url = f"http://{self.config.host}:{self.config.controller_metrics_port}/status"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            status: dict[str, Any] = json.loads(answer.read())
+        return status
+
+    # -- internals -------------------------------------------------------------------------------
+    def _admin(self, fn: Callable[..., Awaitable[T]], *args: object) -> T:
+        live = self.live_brokers
+        if not live:
+            raise RuntimeError("no broker is running")
+        return run_sync(lambda: fn(self.address(live[0]), self._ssl, *args))
+
+    def _check_id(self, broker_id: int) -> int:
+        if broker_id not in self.broker_ids:
+            raise ValueError(f"no broker {broker_id}: brokers are {self.broker_ids}")
+        return broker_id
+
+    def _argv(self, name: str) -> list[str]:
+        assert self.data_dir is not None
+        if name == "controller":
+            return controller_argv(self.config, self.data_dir)
+        return broker_argv(self.config, self.data_dir, int(name.split("-")[1]))
+
+    def _spawn(self, name: str) -> None:
+        self._procs[name] = spawn(self._argv(name), os.environ, self.log_path(name))
+
+    def _signal(self, name: str, sig: signal.Signals) -> None:
+        """Send ``sig`` and wait for the exit (SIGKILL after the stop timeout)."""
+        proc = self._procs.get(name)
+        if proc is None or proc.poll() is not None:
+            raise RuntimeError(f"{name} is not running")
+        proc.send_signal(sig)
+        try:
+            proc.wait(self.config.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def _await_serving(self, broker_ids: list[int]) -> None:
+        ports = {i: self.config.client_port(i) for i in broker_ids}
+        procs = {n: p for n, p in self._procs.items() if p.poll() is None or n == "controller"}
+        run_sync(
+            lambda: await_serving(self.config.host, ports, procs, self.start_timeout_s, self._ssl)
+        )
