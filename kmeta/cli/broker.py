@@ -10,6 +10,7 @@ import click
 from kmeta.cli.config_sources import daemon_settings
 from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
 from kmeta.cli.security_options import limit_fields, limit_options, tls_fields, tls_options
+from kmeta.metadata.addresses import parse_host_port
 from kmeta.server.broker import run
 from kmeta.server.config import BrokerConfig, parse_listeners
 from kmeta.server.controller_link import controller_link
@@ -20,10 +21,10 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
 def _host_port(text: str | None) -> tuple[str, int] | None:
     if not text:
         return None
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise click.BadParameter(f"{text!r} is not host:port")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_host_port(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--controller") from None
 
 
 @click.command("broker", context_settings=daemon_settings("broker"))

@@ -32,6 +32,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from kmeta.metadata.addresses import parse_host_port
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import metadata as md
 
@@ -39,10 +40,10 @@ MAX_STATUS_BYTES = 16 * 1024 * 1024
 
 
 def _host_port(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise click.BadParameter(f"{text!r} is not host:port")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_host_port(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def from_controller(address: str, timeout_s: float) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kmeta.cli.topics_import import import_cmd
+from kmeta.metadata.addresses import parse_host_ports
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
@@ -27,15 +28,10 @@ TIMEOUT_MS = 30_000
 
 
 def _servers(text: str) -> list[tuple[str, int]]:
-    out = []
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            raise click.BadParameter(f"{item!r} is not host:port", param_hint="--bootstrap-server")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise click.BadParameter("no servers given", param_hint="--bootstrap-server")
-    return out
+    try:
+        return parse_host_ports(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--bootstrap-server") from None
 
 
 async def _connect(bootstrap: str) -> KafkaConnection:

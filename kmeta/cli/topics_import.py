@@ -19,6 +19,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from kmeta.metadata.addresses import parse_host_port
 from kmeta.net.connection import KafkaConnection
 from kmeta.pipeline.plan_reader import PlannedTopic, read_planned_topics
 from kmeta.protocol.errors import ErrorCode
@@ -50,10 +51,10 @@ class ImportResult:
 
 
 def split_host_port(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise click.BadParameter(f"{text!r} is not HOST:PORT", param_hint="--bootstrap-server")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_host_port(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--bootstrap-server") from None
 
 
 def _versions(resp: object) -> dict[int, int]:

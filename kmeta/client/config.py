@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kmeta.client.errors import NoBrokersAvailableError
+from kmeta.metadata.addresses import parse_host_ports
 
 #: The newest Metadata version the client speaks (the codec knows 0-13).
 MAX_METADATA_VERSION = 13
@@ -49,16 +50,8 @@ class ClientConfig:
 
 def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
     """``"h1:9092,h2:9093"`` or ``["h1:9092", "[::1]:9092"]`` -> [(host, port), ...]."""
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    out: list[tuple[str, int]] = []
-    for raw in items:
-        item = raw.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise NoBrokersAvailableError(f"bootstrap server {item!r} is not HOST:PORT")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise NoBrokersAvailableError("no bootstrap servers given")
-    return out
+    text = servers if isinstance(servers, str) else ",".join(servers)
+    try:
+        return parse_host_ports(text)
+    except ValueError as exc:
+        raise NoBrokersAvailableError(f"bootstrap servers: {exc}") from None

@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from kmeta.controller.faults import parse_fault
+from kmeta.metadata.addresses import parse_listener
 from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
-
-_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)$")
-
-
-def parse_listener(text: str) -> tuple[str, str, int]:
-    """``NAME://host:port`` -> (NAME, host, port)."""
-    m = _LISTENER.match(text.strip())
-    if m is None:
-        raise ValueError(f"listener {text!r} is not NAME://host:port")
-    port = int(m.group(3))
-    if not 0 <= port <= 65535:
-        raise ValueError(f"listener {text!r}: port out of range")
-    return m.group(1).upper(), m.group(2).strip("[]"), port
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,13 +15,14 @@ import dataclasses
 import logging
 import signal
 
-from kmeta.controller.config import ControllerConfig, parse_listener
+from kmeta.controller.config import ControllerConfig
 from kmeta.controller.controller import KafkaController
 from kmeta.controller.data_dir import DataDirError, check_data_dir
 from kmeta.controller.faults import configured_faults
 from kmeta.controller.handlers import build_registry
 from kmeta.controller.status import ControllerCollector, controller_status
 from kmeta.controller.store import StorageError
+from kmeta.metadata.addresses import parse_listener
 from kmeta.net.listener import Listener
 from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.metrics import DaemonMetrics

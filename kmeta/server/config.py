@@ -6,14 +6,12 @@ the environment.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from kmeta.metadata.addresses import parse_listener
 from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
-
-_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +28,7 @@ def parse_listeners(text: str) -> tuple[ListenerSpec, ...]:
     """``NAME://host:port,NAME2://host:port`` -> specs (Kafka's ``listeners`` syntax)."""
     specs: list[ListenerSpec] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        m = _LISTENER.match(item)
-        if m is None:
-            raise ValueError(f"listener {item!r} is not NAME://host:port")
-        name, host, port = m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
-        if not 0 <= port <= 65535:
-            raise ValueError(f"listener {item!r}: port out of range")
-        specs.append(ListenerSpec(name, host, port))
+        specs.append(ListenerSpec(*parse_listener(item)))
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"listener names must be unique: {text!r}")
