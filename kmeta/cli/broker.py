@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from kmeta.cli.bind_errors import refuse_busy_port
 from kmeta.cli.config_sources import daemon_settings
 from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
 from kmeta.cli.security_options import limit_fields, limit_options, tls_fields, tls_options
@@ -34,7 +35,9 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
     required=True,
     help="NAME://host:port,... e.g. PLAINTEXT://127.0.0.1:9092,CONTROL://127.0.0.1:9192",
 )
-@click.option("--advertised-listeners", default="", help="NAME://host:port,... (default: --listeners)")
+@click.option(
+    "--advertised-listeners", default="", help="NAME://host:port,... (default: --listeners)"
+)
 @click.option("--control-listener-name", default="CONTROL", show_default=True)
 @click.option("--cluster-id", default=None)
 @click.option("--state-change-log", default=None, help="Append state-change JSON lines here.")
@@ -124,7 +127,8 @@ def broker_command(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
-    run(config, [controller_link] if config.controller is not None else [])
+    with refuse_busy_port():
+        run(config, [controller_link] if config.controller is not None else [])
 
 
 def register(group: click.Group) -> None:

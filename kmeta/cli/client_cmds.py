@@ -1,5 +1,9 @@
 """``kmeta metadata`` (a ``kcat -L`` style listing) and ``kmeta watch`` (every change as it
 arrives), both through kmeta.client's MetadataClient, so they work against any Kafka broker.
+
+Both first check that some bootstrap server accepts a connection, so a stopped cluster is one
+line and a non-zero exit at once (as ``kmeta topics`` fails), not a silent retry loop; and
+``watch`` gives up when no first snapshot arrives within ``--timeout``.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import click
 from rich.console import Console
@@ -26,6 +31,7 @@ class MetadataCommandConfig:
     as_json: bool = False
     timeout_s: float = 10.0
     interval_ms: int = 1_000  # watch: metadata_max_age_ms, the periodic refresh
+    connect_timeout_s: float = 5.0
 
 
 def _client(cfg: MetadataCommandConfig, **settings: int) -> MetadataClient:
@@ -36,11 +42,34 @@ def _client(cfg: MetadataCommandConfig, **settings: int) -> MetadataClient:
             **settings,  # type: ignore[arg-type]
         )
     except (NoBrokersAvailableError, ValueError) as exc:
-        raise click.BadParameter(str(exc), param_hint="--bootstrap-servers") from None
+        raise click.BadParameter(str(exc), param_hint="--bootstrap-server") from None
     return MetadataClient(config=config, topics=cfg.topics, all_topics=not cfg.topics)
 
 
+async def require_reachable(cfg: MetadataCommandConfig) -> None:
+    """Fail at once, in one line, when no bootstrap server accepts a TCP connection."""
+    last: BaseException | None = None
+    for item in filter(None, (s.strip() for s in cfg.bootstrap_servers.split(","))):
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise click.BadParameter(f"{item!r} is not host:port", param_hint="--bootstrap-server")
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(host.strip("[]"), int(port)), cfg.connect_timeout_s
+            )
+        except (OSError, TimeoutError) as exc:
+            last = exc
+            continue
+        writer.close()
+        return
+    if last is None:
+        raise click.BadParameter("no servers given", param_hint="--bootstrap-server")
+    why = "timed out" if isinstance(last, TimeoutError) else str(last)
+    raise click.ClickException(f"no broker of {cfg.bootstrap_servers} is reachable: {why}")
+
+
 async def fetch_metadata(cfg: MetadataCommandConfig) -> Cluster:
+    await require_reachable(cfg)
     async with _client(cfg) as client:
         try:
             return await client.refresh(cfg.timeout_s)
@@ -86,10 +115,59 @@ def print_cluster(cluster: Cluster, topics: Sequence[str], console: Console) -> 
     console.print(table)
 
 
+def print_kcat(cluster: Cluster, topics: Sequence[str]) -> None:
+    """Plain text for a pipe, in kcat -L's shape (a line per broker, topic and partition)."""
+    scope = "all topics" if not topics else ", ".join(topics)
+    echo = click.echo
+    echo(f"Metadata for {scope} (cluster id {cluster.cluster_id}):")
+    echo(f" {len(cluster.nodes)} brokers:")
+    for n in sorted(cluster.nodes, key=lambda n: n.id):
+        mark = " (controller)" if n.id == cluster.controller_id else ""
+        rack = f", rack {n.rack}" if n.rack else ""
+        echo(f"  broker {n.id} at {n.host}:{n.port}{rack}{mark}")
+    data = cluster_to_dict(cluster)
+    echo(f" {len(data['topics'])} topics:")
+    for t in data["topics"]:
+        if t["error"]:
+            echo(f'  topic "{t["name"]}" error: {t["error"]}')
+            continue
+        echo(f'  topic "{t["name"]}" with {len(t["partitions"])} partitions:')
+        for p in t["partitions"]:
+            line = (
+                f"    partition {p['partition']}, leader {p['leader']}, replicas: "
+                f"{','.join(map(str, p['replicas']))}, isrs: {','.join(map(str, p['isr']))}"
+            )
+            if p["offline"]:
+                line += f", offline: {','.join(map(str, p['offline']))}"
+            if p["error"]:
+                line += f", {p['error']}"
+            echo(line)
+
+
+async def _first_snapshot(stream: Any, cfg: MetadataCommandConfig, client: Any) -> Cluster:
+    try:
+        first: Cluster = await asyncio.wait_for(anext(stream), cfg.timeout_s)
+    except TimeoutError:
+        raise click.ClickException(
+            f"no metadata from {cfg.bootstrap_servers} within {cfg.timeout_s} s "
+            f"({client.network_client.describe_problem()})"
+        ) from None
+    return first
+
+
 async def watch_metadata(cfg: MetadataCommandConfig, console: Console) -> None:
+    await require_reachable(cfg)
     async with _client(cfg, metadata_max_age_ms=cfg.interval_ms) as client:
         previous: Cluster | None = None
-        async for cluster in client.watch():
+        stream = aiter(client.watch())
+        first = await _first_snapshot(stream, cfg, client)
+
+        async def clusters() -> Any:
+            yield first
+            async for later in stream:
+                yield later
+
+        async for cluster in clusters():
             if previous is None:
                 if cfg.as_json:
                     print(json.dumps({"event": "snapshot", "cluster": cluster_to_dict(cluster)}))
@@ -108,13 +186,30 @@ async def watch_metadata(cfg: MetadataCommandConfig, console: Console) -> None:
             previous = cluster
 
 
-_bootstrap = click.option(
-    "-b",
-    "--bootstrap-servers",
-    required=True,
-    metavar="HOST:PORT[,HOST:PORT...]",
-    help="Brokers to bootstrap from.",
-)
+def _bootstrap(fn: Any) -> Any:
+    """Kafka's ``--bootstrap-server`` (and ``-b``, kcat's); the plural spelling this command
+    first had is still accepted, hidden."""
+    fn = click.option("--bootstrap-servers", "bootstrap_servers_alias", default=None, hidden=True)(
+        fn
+    )
+    return click.option(
+        "-b",
+        "--bootstrap-server",
+        "bootstrap_server",
+        default=None,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="Brokers to bootstrap from.",
+    )(fn)
+
+
+def _servers(bootstrap_server: str | None, alias: str | None) -> str:
+    if bootstrap_server and alias:
+        raise click.UsageError("give --bootstrap-server once")
+    if not (bootstrap_server or alias):
+        raise click.UsageError("Missing option '--bootstrap-server'.")
+    return bootstrap_server or alias or ""
+
+
 _topic = click.option(
     "-t", "--topic", "topics", multiple=True, help="Only this topic (repeatable); default all."
 )
@@ -127,15 +222,26 @@ _json = click.option("--json", "as_json", is_flag=True, help="JSON for scripts."
 @_json
 @click.option("--timeout", "timeout_s", default=10.0, show_default=True, help="Seconds to wait.")
 def metadata_cmd(
-    bootstrap_servers: str, topics: tuple[str, ...], as_json: bool, timeout_s: float
+    bootstrap_server: str | None,
+    bootstrap_servers_alias: str | None,
+    topics: tuple[str, ...],
+    as_json: bool,
+    timeout_s: float,
 ) -> None:
-    """List brokers, topics and partitions (leader, replicas, ISR, offline), like kcat -L."""
-    cfg = MetadataCommandConfig(bootstrap_servers, topics, as_json, timeout_s)
+    """List brokers, topics and partitions (leader, replicas, ISR, offline), like kcat -L.
+
+    On a terminal: tables; into a pipe or file: kcat -L's plain lines; --json for scripts.
+    """
+    servers = _servers(bootstrap_server, bootstrap_servers_alias)
+    cfg = MetadataCommandConfig(servers, topics, as_json, timeout_s)
     cluster = asyncio.run(fetch_metadata(cfg))
+    console = Console()
     if as_json:
         click.echo(json.dumps(cluster_to_dict(cluster), indent=2))
+    elif not console.is_terminal:
+        print_kcat(cluster, topics)
     else:
-        print_cluster(cluster, topics, Console())
+        print_cluster(cluster, topics, console)
     missing = [t for t in topics if error_name(cluster.topic_errors.get(t, 0))]
     if missing:
         sys.exit(2)
@@ -151,11 +257,26 @@ def metadata_cmd(
     show_default=True,
     help="Refresh period (the client's metadata_max_age_ms).",
 )
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for the first snapshot.",
+)
 def watch_cmd(
-    bootstrap_servers: str, topics: tuple[str, ...], as_json: bool, interval_ms: int
+    bootstrap_server: str | None,
+    bootstrap_servers_alias: str | None,
+    topics: tuple[str, ...],
+    as_json: bool,
+    interval_ms: int,
+    timeout_s: float,
 ) -> None:
     """Print every metadata change as it arrives (until Ctrl-C)."""
-    cfg = MetadataCommandConfig(bootstrap_servers, topics, as_json, interval_ms=interval_ms)
+    servers = _servers(bootstrap_server, bootstrap_servers_alias)
+    cfg = MetadataCommandConfig(
+        servers, topics, as_json, timeout_s=timeout_s, interval_ms=interval_ms
+    )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(watch_metadata(cfg, Console()))
 

@@ -18,7 +18,9 @@ import asyncio
 import base64
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -204,8 +206,11 @@ def up(
     cfg: ClusterConfig, ready_file: Path | None = None, exit_after_s: float | None = None
 ) -> None:
     started = time.monotonic()
+    refuse_busy_ports(cfg)  # before anything is created
     data_dir = Path(cfg.data_dir or tempfile.mkdtemp(prefix="kmeta-cluster-"))
+    made_data_dir = cfg.data_dir is None
     data_dir.mkdir(parents=True, exist_ok=True)
+    start_failed = True
     env = dict(os.environ)
     controller = spawn(controller_argv(cfg, data_dir), env)
     brokers = [spawn(broker_argv(cfg, data_dir, i), env) for i in range(1, cfg.brokers + 1)]
@@ -240,10 +245,15 @@ def up(
         click.echo(f"status: kmeta status --controller {h}:{cfg.controller_metrics_port} --watch")
     click.echo("Ctrl-C stops the cluster.")
     try:
+        # every start waits for the cluster to serve: a daemon that exits first (a busy port,
+        # a bad flag) stops the rest and fails the command, never a cluster short of brokers
+        await_ready(cfg, {names[p.pid]: p for p in procs})
+        start_failed = False
         if ready_file is not None:
-            await_ready(cfg, {names[p.pid]: p for p in procs})
             write_ready_file(ready_file, ready_info(cfg, data_dir))
             click.echo(f"ready in {time.monotonic() - started:.2f} s: wrote {ready_file}")
+        else:
+            click.echo(f"ready in {time.monotonic() - started:.2f} s")
         while True:
             if exit_after_s is not None and time.monotonic() - started >= exit_after_s:
                 click.echo(f"--exit-after {exit_after_s:g} s: stopping the cluster ...")
@@ -264,7 +274,35 @@ def up(
         stop_all([p for p in procs if p is controller], cfg.stop_timeout_s)
         if ready_file is not None:
             ready_file.unlink(missing_ok=True)
+        if start_failed and made_data_dir:  # nothing worth keeping: remove what we created
+            shutil.rmtree(data_dir, ignore_errors=True)
         click.echo("cluster stopped")
+
+
+def cluster_ports(cfg: ClusterConfig) -> list[tuple[int, str]]:
+    """Every port the cluster's daemons will listen on, with what listens there."""
+    ports = [(cfg.controller_port, "the controller")]
+    for i in range(1, cfg.brokers + 1):
+        ports += [(cfg.client_port(i), f"broker {i}"), (cfg.control_port(i), f"broker {i}")]
+    if cfg.metrics:
+        ports.append((cfg.controller_metrics_port, "the controller's /metrics"))
+        ports += [(cfg.metrics_port(i), f"broker {i}'s /metrics") for i in range(1, cfg.brokers + 1)]
+    return ports
+
+
+def refuse_busy_ports(cfg: ClusterConfig) -> None:
+    """One line and exit 1 when a port is taken (bound the way asyncio binds: SO_REUSEADDR,
+    so a port in TIME_WAIT is free)."""
+    for port, who in cluster_ports(cfg):
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((cfg.host, port))
+            except OSError as exc:
+                raise click.ClickException(
+                    f"port {cfg.host}:{port} ({who}) is not free: {exc.strerror}; "
+                    "stop what uses it or choose another --base-port"
+                ) from None
 
 
 def await_ready(cfg: ClusterConfig, procs: dict[str, subprocess.Popen[bytes]]) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from kmeta.cli.bind_errors import refuse_busy_port
 from kmeta.cli.config_sources import daemon_settings
 from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
 from kmeta.cli.security_options import tls_fields, tls_options
@@ -153,12 +154,13 @@ def controller_command(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        try:
-            import uvloop
-        except ImportError:
-            asyncio.run(serve(config))
-        else:
-            uvloop.run(serve(config))
+        with refuse_busy_port():
+            try:
+                import uvloop
+            except ImportError:
+                asyncio.run(serve(config))
+            else:
+                uvloop.run(serve(config))
     except ControllerStartError as exc:
         raise click.ClickException(f"controller not started: {exc}") from exc
 

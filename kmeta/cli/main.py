@@ -11,7 +11,11 @@ CPU (about a third less per daemon, measured with ``kmeta bench fixture``).
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
+import sys
+from typing import Any
 
 import click
 
@@ -27,7 +31,29 @@ COMMAND_HOMES: dict[str, str] = {
 
 
 class LazyGroup(click.Group):
-    """A group whose sub-commands are registered when first asked for."""
+    """A group whose sub-commands are registered when first asked for, and whose errors are
+    one line on stderr (click's usage errors print the usage, a hint and a blank line)."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as exc:
+            where = f" (see '{exc.ctx.command_path} -h')" if exc.ctx is not None else ""
+            click.echo(f"Error: {exc.format_message()}{where}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except (click.Abort, KeyboardInterrupt):
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:  # a closed pipe (| head) is not an error
+                raise
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - flushing at exit must not fail
+            sys.exit(1)
 
     def _load(self, module: str) -> None:
         importlib.import_module(f"kmeta.cli.{module}").register(self)

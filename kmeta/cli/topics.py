@@ -7,6 +7,7 @@ requests to the controller), with kmeta.net's connection.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from kmeta.protocol.messages import metadata as md
 
 T = TypeVar("T")
 TIMEOUT_MS = 30_000
+MAX_REPLICATION_FACTOR = 32_767  # Short.MaxValue
 
 
 def _servers(text: str) -> list[tuple[str, int]]:
@@ -114,7 +116,10 @@ def create_topic_request(
     )
 
 
-_bootstrap = click.option("--bootstrap-server", required=True, help="host:port[,host:port...]")
+_bootstrap = click.option(
+    "-b", "--bootstrap-server", required=True, help="host:port[,host:port...]"
+)
+_json = click.option("--json", "as_json", is_flag=True, help="JSON for scripts.")
 
 
 @click.group("topics")
@@ -126,10 +131,10 @@ def topics_group() -> None:
 @_bootstrap
 @click.option("--topic", required=True)
 @click.option(
-    "--partitions", type=int, default=-1, help="Default: the controller's num.partitions."
+    "--partitions", type=int, default=None, help="Default: the controller's num.partitions."
 )
 @click.option(
-    "--replication-factor", type=int, default=-1, help="Default: the controller's default."
+    "--replication-factor", type=int, default=None, help="Default: the controller's default."
 )
 @click.option(
     "--replica-assignment", default=None, help="broker:broker,broker:broker (per partition)"
@@ -140,14 +145,22 @@ def topics_group() -> None:
 def create_command(
     bootstrap_server: str,
     topic: str,
-    partitions: int,
-    replication_factor: int,
+    partitions: int | None,
+    replication_factor: int | None,
     replica_assignment: str | None,
     configs: tuple[str, ...],
     if_not_exists: bool,
     validate_only: bool,
 ) -> None:
     """Create a topic."""
+    # kafka-topics.sh's checks: a given value is checked, an absent one is the broker's
+    # default (-1 on the wire), so -1 is refused like 0 rather than meaning "default"
+    if replication_factor is not None and not 1 <= replication_factor <= MAX_REPLICATION_FACTOR:
+        raise click.ClickException(
+            f"The replication factor must be between 1 and {MAX_REPLICATION_FACTOR} inclusive"
+        )
+    if partitions is not None and partitions < 1:
+        raise click.ClickException("The partitions must be greater than 0")
     cfgs = []
     for item in configs:
         name, sep, value = item.partition("=")
@@ -156,7 +169,12 @@ def create_command(
         cfgs.append(ct.CreatableTopicConfig(name=name, value=value))
     assignments = _parse_assignment(replica_assignment) if replica_assignment else ()
     request = create_topic_request(
-        topic, partitions, replication_factor, assignments, tuple(cfgs), validate_only
+        topic,
+        -1 if partitions is None else partitions,  # -1: the controller's default
+        -1 if replication_factor is None else replication_factor,
+        assignments,
+        tuple(cfgs),
+        validate_only,
     )
     response = _run(bootstrap_server, lambda c: c.request(request, TIMEOUT_MS / 1000 + 5))
     result = response.topics[0]
@@ -202,38 +220,104 @@ def add_partitions_command(bootstrap_server: str, topic: str, partitions: int) -
 
 @topics_group.command("list")
 @_bootstrap
-def list_command(bootstrap_server: str) -> None:
+@_json
+def list_command(bootstrap_server: str, as_json: bool) -> None:
     """List topic names, one per line."""
     response = _run(bootstrap_server, lambda c: fetch_metadata(c, None))
-    for name in sorted(t.name for t in response.topics if t.error_code == 0):
+    names = sorted(t.name for t in response.topics if t.error_code == 0)
+    if as_json:
+        click.echo(json.dumps(names))
+    for name in () if as_json else names:
         click.echo(name)
+
+
+def _error_name(code: int) -> str | None:
+    if code == 0:
+        return None
+    return ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+
+
+def topic_to_dict(t: Any) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "topic_id": str(t.topic_id),
+        "internal": bool(t.is_internal),
+        "partition_count": len(t.partitions),
+        "replication_factor": len(t.partitions[0].replica_nodes) if t.partitions else 0,
+        "partitions": [
+            {
+                "partition": p.partition_index,
+                "leader": p.leader_id,
+                "leader_epoch": p.leader_epoch,
+                "replicas": list(p.replica_nodes),
+                "isr": list(p.isr_nodes),
+                "offline": list(p.offline_replicas),
+                "error": _error_name(p.error_code),
+            }
+            for p in sorted(t.partitions, key=lambda p: p.partition_index)
+        ],
+    }
+
+
+def describe_lines(t: dict[str, Any]) -> list[str]:
+    """kafka-topics.sh --describe: a line per topic, then a tab-led line per partition."""
+    lines = [
+        f"Topic: {t['name']}\tTopicId: {t['topic_id']}\tPartitionCount: {t['partition_count']}"
+        f"\tReplicationFactor: {t['replication_factor']}\tConfigs: "
+    ]
+    for p in t["partitions"]:
+        line = (
+            f"\tTopic: {t['name']}\tPartition: {p['partition']}\t"
+            f"Leader: {p['leader'] if p['leader'] >= 0 else 'none'}\t"
+            f"Replicas: {','.join(map(str, p['replicas']))}\tIsr: {','.join(map(str, p['isr']))}"
+        )
+        if p["offline"]:
+            line += f"\tOffline: {','.join(map(str, p['offline']))}"
+        lines.append(line)
+    return lines
 
 
 @topics_group.command("describe")
 @_bootstrap
 @click.option("--topic", default=None, help="Only this topic (comma-separated for several).")
-def describe_command(bootstrap_server: str, topic: str | None) -> None:
-    """Show partitions, leaders, replicas and ISR (as kafka-topics.sh --describe)."""
+@_json
+def describe_command(bootstrap_server: str, topic: str | None, as_json: bool) -> None:
+    """Show partitions, leaders, replicas and ISR (as kafka-topics.sh --describe).
+
+    Into a pipe or file the lines are kafka-topics.sh's, one per partition; on a terminal the
+    partitions are drawn as a table.
+    """
     names = [t for t in topic.split(",") if t] if topic else None
     response = _run(bootstrap_server, lambda c: fetch_metadata(c, names))
-    console = Console()
-    for t in sorted(response.topics, key=lambda t: t.name or ""):
+    topics = sorted(response.topics, key=lambda t: t.name or "")
+    for t in topics:
         _check(t.name, t.error_code, None)
-        rf = len(t.partitions[0].replica_nodes) if t.partitions else 0
+    data = [topic_to_dict(t) for t in topics]
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    console = Console()
+    if not console.is_terminal:
+        for t in data:
+            for line in describe_lines(t):
+                click.echo(line)
+        return
+    for t in data:
         console.print(
-            f"[bold]Topic: {t.name}[/bold]\tTopicId: {t.topic_id}\t"
-            f"PartitionCount: {len(t.partitions)}\tReplicationFactor: {rf}",
+            f"[bold]Topic: {t['name']}[/bold]\tTopicId: {t['topic_id']}\t"
+            f"PartitionCount: {t['partition_count']}\tReplicationFactor: "
+            f"{t['replication_factor']}",
             soft_wrap=True,  # one line per topic, as kafka-topics.sh prints it
         )
         table = Table("Partition", "Leader", "Replicas", "Isr", "Offline", "Error")
-        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+        for p in t["partitions"]:
             table.add_row(
-                str(p.partition_index),
-                str(p.leader_id) if p.leader_id >= 0 else "none",
-                ",".join(map(str, p.replica_nodes)),
-                ",".join(map(str, p.isr_nodes)),
-                ",".join(map(str, p.offline_replicas)),
-                "" if p.error_code == 0 else ErrorCode(p.error_code).name,
+                str(p["partition"]),
+                str(p["leader"]) if p["leader"] >= 0 else "none",
+                ",".join(map(str, p["replicas"])),
+                ",".join(map(str, p["isr"])),
+                ",".join(map(str, p["offline"])),
+                p["error"] or "",
             )
         console.print(table)
 
