@@ -12,9 +12,11 @@ CPU (about a third less per daemon, measured with ``kmeta bench fixture``).
 from __future__ import annotations
 
 import errno
+import functools
 import importlib
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -34,11 +36,21 @@ class LazyGroup(click.Group):
     """A group whose sub-commands are registered when first asked for, and whose errors are
     one line on stderr (click's usage errors print the usage, a hint and a blank line)."""
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        run = functools.partial(
+            super().main, args, prog_name, complete_var, standalone_mode=False, **extra
+        )
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return run()
         try:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return run()
         except click.UsageError as exc:
             where = f" (see '{exc.ctx.command_path} -h')" if exc.ctx is not None else ""
             click.echo(f"Error: {exc.format_message()}{where}", err=True)
