@@ -20,12 +20,20 @@ def refuse_busy_port() -> Iterator[None]:
     instead of an OSError traceback."""
     try:
         yield
-    except OSError as exc:
-        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+    except Exception as exc:
+        # the OSError itself, or a daemon's start error wrapping it
+        cause = exc if isinstance(exc, OSError) else exc.__cause__
+        message = bind_failure(cause) if isinstance(cause, OSError) else None
+        if message is None:
             raise
-        where = _BIND_ADDRESS.search(str(exc))
-        address = f"{where.group(1)}:{where.group(2)}" if where else "its listener"
-        reason = os.strerror(exc.errno).rstrip(".")
-        raise click.ClickException(
-            f"Socket server failed to bind to {address}: {reason}."
-        ) from None
+        raise click.ClickException(message) from None
+
+
+def bind_failure(exc: OSError) -> str | None:
+    """Kafka's line for a listener that cannot bind; None for any other OSError."""
+    if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+        return None
+    where = _BIND_ADDRESS.search(str(exc))
+    address = f"{where.group(1)}:{where.group(2)}" if where else "its listener"
+    reason = os.strerror(exc.errno).rstrip(".")
+    return f"Socket server failed to bind to {address}: {reason}."

@@ -154,7 +154,7 @@ def controller_command(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        with refuse_busy_port():
+        with refuse_busy_port():  # a ControllerStartError from a bind: Kafka's line
             try:
                 import uvloop
             except ImportError:
