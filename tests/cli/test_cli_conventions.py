@@ -209,14 +209,15 @@ def _kmeta_temp_dirs(tmp: Path) -> list[Path]:
     return sorted(tmp.glob("kmeta-cluster-*"))
 
 
-def test_cluster_up_on_a_busy_port_creates_nothing(
-    listening: socket.socket, tmp_path: Path
-) -> None:
-    port = listening.getsockname()[1]
-    # broker 2's client port is the busy one
+def test_cluster_up_on_a_busy_port_creates_nothing(tmp_path: Path) -> None:
+    base = free_base()
+    port = base + 1  # broker 2's client port is the busy one
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    proc = kmeta("cluster", "up", "--brokers", "2", "--base-port", str(port - 1), "--no-metrics",
-                 env=env)  # fmt: skip
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        proc = kmeta("cluster", "up", "--brokers", "2", "--base-port", str(base),
+                     "--no-metrics", env=env)  # fmt: skip
     assert proc.returncode == 1
     line = one_line_error(proc)
     busy = re.fullmatch(
