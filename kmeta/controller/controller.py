@@ -133,6 +133,12 @@ class KafkaController:
         self.reassignments = ReassignmentManager(self)
         self.configs = TopicConfigManager(self)
         self._deadlines: dict[int, float] = {}  # broker id -> session expiry (monotonic)
+        #: broker id -> peer address of the connection its session was registered on: only
+        #: that connection may heartbeat or shut it down (epochs are no secret: /status shows
+        #: them). None until the broker registers after a controller start. Only consulted
+        #: for a broker alive with the asked epoch, so a fenced one's entry is harmless (and
+        #: survives a rolled-back event, which memory must).
+        self._session_peers: dict[int, object] = {}
         self._expiring: set[int] = set()
         self._liveness_task: asyncio.Task[None] | None = None
         self._update_id = 0
@@ -295,11 +301,22 @@ class KafkaController:
             return False
         return deadline >= time.monotonic()
 
-    def heartbeat(self, broker_id: int, broker_epoch: int) -> bool:
-        """Record a heartbeat; False (nothing changes) unless the broker is registered alive
-        with exactly this epoch (KRaft's checkBrokerEpoch)."""
+    def _owns_session(self, broker_id: int, broker_epoch: int, peer: object) -> bool:
+        """The broker is registered alive with exactly this epoch (KRaft's checkBrokerEpoch),
+        and ``peer`` is the connection that registered it. Not a principal (control
+        connections are not authenticated yet), but a forger must hold the broker's own
+        connection rather than read its epoch: a killed broker's connection is gone, so
+        nothing keeps it alive. A broker whose connection was lost registers again on the
+        new one (same incarnation: same epoch, nothing changes)."""
         broker = self.state.brokers.get(broker_id)
         if broker is None or not broker.alive or broker.epoch != broker_epoch:
+            return False
+        return self._session_peers.get(broker_id) == peer
+
+    def heartbeat(self, broker_id: int, broker_epoch: int, peer: object) -> bool:
+        """Record a heartbeat; False (nothing changes) unless it comes from the session's
+        owner (:meth:`_owns_session`)."""
+        if not self._owns_session(broker_id, broker_epoch, peer):
             return False
         self._deadlines[broker_id] = time.monotonic() + self.config.session_timeout_s
         return True
@@ -394,6 +411,7 @@ class KafkaController:
         incarnation_id: str,
         listeners: tuple[Endpoint, ...],
         rack: str | None,
+        peer: object = None,
     ) -> tuple[ErrorCode, int]:
         """BrokerRegistration event: (error, broker epoch).
 
@@ -402,11 +420,14 @@ class KafkaController:
         refused with DUPLICATE_BROKER_REGISTRATION and nothing changes (a restarted broker
         retries until the old session expired; a second process with a live id never takes
         over its address and leaderships). Past the session, the old incarnation is failed
-        and the new one registered, in one event."""
+        and the new one registered, in one event. ``peer``: the connection that owns the
+        session from now on."""
         old = self.state.brokers.get(broker_id)
         if old is not None and old.alive and old.incarnation_id == incarnation_id:
+            # the same process again (a retry, or its session on a new connection)
             self._deadlines[broker_id] = time.monotonic() + self.config.session_timeout_s
-            return ErrorCode.NONE, old.epoch  # a retried registration of the same process
+            self._session_peers[broker_id] = peer
+            return ErrorCode.NONE, old.epoch
         if old is not None and self.has_valid_session(broker_id):
             if self.say_once("duplicate", broker_id, incarnation_id, old.epoch):
                 log.info(
@@ -439,6 +460,7 @@ class KafkaController:
                 self._drop_round_trips(changed, before)
             self._persist_partitions(changed)
         self._deadlines[broker_id] = time.monotonic() + self.config.session_timeout_s
+        self._session_peers[broker_id] = peer
         self.channel.add_broker(broker_id, listeners)
         others = [b for b in self.state.live_broker_ids() if b != broker_id]
         # Kafka's onBrokerStartup order: the others learn of the broker, the new broker gets
@@ -554,13 +576,16 @@ class KafkaController:
         return changed
 
     def controlled_shutdown(
-        self, broker_id: int, broker_epoch: int
+        self, broker_id: int, broker_epoch: int, peer: object
     ) -> tuple[int, list[TopicPartition], Barrier | None]:
-        """ControlledShutdown event: (error code, partitions it still leads, barrier)."""
+        """ControlledShutdown event: (error code, partitions it still leads, barrier).
+
+        Only from the session's owner (:meth:`_owns_session`): an epoch other than the
+        registered one (-1, "unknown", too) would let anyone move a broker's leaders."""
         broker = self.state.brokers.get(broker_id)
         if broker is None or not broker.alive:
             return ErrorCode.BROKER_NOT_AVAILABLE, [], None
-        if broker_epoch != broker.epoch:  # -1 ("unknown") too: it would move any broker's leaders
+        if not self._owns_session(broker_id, broker_epoch, peer):
             return ErrorCode.STALE_BROKER_EPOCH, [], None
         # Kafka answers the replicated partitions (RF > 1) it could not move; a single
         # replica partition has nowhere to go and is not listed.

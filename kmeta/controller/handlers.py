@@ -6,8 +6,10 @@
   DUPLICATE_BROKER_REGISTRATION; unusable listeners are INVALID_REQUEST. A refused
   registration writes nothing.
 * BrokerHeartbeat (63, v0-1): answered at once (no event): refreshes the session, or answers
-  STALE_BROKER_EPOCH when the broker is unknown, fenced or on another epoch (it re-registers);
-  a refused heartbeat extends nothing, so a silent broker is fenced whatever others send.
+  STALE_BROKER_EPOCH when the broker is unknown, fenced, on another epoch, or when the
+  heartbeat does not come on the connection that registered the session (the broker then
+  registers again); a refused heartbeat extends nothing, so a silent broker is fenced
+  whatever others send.
 * ControlledShutdown (7, v0-3): leaderships move away before the answer (which lists the
   partitions that could not move); an epoch other than the registered one (-1 included,
   hence v0-1, which carry none) is STALE_BROKER_EPOCH and moves nothing.
@@ -196,7 +198,9 @@ async def broker_registration(ctx: RequestContext, req: Any) -> Any:
     try:
         error, epoch = await c.enqueue(
             "BrokerRegistration",
-            lambda: c.register_broker(req.broker_id, str(req.incarnation_id), listeners, req.rack),
+            lambda: c.register_broker(
+                req.broker_id, str(req.incarnation_id), listeners, req.rack, ctx.peer
+            ),
         )
     except StorageError:
         return refused(ErrorCode.KAFKA_STORAGE_ERROR)
@@ -207,7 +211,7 @@ async def broker_registration(ctx: RequestContext, req: Any) -> Any:
 
 def broker_heartbeat(ctx: RequestContext, req: Any) -> Any:
     c: KafkaController = ctx.state
-    if not c.heartbeat(req.broker_id, req.broker_epoch):
+    if not c.heartbeat(req.broker_id, req.broker_epoch, ctx.peer):
         return bh.BrokerHeartbeatResponse(
             version=req.version, error_code=ErrorCode.STALE_BROKER_EPOCH, is_fenced=True
         )
@@ -224,7 +228,7 @@ async def controlled_shutdown(ctx: RequestContext, req: Any) -> Any:
     c: KafkaController = ctx.state
     try:
         error, remaining, barrier = await c.enqueue(
-            "ControlledShutdown", lambda: c.controlled_shutdown(req.broker_id, req.broker_epoch)
+            "ControlledShutdown", lambda: c.controlled_shutdown(req.broker_id, req.broker_epoch, ctx.peer)
         )
     except StorageError:
         return cs.ControlledShutdownResponse(

@@ -8,9 +8,13 @@
   sides serve, and a forwarded admin request whose version the controller does not serve is
   answered UNSUPPORTED_VERSION here instead of breaking the controller connection.
 * Every ``heartbeat_interval_s`` (``--heartbeat-interval-ms``, Kafka's
-  broker.heartbeat.interval.ms) it sends BrokerHeartbeat (63). STALE_BROKER_EPOCH (the
-  controller fenced us, or does not know this epoch) makes it register again, which yields a
-  new epoch and a full metadata push. A lost connection is reopened; the epoch is kept.
+  broker.heartbeat.interval.ms) it sends BrokerHeartbeat (63). STALE_BROKER_EPOCH makes it
+  register again: after a fencing that yields a new epoch and a full metadata push; when the
+  controller only did not know this connection as our session's (it restarted, or the
+  connection was reopened: the session belongs to the connection that registered it), the
+  same incarnation keeps its epoch and nothing else changes.
+* DUPLICATE_BROKER_REGISTRATION (our previous incarnation's session is still valid, after a
+  quick restart) is retried quietly, backing off up to 1 s, until that session expires.
 * On stop: ControlledShutdown (7), so the controller moves leaderships away first.
 * ``forward(request)`` sends an admin request (CreateTopics, DeleteTopics, CreatePartitions) on
   a second connection, so a slow admin answer never delays heartbeats; client id
@@ -187,10 +191,12 @@ class ControllerLink:
         if response.error_code != ErrorCode.NONE:
             raise RegistrationRefused(ErrorCode(response.error_code))
         # Set before anything else runs: control requests stamped with it must not look stale.
+        again = response.broker_epoch == self.broker_epoch
         self.broker_epoch = response.broker_epoch
         self.broker.state.broker_epoch = response.broker_epoch
         self.registered.set()
-        log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
+        if not again:
+            log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
 
     async def _run(self) -> None:
         need_registration = True
@@ -214,8 +220,16 @@ class ControllerLink:
                     ),
                 )
                 if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
-                    log.warning("controller fenced broker %d; registering again", self.broker_id)
-                    need_registration = True
+                    # Fenced, or the controller does not know this connection as our
+                    # session's (it restarted, or we reconnected): register again. The same
+                    # incarnation keeps its epoch unless it was fenced.
+                    before = self.broker_epoch
+                    await self._register()
+                    if self.broker_epoch != before:
+                        log.warning(
+                            "controller had fenced broker %d (epoch %d); registered again",
+                            self.broker_id, before,
+                        )  # fmt: skip
                     continue
                 await asyncio.sleep(self.heartbeat_interval_s)
             except RegistrationRefused as exc:
@@ -251,22 +265,32 @@ class ControllerLink:
 
     async def _controlled_shutdown(self) -> None:
         try:
-            conn = await self._connection()
-            response = await _call(
-                conn,
-                cs.ControlledShutdownRequest(
-                    version=_pick(self.controller_versions, ApiKey.CONTROLLED_SHUTDOWN, 3),
-                    broker_id=self.broker_id,
-                    broker_epoch=self.broker_epoch,
-                ),
-            )
+            response = await self._send_controlled_shutdown()
+            if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
+                # our session is known on another connection (we reconnected): claim it on
+                # this one (same incarnation, same epoch) and ask again
+                await self._register()
+                response = await self._send_controlled_shutdown()
             log.info(
                 "controlled shutdown: %s, %d partitions could not move",
                 ErrorCode(response.error_code).name,
                 len(response.remaining_partitions),
             )
+        except RegistrationRefused as exc:
+            log.warning("controlled shutdown failed: registration refused (%s)", exc.error.name)
         except _NET_ERRORS as exc:
             log.warning("controlled shutdown failed: %r", exc)
+
+    async def _send_controlled_shutdown(self) -> Any:
+        conn = await self._connection()
+        return await _call(
+            conn,
+            cs.ControlledShutdownRequest(
+                version=_pick(self.controller_versions, ApiKey.CONTROLLED_SHUTDOWN, 3),
+                broker_id=self.broker_id,
+                broker_epoch=self.broker_epoch,
+            ),
+        )
 
     # -- forwarding -----------------------------------------------------------------------------
     async def forward(self, request: Any, timeout_s: float) -> Any:

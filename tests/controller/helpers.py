@@ -59,6 +59,8 @@ class RecordingBroker:
         self.rack = rack
         self.epoch = -1
         self.incarnation_id = uuid.uuid4()
+        #: the connection it registered on (its heartbeats go there too)
+        self.conn: KafkaConnection | None = None
         self.received: list[Any] = []
         self.changed = asyncio.Event()
         self.hold = False  # True: never answer UpdateMetadata
@@ -101,43 +103,50 @@ class RecordingBroker:
         await self.listener.start()
 
     async def register(self, controller_port: int) -> int:
-        conn = await KafkaConnection.open("127.0.0.1", controller_port, client_id="test-broker")
-        try:
-            response = await conn.request(
-                br.BrokerRegistrationRequest(
-                    version=4,
-                    broker_id=self.broker_id,
-                    incarnation_id=self.incarnation_id,
-                    listeners=(
-                        br.Listener(
-                            name="CONTROL",
-                            host="127.0.0.1",
-                            port=self.listener.port,
-                            security_protocol=0,
-                        ),
+        """Register on a new connection, kept for heartbeats (a session belongs to the
+        connection that registered it, as a real broker's link uses one)."""
+        if self.conn is not None:
+            self.conn.close()
+        conn = self.conn = await KafkaConnection.open(
+            "127.0.0.1", controller_port, client_id="test-broker"
+        )
+        response = await conn.request(
+            br.BrokerRegistrationRequest(
+                version=4,
+                broker_id=self.broker_id,
+                incarnation_id=self.incarnation_id,
+                listeners=(
+                    br.Listener(
+                        name="CONTROL",
+                        host="127.0.0.1",
+                        port=self.listener.port,
+                        security_protocol=0,
                     ),
-                    rack=self.rack,
                 ),
-                5.0,
-            )
-        finally:
-            conn.close()
+                rack=self.rack,
+            ),
+            5.0,
+        )
         assert response.error_code == 0
         self.epoch = response.broker_epoch
         return self.epoch
 
+    async def send(self, request: Any) -> Any:
+        """A request on the registration's connection (as the broker's own ControlledShutdown)."""
+        assert self.conn is not None, "not registered"
+        return await self.conn.request(request, 10.0)
+
     async def heartbeat(self, controller_port: int) -> int:
-        conn = await KafkaConnection.open("127.0.0.1", controller_port, client_id="test-broker")
-        try:
-            response = await conn.request(
-                bh.BrokerHeartbeatRequest(
-                    version=1, broker_id=self.broker_id, broker_epoch=self.epoch
-                ),
-                5.0,
+        """A heartbeat on the registration's connection (a new one if that was lost)."""
+        if self.conn is None or not self.conn.is_open:
+            self.conn = await KafkaConnection.open(
+                "127.0.0.1", controller_port, client_id="test-broker"
             )
-        finally:
-            conn.close()
-        return response.error_code
+        response = await self.conn.request(
+            bh.BrokerHeartbeatRequest(version=1, broker_id=self.broker_id, broker_epoch=self.epoch),
+            5.0,
+        )
+        return int(response.error_code)
 
     def of(self, kind: type) -> list[Any]:
         return [r for r in self.received if isinstance(r, kind)]
@@ -151,6 +160,8 @@ class RecordingBroker:
         await asyncio.wait_for(loop(), timeout_s)
 
     async def stop(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
         await self.listener.shutdown(0.5)
 
 

@@ -120,7 +120,8 @@ async def test_stale_epochs_change_nothing(tmp_path):
         await _request(ctl.port, _create(("t", [[1, 2]])))
         state = ctl.controller.state
         led = state.partition(("t", 0))
-        for epoch in (-1, brokers[1].epoch - 1, brokers[1].epoch + 1):
+        # other epochs, and its own epoch from a connection other than its session's
+        for epoch in (-1, brokers[1].epoch - 1, brokers[1].epoch + 1, brokers[1].epoch):
             down = await _request(
                 ctl.port, cs.ControlledShutdownRequest(version=3, broker_id=1, broker_epoch=epoch)
             )
@@ -129,7 +130,7 @@ async def test_stale_epochs_change_nothing(tmp_path):
         assert state.is_alive(1)
 
         async def forged() -> None:  # broker 2 stays silent; someone heartbeats for it
-            for epoch in (-1, 0, brokers[2].epoch - 1, brokers[2].epoch + 1):
+            for epoch in (-1, 0, brokers[2].epoch - 1, brokers[2].epoch + 1, brokers[2].epoch):
                 hb = await _request(
                     ctl.port, bh.BrokerHeartbeatRequest(version=1, broker_id=2, broker_epoch=epoch)
                 )

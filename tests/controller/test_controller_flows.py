@@ -102,11 +102,14 @@ async def test_restarted_controller_sends_leader_and_isr_and_full_metadata(tmp_p
             assert second.controller_epoch == old_epoch + 1
             assert set(_um_parts(second)) == {("t", 0), ("t", 1), ("t", 2)}
             assert sorted(x.id for x in second.live_brokers) == [1, 2, 3]
-        # heartbeats with the old broker epochs are accepted by the new controller
+        # registrations survive the restart: a session belongs to the connection that
+        # registered it, so the broker registers again on its new connection, same epoch
         hb = await _request(
             ctl.port, bh.BrokerHeartbeatRequest(version=1, broker_id=2, broker_epoch=epochs[2])
         )
-        assert hb.error_code == 0
+        assert hb.error_code == 77  # STALE_BROKER_EPOCH: not this connection's session
+        assert await brokers[2].register(ctl.port) == epochs[2]
+        assert await brokers[2].heartbeat(ctl.port) == 0
 
         # the state-change log: one Startup event line, enqueue/send/ack lines in the contract
         lines = [
@@ -241,10 +244,8 @@ async def test_controlled_shutdown_moves_leaderships_before_answering(tmp_path):
         await _request(ctl.port, _create(("t", [[2, 1], [2, 3], [1, 2]]), ("solo", [[2]])))
         for b in brokers.values():
             b.received.clear()
-        answer = await _request(
-            ctl.port,
-            cs.ControlledShutdownRequest(version=3, broker_id=2, broker_epoch=brokers[2].epoch),
-            client_id="kmeta-broker-2",
+        answer = await brokers[2].send(  # (on its own connection, as a broker does)
+            cs.ControlledShutdownRequest(version=3, broker_id=2, broker_epoch=brokers[2].epoch)
         )
         assert answer.error_code == 0
         assert answer.remaining_partitions == ()  # RF-1 "solo" has nowhere to go: not listed

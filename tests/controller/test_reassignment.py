@@ -295,9 +295,8 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
         answer = await call(ctl.port, alter_request({("s", 0): [3, 2], ("s", 1): [4, 2]}))
         assert results(answer) == {("s", 0): (0, None), ("s", 1): (0, None)}
         # broker 4 goes before it caught up: s-1 waits for it, s-0 completes
-        down = await call(
-            ctl.port,
-            cs.ControlledShutdownRequest(version=3, broker_id=4, broker_epoch=brokers[4].epoch),
+        down = await brokers[4].send(  # (on its own connection, as a broker does)
+            cs.ControlledShutdownRequest(version=3, broker_id=4, broker_epoch=brokers[4].epoch)
         )
         assert down.error_code == 0
 

@@ -103,15 +103,23 @@ def _error(answer: Any) -> tuple[int, str | None]:
 
 
 async def _refused_then_applied(
-    ctl: ControllerDaemon, brokers: dict[int, RecordingBroker], request: Any
+    ctl: ControllerDaemon,
+    brokers: dict[int, RecordingBroker],
+    request: Any,
+    via: RecordingBroker | None = None,
 ) -> Any:
     """``request`` while the store cannot write: refused, nothing kept or sent, the next
-    request answered within 1 s. Then again with room: applied. Returns the second answer."""
+    request answered within 1 s. Then again with room: applied. Returns the second answer.
+    ``via``: sent on that broker's own connection (its ControlledShutdown)."""
+
+    async def send(request: Any) -> Any:
+        return await (via.send(request) if via is not None else _request(ctl.port, request))
+
     await _settled(ctl)
     before = ctl.controller.store.load()
     sent = _received(brokers)
     async with store_refuses_writes(ctl):
-        error, message = _error(await _request(ctl.port, request))
+        error, message = _error(await send(request))
         assert error == STORAGE_ERROR
         if message is not None:
             assert "attempt to write a readonly database" in message
@@ -123,7 +131,7 @@ async def _refused_then_applied(
     assert _received(brokers) == sent, "a refused change reached a broker"
     _assert_memory_is_the_store(ctl)
     assert ctl.controller.state == before
-    answer = await _request(ctl.port, request)
+    answer = await send(request)
     assert _error(answer)[0] == ErrorCode.NONE
     _assert_memory_is_the_store(ctl)
     return answer
@@ -158,7 +166,7 @@ async def test_refused_registration_and_controlled_shutdown(tmp_path: Path) -> N
         assert ctl.controller.state.is_alive(4)
         await fourth.wait_for(lambda: fourth.received)  # its channel exists: it hears from us
         shutdown = cs.ControlledShutdownRequest(version=3, broker_id=3, broker_epoch=brokers[3].epoch)
-        await _refused_then_applied(ctl, brokers, shutdown)
+        await _refused_then_applied(ctl, brokers, shutdown, via=brokers[3])
         state = ctl.controller.state
         assert not state.is_alive(3)
         assert {st.leader for st in state.topics["t"].partitions.values()} == {1, 2}

@@ -76,10 +76,8 @@ async def test_dead_replica_holds_the_deletion_until_it_returns(tmp_path):
     brokers = await _brokers(ctl.port)
     try:
         await _request(ctl.port, _create(("gone", [[1, 3], [3, 2]]), ("kept", [[1, 2]])))
-        down = await _request(
-            ctl.port,
-            cs.ControlledShutdownRequest(version=3, broker_id=3, broker_epoch=brokers[3].epoch),
-            client_id="kmeta-broker-3",
+        down = await brokers[3].send(  # (on its own connection, as a broker does)
+            cs.ControlledShutdownRequest(version=3, broker_id=3, broker_epoch=brokers[3].epoch)
         )
         assert down.error_code == 0
         for b in brokers.values():

@@ -156,9 +156,11 @@ def test_registration_and_liveness_as_kraft(tmp_path):
         assert register(9, "") == ErrorCode.INCONSISTENT_CLUSTER_ID
         assert register(9, "another-cluster") == ErrorCode.INCONSISTENT_CLUSTER_ID
         assert register(2, cluster_id) == ErrorCode.DUPLICATE_BROKER_REGISTRATION
-        # ControlledShutdown with broker epoch -1 would move broker 1's leaders: refused
-        down = cs.ControlledShutdownRequest(version=3, broker_id=1, broker_epoch=-1)
-        assert _request(cfg.controller_port, down).error_code == ErrorCode.STALE_BROKER_EPOCH
+        # ControlledShutdown with broker epoch -1 would move broker 1's leaders: refused; so
+        # is its own epoch from another connection than its session's
+        for epoch in (-1, before[1][0]):
+            down = cs.ControlledShutdownRequest(version=3, broker_id=1, broker_epoch=epoch)
+            assert _request(cfg.controller_port, down).error_code == ErrorCode.STALE_BROKER_EPOCH
 
         # a second broker process with broker 1's id, on other ports, while broker 1 lives
         client, control = _free_ports(2)
@@ -180,13 +182,14 @@ def test_registration_and_liveness_as_kraft(tmp_path):
             assert now.brokers == served.brokers  # broker 1's address is still its own
             assert now.topics == served.topics  # and it still leads t-0
 
-            # kill -9 broker 1; heartbeats forged with other epochs do not keep it alive
+            # kill -9 broker 1; heartbeats forged with any epoch (its own one too: /status
+            # shows it) do not keep it alive
             epoch = before[1][0]
             cluster.kill_broker(1)
             killed = time.monotonic()
             while _brokers(cluster)[1]["endpoint"] == before[1][1]:
                 assert time.monotonic() - killed < 15, "broker 1 was never fenced"
-                for forged in (-1, 0, epoch - 1, epoch + 1):
+                for forged in (-1, 0, epoch - 1, epoch + 1, epoch):
                     beat = bh.BrokerHeartbeatRequest(version=1, broker_id=1, broker_epoch=forged)
                     error = _request(cfg.controller_port, beat).error_code
                     assert error == ErrorCode.STALE_BROKER_EPOCH
