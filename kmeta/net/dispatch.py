@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kmeta.net.hooks import RequestGate
+from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.header import RequestHeader, response_header_version
 from kmeta.protocol.registry import Api, api_for
@@ -55,6 +56,9 @@ class RequestContext:
     #: the connection's RequestGate (its authenticator), if its listener attaches one: the
     #: SASL handlers drive it, authorization reads the principal it established
     gate: RequestGate | None = None
+    #: who sent the request: the principal the connection authenticated as (SASL user, mTLS
+    #: certificate DN mapped by the rules); User:ANONYMOUS on a connection that did not
+    principal: KafkaPrincipal = ANONYMOUS
 
 
 HandleFn = Callable[[RequestContext, Any], "Any | Awaitable[Any]"]

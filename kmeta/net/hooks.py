@@ -15,7 +15,9 @@ subclasses the connection or depends on the wording of its log lines.
   not admit closes the connection (:attr:`FaultKind.AUTHENTICATION_REQUIRED`), as Kafka's
   SaslServerAuthenticator does with a request other than those before authentication.
   Handlers reach the connection's gate as ``ctx.gate`` (RequestContext): the SASL handlers
-  complete authentication on it, authorization reads the principal it established.
+  complete authentication on it. The gate sets ``conn.principal`` (a
+  :class:`~kmeta.net.security.principal.KafkaPrincipal`) once it knows who the peer is; every
+  later request's handler sees it as ``ctx.principal`` (User:ANONYMOUS until then).
 
 A connection without hooks pays one ``is None`` test per read and per request for them.
 """

@@ -56,6 +56,7 @@ from kmeta.net.hooks import (
     RequestGate,
 )
 from kmeta.net.memory_pool import RequestMemoryPool
+from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.net.serving import ConnectionLimits as ConnectionLimits  # re-export (old home)
 from kmeta.net.serving import ServingInfo as ServingInfo  # re-export (old home)
 from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
@@ -172,6 +173,8 @@ class ServerConnection(asyncio.Protocol):
         #: made from ``hooks`` once the connection is admitted (see connection_made)
         self._observer: ConnectionObserver | None = None
         self._gate: RequestGate | None = None
+        #: set once by the connection's gate when it authenticates the peer (SASL, mTLS)
+        self.principal: KafkaPrincipal = ANONYMOUS
         #: why we closed the connection, when it was for a fault
         self.fault: FaultKind | None = None
         self._on_close = on_close
@@ -393,8 +396,9 @@ class ServerConnection(asyncio.Protocol):
         if gate is not None and not gate.admits(header.api_key):
             raise NotAdmittedError(f"api key {header.api_key} before authentication")
         ctx = RequestContext(
-            header, info.listener, info.is_control, self.peer, info.state, info.registry, gate
-        )
+            header, info.listener, info.is_control, self.peer, info.state, info.registry, gate,
+            self.principal,
+        )  # fmt: skip
         self.requests_handled += 1
         version = header.api_version
         if not handler.min_version <= version <= handler.max_version:

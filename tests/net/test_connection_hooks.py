@@ -12,6 +12,7 @@ from kmeta.net import api_versions as api_versions_handler
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.hooks import ConnectionHooks, FaultKind
 from kmeta.net.listener import Listener
+from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.net.server_connection import ServerConnection
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import api_versions as av
@@ -227,6 +228,47 @@ async def test_a_handler_completes_authentication_through_ctx_gate() -> None:
         reader2, writer2 = await asyncio.open_connection("127.0.0.1", lst.port)
         writer2.write(metadata)
         assert await closed_by_peer(reader2)
+        writer.close()
+        writer2.close()
+    finally:
+        await lst.shutdown(1.0)
+
+
+async def test_handlers_see_the_principal_the_gate_established() -> None:
+    """ctx.principal is User:ANONYMOUS until the connection's gate sets conn.principal; from
+    then on every request of that connection (and only that one) carries it."""
+    seen: list[str] = []
+    registry = HandlerRegistry()
+
+    def metadata(ctx: RequestContext, request: md.MetadataRequest) -> md.MetadataResponse:
+        seen.append(str(ctx.principal))
+        return md.MetadataResponse(version=request.version)
+
+    registry.register(ApiKey.METADATA, metadata)
+    conns: list[ServerConnection] = []
+
+    def make_gate(conn: ServerConnection) -> Gate:
+        conns.append(conn)
+        gate = Gate()
+        gate.authenticated = True
+        return gate
+
+    lst = Listener("PLAINTEXT", "127.0.0.1", 0, is_control=False, registry=registry, state=None)
+    lst.hooks = ConnectionHooks(gate=make_gate)
+    await lst.start()
+    try:
+        request = encode_frame(md.MetadataRequest(version=12, topics=None), 1)
+        reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
+        writer.write(request)
+        await read_frame(reader)
+        conns[0].principal = KafkaPrincipal("User", "alice")
+        writer.write(request)
+        await read_frame(reader)
+        reader2, writer2 = await asyncio.open_connection("127.0.0.1", lst.port)
+        writer2.write(request)
+        await read_frame(reader2)
+        assert seen == ["User:ANONYMOUS", "User:alice", "User:ANONYMOUS"]
+        assert KafkaPrincipal("User", "ANONYMOUS") == ANONYMOUS
         writer.close()
         writer2.close()
     finally:
