@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -243,3 +246,31 @@ def test_move_leader_through_a_reassignment_and_a_preferred_election(cluster: Cl
     with pytest.raises(KafkaRequestError, match="INVALID_REPLICA_ASSIGNMENT"):
         cluster.move_leader("moving", 0, 3)  # a dead broker cannot lead
     cluster.start_broker(3)
+
+
+INTERRUPTED = """
+import json, os, sys, time
+from kmeta.testing import Cluster
+with Cluster(2, parent_dir=sys.argv[1]) as cluster:
+    pids = [p.pid for p in cluster._procs.values()]
+    print(json.dumps({"pids": pids, "data_dir": str(cluster.data_dir)}), flush=True)
+    time.sleep(60)
+"""
+
+
+def test_ctrl_c_in_the_test_process_stops_the_daemons_and_removes_the_dir(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        started = json.loads(proc.stdout.readline())
+        assert len(started["pids"]) == 3
+        assert Path(started["data_dir"]).is_dir()
+        proc.send_signal(signal.SIGINT)  # as a terminal's Ctrl-C reaches pytest
+        proc.wait(30)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0  # KeyboardInterrupt
+    assert all(_gone(pid) for pid in started["pids"])
+    assert not Path(started["data_dir"]).exists()
