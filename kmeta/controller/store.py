@@ -64,8 +64,18 @@ def _storage_error(exc: sqlite3.Error, what: str) -> StorageError:
     return StorageError(f"{what} failed: {exc}")
 
 
+_INT_TUPLES: dict[str, tuple[int, ...]] = {}
+
+
 def _ints(text: str) -> tuple[int, ...]:
-    return tuple(json.loads(text))
+    """``tuple(json.loads(text))``, memoised as :func:`_json_ints`: a load (at start, and
+    after every refused commit) reads 100k partitions' replica lists, few of them distinct."""
+    ids = _INT_TUPLES.get(text)
+    if ids is None:
+        if len(_INT_TUPLES) >= 100_000:
+            _INT_TUPLES.clear()
+        ids = _INT_TUPLES[text] = tuple(json.loads(text))
+    return ids
 
 
 _JSON_LISTS: dict[tuple[int, ...], str] = {}
@@ -180,6 +190,11 @@ class ControllerStore:
         """Transactions from now on stay open until :meth:`commit_deferred` (group commit:
         the events processed meanwhile share one commit; each has a savepoint)."""
         self._deferred = True
+
+    @property
+    def group_lost(self) -> bool:
+        """The open group's transaction is gone: its commit will fail, whatever comes next."""
+        return self._lost is not None
 
     def end_event(self) -> bool:
         """The current event's writes are done (kept, unless its block raised); True if it
