@@ -24,7 +24,7 @@ from kmeta.net.connection import KafkaConnection
 from kmeta.pipeline.plan_reader import PlannedTopic, read_planned_topics
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import api_versions, create_topics, metadata
-from kmeta.protocol.registry import APIS
+from kmeta.protocol.registry import common_versions
 
 REQUEST_TIMEOUT_S = 60.0
 
@@ -55,18 +55,6 @@ def split_host_port(text: str) -> tuple[str, int]:
         return parse_host_port(text)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--bootstrap-server") from None
-
-
-def _versions(resp: object) -> dict[int, int]:
-    """Highest version of each API both sides speak."""
-    ours = {key: (api.min_version, api.max_version) for key, api in APIS.items()}
-    out: dict[int, int] = {}
-    for k in resp.api_keys:  # type: ignore[attr-defined]
-        if k.api_key in ours:
-            lo, hi = max(k.min_version, ours[k.api_key][0]), min(k.max_version, ours[k.api_key][1])
-            if lo <= hi:
-                out[k.api_key] = hi
-    return out
 
 
 def diff(
@@ -119,7 +107,7 @@ async def _open(host: str, port: int) -> tuple[KafkaConnection, dict[int, int]]:
     if resp.error_code != ErrorCode.NONE:
         conn.close()
         raise click.ClickException(f"{host}:{port}: ApiVersions failed, error {resp.error_code}")
-    return conn, _versions(resp)
+    return conn, common_versions(resp)
 
 
 async def run_import(config: ImportConfig, console: Console) -> ImportResult:

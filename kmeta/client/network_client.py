@@ -38,6 +38,7 @@ from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, ProtocolError
 from kmeta.protocol.messages import api_versions, metadata
+from kmeta.protocol.registry import highest_common, peer_versions
 
 log = logging.getLogger(__name__)
 
@@ -318,15 +319,16 @@ class NetworkClient:
             response = await conn.request(api_versions.ApiVersionsRequest(version=retry), timeout_s)
         if response.error_code != ErrorCode.NONE:
             raise UnsupportedBrokerError(f"ApiVersions failed with error {response.error_code}")
-        ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        ranges = peer_versions(response)
         if ApiKey.METADATA not in ranges:
             raise UnsupportedBrokerError(f"node {node.id} does not serve Metadata")
-        low, high = ranges[ApiKey.METADATA]
-        chosen: int = min(high, self.config.max_metadata_version)
-        if chosen < max(low, MIN_METADATA_VERSION):
+        ours = range(MIN_METADATA_VERSION, self.config.max_metadata_version + 1)
+        chosen = highest_common(ranges, ApiKey.METADATA, ours)
+        if chosen is None:
+            theirs = ranges[ApiKey.METADATA]
             raise UnsupportedBrokerError(
-                f"node {node.id} serves Metadata v{low}-{high}; the client speaks "
-                f"v{MIN_METADATA_VERSION}-{self.config.max_metadata_version}"
+                f"node {node.id} serves Metadata v{theirs.start}-{theirs.stop - 1}; the client "
+                f"speaks v{ours.start}-{ours.stop - 1}"
             )
         return chosen
 

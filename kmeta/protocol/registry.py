@@ -6,7 +6,9 @@ takes its version range from here, so what is advertised cannot drift from what 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import UnsupportedVersionError
@@ -106,3 +108,33 @@ def api_of(request: Message) -> Api:
     if request.api_key is None:
         raise ValueError(f"{request.name} is not an API message")
     return api_for(request.api_key)
+
+
+# -- ApiVersions negotiation (KIP-35): the one place a peer's ranges meet ours ------------------
+def peer_versions(response: Any) -> dict[int, range]:
+    """An ApiVersions answer as api key -> the versions the peer serves."""
+    return {k.api_key: range(k.min_version, k.max_version + 1) for k in response.api_keys}
+
+
+def highest_common(peer: Mapping[int, range], api_key: int, ours: range | None = None) -> int | None:
+    """The highest version of ``api_key`` that the peer serves and we speak, or None.
+
+    ``ours``: the versions the caller speaks (default: every version this codec decodes).
+    """
+    theirs = peer.get(api_key)
+    if theirs is None:
+        return None
+    if ours is None:
+        api = APIS.get(api_key)
+        if api is None:
+            return None
+        ours = range(api.min_version, api.max_version + 1)
+    high = min(theirs.stop, ours.stop) - 1
+    return high if high >= max(theirs.start, ours.start) else None
+
+
+def common_versions(response: Any) -> dict[int, int]:
+    """Every API both sides speak -> its highest common version (from an ApiVersions answer)."""
+    peer = peer_versions(response)
+    common = {key: highest_common(peer, key) for key in peer}
+    return {key: version for key, version in common.items() if version is not None}

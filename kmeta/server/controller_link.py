@@ -40,6 +40,7 @@ from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs
+from kmeta.protocol.registry import highest_common, peer_versions
 
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker
@@ -84,7 +85,7 @@ async def _open(
     if response.error_code != ErrorCode.NONE:
         conn.close()
         raise ConnectionError(f"ApiVersions: {ErrorCode(response.error_code).name}")
-    return conn, {k.api_key: range(k.min_version, k.max_version + 1) for k in response.api_keys}
+    return conn, peer_versions(response)
 
 
 class RegistrationRefused(Exception):
@@ -99,10 +100,10 @@ class RegistrationRefused(Exception):
 
 def _pick(versions: dict[int, range], api_key: int, ours: int) -> int:
     """The highest version of ``api_key`` up to ``ours`` that the controller serves."""
-    theirs = versions.get(api_key)
-    if theirs is None or theirs.start > ours:
+    version = highest_common(versions, api_key, range(ours + 1))
+    if version is None:
         raise UnsupportedVersionError(f"the controller does not serve api {api_key} <= v{ours}")
-    return min(ours, theirs.stop - 1)
+    return version
 
 
 class ControllerLink:

@@ -12,7 +12,15 @@ from kmeta.protocol.errors import (
     ProtocolError,
     UnsupportedVersionError,
 )
-from kmeta.protocol.registry import APIS, api_for, api_of
+from kmeta.protocol.messages import api_versions as av
+from kmeta.protocol.registry import (
+    APIS,
+    api_for,
+    api_of,
+    common_versions,
+    highest_common,
+    peer_versions,
+)
 
 # (code, name) as listed in the shared ERRORS.md (Kafka 3.9 Errors.java)
 ERRORS_MD = [
@@ -160,3 +168,27 @@ def test_registry_has_exactly_the_supported_apis() -> None:
 def test_unknown_api_key() -> None:
     with pytest.raises(UnsupportedVersionError):
         api_for(99)
+
+
+def test_highest_common_version_of_a_peer_and_us() -> None:
+    answer = av.ApiVersionsResponse(
+        version=3,
+        api_keys=(
+            av.ApiVersion(ApiKey.METADATA, 0, 20),  # newer than our codec
+            av.ApiVersion(ApiKey.API_VERSIONS, 5, 9),  # no overlap with ours
+            av.ApiVersion(ApiKey.CREATE_TOPICS, 2, 4),
+            av.ApiVersion(9999, 0, 3),  # unknown to us
+        ),
+    )
+    peer = peer_versions(answer)
+    assert peer[ApiKey.CREATE_TOPICS] == range(2, 5)
+    assert highest_common(peer, ApiKey.METADATA) == APIS[ApiKey.METADATA].max_version
+    assert highest_common(peer, ApiKey.METADATA, range(1, 10)) == 9
+    assert highest_common(peer, ApiKey.CREATE_TOPICS, range(2)) is None
+    assert highest_common(peer, ApiKey.API_VERSIONS) is None
+    assert highest_common(peer, 9999) is None
+    assert highest_common(peer, ApiKey.DELETE_TOPICS) is None  # not served by the peer
+    assert common_versions(answer) == {
+        ApiKey.METADATA: APIS[ApiKey.METADATA].max_version,
+        ApiKey.CREATE_TOPICS: 4,
+    }
