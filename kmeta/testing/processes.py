@@ -128,6 +128,10 @@ class ClusterProcesses:
                 raise
         raise AssertionError("unreachable")
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self, keep: bool | None = None) -> None:
         """Kill every daemon (a test cluster's end is a power cut: nothing of it is kept, so
         nothing needs a clean stop) and remove the data dir unless ``keep``. The first close

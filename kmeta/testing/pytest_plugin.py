@@ -17,18 +17,18 @@ and makes its data dirs under its own base temp dir.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from kmeta.testing.cluster import Cluster
+if TYPE_CHECKING:  # imported when a fixture is used: installing kmeta costs other runs nothing
+    from kmeta.testing.cluster import Cluster
 
 LOG_LINES = 20
 
-#: the clusters this process runs now, oldest first (each worker of xdist has its own)
+#: the clusters this process started through the fixtures, oldest first (pruned of closed ones;
+#: each xdist worker has its own)
 _running: list[Cluster] = []
-#: clusters that were running while a test failed
-_saw_failure: set[int] = set()
 _KEEP = pytest.StashKey[bool]()
 
 
@@ -51,10 +51,12 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    _running[:] = [c for c in _running if not c.closed]
     if report.failed and _running:
         keep = item.config.stash.get(_KEEP, False)
         for n, cluster in enumerate(_running, 1):
-            _saw_failure.add(id(cluster))
+            if keep:
+                cluster.keep = True  # read when it closes
             lines = [
                 f"data dir: {cluster.data_dir}"
                 + (
@@ -73,43 +75,22 @@ def pytest_runtest_makereport(
     return report
 
 
-class _TrackedCluster(Cluster):
-    """A Cluster the plugin knows about, so failure reports and --kmeta-keep can find it."""
-
-    config_: pytest.Config
-
-    def start(self) -> Self:
-        _running.append(self)
-        try:
-            return super().start()
-        except BaseException:
-            if self in _running:
-                _running.remove(self)
-            raise
-
-    def close(self, keep: bool | None = None) -> None:
-        if self in _running:
-            _running.remove(self)
-            if keep is None and self.config_.stash.get(_KEEP, False) and id(self) in _saw_failure:
-                keep = True
-        _saw_failure.discard(id(self))
-        super().close(keep=keep)
-
-
 @pytest.fixture(scope="session")
 def kmeta_cluster_factory(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Callable[..., Cluster]]:
     """Start a :class:`~kmeta.testing.Cluster` with any options; closed at the latest when the
     session ends."""
+    from kmeta.testing.cluster import Cluster
+
     made: list[Cluster] = []
     parent = tmp_path_factory.mktemp("kmeta", numbered=True)
 
     def factory(brokers: int = 3, **options: Any) -> Cluster:
         options.setdefault("parent_dir", parent)
-        cluster = _TrackedCluster(brokers, **options)
-        cluster.config_ = request.config
+        cluster = Cluster(brokers, **options)
         made.append(cluster)
+        _running.append(cluster)  # for failure reports and --kmeta-keep
         return cluster.start()
 
     yield factory

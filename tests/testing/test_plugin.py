@@ -88,3 +88,14 @@ def test_fixtures_under_xdist_with_a_failure_report_and_kept_dirs(tmp_path: Path
         assert "seen-before-the-failure" in (kept_dir / "controller" / "state-change.log").read_text()
     finally:
         shutil.rmtree(kept_dir, ignore_errors=True)
+
+
+def test_the_plugin_imports_no_daemon_code_until_a_fixture_is_used() -> None:
+    probe = (
+        "import sys, kmeta.testing.pytest_plugin\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('kmeta.cli', 'kmeta.net', "
+        "'kmeta.testing.cluster'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
