@@ -71,6 +71,10 @@ class ClusterState:
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     #: topics whose deletion started (leader -2 sent) but is not finished
     deleting: set[str] = field(default_factory=set)
+    #: topics whose overrides were all just removed: the UpdateMetadata being built says so
+    #: with an empty list (otherwise no overrides go out as null, which costs nothing to
+    #: encode); set and cleared around one send by the TopicConfigManager
+    configs_cleared: set[str] = field(default_factory=set)
 
     def live_broker_ids(self) -> list[int]:
         return sorted(b.broker_id for b in self.brokers.values() if b.alive)

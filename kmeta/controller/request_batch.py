@@ -184,13 +184,16 @@ class ControllerBrokerRequestBatch:
         info = self.ctx.state.topics.get(name)
         return info.topic_id if info is not None else ZERO_UUID
 
-    def _topic_configs(self, name: str) -> tuple[Any, ...]:
+    def _topic_configs(self, name: str) -> tuple[Any, ...] | None:
         """The topic's whole override set, on every topic state this controller sends (kmeta's
-        tagged field: Kafka brokers skip it), so a full UpdateMetadata restores them all."""
-        info = self.ctx.state.topics.get(name)
-        if info is None or not info.configs:
-            return ()
-        return tuple(um.KmetaTopicConfig(k, v) for k, v in sorted(info.configs.items()))
+        tagged field: Kafka brokers skip it), so a full UpdateMetadata restores them all.
+        No overrides: null (not on the wire; a FULL update reads it as none), or an empty
+        list right after they were all removed (an incremental update must say so)."""
+        state = self.ctx.state
+        info = state.topics.get(name)
+        if info is not None and info.configs:
+            return tuple(um.KmetaTopicConfig(k, v) for k, v in sorted(info.configs.items()))
+        return () if name in state.configs_cleared else None
 
     def _send_leader_and_isr(self, update_id: int) -> None:
         # Brokers that get the same partitions (every broker, when all hold all replicas) get

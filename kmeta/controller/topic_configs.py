@@ -15,8 +15,10 @@ controller's store in ZooKeeper's place:
   the store (table ``topic_configs``), then every live broker gets an UpdateMetadata carrying
   the topics (their partitions unchanged) with the new sets in kmeta's tagged field on the
   topic state. Brokers answer DescribeConfigs from that. Every UpdateMetadata this controller
-  sends carries each topic's set, so a full UpdateMetadata (controller restart, broker
-  registration, resync) restores them all, and a topic's configs go with the topic.
+  sends carries each topic's set (null when it has none: nothing on the wire), so a FULL
+  UpdateMetadata (controller restart, broker registration, resync) restores them all; an
+  alteration that removes a topic's last override sends an empty list. A topic's configs go
+  with the topic.
 * The answer waits for the propagation barrier like CreateTopics (with it on, every live
   broker serves the new configs when the answer arrives).
 """
@@ -97,5 +99,10 @@ class TopicConfigManager:
             (topic, p) for topic in changed for p in host.state.topics[topic].partitions
         ]
         barrier = Barrier(host.barriers)
-        targets = host._send(um_to=host.state.live_broker_ids(), um_partitions=tps, barrier=barrier)
+        cleared = host.state.configs_cleared
+        cleared.update(t for t, c in changed.items() if not c)
+        try:
+            targets = host._send(um_to=host.state.live_broker_ids(), um_partitions=tps, barrier=barrier)
+        finally:
+            cleared.clear()
         return barrier.arm(host._propagation(targets, forwarder))

@@ -22,7 +22,8 @@ Rules (Kafka 3.x ``ZkMetadataCache.updateMetadata``):
   differ from its own, an error is logged (logger ``kmeta.metadata``);
 * topic configs (kmeta's tagged field ``kmeta_topic_configs`` on a v6+ topic state, which
   Kafka brokers skip): a list replaces the topic's whole override set, null leaves it as it
-  is; a topic that is gone (or never arrived) keeps no configs.
+  is, except in a FULL update, which carries every topic's set (null: no overrides); a topic
+  that is gone (or never arrived) keeps no configs.
 
 Cost: an update touching K partitions in T topics copies those T topics' partition dicts
 and a CowMap overlay (O(sqrt(topics)) at most), never the whole partition set.
@@ -169,7 +170,7 @@ class MetadataCache:
         self.snapshot = MetadataSnapshot(
             partition_states=states,
             topic_configs=_evolve_configs(
-                old.topic_configs, request, version, states, topic_index is not old.topic_index
+                old.topic_configs, request, version, states, topic_index is not old.topic_index, full
             ),
             topic_ids=_evolve_ids(old.topic_ids, id_changes),
             controller_id=controller_id,
@@ -347,26 +348,30 @@ def _evolve_configs(
     version: int,
     states: Mapping[str, Mapping[int, PartitionState]],
     topic_set_changed: bool,
+    full: bool,
 ) -> Mapping[str, Mapping[str, str]]:
-    """The topic configs after ``request``: the topic states' override sets, minus the topics
-    that no longer exist. O(topic states), plus O(configured topics) when the topic set
-    changed."""
+    """The topic configs after ``request``. A topic state's list replaces the topic's set;
+    null keeps it, except in a FULL update, which carries every topic's set (null: none).
+    Topics that no longer exist keep none. O(topic states), plus O(configured topics) when
+    the topic set changed or the update is FULL."""
     changes: dict[str, Mapping[str, str] | _Deleted] = {}
+    said: set[str] = set()
     if version >= 6:
         for ts in request.topic_states:
             pushed = ts.kmeta_topic_configs
             if pushed is None:
                 continue
             name = ts.topic_name
+            said.add(name)
             if pushed and name in states:
                 new = {c.name: c.value for c in pushed}
                 if configs.get(name) != new:
                     changes[name] = new
             elif name in configs:
                 changes[name] = DELETED
-    if topic_set_changed:
+    if topic_set_changed or full:
         for name in configs:
-            if name not in states:
+            if name not in states or (full and name not in said):
                 changes[name] = DELETED
     if not changes:
         return configs

@@ -22,7 +22,7 @@ from tests.server.helpers import (
 TOPIC, BROKER = 2, 4
 
 
-def _push(ctl: ConnectionPair, topics: dict[str, dict[str, str] | None], version: int = 8) -> None:
+def _push(ctl: ConnectionPair, topics: dict[str, dict[str, str] | None], version: int = 8, full: bool = False) -> None:
     brokers = [live_broker(1, {PLAINTEXT: ("h1", 9001), CONTROL: ("h1", 9101)})]
     states = tuple(
         um.UpdateMetadataTopicState(
@@ -32,8 +32,9 @@ def _push(ctl: ConnectionPair, topics: dict[str, dict[str, str] | None], version
         for name, configs in topics.items()
     )  # fmt: skip
     req = um.UpdateMetadataRequest(
-        version=version, controller_id=1, controller_epoch=1, broker_epoch=-1, topic_states=states, live_brokers=tuple(brokers)
-    )
+        version=version, controller_id=1, controller_epoch=1, broker_epoch=-1, topic_states=states,
+        live_brokers=tuple(brokers), type=2 if full else 1,
+    )  # fmt: skip
     assert ctl.request(req).error_code == 0
 
 
@@ -60,13 +61,16 @@ async def test_tagged_field_sets_replaces_keeps_and_drops_overrides() -> None:
     assert dict(cache.snapshot.topic_configs) == {"a": {"retention.ms": "1"}}
     _push(ctl, {"a": {"retention.ms": "3"}}, version=5)  # v5 has no tagged fields: untouched
     assert dict(cache.snapshot.topic_configs) == {"a": {"retention.ms": "1"}}
+    _push(ctl, {"a": None, "b": {"segment.ms": "4"}}, full=True)  # FULL: null means none
+    assert dict(cache.snapshot.topic_configs) == {"b": {"segment.ms": "4"}}
+    _push(ctl, {"a": {"retention.ms": "5"}, "b": {"segment.ms": "4"}}, full=True)
     gone = um.UpdateMetadataPartitionState("", 0, 1, -2, 1, (1,), 0, (1,), ())  # leader -2: deleted
     req = um.UpdateMetadataRequest(
         version=8, controller_id=1, controller_epoch=1, broker_epoch=-1,
         topic_states=(um.UpdateMetadataTopicState("a", topic_id("a"), (gone,)),), live_brokers=(),
     )  # fmt: skip
     assert ctl.request(req).error_code == 0
-    assert dict(cache.snapshot.topic_configs) == {}
+    assert dict(cache.snapshot.topic_configs) == {"b": {"segment.ms": "4"}}  # a went with its topic
 
 
 @pytest.mark.parametrize("version", range(5))
