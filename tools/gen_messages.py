@@ -34,6 +34,9 @@ APIS = {
     "IncrementalAlterConfigs": "incremental_alter_configs",
     "DescribeCluster": "describe_cluster",
     "DescribeTopicPartitions": "describe_topic_partitions",
+    "DescribeAcls": "describe_acls",
+    "CreateAcls": "create_acls",
+    "DeleteAcls": "delete_acls",
 }
 
 #: kmeta's own tagged fields, added to Kafka's structs (spec file -> struct -> fields). Tagged
@@ -43,6 +46,21 @@ APIS = {
 #: keeps clear of the small tags Kafka hands out.
 KMETA_TAGGED = {
     "UpdateMetadataRequest": {
+        # top level (the struct named as the message): the cluster's whole ACL set, sent on
+        # full updates and when ACLs change; null = not said (see kmeta.server.acl_cache)
+        "UpdateMetadataRequest": [
+            {"name": "KmetaAcls", "type": "[]KmetaAcl", "versions": "6+",
+             "nullableVersions": "6+", "default": "null", "tag": 10001, "taggedVersions": "6+",
+             "fields": [
+                 {"name": "ResourceType", "type": "int8", "versions": "6+"},
+                 {"name": "ResourceName", "type": "string", "versions": "6+"},
+                 {"name": "PatternType", "type": "int8", "versions": "6+"},
+                 {"name": "Principal", "type": "string", "versions": "6+"},
+                 {"name": "Host", "type": "string", "versions": "6+"},
+                 {"name": "Operation", "type": "int8", "versions": "6+"},
+                 {"name": "PermissionType", "type": "int8", "versions": "6+"},
+             ]},
+        ],
         "UpdateMetadataTopicState": [
             {"name": "KmetaTopicConfigs", "type": "[]KmetaTopicConfig", "versions": "6+",
              "nullableVersions": "6+", "default": "null", "tag": 10000, "taggedVersions": "6+",
@@ -66,6 +84,7 @@ def extend(spec: dict) -> dict:
                 f["fields"] += wanted.get(f["type"].lstrip("[]"), [])
 
     walk(spec["fields"])
+    spec["fields"] += wanted.get(spec["name"], [])
     return spec
 
 

@@ -10,7 +10,14 @@ import click
 from kmeta.cli.bind_errors import refuse_busy_port
 from kmeta.cli.config_sources import daemon_settings
 from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
-from kmeta.cli.security_options import limit_fields, limit_options, tls_fields, tls_options
+from kmeta.cli.security_options import (
+    authorizer_fields,
+    authorizer_options,
+    limit_fields,
+    limit_options,
+    tls_fields,
+    tls_options,
+)
 from kmeta.metadata.addresses import parse_host_port
 from kmeta.server.broker import run
 from kmeta.server.config import BrokerConfig, parse_listeners
@@ -78,6 +85,7 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
 @daemon_options
 @limit_options
 @tls_options
+@authorizer_options
 @click.option(
     "--controller-security-protocol",
     type=click.Choice(["PLAINTEXT", "SSL"], case_sensitive=False),
@@ -124,6 +132,7 @@ def broker_command(
             **limit_fields(options),
             **daemon_fields(options),
             **tls_fields(options),
+            **authorizer_fields(options),
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc

@@ -10,7 +10,12 @@ import click
 from kmeta.cli.bind_errors import refuse_busy_port
 from kmeta.cli.config_sources import daemon_settings
 from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
-from kmeta.cli.security_options import tls_fields, tls_options
+from kmeta.cli.security_options import (
+    authorizer_fields,
+    authorizer_options,
+    tls_fields,
+    tls_options,
+)
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.daemon import ControllerStartError, serve
 
@@ -103,6 +108,7 @@ _D = ControllerConfig(data_dir=".")
     "faults in force).",
 )
 @tls_options
+@authorizer_options
 def controller_command(
     listeners: str,
     data_dir: str,
@@ -149,6 +155,7 @@ def controller_command(
             faults=faults,
             fault_file=fault_file,
             **tls_fields(options),
+            **authorizer_fields(options),
             **daemon_fields(options),
         )
     except ValueError as exc:

@@ -1,4 +1,5 @@
-"""Shared flags: TLS (``--ssl-*``, ``--listener-security-protocol-map``) and connection limits.
+"""Shared flags: TLS (``--ssl-*``, ``--listener-security-protocol-map``), connection limits
+and the authorizer (``--authorizer``, ``--super-users``, ...).
 
 Each group is a decorator that adds its options; the command takes them as ``**options`` and
 hands them to :func:`tls_fields` / :func:`limit_fields`, which return the config fields.
@@ -11,6 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
+from kmeta.net.security.authorizer import AuthorizerConfig, parse_super_users
 from kmeta.net.tls import CLIENT_AUTH, TlsConfig, parse_protocol_map
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -109,3 +111,38 @@ def limit_options(fn: F) -> F:
 def limit_fields(options: dict[str, Any]) -> dict[str, Any]:
     names = ("request_timeout_ms", "write_timeout_ms", "max_connections", "max_connections_per_ip")
     return {name: options.pop(name) for name in names}
+
+
+def authorizer_options(fn: F) -> F:
+    options = [
+        click.option(
+            "--authorizer",
+            type=click.Choice(("none", "acl")),
+            default="none",
+            show_default=True,
+            help="acl: Kafka's ACL authorizer (authorizer.class.name); none allows everything.",
+        ),
+        click.option(
+            "--super-users",
+            default="",
+            help="super.users: principals allowed everything, e.g. 'User:admin;User:kmeta'.",
+        ),
+        click.option(
+            "--allow-everyone-if-no-acl-found/--no-allow-everyone-if-no-acl-found",
+            default=False,
+            show_default=True,
+            help="allow.everyone.if.no.acl.found: a resource without ACLs is open to all.",
+        ),
+    ]
+    return _apply(fn, options)
+
+
+def authorizer_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """Pop the authorizer flags from ``options``; return the ``authorizer`` field."""
+    return {
+        "authorizer": AuthorizerConfig(
+            enabled=options.pop("authorizer") == "acl",
+            super_users=parse_super_users(options.pop("super_users")),
+            allow_everyone_if_no_acl_found=options.pop("allow_everyone_if_no_acl_found"),
+        )
+    }

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from kmeta.controller.faults import parse_fault
 from kmeta.metadata.addresses import parse_listener
 from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
+from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
 from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
@@ -54,6 +55,9 @@ class ControllerConfig:
     fault_file: str | None = None
     #: how long a reassignment's new replicas take to join the ISR (no data to copy here)
     reassignment_catch_up_ms: int = 100
+    #: --authorizer acl: the controller checks CLUSTER_ACTION on registrations, heartbeats,
+    #: controlled shutdowns and forwarded admin requests (see kmeta.controller.handlers)
+    authorizer: AuthorizerConfig = NO_AUTHORIZER
 
     def __post_init__(self) -> None:
         if not self.listeners:

@@ -38,6 +38,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kmeta.controller.acls import AclManager
 from kmeta.controller.admin import TopicPlan, plan_create_partitions, plan_create_topics
 from kmeta.controller.barrier import Barrier as Barrier  # (re-exported for the handlers)
 from kmeta.controller.barrier import DeletionBarrier
@@ -67,6 +68,7 @@ from kmeta.controller.state_log import StateChangeLog
 from kmeta.controller.store import STORE_RETRY_S, ControllerStore
 from kmeta.controller.topic_configs import TopicConfigManager
 from kmeta.metadata.log_config import ConfigError, validate
+from kmeta.net.security.authorizer import Authorizer
 from kmeta.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -132,6 +134,7 @@ class KafkaController:
         self.elections = ReplicaElectionManager(self)
         self.reassignments = ReassignmentManager(self)
         self.configs = TopicConfigManager(self)
+        self.acls = AclManager(self)
         self._deadlines: dict[int, float] = {}  # broker id -> session expiry (monotonic)
         #: broker id -> peer address of the connection its session was registered on: only
         #: that connection may heartbeat or shut it down (epochs are no secret: /status shows
@@ -199,6 +202,11 @@ class KafkaController:
         self.deletion.reloaded()
         self.reassignments.reloaded()
 
+    @property
+    def authorizer(self) -> Authorizer | None:
+        """Read by kmeta.net.security.authorizer.allowed for requests to the controller."""
+        return self.acls.authorizer()
+
     def enqueue(self, name: str, fn: Callable[[], Any]) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.events.put(_Event(name, fn, future))
@@ -248,9 +256,12 @@ class KafkaController:
         um_type: int = 1,
         barrier: Barrier | None = None,
         stop_callback: Callable[[Any, int], None] | None = None,
+        acls: bool = False,
     ) -> list[int]:
         batch = self._batch()
         batch.new_batch()
+        if acls:
+            batch.add_acls()
         for brokers, tp, is_new in lair:
             batch.add_leader_and_isr(brokers, tp, is_new)
         batch.add_update_metadata(um_to, um_partitions)

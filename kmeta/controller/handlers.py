@@ -13,6 +13,9 @@
 * ControlledShutdown (7, v0-3): leaderships move away before the answer (which lists the
   partitions that could not move); an epoch other than the registered one (-1 included,
   hence v0-1, which carry none) is STALE_BROKER_EPOCH and moves nothing.
+* With ``--authorizer acl`` the three APIs above need CLUSTER_ACTION on the cluster (the
+  brokers' principal is a super user or granted it): anyone else is answered
+  CLUSTER_AUTHORIZATION_FAILED and nothing changes (Kafka's ``authorizeClusterOperation``).
 * CreateTopics (19, v0-7), DeleteTopics (20, v0-6), CreatePartitions (37, v0-3), forwarded by
   brokers: validated with Kafka's error codes, applied in one event, answered after the
   propagation barrier (or the forwarding broker's ack with the barrier off). A change not
@@ -49,6 +52,8 @@ from kmeta.controller.store import StorageError
 from kmeta.controller.topic_configs import created_configs
 from kmeta.net import api_versions
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation
+from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh
@@ -77,6 +82,8 @@ API_MODULES: tuple[str, ...] = (
     "list_partition_reassignments",
     "alter_configs",
     "incremental_alter_configs",
+    "create_acls",
+    "delete_acls",
 )
 
 
@@ -166,6 +173,20 @@ def _listeners_error(req: Any) -> str | None:
     return None
 
 
+def _cluster_action(ctx: RequestContext, what: str, broker_id: int) -> bool:
+    """Kafka's CLUSTER_ACTION check on the broker-to-controller APIs (with --authorizer acl):
+    a principal without it is answered CLUSTER_AUTHORIZATION_FAILED and changes nothing."""
+    if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
+        return True
+    c: KafkaController = ctx.state
+    if c.say_once("cluster action", what, str(ctx.principal), ctx.peer):
+        log.warning(
+            "refusing %s for broker %d from %s (%s): no CLUSTER_ACTION on the cluster",
+            what, broker_id, ctx.peer, ctx.principal,
+        )  # fmt: skip
+    return False
+
+
 async def broker_registration(ctx: RequestContext, req: Any) -> Any:
     """KRaft's order: the cluster id first (empty or another: INCONSISTENT_CLUSTER_ID, when
     this controller knows its id), then the id's session (DUPLICATE_BROKER_REGISTRATION, in
@@ -177,6 +198,8 @@ async def broker_registration(ctx: RequestContext, req: Any) -> Any:
     def refused(error: ErrorCode) -> Any:
         return br.BrokerRegistrationResponse(version=req.version, error_code=error)
 
+    if not _cluster_action(ctx, "BrokerRegistration", req.broker_id):
+        return refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if req.broker_id < 0:
         return refused(ErrorCode.INVALID_REQUEST)
     expected = c.config.cluster_id
@@ -211,6 +234,10 @@ async def broker_registration(ctx: RequestContext, req: Any) -> Any:
 
 def broker_heartbeat(ctx: RequestContext, req: Any) -> Any:
     c: KafkaController = ctx.state
+    if not _cluster_action(ctx, "BrokerHeartbeat", req.broker_id):
+        return bh.BrokerHeartbeatResponse(
+            version=req.version, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, is_fenced=True
+        )
     if not c.heartbeat(req.broker_id, req.broker_epoch, ctx.peer):
         return bh.BrokerHeartbeatResponse(
             version=req.version, error_code=ErrorCode.STALE_BROKER_EPOCH, is_fenced=True
@@ -226,6 +253,10 @@ def broker_heartbeat(ctx: RequestContext, req: Any) -> Any:
 
 async def controlled_shutdown(ctx: RequestContext, req: Any) -> Any:
     c: KafkaController = ctx.state
+    if not _cluster_action(ctx, "ControlledShutdown", req.broker_id):
+        return cs.ControlledShutdownResponse(
+            version=req.version, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, remaining_partitions=()
+        )
     try:
         error, remaining, barrier = await c.enqueue(
             "ControlledShutdown", lambda: c.controlled_shutdown(req.broker_id, req.broker_epoch, ctx.peer)

@@ -40,6 +40,7 @@ class ControllerHost(Protocol):
         um_type: int = 1,
         barrier: Barrier | None = None,
         stop_callback: Callable[[Any, int], None] | None = None,
+        acls: bool = False,
     ) -> list[int]: ...
 
     def _persist_partitions(

@@ -14,6 +14,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from kmeta.net.security.acl import AclBinding
+
 #: leader id meaning "no leader" (Kafka's LeaderAndIsr.NoLeader)
 NO_LEADER = -1
 #: leader id that tells brokers the partition is being deleted (LeaderAndIsr.LeaderDuringDelete)
@@ -75,6 +77,8 @@ class ClusterState:
     #: with an empty list (otherwise no overrides go out as null, which costs nothing to
     #: encode); set and cleared around one send by the TopicConfigManager
     configs_cleared: set[str] = field(default_factory=set)
+    #: the cluster's ACLs (CreateAcls / DeleteAcls); every broker holds a copy
+    acls: set[AclBinding] = field(default_factory=set)
 
     def live_broker_ids(self) -> list[int]:
         return sorted(b.broker_id for b in self.brokers.values() if b.alive)

@@ -103,6 +103,8 @@ class ControllerBrokerRequestBatch:
         self._um_brokers: set[int] = set()
         self._um_partitions: dict[TopicPartition, Any] = {}
         self._stop: dict[int, dict[TopicPartition, bool]] = {}
+        #: the UpdateMetadata carries the whole ACL set (always on a FULL one)
+        self._with_acls = False
 
     def new_batch(self) -> None:
         if self._lair or self._um_brokers or self._stop:
@@ -151,6 +153,10 @@ class ControllerBrokerRequestBatch:
             ))  # fmt: skip
         self._um_brokers.update(b for b in broker_ids if b in alive)
 
+    def add_acls(self) -> None:
+        """This batch's UpdateMetadata carries the cluster's whole ACL set."""
+        self._with_acls = True
+
     def add_stop_replica(self, broker_ids: Iterable[int], tp: TopicPartition, delete: bool) -> None:
         for b in broker_ids:
             if self.ctx.state.is_alive(b):
@@ -176,6 +182,7 @@ class ControllerBrokerRequestBatch:
             self._um_brokers.clear()
             self._um_partitions.clear()
             self._stop.clear()
+            self._with_acls = False
 
     def _broker_epoch(self, broker_id: int) -> int:
         return self.ctx.state.brokers[broker_id].epoch
@@ -194,6 +201,11 @@ class ControllerBrokerRequestBatch:
         if info is not None and info.configs:
             return tuple(um.KmetaTopicConfig(k, v) for k, v in sorted(info.configs.items()))
         return () if name in state.configs_cleared else None
+
+    def _acls(self) -> tuple[Any, ...]:
+        """The whole ACL set, in kmeta's tagged field (Kafka brokers skip it): on every FULL
+        UpdateMetadata (so a restarted or new broker gets it first) and after an ACL change."""
+        return tuple(um.KmetaAcl(*b) for b in sorted(self.ctx.state.acls))
 
     def _send_leader_and_isr(self, update_id: int) -> None:
         # Brokers that get the same partitions (every broker, when all hold all replicas) get
@@ -305,6 +317,7 @@ class ControllerBrokerRequestBatch:
             controller_epoch=ctx.controller_epoch,
             topic_states=topic_states,
             live_brokers=self.live_brokers(),
+            kmeta_acls=self._acls() if self._with_acls or um_type == UM_FULL else None,
         )
         topics = list(by_topic)
         targets = sorted(self._um_brokers)

@@ -31,6 +31,7 @@ from kmeta.controller.model import (
     PartitionState,
     TopicInfo,
 )
+from kmeta.net.security.acl import AclBinding
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -106,6 +107,7 @@ class ControllerStore:
             self._db.executescript(_SCHEMA)
             self._db.executescript(_REASSIGNMENTS_SCHEMA)
             self._db.executescript(_TOPIC_CONFIGS_SCHEMA)
+            self._db.executescript(_ACLS_SCHEMA)
         except sqlite3.Error as exc:
             raise _storage_error(exc, f"opening {self.path}") from exc
         self._in_tx = False
@@ -370,6 +372,7 @@ class ControllerStore:
             info = state.topics.get(topic)
             if info is not None:
                 info.configs[name] = value
+        state.acls = {AclBinding(*row) for row in self._db.execute("SELECT * FROM acls")}
         return state
 
     # -- reassignments (Kafka's adding/removing replicas of /brokers/topics/<topic>) ------------
@@ -410,6 +413,30 @@ class ControllerStore:
             [(topic, name, value) for name, value in sorted(configs.items())],
         )
 
+    # -- ACLs (Kafka's /kafka-acl/<type>/<name>; KRaft's AccessControlEntryRecord) -------------
+    def put_acls(self, bindings: Iterable[AclBinding]) -> None:
+        self._flush()
+        self._db.executemany(
+            "INSERT OR IGNORE INTO acls VALUES(?, ?, ?, ?, ?, ?, ?)", [tuple(b) for b in bindings]
+        )
+
+    def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
+        self._flush()
+        self._db.executemany(
+            "DELETE FROM acls WHERE resource_type = ? AND resource_name = ? AND pattern_type = ? "
+            "AND principal = ? AND host = ? AND operation = ? AND permission_type = ?",
+            [tuple(b) for b in bindings],
+        )
+
+
+_ACLS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS acls (
+    resource_type INTEGER NOT NULL, resource_name TEXT NOT NULL, pattern_type INTEGER NOT NULL,
+    principal TEXT NOT NULL, host TEXT NOT NULL, operation INTEGER NOT NULL,
+    permission_type INTEGER NOT NULL,
+    PRIMARY KEY (resource_type, resource_name, pattern_type, principal, host, operation,
+                 permission_type)) WITHOUT ROWID;
+"""
 
 _TOPIC_CONFIGS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS topic_configs (

@@ -38,6 +38,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    SECURITY_DISABLED = 54
     POLICY_VIOLATION = 44
     KAFKA_STORAGE_ERROR = 56
     LISTENER_NOT_FOUND = 72
@@ -73,6 +74,7 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.REPLICA_NOT_AVAILABLE: "The replica is not available for the requested topic-partition. ...",
     ErrorCode.STALE_CONTROLLER_EPOCH: "The controller moved to another broker.",
     ErrorCode.INVALID_TOPIC_EXCEPTION: "The request attempted to perform an operation on an invalid topic.",
+    ErrorCode.SECURITY_DISABLED: "Security features are disabled.",
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
     ErrorCode.UNSUPPORTED_VERSION: "The version of API is not supported.",

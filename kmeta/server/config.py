@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from kmeta.metadata.addresses import parse_listener
 from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
+from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
 from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
@@ -77,6 +78,8 @@ class BrokerConfig:
     #: large cached answers (all-topics Metadata) leave by sendfile from a sealed memfd
     #: instead of being copied into the socket (plain-TCP listeners on Linux)
     zero_copy: bool = True
+    #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
+    authorizer: AuthorizerConfig = NO_AUTHORIZER
 
     def __post_init__(self) -> None:
         if not self.listeners:

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from kmeta.metadata.cache import MetadataCache
 from kmeta.net.metrics import PlainHistogram
+from kmeta.net.security.authorizer import Authorizer
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.config import BrokerConfig
 from kmeta.server.state_log import StateChangeLog
@@ -50,6 +51,11 @@ class BrokerState:
         self.broker_epoch = -1
         self.controller_epoch = 0  # Kafka's KafkaController.InitialControllerEpoch
         self.replicas: dict[tuple[str, int], ReplicaState] = {}
+        #: the ACL authorizer (--authorizer acl), holding the ACLs the controller pushed;
+        #: None: every request is allowed and the ACL APIs answer SECURITY_DISABLED
+        self.authorizer: Authorizer | None = (
+            Authorizer(config.authorizer) if config.authorizer.enabled else None
+        )
         #: the ControllerLink service when the broker runs with --controller (admin forwarding)
         self.controller_link: object | None = None
         #: seconds per applied UpdateMetadata (exposed by kmeta.server.metrics)

@@ -198,13 +198,15 @@ async def start_cluster(
     data_dir: Path,
     brokers: int = 3,
     racks: dict[int, str] | None = None,
+    broker_overrides: dict[str, Any] | None = None,
     **controller_overrides: Any,
 ) -> InProcessCluster:
     controller = await start_controller(data_dir, **controller_overrides)
     cluster = InProcessCluster(controller)
     for i in range(1, brokers + 1):
         broker = Broker(
-            broker_config(i, controller.port, rack=(racks or {}).get(i)), [controller_link]
+            broker_config(i, controller.port, rack=(racks or {}).get(i), **(broker_overrides or {})),
+            [controller_link],
         )
         await broker.start()
         cluster.brokers[i] = broker

@@ -313,6 +313,8 @@ async def test_controller_serves_api_versions(tmp_path):
             ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
             ApiKey.ALTER_CONFIGS: (0, 2),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+            ApiKey.CREATE_ACLS: (0, 3),
+            ApiKey.DELETE_ACLS: (0, 3),
         }
         assert bad.error_code == E.INVALID_REQUEST
         assert len(bad.api_keys) == len(served)

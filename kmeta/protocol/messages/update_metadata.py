@@ -53,6 +53,16 @@ REQUEST = Message(
             ),
             F('rack', 'string', '2+', nullable='0+'),
         ),
+        F('kmeta_acls', '[]KmetaAcl', '6+',
+            F('resource_type', 'int8', '6+'),
+            F('resource_name', 'string', '6+'),
+            F('pattern_type', 'int8', '6+'),
+            F('principal', 'string', '6+'),
+            F('host', 'string', '6+'),
+            F('operation', 'int8', '6+'),
+            F('permission_type', 'int8', '6+'),
+            nullable='6+', tag=10001, tagged='6+', default=None,
+        ),
     ),
     common=(
         S('UpdateMetadataPartitionState',
@@ -87,3 +97,4 @@ UpdateMetadataTopicState = REQUEST.classes['UpdateMetadataTopicState']
 KmetaTopicConfig = REQUEST.classes['KmetaTopicConfig']
 UpdateMetadataBroker = REQUEST.classes['UpdateMetadataBroker']
 UpdateMetadataEndpoint = REQUEST.classes['UpdateMetadataEndpoint']
+KmetaAcl = REQUEST.classes['KmetaAcl']

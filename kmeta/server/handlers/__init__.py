@@ -26,6 +26,9 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_configs",
     "alter_configs",
     "incremental_alter_configs",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
 )
 
 

@@ -2,7 +2,9 @@
 
 Behaviour (Kafka 3.x ``ReplicaManager.becomeLeaderOrFollower``, without log storage):
 
-* On a client listener: CLUSTER_AUTHORIZATION_FAILED for the request and every partition.
+* On a client listener, or without CLUSTER_ACTION on the cluster for the connection's
+  principal (an authorizer is configured): CLUSTER_AUTHORIZATION_FAILED for the request and
+  every partition, nothing changes.
 * Fenced by broker epoch (STALE_BROKER_EPOCH) then controller epoch (STALE_CONTROLLER_EPOCH):
   the top-level error and every partition carry it, and no replica state changes.
 * Per partition: a topic id (v5+) that differs from the one this broker holds for the
@@ -25,6 +27,8 @@ import uuid
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation
+from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import leader_and_isr as lai
@@ -106,7 +110,10 @@ def _apply_topic(
 def handle(ctx: RequestContext, request: Any) -> Any:
     state: BrokerState = ctx.state
     start = time.monotonic()
-    error = state.fence(request.controller_epoch, request.broker_epoch)
+    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):  # (before fencing: no epoch is raised)
+        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        error = state.fence(request.controller_epoch, request.broker_epoch)
     groups = _grouped(request)
     if error != ErrorCode.NONE:
         response = refuse(request, error)

@@ -2,7 +2,9 @@
 
 Behaviour (Kafka 3.x ``ReplicaManager.stopReplicas``, without log storage):
 
-* On a client listener: CLUSTER_AUTHORIZATION_FAILED for the request and every partition.
+* On a client listener, or without CLUSTER_ACTION on the cluster for the connection's
+  principal (an authorizer is configured): CLUSTER_AUTHORIZATION_FAILED for the request and
+  every partition, nothing changes.
 * Fenced by broker epoch (STALE_BROKER_EPOCH) then controller epoch (STALE_CONTROLLER_EPOCH):
   the top-level error and every partition carry it, and no replica state changes.
 * Per partition (v3+ carries a leader epoch): -1 (no epoch) or -2 (epoch during delete), or
@@ -21,6 +23,8 @@ import time
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation
+from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import stop_replica as sr
@@ -68,7 +72,10 @@ def _stop(state: BrokerState, topic: str, partition: int, epoch: int) -> ErrorCo
 def handle(ctx: RequestContext, request: Any) -> Any:
     state: BrokerState = ctx.state
     start = time.monotonic()
-    error = state.fence(request.controller_epoch, request.broker_epoch)
+    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):  # (before fencing: no epoch is raised)
+        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        error = state.fence(request.controller_epoch, request.broker_epoch)
     parts = partitions(request)
     if error != ErrorCode.NONE:
         response = refuse(request, error)

@@ -4,11 +4,15 @@ Behaviour:
 
 * On a client listener: CLUSTER_AUTHORIZATION_FAILED, cache untouched (Kafka's CLUSTER_ACTION
   authorization fails for anyone but the controller).
+* Without CLUSTER_ACTION on the cluster for the connection's principal (an authorizer is
+  configured): CLUSTER_AUTHORIZATION_FAILED, nothing changes (Kafka's ``authorizeClusterOperation``).
 * Fenced first by broker epoch (STALE_BROKER_EPOCH), then by controller epoch
   (STALE_CONTROLLER_EPOCH); a fenced request leaves the cache untouched.
 * Otherwise applied to the MetadataCache, which publishes a new snapshot (see
   :mod:`kmeta.metadata.cache` for the rules: live brokers replaced wholesale, leader -2
-  deletes, v8 FULL replaces the partition set).
+  deletes, v8 FULL replaces the partition set). The ACL set in kmeta's tagged field, when
+  present, replaces the authorizer's (the controller sends it on FULL updates and after an
+  ACL change).
 * Every outcome is written to the state-change log ("apply") when one is configured.
 
 Versions: v1 endpoints per broker; v2 rack; v3 listener names; v4 offline replicas; v5 broker
@@ -23,6 +27,8 @@ from typing import Any
 
 from kmeta.metadata.cache import FULL_UPDATE
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclBinding, AclOperation
+from kmeta.net.security.authorizer import AclSet, cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages.update_metadata import UpdateMetadataResponse
@@ -48,9 +54,14 @@ def refuse(request: Any, error: ErrorCode) -> Any:
 def handle(ctx: RequestContext, request: Any) -> Any:
     state: BrokerState = ctx.state
     start = time.monotonic()
-    error = state.fence(request.controller_epoch, request.broker_epoch)
+    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
+        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        error = state.fence(request.controller_epoch, request.broker_epoch)
     if error == ErrorCode.NONE:
         state.cache.update_metadata(ctx.header.correlation_id, request)
+        if request.kmeta_acls is not None and state.authorizer is not None:
+            state.authorizer.replace(AclSet(AclBinding(*acl) for acl in request.kmeta_acls))
         state.update_apply.observe(time.monotonic() - start)
         state.metadata_applied(request.version >= 8 and request.type == FULL_UPDATE)
     if state.state_log is not None:

@@ -1,0 +1,82 @@
+"""DeleteAcls (api key 31): versions 0-3, forwarded by brokers (which checked the client's
+ALTER on the cluster).
+
+Behaviour (Kafka's ``AclApis.handleDeleteAcls`` and ``AclControlManager.deleteAcls``; the
+rules are in :mod:`kmeta.controller.acls`):
+
+* One result per filter, in order, listing every ACL it matched and deleted (each with
+  error NONE); a filter with an UNKNOWN element: INVALID_REQUEST and no matches.
+* More than MAX_ACLS_PER_REQUEST filters: INVALID_REQUEST for each.
+* The store refused the change: KAFKA_STORAGE_ERROR for each filter, nothing deleted.
+* Answered once the live brokers hold the new set (propagation barrier); not within the
+  request timeout: REQUEST_TIMED_OUT on the filters that deleted something.
+
+Versions: v1 adds the pattern type filter (KIP-290); v2 flexible; v3 same as v2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.controller.acls import MAX_ACLS_PER_REQUEST
+from kmeta.controller.controller import KafkaController
+from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.store import StorageError
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclBinding, AclFilter, PatternType
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import delete_acls as da
+
+
+def acl_filter(f: Any, version: int) -> AclFilter:
+    pattern = f.pattern_type_filter if version >= 1 else PatternType.LITERAL
+    return AclFilter(
+        f.resource_type_filter, f.resource_name_filter, pattern, f.principal_filter,
+        f.host_filter, f.operation, f.permission_type,
+    )  # fmt: skip
+
+
+def _matching(b: AclBinding) -> Any:
+    return da.DeleteAclsMatchingAcl(
+        0, None, b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host,
+        b.operation, b.permission_type,
+    )  # fmt: skip
+
+
+def response(request: Any, results: list[tuple[int, str | None, list[AclBinding]]]) -> Any:
+    return da.DeleteAclsResponse(
+        version=request.version,
+        filter_results=tuple(
+            da.DeleteAclsFilterResult(code, message, tuple(_matching(b) for b in matched))
+            for code, message, matched in results
+        ),
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    c: KafkaController = ctx.state
+    filters = request.filters
+    if len(filters) > MAX_ACLS_PER_REQUEST:
+        return response(request, [(ErrorCode.INVALID_REQUEST, "Too many filters in one request.", [])] * len(filters))
+    wanted = [acl_filter(f, request.version) for f in filters]
+    forwarder = forwarder_of(ctx)
+    try:
+        outcome, barrier = await c.enqueue("DeleteAcls", lambda: c.acls.delete(wanted, forwarder))
+    except StorageError as exc:
+        return response(request, [(ErrorCode.KAFKA_STORAGE_ERROR, str(exc), [])] * len(filters))
+    results: list[tuple[int, str | None, list[AclBinding]]] = [
+        (ErrorCode.INVALID_REQUEST, o, []) if isinstance(o, str) else (ErrorCode.NONE, None, o)
+        for o in outcome
+    ]
+    if not await wait_for(barrier, c.config.request_timeout_ms):
+        late = "The ACL deletions did not propagate in time."
+        results = [
+            (ErrorCode.REQUEST_TIMED_OUT, late, m) if code == ErrorCode.NONE and m else (code, msg, m)
+            for code, msg, m in results
+        ]
+    return response(request, results)
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.DELETE_ACLS, handle)

@@ -1,0 +1,46 @@
+"""CreateAcls (api key 30): versions 0-3, client listeners; forwarded to the controller.
+
+Behaviour (Kafka's ``AclApis.handleCreateAcls``):
+
+* The principal needs ALTER on the cluster: else CLUSTER_AUTHORIZATION_FAILED for every
+  creation.
+* No authorizer configured: SECURITY_DISABLED ("No Authorizer is configured.") for each.
+* v0 with a pattern type other than LITERAL cannot be said (v0 has no pattern type field).
+* Otherwise forwarded unchanged; the controller validates and stores them (see
+  :mod:`kmeta.controller.apis.create_acls`) and answers once the brokers hold the new set,
+  so a DescribeAcls to any broker afterwards lists them. Controller unreachable:
+  NOT_CONTROLLER for each.
+
+Versions: v1 adds the pattern type (KIP-290); v2 flexible; v3 same as v2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation
+from kmeta.net.security.authorizer import authorizer_of, cluster_allowed
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import create_acls as ca
+from kmeta.server.controller_link import forward
+
+TIMEOUT_MS = 30_000  # request.timeout.ms default: the controller's answer is awaited this long
+
+
+def error_response(request: Any, error: ErrorCode, message: str | None = None) -> Any:
+    result = ca.AclCreationResult(error, message or error.message)
+    return ca.CreateAclsResponse(version=request.version, results=(result,) * len(request.creations))
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not cluster_allowed(ctx, AclOperation.ALTER):
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if authorizer_of(ctx) is None:
+        return error_response(request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+    return await forward(ctx, request, TIMEOUT_MS, error_response)
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.CREATE_ACLS, handle, on_control=False)

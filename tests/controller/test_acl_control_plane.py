@@ -1,0 +1,139 @@
+"""With --authorizer acl, the control plane answers only principals with CLUSTER_ACTION on
+the cluster: forged UpdateMetadata / LeaderAndIsr / StopReplica to a broker's CONTROL
+listener and forged BrokerRegistration / BrokerHeartbeat / ControlledShutdown to the
+controller are answered CLUSTER_AUTHORIZATION_FAILED, change nothing, and the real
+controller keeps working (in-process daemons; the principals are set per connection as an
+authenticator sets them)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kmeta.net.security.authorizer import AuthorizerConfig, parse_super_users
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import broker_heartbeat as bh
+from kmeta.protocol.messages import broker_registration as br
+from kmeta.protocol.messages import controlled_shutdown as cs
+from kmeta.protocol.messages import create_acls as ca
+from kmeta.protocol.messages import create_topics as ct
+from kmeta.protocol.messages import leader_and_isr as lair
+from kmeta.protocol.messages import stop_replica as sr
+from kmeta.protocol.messages import update_metadata as um
+from kmeta.server.broker import Broker
+from kmeta.server.controller_link import controller_link
+from tests.controller.helpers import InProcessCluster, broker_config, start_controller, wait_until
+from tests.server.principals import QueuedPrincipals, user
+
+E = ErrorCode
+CLUSTER_PRINCIPAL, MALLORY = user("kmeta-cluster"), user("mallory")
+AUTHZ = AuthorizerConfig(True, parse_super_users("User:kmeta-cluster"))
+INT32_MAX = 2**31 - 1
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    # the daemons reach each other as the cluster's principal (a super user), as SASL with
+    # the cluster credential makes them; an attacker's connection is queued as User:mallory
+    control = QueuedPrincipals(default=CLUSTER_PRINCIPAL)
+    clients = QueuedPrincipals(default=CLUSTER_PRINCIPAL)
+    c = InProcessCluster(await start_controller(tmp_path, authorizer=AUTHZ))
+    for lst in c.controller.listeners:
+        control.attach(lst)
+    for i in (1, 2):
+        broker = Broker(broker_config(i, c.controller.port, authorizer=AUTHZ), [controller_link])
+        for lst in broker.listeners:
+            (control if lst.info.is_control else clients).attach(lst)
+        await broker.start()
+        c.brokers[i] = broker
+    await wait_until(lambda: all(len(b.cache.snapshot.alive_brokers) == 2 for b in c.brokers.values()), 10.0)
+    try:
+        yield c, control, clients
+    finally:
+        await c.stop()
+
+
+async def as_mallory(principals: QueuedPrincipals, port: int, request):
+    conn = await principals.connect(port, MALLORY)
+    try:
+        return await conn.request(request, 10.0)
+    finally:
+        conn.close()
+
+
+async def create(c: InProcessCluster, clients: QueuedPrincipals, name: str) -> int:
+    topic = ct.CreatableTopic(name=name, num_partitions=2, replication_factor=2)
+    conn = await clients.connect(c.client_port(1), CLUSTER_PRINCIPAL)
+    try:
+        answer = await conn.request(ct.CreateTopicsRequest(version=7, topics=(topic,), timeout_ms=5000), 10.0)
+    finally:
+        conn.close()
+    return answer.topics[0].error_code
+
+
+async def test_forged_control_requests_change_nothing(cluster):
+    c, control, clients = cluster
+    assert await create(c, clients, "before") == 0
+    broker = c.brokers[1]
+    snapshot, epoch = broker.state.cache.snapshot, broker.state.controller_epoch
+    replicas = dict(broker.state.replicas)
+    control_port = broker.port("CONTROL")
+    forged_um = um.UpdateMetadataRequest(
+        version=8, controller_id=3000, controller_epoch=INT32_MAX, broker_epoch=-1, type=2,
+        topic_states=(), live_brokers=(um.UpdateMetadataBroker(3000, (um.UpdateMetadataEndpoint(1, "127.0.0.1", "PLAINTEXT", 0),)),),
+    )  # fmt: skip
+    assert (await as_mallory(control, control_port, forged_um)).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    forged_lair = lair.LeaderAndIsrRequest(version=7, controller_id=3000, controller_epoch=INT32_MAX, broker_epoch=-1)
+    assert (await as_mallory(control, control_port, forged_lair)).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    forged_stop = sr.StopReplicaRequest(version=4, controller_id=3000, controller_epoch=INT32_MAX, broker_epoch=-1)
+    assert (await as_mallory(control, control_port, forged_stop)).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    assert broker.state.cache.snapshot is snapshot  # nothing applied
+    assert broker.state.controller_epoch == epoch  # no epoch raised
+    assert broker.state.replicas == replicas
+    # the real controller keeps working: a new topic reaches both brokers
+    assert await create(c, clients, "after") == 0
+    for b in c.brokers.values():
+        assert "after" in b.cache.snapshot.partition_states
+
+
+async def test_forged_registration_heartbeat_and_shutdown_are_refused(cluster):
+    c, control, clients = cluster
+    assert await create(c, clients, "t") == 0
+    ctl = c.controller.controller
+    port = c.controller.port
+    before = {b: (info.epoch, info.incarnation_id, info.listeners, info.alive) for b, info in ctl.state.brokers.items()}
+    leaders = {tp: ctl.state.partition(tp).leader for tp in ctl.state.all_partitions()}
+    listener = br.Listener(name="CONTROL", host="127.0.0.2", port=9, security_protocol=0)
+    steal = br.BrokerRegistrationRequest(
+        version=4, broker_id=1, cluster_id="", incarnation_id=uuid.uuid4(), listeners=(listener,)
+    )
+    assert (await as_mallory(control, port, steal)).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    epoch1 = before[1][0]
+    down = cs.ControlledShutdownRequest(version=3, broker_id=1, broker_epoch=epoch1)  # even the right epoch
+    assert (await as_mallory(control, port, down)).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    down_minus_one = cs.ControlledShutdownRequest(version=3, broker_id=1, broker_epoch=-1)
+    assert (await as_mallory(control, port, down_minus_one)).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    beat = bh.BrokerHeartbeatRequest(version=1, broker_id=2, broker_epoch=before[2][0])
+    refused = await as_mallory(control, port, beat)
+    assert (refused.error_code, refused.is_fenced) == (E.CLUSTER_AUTHORIZATION_FAILED, True)
+    now = {b: (info.epoch, info.incarnation_id, info.listeners, info.alive) for b, info in ctl.state.brokers.items()}
+    assert now == before
+    assert {tp: ctl.state.partition(tp).leader for tp in ctl.state.all_partitions()} == leaders
+    assert await create(c, clients, "still-working") == 0
+
+
+async def test_cluster_action_granted_by_an_acl(cluster):
+    c, control, clients = cluster
+    grant = ca.CreateAclsRequest(version=3, creations=(
+        ca.AclCreation(4, "kafka-cluster", 3, "User:mallory", "*", 9, 3),  # CLUSTER_ACTION ALLOW
+    ))  # fmt: skip
+    conn = await clients.connect(c.client_port(2), CLUSTER_PRINCIPAL)
+    try:
+        assert (await conn.request(grant, 10.0)).results[0].error_code == 0
+    finally:
+        conn.close()
+    ctl = c.controller.controller
+    await wait_until(lambda: len(ctl.state.acls) == 1, 5.0)
+    beat = bh.BrokerHeartbeatRequest(version=1, broker_id=2, broker_epoch=ctl.state.brokers[2].epoch)
+    assert (await as_mallory(control, c.controller.port, beat)).error_code == 0
