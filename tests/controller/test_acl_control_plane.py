@@ -135,5 +135,8 @@ async def test_cluster_action_granted_by_an_acl(cluster):
         conn.close()
     ctl = c.controller.controller
     await wait_until(lambda: len(ctl.state.acls) == 1, 5.0)
-    beat = bh.BrokerHeartbeatRequest(version=1, broker_id=2, broker_epoch=ctl.state.brokers[2].epoch)
-    assert (await as_mallory(control, c.controller.port, beat)).error_code == 0
+    # the ACL lets mallory's registrations through to the controller's own checks
+    listener = br.Listener(name="CONTROL", host="127.0.0.2", port=9, security_protocol=0)
+    join = br.BrokerRegistrationRequest(version=4, broker_id=9, cluster_id="", incarnation_id=uuid.uuid4(), listeners=(listener,))
+    assert (await as_mallory(control, c.controller.port, join)).error_code == 0
+    assert ctl.state.is_alive(9)
