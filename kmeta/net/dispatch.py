@@ -33,7 +33,12 @@ from typing import Any, Protocol
 from kmeta.net.hooks import RequestGate
 from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.header import RequestHeader, response_header_version
+from kmeta.protocol.header import (
+    FramedResponse,
+    RequestHeader,
+    framed_response,
+    response_header_version,
+)
 from kmeta.protocol.registry import Api, api_for
 
 
@@ -64,8 +69,9 @@ class RequestContext:
 HandleFn = Callable[[RequestContext, Any], "Any | Awaitable[Any]"]
 RefuseFn = Callable[[Any, ErrorCode], Any]
 UnsupportedFn = Callable[[RequestContext], Any]
-#: an encoded response body, as a memo keeps it
-Answer = EncodedPieces | bytes
+#: an encoded response as a memo keeps it: small ones framed once (then only the correlation id
+#: is copied in), large ones as pieces (never copied)
+Answer = EncodedPieces | FramedResponse
 
 
 class SnapshotHolder(Protocol):
@@ -82,8 +88,9 @@ class AnswerMemo:
     It is current while ``holder.snapshot is snapshot``: a connection keeps the memo it was
     given and checks that (three attribute loads) instead of asking the hook again for every
     request; the hook costs about as much as everything else a memo hit does.
-    Small answers are kept joined into one ``bytes`` (one piece to copy per answer); large ones
-    stay pieces, so cached blocks are never copied.
+    Small answers are kept framed (a FramedResponse: a hit copies three byte strings, the
+    request's correlation id between them); large ones stay pieces, so cached blocks are
+    never copied.
     """
 
     __slots__ = ("answers", "holder", "snapshot")
@@ -91,7 +98,7 @@ class AnswerMemo:
     #: request bodies up to this size are memoised, up to this many of them
     MAX_BODY = 1024
     MAX_ENTRIES = 4096
-    #: answers smaller than this are kept joined
+    #: answers smaller than this are kept joined and framed
     JOIN_BELOW = 32 * 1024
 
     def __init__(self, holder: SnapshotHolder, snapshot: object) -> None:
@@ -106,13 +113,17 @@ class AnswerMemo:
     def get(self, body: bytes) -> Answer | None:
         return self.answers.get(body)
 
-    def offer(self, body: bytes, answer: Answer) -> None:
-        """Keep ``answer`` for ``body`` if within the bounds."""
-        if len(body) > self.MAX_BODY or len(self.answers) >= self.MAX_ENTRIES:
+    def offer(self, body: bytes, answer: EncodedPieces | bytes, header_version: int) -> None:
+        """Keep the encoded ``answer`` to ``body`` (its response header at ``header_version``)
+        if within the bounds."""
+        if len(body) > self.MAX_BODY or len(self.answers) >= self.MAX_ENTRIES or body in self.answers:
             return
-        if type(answer) is EncodedPieces and sum(map(len, answer)) < self.JOIN_BELOW:
-            answer = b"".join(answer)
-        self.answers.setdefault(body, answer)
+        if not isinstance(answer, EncodedPieces):
+            self.answers[body] = framed_response(header_version, answer)
+        elif sum(map(len, answer)) < self.JOIN_BELOW:
+            self.answers[body] = framed_response(header_version, b"".join(answer))
+        else:
+            self.answers[body] = answer
 
 
 #: ``(state, api version, listener) -> AnswerMemo``: the memo for the state's current snapshot

@@ -62,9 +62,12 @@ from kmeta.net.serving import ServingInfo as ServingInfo  # re-export (old home)
 from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kmeta.protocol.framing import FrameSplitter
 from kmeta.protocol.header import (
+    FramedResponse,
     RequestHeader,
     decode_request_header,
     encode_response_header,
+    framed_response,
+    response_header_rest,
     response_header_version,
 )
 
@@ -113,30 +116,30 @@ def encode_answer(header: RequestHeader, handler: Handler, result: Any, out: Chu
 
 
 def append_answer(
-    correlation: bytes, header_version: int, body: Answer | bytearray, out: Chunks
+    correlation: bytes, header_version: int, body: Answer | bytes | bytearray, out: Chunks
 ) -> None:
     """Frame an encoded body: size, response header, body. The one chunking path.
 
-    ``correlation``: the 4 correlation id bytes (a memo hit copies them from the request);
-    response header v1 adds an empty tag section (one byte) after them. Small answers go into
-    the last chunk (one buffer for many pipelined answers); a large piece becomes a chunk of
-    its own, so cached blocks are never copied on their way to the socket.
+    ``correlation``: the 4 correlation id bytes (a memo hit copies them from the request).
+    ``body``: a FramedResponse (a memoised answer, framed once), bytes, or EncodedPieces.
+    Small answers go into the last chunk (one buffer for many pipelined answers); a large
+    piece becomes a chunk of its own, so cached blocks are never copied on their way to the
+    socket.
     """
     last = out[-1] if out else None
     if type(last) is not bytearray:
         last = bytearray()
         out.append(last)
     if not isinstance(body, EncodedPieces):
-        last += (len(body) + 4 + header_version).to_bytes(4, "big")
+        framed = body if isinstance(body, FramedResponse) else framed_response(header_version, body)
+        last += framed.size
         last += correlation
-        if header_version:
-            last.append(0)
-        last += body
+        last += framed.rest
         return
-    last += (4 + header_version + sum(map(len, body))).to_bytes(4, "big")
+    rest = response_header_rest(header_version)
+    last += (4 + len(rest) + sum(map(len, body))).to_bytes(4, "big")
     last += correlation
-    if header_version:
-        last.append(0)
+    last += rest
     for piece in body:
         if len(piece) >= _BIG:
             out.append(piece)
@@ -416,7 +419,7 @@ class ServerConnection(asyncio.Protocol):
                 self._known = _KnownHeader(frame[:4], pos, frame[8:pos], memo, version, header_version)
                 self._memo = None
                 if type(result) is EncodedPieces or type(result) is bytes:
-                    memo(info.state, version, info.listener).offer(frame[pos:], result)
+                    memo(info.state, version, info.listener).offer(frame[pos:], result, header_version)
         elif handler.refuse is not None:
             request = handler.api.request.decode(frame, version, pos)
             result = handler.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.codegen import read_uvarint
@@ -108,6 +109,24 @@ def encode_response_header(correlation_id: int, header_version: int, out: bytear
     out += _CORRELATION.pack(correlation_id)
     if header_version >= 1:
         out.append(0)
+
+
+def response_header_rest(header_version: int) -> bytes:
+    """What a response header holds after the correlation id: nothing (v0) or an empty tag
+    section (v1; kmeta writes no response header tags)."""
+    return b"\0" if header_version >= 1 else b""
+
+
+class FramedResponse(NamedTuple):
+    """A response framed once for any correlation id: ``size + correlation id + rest``."""
+
+    size: bytes  # the 4-byte length prefix
+    rest: bytes  # what follows the correlation id: the rest of the response header, the body
+
+
+def framed_response(header_version: int, body: bytes | bytearray) -> FramedResponse:
+    rest = response_header_rest(header_version) + body
+    return FramedResponse(_CORRELATION.pack(4 + len(rest)), rest)
 
 
 def decode_response_header(frame: bytes | memoryview, header_version: int) -> tuple[int, int]:

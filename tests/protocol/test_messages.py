@@ -21,6 +21,7 @@ from kmeta.protocol.header import (
     decode_response_header,
     encode_request_header,
     encode_response_header,
+    framed_response,
     request_header_version,
     response_header_version,
 )
@@ -811,3 +812,15 @@ def test_response_header_bad_input() -> None:
         decode_response_header(b"\x00\x00\x00\x01", 1)  # missing tag section
     with pytest.raises(CorruptMessageError):
         decode_response_header(b"\x00\x00\x00\x01\x01\x00\x05", 1)
+
+
+@pytest.mark.parametrize("header_version", [0, 1])
+def test_framed_response_is_the_framed_header_and_body(header_version: int) -> None:
+    """size + correlation id + rest == the response framed from its header and body."""
+    body = b"body bytes"
+    head = bytearray()
+    encode_response_header(-7, header_version, head)
+    framed = framed_response(header_version, body)
+    whole = framed.size + head[:4] + framed.rest
+    assert whole == len(head + body).to_bytes(4, "big") + head + body
+    assert decode_response_header(whole[4:], header_version) == (-7, len(head))
