@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from kmeta.controller.channel_manager import answer_error
 from kmeta.controller.status import controller_status
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh
@@ -18,6 +19,9 @@ from kmeta.protocol.messages import controlled_shutdown as cs
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import delete_topics as dt
+from kmeta.protocol.messages import leader_and_isr as lair
+from kmeta.protocol.messages import stop_replica as sr
+from kmeta.protocol.messages import update_metadata as um
 from tests.controller.helpers import expire_session, start_controller, wait_until
 from tests.controller.test_controller_flows import _brokers, _create, _request
 
@@ -38,6 +42,30 @@ def _stored_brokers(ctl) -> dict[int, tuple[int, str]]:
     return {
         b: (i.epoch, i.listeners[0].host) for b, i in ctl.controller.store.load().brokers.items()
     }
+
+
+def test_what_answer_is_an_ack():
+    """Top-level and per-partition errors reject; a LeaderAndIsr partition's
+    STALE_CONTROLLER_EPOCH (Kafka's answer for a leader epoch the broker already holds) does not."""
+    stale = ErrorCode.STALE_CONTROLLER_EPOCH
+    assert answer_error(um.UpdateMetadataResponse(version=8, error_code=0)) == ErrorCode.NONE
+    assert answer_error(um.UpdateMetadataResponse(version=8, error_code=stale)) == stale
+
+    def lair_answer(top: int, *parts: int) -> object:
+        errors = tuple(lair.LeaderAndIsrPartitionError("", i, e) for i, e in enumerate(parts))
+        topic = lair.LeaderAndIsrTopicError(uuid.uuid4(), errors)
+        return lair.LeaderAndIsrResponse(version=7, error_code=top, topics=(topic,))
+
+    assert answer_error(lair_answer(0, 0, stale)) == ErrorCode.NONE
+    assert answer_error(lair_answer(stale, stale, stale)) == stale
+    bad = ErrorCode.INCONSISTENT_TOPIC_ID
+    assert answer_error(lair_answer(0, stale, bad)) == bad
+    stopped = sr.StopReplicaPartitionError("t", 0, ErrorCode.KAFKA_STORAGE_ERROR)
+    answer = sr.StopReplicaResponse(version=4, error_code=0, partition_errors=(stopped,))
+    assert answer_error(answer) == ErrorCode.KAFKA_STORAGE_ERROR
+    assert answer_error(um.UpdateMetadataResponse(version=8, error_code=9999)) == (
+        ErrorCode.UNKNOWN_SERVER_ERROR
+    )
 
 
 async def test_a_rejected_update_is_no_ack(tmp_path, caplog):
