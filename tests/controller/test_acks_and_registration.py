@@ -81,7 +81,7 @@ async def test_a_rejected_update_is_no_ack(tmp_path, caplog):
         topic = answer.topics[0]
         assert topic.error_code == ErrorCode.REQUEST_TIMED_OUT  # it happened; not everywhere
         assert "broker 2 (STALE_CONTROLLER_EPOCH)" in topic.error_message
-        again = await _request(ctl.port, _create(("u", [[1]])))
+        again = await _request(ctl.port, _create(("u", [[1]]))._replace(timeout_ms=300))
         assert again.topics[0].error_code == ErrorCode.REQUEST_TIMED_OUT
         rows = {b["id"]: b for b in controller_status(ctl.controller)["brokers"]}
         assert rows[2]["rejecting"] == {"UPDATE_METADATA": "STALE_CONTROLLER_EPOCH"}
