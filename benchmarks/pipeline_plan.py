@@ -5,22 +5,43 @@
 Generates the assignment with pyarrow (not timed as part of plan): topics of
 --partitions-per-topic partitions, RF 3 over --brokers brokers in 3 racks (rack-aware), and
 about 1 row in 10,000 with an unknown broker so the reject path is exercised (its whole topic
-is rejected). Runs the plan in local mode and prints JSON: rows/second overall and per stage,
-and the ratio to a baseline measured in the same run (a Spark scan + count of the same file).
+is rejected). Prints JSON with, each next to the load average it was measured at (the machine
+may be shared):
+
+* ``end_to_end_s``: ``kmeta pipeline plan`` on the file as a user runs it (a process of its
+  own: Python and JVM start, session, jobs, output), unless --no-end-to-end;
+* ``fixed_cost_s``: session start to the end of a first (trivial) job, in this process: what
+  every run pays whatever its size;
+* ``plan_s`` on the warm session, rows/second overall and per stage, and the ratio to a
+  baseline measured in the same run (a Spark scan + count of the same file);
+* the planted-defect assignments (planted.py, 200x8 and 2000x8 rows by default): their time and
+  whether every count came out exactly as planted (``planted_exact``); the script exits 1 if not.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from planted import write_planted
+
+DEFAULT_SHUFFLE_PARTITIONS = 4
+T = TypeVar("T")
 
 
 def generate(path: Path, partitions: int, per_topic: int, brokers: int, seed: int) -> int:
@@ -45,14 +66,68 @@ def generate(path: Path, partitions: int, per_topic: int, brokers: int, seed: in
     return int(bad.sum())
 
 
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _timed(fn: Callable[[], T]) -> tuple[T, dict[str, float]]:
+    load, t = _load(), time.monotonic()
+    out = fn()
+    return out, {"s": round(time.monotonic() - t, 3), "load_before": load, "load_after": _load()}
+
+
+def end_to_end(source: Path, brokers: int, out: Path, master: str) -> dict[str, float]:
+    """`kmeta pipeline plan` in a process of its own, timed from outside."""
+    brokers_file = out.parent / "brokers.json"
+    brokers_file.write_text(
+        json.dumps([{"id": i, "rack": f"rack-{i % 3}"} for i in range(brokers)])
+    )
+    argv = [
+        sys.executable, "-m", "kmeta", "pipeline", "plan", "--input", str(source),
+        "--format", "parquet", "--brokers", str(brokers_file), "--out", str(out),
+        "--master", master,
+    ]  # fmt: skip
+    _, timing = _timed(lambda: subprocess.run(argv, check=True, capture_output=True, timeout=900))
+    return timing
+
+
+def planted_runs(spark: Any, work: Path, sizes: list[str]) -> list[dict[str, Any]]:
+    from kmeta.pipeline.config import PlanConfig, load_brokers
+    from kmeta.pipeline.plan_job import run_plan
+
+    results = []
+    for size in sizes:
+        topics, partitions = (int(x) for x in size.split("x"))
+        folder = work / f"planted-{size}"
+        expected = write_planted(folder, topics, partitions)
+        config = PlanConfig(
+            str(folder / "assignment.json"), "json", load_brokers(folder / "brokers.json"),
+            str(folder / "out"),
+        )  # fmt: skip
+        summary, timing = _timed(lambda config=config: run_plan(spark, config))
+        got = {k: summary[k] for k in vars(expected)}
+        results.append(
+            {
+                "size": size,
+                "rows": expected.input_rows,
+                **timing,
+                "planted_exact": got == vars(expected),
+                **({} if got == vars(expected) else {"expected": vars(expected), "got": got}),
+            }
+        )
+    return results
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--partitions", type=int, default=1_000_000)
     ap.add_argument("--partitions-per-topic", type=int, default=100)
     ap.add_argument("--brokers", type=int, default=30)
     ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--master", default="local[*]")
-    ap.add_argument("--shuffle-partitions", type=int, default=8)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--shuffle-partitions", type=int, default=DEFAULT_SHUFFLE_PARTITIONS)
+    ap.add_argument("--planted", default="200x8,2000x8", help="TOPICSxPARTITIONS,... ('' none)")
+    ap.add_argument("--no-end-to-end", action="store_true", help="skip the CLI run")
     ap.add_argument("--keep", help="keep input and output under this directory")
     args = ap.parse_args()
 
@@ -66,47 +141,56 @@ def main() -> None:
     t = time.monotonic()
     bad_rows = generate(source, args.partitions, args.partitions_per_topic, args.brokers, args.seed)
     generate_s = time.monotonic() - t
-
-    t = time.monotonic()
-    spark = build_session("kmeta-plan-bench", args.master, args.shuffle_partitions)
-    session_s = time.monotonic() - t
     try:
-        t = time.monotonic()
-        spark.read.parquet(str(source)).count()
-        baseline_s = time.monotonic() - t
-        brokers = tuple(BrokerSpec(i, f"rack-{i % 3}") for i in range(args.brokers))
-        config = PlanConfig(str(source), "parquet", brokers, str(work / "out"))
-        t = time.monotonic()
-        summary = run_plan(spark, config)
-        plan_s = time.monotonic() - t
+        e2e = (
+            None
+            if args.no_end_to_end
+            else end_to_end(source, args.brokers, work / "e2e-out", args.master)
+        )
+        spark, session = _timed(
+            lambda: build_session("kmeta-plan-bench", args.master, args.shuffle_partitions)
+        )
+        _, first_job = _timed(lambda: spark.range(1).count())
+        try:
+            _, baseline = _timed(lambda: spark.read.parquet(str(source)).count())
+            brokers = tuple(BrokerSpec(i, f"rack-{i % 3}") for i in range(args.brokers))
+            config = PlanConfig(str(source), "parquet", brokers, str(work / "out"))
+            summary, plan = _timed(lambda: run_plan(spark, config))
+            planted = planted_runs(spark, work, [s for s in args.planted.split(",") if s])
+        finally:
+            spark.stop()
     finally:
-        spark.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     rows = summary["input_rows"]
-    print(
-        json.dumps(
-            {
-                "partitions": rows,
-                "master": args.master,
-                "seed": args.seed,
-                "accepted_rows": summary["accepted_rows"],
-                "rejected_rows": summary["rejected_rows"],
-                "injected_bad_rows": bad_rows,
-                "generate_s": round(generate_s, 3),
-                "session_start_s": round(session_s, 3),
-                "baseline_scan_count_s": round(baseline_s, 3),
-                "plan_s": round(plan_s, 3),
-                "rows_per_s": round(rows / plan_s),
-                "plan_vs_baseline_scan": round(plan_s / baseline_s, 1),
-                "stage_seconds": summary["stage_seconds"],
-                "stage_rows_per_s": {
-                    k: round(rows / v) if v else None for k, v in summary["stage_seconds"].items()
-                },
-            },
-            indent=2,
-        )
-    )
+    plan_s = plan["s"]
+    result = {
+        "partitions": rows,
+        "master": args.master,
+        "seed": args.seed,
+        "accepted_rows": summary["accepted_rows"],
+        "rejected_rows": summary["rejected_rows"],
+        "injected_bad_rows": bad_rows,
+        "generate_s": round(generate_s, 3),
+        "end_to_end_s": None if e2e is None else e2e["s"],
+        "end_to_end": e2e,
+        "fixed_cost_s": round(session["s"] + first_job["s"], 3),
+        "fixed_cost": {"session_start": session, "first_job": first_job},
+        "baseline_scan_count_s": baseline["s"],
+        "plan_s": plan_s,
+        "plan": plan,
+        "rows_per_s": round(rows / plan_s),
+        "plan_vs_baseline_scan": round(plan_s / baseline["s"], 1),
+        "stage_seconds": summary["stage_seconds"],
+        "stage_rows_per_s": {
+            k: round(rows / v) if v else None for k, v in summary["stage_seconds"].items()
+        },
+        "planted": planted,
+        "cpus": os.cpu_count(),
+    }
+    print(json.dumps(result, indent=2))
+    if not all(p["planted_exact"] for p in planted):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@ A master is set only when nobody chose one: not the caller (``--master``), not s
 (which starts Python with ``PYSPARK_GATEWAY_PORT`` and passes its own ``--master``), not
 ``PYSPARK_SUBMIT_ARGS``, and no SparkContext is already running. The Spark UI is off, shuffle
 partitions default to a small number fit for one machine, and logging is cut to errors.
+
+Start-up is most of a small job's cost, so a JVM we start also gets: the in-memory catalog (no
+Hive classes or metastore to initialise; the jobs use no tables), and Arrow for the rows that
+cross to Python.
 """
 
 from __future__ import annotations
@@ -65,12 +69,13 @@ def build_session(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
     )
     if launching_jvm:
         # Only reaches the driver JVM when we start it; a local master needs no LAN address.
         builder = builder.config(
             "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log4j_file()}"
-        )
+        ).config("spark.sql.catalogImplementation", "in-memory")
         if (master or "local").startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = builder.getOrCreate()
