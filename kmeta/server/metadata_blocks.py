@@ -131,8 +131,13 @@ class MetadataBlocks:
 
 
 def answer_memo(state: BrokerState, version: int, listener: str) -> AnswerMemo:
-    """The handler's memo hook (:data:`kmeta.net.dispatch.MemoFn`): the current snapshot's."""
+    """The handler's memo hook (:data:`kmeta.net.dispatch.MemoFn`): the current snapshot's.
+
+    With an authorizer, answers depend on the principal: a memo of its own each time, which
+    keeps nothing for anyone else (the connection's memo reads then always miss)."""
     cache = state.cache
+    if state.authorizer is not None:
+        return AnswerMemo(cache, cache.snapshot)
     return MetadataBlocks.of(cache.snapshot).answer_memo(version, listener, cache)
 
 

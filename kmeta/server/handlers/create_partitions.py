@@ -5,6 +5,8 @@ Behaviour:
 * Forwarded unchanged to the controller, whose answer is returned as is (validation with
   Kafka's error codes; new partitions assigned as Kafka's AdminUtils does, continuing the
   topic's existing layout; answered after the propagation barrier).
+* With an authorizer: each topic needs ALTER on itself; the others are answered
+  TOPIC_AUTHORIZATION_FAILED ("Authorization failed.") and not forwarded.
 * No controller link, or the controller unreachable: NOT_CONTROLLER per topic (retriable).
 
 Versions: v1 same as v0; v2 flexible; v3 same as v2.
@@ -15,10 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation, ResourceType
+from kmeta.net.security.authorizer import allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
-from kmeta.server.controller_link import forward
+from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
@@ -33,8 +37,19 @@ def error_response(request: Any, error: ErrorCode) -> Any:
     )
 
 
+def _refused(topic: Any) -> Any:
+    return cp.CreatePartitionsTopicResult(
+        name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=AUTHORIZATION_FAILED
+    )
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return await forward(ctx, request, request.timeout_ms, error_response)
+    # Kafka: ALTER on each topic; the others TOPIC_AUTHORIZATION_FAILED, not forwarded
+    denied = [not allowed(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name) for t in request.topics]
+    return await forward_authorized(
+        ctx, request, items="topics", results="results", denied=denied, key=lambda t: t.name,
+        refused=_refused, timeout_ms=request.timeout_ms, error_response=error_response,
+    )  # fmt: skip
 
 
 def register(registry: HandlerRegistry) -> None:

@@ -5,6 +5,10 @@ Behaviour:
 * The request goes to the controller unchanged (same version) through the controller link; its
   answer is returned as is. The controller validates (Kafka's error codes) and, with the
   propagation barrier on, answers only once every live broker has the new topics.
+* With an authorizer: CREATE on the cluster allows every topic, else each topic needs CREATE
+  on itself; the others are answered TOPIC_AUTHORIZATION_FAILED ("Authorization failed.") and
+  not forwarded. v5+: a created topic's configs are left out (topic_config_error_code
+  TOPIC_AUTHORIZATION_FAILED) without DESCRIBE_CONFIGS on it (Kafka's handleCreateTopicsRequest).
 * No controller link, or the controller unreachable: every topic gets NOT_CONTROLLER, which
   Kafka clients treat as retriable (they refresh metadata and retry).
 
@@ -17,10 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation, ResourceType
+from kmeta.net.security.authorizer import allowed, authorizer_of, cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.server.controller_link import forward
+from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
@@ -33,8 +40,38 @@ def error_response(request: Any, error: ErrorCode) -> Any:
     )
 
 
+def _refused(topic: Any) -> Any:
+    return ct.CreatableTopicResult(
+        name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=AUTHORIZATION_FAILED
+    )
+
+
+def _hide_configs(ctx: RequestContext, answer: Any) -> Any:
+    """v5+: a created topic's configs only for a principal with DESCRIBE_CONFIGS on it."""
+    if answer.version < 5:
+        return answer
+    topics = tuple(
+        r if r.error_code != 0 or allowed(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, r.name)
+        else r._replace(configs=(), topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        for r in answer.topics
+    )  # fmt: skip
+    return answer._replace(topics=topics)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return await forward(ctx, request, request.timeout_ms, error_response)
+    if authorizer_of(ctx) is None:
+        return await forward(ctx, request, request.timeout_ms, error_response)
+    # Kafka: CREATE on the cluster allows every topic; else CREATE on each topic
+    everything = cluster_allowed(ctx, AclOperation.CREATE)
+    denied = [
+        not everything and not allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, t.name)
+        for t in request.topics
+    ]
+    answer = await forward_authorized(
+        ctx, request, items="topics", results="topics", denied=denied, key=lambda t: t.name,
+        refused=_refused, timeout_ms=request.timeout_ms, error_response=error_response,
+    )  # fmt: skip
+    return _hide_configs(ctx, answer)
 
 
 def register(registry: HandlerRegistry) -> None:

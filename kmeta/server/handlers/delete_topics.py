@@ -5,6 +5,9 @@ Behaviour:
 * Forwarded unchanged to the controller, whose answer is returned as is: it sends leader -2 to
   every live broker, StopReplica to the replicas, then removes the topics; with the barrier on
   it answers once every live broker has dropped them.
+* With an authorizer: each topic needs DESCRIBE and DELETE on itself; the others are answered
+  TOPIC_AUTHORIZATION_FAILED ("Authorization failed."; by id: with a null name, revealing
+  nothing) and not forwarded.
 * No controller link, or the controller unreachable: NOT_CONTROLLER per topic (retriable).
 
 Versions: v1 throttle time; v4 flexible; v5 error messages; v6 topics by name or id.
@@ -15,10 +18,14 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation, ResourceType
+from kmeta.net.security.authorizer import allowed, authorizer_of
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_topics as dt
+from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.controller_link import forward
+from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized
 
 
 def error_response(request: Any, error: ErrorCode) -> Any:
@@ -40,8 +47,53 @@ def error_response(request: Any, error: ErrorCode) -> Any:
     )
 
 
+def _name(ctx: RequestContext, request: Any, item: Any) -> str | None:
+    """The topic an entry names (v6 by id: the name this broker knows for it, if any)."""
+    if request.version < 6:
+        return str(item)
+    if item.topic_id != ZERO_UUID:
+        names = {v: k for k, v in ctx.state.cache.snapshot.topic_ids.items()}
+        return names.get(item.topic_id)
+    return str(item.name)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return await forward(ctx, request, request.timeout_ms, error_response)
+    if authorizer_of(ctx) is None:
+        return await forward(ctx, request, request.timeout_ms, error_response)
+    # Kafka: DESCRIBE then DELETE on each topic; an id this broker does not know goes on to
+    # the controller (UNKNOWN_TOPIC_ID)
+    items = "topics" if request.version >= 6 else "topic_names"
+    denied = []
+    for item in getattr(request, items):
+        name = _name(ctx, request, item)
+        denied.append(
+            name is not None
+            and not (
+                allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+                and allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, name)
+            )
+        )
+
+    def key(item: Any) -> Any:
+        return item if request.version < 6 else (item.topic_id if item.topic_id != ZERO_UUID else item.name)
+
+    def refused(item: Any) -> Any:
+        by_id = request.version >= 6 and item.topic_id != ZERO_UUID
+        return dt.DeletableTopicResult(
+            name=None if by_id else (item if request.version < 6 else item.name),
+            topic_id=item.topic_id if by_id else ZERO_UUID,
+            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            error_message=AUTHORIZATION_FAILED,
+        )
+
+    def result_keys(r: Any) -> tuple[Any, ...]:
+        return (r.name,) if request.version < 6 else (r.name, r.topic_id)
+
+    return await forward_authorized(
+        ctx, request, items=items, results="responses", denied=denied, key=key,
+        refused=refused, timeout_ms=request.timeout_ms, error_response=error_response,
+        result_keys=result_keys,
+    )  # fmt: skip
 
 
 def register(registry: HandlerRegistry) -> None:

@@ -21,6 +21,10 @@ Kafka 3.x ZooKeeper-mode semantics (``KafkaApis.handleTopicMetadataRequest`` and
   UNKNOWN_TOPIC_ID with a null name.
 * v13: top-level error code (always NONE here).
 * Authorized operations (v8+), when asked for: everything (no authorizer), as Kafka does.
+* With an authorizer (``--authorizer acl``): a topic the principal may not DESCRIBE is left
+  out of all-topics answers, and a named one is TOPIC_AUTHORIZATION_FAILED whether it exists
+  or not (by id, v12+: with a null name); authorized operations are the principal's. Such
+  answers depend on the principal, so they are built per request and never memoised.
 
 Responses are spliced from encoded per-topic blocks cached on the snapshot, and whole answers
 are memoised by request body (:mod:`kmeta.server.metadata_blocks`): never re-encoded per
@@ -41,6 +45,8 @@ from typing import Any
 
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import EncodedPieces, HandlerRegistry, RequestContext
+from kmeta.net.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from kmeta.net.security.authorizer import Authorizer, client_host
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
@@ -179,6 +185,77 @@ def error_response(request: Any, error: ErrorCode) -> Any:
     return md.MetadataResponse(version=request.version, topics=topics)
 
 
+def _malformed(requested: Any, version: int) -> bool:
+    """v10-11: a null name or a topic id; v12+: a null name without a topic id."""
+    if any(t.name is None for t in requested) or (
+        version < 12 and any(t.topic_id != ZERO_UUID for t in requested)
+    ):
+        return not (version >= 12 and all(t.topic_id != ZERO_UUID for t in requested if t.name is None))
+    return False
+
+
+def _authorized(
+    ctx: RequestContext, authorizer: Authorizer, blocks: MetadataBlocks, view: View, request: Any, cluster_ops: bool
+) -> Any:
+    """The answer for the connection's principal (Kafka's handleTopicMetadataRequest with an
+    authorizer): topics it may not DESCRIBE are left out of all-topics answers and answered
+    TOPIC_AUTHORIZATION_FAILED when named (whether they exist or not; by id: a null name);
+    authorized operations are the principal's."""
+    principal, host = ctx.principal, client_host(ctx.peer)
+    version, snap = view.version, blocks.snap
+
+    def may(name: str) -> bool:
+        return authorizer.authorize(principal, host, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+    table = blocks.topic_blocks(view)
+
+    def block(name: str) -> bytes:
+        if not view.topic_ops:
+            return _topic_block(blocks, view, table, name)
+        ops = authorizer.operations(principal, host, ResourceType.TOPIC, name)
+        record = md.MetadataResponseTopic(
+            ErrorCode.NONE, name, snap.topic_ids.get(name, ZERO_UUID), name in INTERNAL_TOPICS,
+            partitions(snap, name, version, view.listener), ops,
+        )  # fmt: skip
+        return splice(version).element(record)
+
+    def refused(name: str | None, topic_id: uuid.UUID) -> bytes:
+        record = md.MetadataResponseTopic(
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, topic_id, False, (), OPERATIONS_NOT_ASKED
+        )
+        return splice(version).element(record)
+
+    requested = request.topics
+    if requested is None or (version == 0 and not requested):
+        parts = [block(n) for n in snap.topic_names_sorted if may(n)]
+    elif _malformed(requested, version):
+        return error_response(request, ErrorCode.INVALID_REQUEST)
+    elif version >= 12 and any(t.topic_id != ZERO_UUID for t in requested):
+        known = blocks.names_by_id()
+        parts = []
+        for topic_id in dict.fromkeys(t.topic_id for t in requested if t.topic_id != ZERO_UUID):
+            name = known.get(topic_id)
+            if name is None:
+                parts.append(_missing_block(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, view))
+            else:
+                parts.append(block(name) if may(name) else refused(None, topic_id))
+    else:
+        parts = []
+        for name in dict.fromkeys(t.name for t in requested):
+            if not may(name):
+                parts.append(refused(name, ZERO_UUID))
+            elif name in snap.partition_states:
+                parts.append(block(name))
+            else:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if is_valid_topic_name(name) else ErrorCode.INVALID_TOPIC_EXCEPTION
+                parts.append(_missing_block(name, ZERO_UUID, error, view))
+    bits = OPERATIONS_NOT_ASKED
+    if cluster_ops:
+        bits = authorizer.operations(principal, host, ResourceType.CLUSTER, CLUSTER_NAME)
+    tail = metadata_blocks.tail(version, bits)
+    return EncodedPieces((blocks.head(version, ctx.listener), splice(version).count(len(parts)), *parts, tail))
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     """The response: a record (error path) or the encoded body pieces.
 
@@ -193,14 +270,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     cluster_ops = 8 <= version <= 10 and request.include_cluster_authorized_operations
     tail = metadata_blocks.tail(version, CLUSTER_OPERATIONS if cluster_ops else OPERATIONS_NOT_ASKED)
     requested = request.topics
+    authorizer = ctx.state.authorizer
+    if authorizer is not None:  # answers depend on the principal: never memoised
+        return _authorized(ctx, authorizer, blocks, view, request, cluster_ops)
     if requested is None or (version == 0 and not requested):
         return EncodedPieces((_all_topics(blocks, view, tail),))
-    if any(t.name is None for t in requested) or (
-        version < 12 and any(t.topic_id != ZERO_UUID for t in requested)
-    ):
-        by_id = version >= 12 and all(t.topic_id != ZERO_UUID for t in requested if t.name is None)
-        if not by_id:
-            return error_response(request, ErrorCode.INVALID_REQUEST)
+    if _malformed(requested, version):
+        return error_response(request, ErrorCode.INVALID_REQUEST)
     ids = [t.topic_id for t in requested if t.topic_id != ZERO_UUID] if version >= 12 else []
     if ids:
         parts = _by_id(blocks, view, ids)

@@ -1,0 +1,66 @@
+"""Kafka's per-topic authorization of the forwarded admin requests (``KafkaApis``
+``filterByAuthorized``): the broker checks each topic with the connection's principal, forwards
+only the authorized ones, and answers the others TOPIC_AUTHORIZATION_FAILED ("Authorization
+failed."), in the request's order. Without an authorizer the request is forwarded whole."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+from kmeta.net.dispatch import RequestContext
+from kmeta.protocol.errors import ErrorCode
+from kmeta.server.controller_link import forward
+
+AUTHORIZATION_FAILED = "Authorization failed."
+
+#: (request, error) -> the error response (as the handler builds it)
+ErrorResponse = Callable[[Any, Any], Any]
+
+
+async def forward_authorized(
+    ctx: RequestContext,
+    request: Any,
+    *,
+    items: str,
+    results: str,
+    denied: Sequence[bool],
+    key: Callable[[Any], Hashable],
+    refused: Callable[[Any], Any],
+    timeout_ms: int,
+    error_response: ErrorResponse,
+    result_keys: Callable[[Any], tuple[Hashable, ...]] = lambda r: (r.name,),
+) -> Any:
+    """Forward ``request`` with only the ``items`` (field name) not ``denied`` (index-aligned);
+    the answer's ``results`` (field name) for them, matched by ``key`` (an item's) and
+    ``result_keys`` (a result's: its name by default), and ``refused(item)``
+    for the others, one per distinct key in the request's order."""
+    asked = getattr(request, items)
+    if not any(denied):
+        return await forward(ctx, request, timeout_ms, error_response)
+    kept = tuple(item for item, no in zip(asked, denied, strict=True) if not no)
+    got: list[Any] = []
+    if kept:
+        answer = await forward(ctx, request._replace(**{items: kept}), timeout_ms, error_response)
+        got = list(getattr(answer, results))
+    else:
+        answer = error_response(request._replace(**{items: ()}), ErrorCode.NONE)
+    by_key: dict[Hashable, int] = {}
+    for i, r in enumerate(got):
+        for k in result_keys(r):
+            by_key.setdefault(k, i)
+    used: set[int] = set()
+    out: dict[Hashable, Any] = {}
+    for item, no in zip(asked, denied, strict=True):
+        k = key(item)
+        if k in out:
+            continue
+        if no:
+            out[k] = refused(item)
+        else:
+            found = by_key.get(k)
+            if found is not None and found not in used:
+                used.add(found)
+                out[k] = got[found]
+    merged = [*out.values(), *(r for i, r in enumerate(got) if i not in used)]
+    return answer._replace(**{results: tuple(merged)})
