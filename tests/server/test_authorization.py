@@ -56,7 +56,7 @@ async def client(tmp_path):
             if not lst.info.is_control:
                 principals.attach(lst)
     cl = Client(c, principals)
-    assert await cl.create(ADMIN, "pay-1", "pay-2", "secret") == {n: (0, None) for n in ("pay-1", "pay-2", "secret")}
+    assert await cl.create(ADMIN, "pay-1", "pay-2", "secret") == dict.fromkeys(("pay-1", "pay-2", "secret"), (0, None))
     await cl.grant("User:alice", Op.DESCRIBE, "pay", PREFIXED)
     await cl.grant("User:alice", Op.ALTER, "pay-1")
     await cl.grant("User:alice", Op.DELETE, "pay-2")
@@ -126,7 +126,8 @@ async def test_create_topics_per_topic_and_cluster_create(client):
     }
     assert list(answer) == ["alice-", "other", "secret"]  # the request's order
     names = {t.name for t in (await client.call(ADMIN, metadata())).topics}
-    assert "alice-" in names and "other" not in names
+    assert "alice-" in names
+    assert "other" not in names
     # CREATE on the cluster: any topic
     assert await client.create(BOB, "bobs", "more") == {"bobs": (0, None), "more": (0, None)}
     # v5+: configs only with DESCRIBE_CONFIGS on the topic
@@ -135,7 +136,8 @@ async def test_create_topics_per_topic_and_cluster_create(client):
     assert (quiet.error_code, quiet.topic_config_error_code, quiet.configs) == (0, E.TOPIC_AUTHORIZATION_FAILED, ())
     topics = (ct.CreatableTopic(name="loud", num_partitions=1, replication_factor=1),)
     loud = (await client.call(ADMIN, ct.CreateTopicsRequest(version=7, topics=topics, timeout_ms=5000))).topics[0]
-    assert loud.topic_config_error_code == 0 and loud.configs
+    assert loud.topic_config_error_code == 0
+    assert loud.configs
 
 
 async def test_create_partitions_and_delete_topics_per_topic(client):
@@ -156,4 +158,5 @@ async def test_create_partitions_and_delete_topics_per_topic(client):
     by_id = await client.call(ALICE, dt.DeleteTopicsRequest(version=6, topics=(dt.DeleteTopicState(None, ids["secret"]),), timeout_ms=5000))
     assert [(r.name, r.topic_id, r.error_code) for r in by_id.responses] == [(None, ids["secret"], E.TOPIC_AUTHORIZATION_FAILED)]
     left = {t.name for t in (await client.call(ADMIN, metadata())).topics}
-    assert {"secret", "pay-1"} <= left and "pay-2" not in left
+    assert {"secret", "pay-1"} <= left
+    assert "pay-2" not in left
