@@ -9,6 +9,8 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from kmeta.net.dispatch import RequestContext
+from kmeta.net.security.acl import ResourceType
+from kmeta.net.security.authorizer import allowed, cluster_allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.controller_link import forward
 
@@ -64,3 +66,23 @@ async def forward_authorized(
                 out[k] = got[found]
     merged = [*out.values(), *(r for i, r in enumerate(got) if i not in used)]
     return answer._replace(**{results: tuple(merged)})
+
+
+#: ConfigResource.Type ids
+_TOPIC_CONFIGS, _BROKER_CONFIGS, _BROKER_LOGGER = 2, 4, 8
+
+
+def configs_allowed(ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool:
+    """Kafka's config APIs: the operation on the topic (TOPIC) or on the cluster (BROKER,
+    BROKER_LOGGER); other types go on to the handler's own error."""
+    if resource_type == _TOPIC_CONFIGS:
+        return allowed(ctx, operation, ResourceType.TOPIC, name)
+    if resource_type in (_BROKER_CONFIGS, _BROKER_LOGGER):
+        return cluster_allowed(ctx, operation)
+    return True
+
+
+def configs_authorization_error(resource_type: int) -> ErrorCode:
+    if resource_type == _TOPIC_CONFIGS:
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED

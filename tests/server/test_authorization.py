@@ -160,3 +160,55 @@ async def test_create_partitions_and_delete_topics_per_topic(client):
     left = {t.name for t in (await client.call(ADMIN, metadata())).topics}
     assert {"secret", "pay-1"} <= left
     assert "pay-2" not in left
+
+
+async def test_config_and_cluster_admin_apis(client):
+    from kmeta.protocol.messages import alter_partition_reassignments as apr
+    from kmeta.protocol.messages import describe_configs as dcf
+    from kmeta.protocol.messages import describe_topic_partitions as dtp
+    from kmeta.protocol.messages import elect_leaders as el
+    from kmeta.protocol.messages import incremental_alter_configs as iac
+    from kmeta.protocol.messages import list_partition_reassignments as lpr
+
+    def describe(*resources):
+        return dcf.DescribeConfigsRequest(
+            version=4, resources=tuple(dcf.DescribeConfigsResource(k, n, None) for k, n in resources)
+        )
+
+    got = await client.call(ALICE, describe((2, "pay-1"), (2, "secret"), (4, "1")))
+    assert [(r.resource_name, r.error_code, len(r.configs) > 0) for r in got.results] == [
+        ("pay-1", E.TOPIC_AUTHORIZATION_FAILED, False), ("secret", E.TOPIC_AUTHORIZATION_FAILED, False),
+        ("1", E.CLUSTER_AUTHORIZATION_FAILED, False),
+    ]  # fmt: skip
+    await client.grant("User:alice", Op.ALTER_CONFIGS, "pay-1")  # implies DESCRIBE_CONFIGS
+    got = await client.call(ALICE, describe((2, "pay-1")))
+    assert (got.results[0].error_code, len(got.results[0].configs) > 0) == (0, True)
+
+    alter = iac.IncrementalAlterConfigsRequest(version=1, resources=(
+        iac.AlterConfigsResource(2, "secret", (iac.AlterableConfig("retention.ms", 0, "1000"),)),
+        iac.AlterConfigsResource(2, "pay-1", (iac.AlterableConfig("retention.ms", 0, "2000"),)),
+    ), validate_only=False)  # fmt: skip
+    answer = await client.call(ALICE, alter)
+    assert [(r.resource_name, r.error_code) for r in answer.responses] == [("secret", E.TOPIC_AUTHORIZATION_FAILED), ("pay-1", 0)]
+    snap = client.c.brokers[2].cache.snapshot
+    assert snap.topic_configs.get("pay-1") == {"retention.ms": "2000"}
+    assert "secret" not in snap.topic_configs
+
+    elect = el.ElectLeadersRequest(version=2, election_type=0, topic_partitions=(el.TopicPartitions("pay-1", (0,)),), timeout_ms=5000)
+    refused = await client.call(ALICE, elect)
+    assert refused.error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    assert refused.replica_election_results[0].partition_result[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    listing = await client.call(ALICE, lpr.ListPartitionReassignmentsRequest(version=0, timeout_ms=5000, topics=None))
+    assert listing.error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    move = apr.AlterPartitionReassignmentsRequest(version=0, timeout_ms=5000, topics=(
+        apr.ReassignableTopic("pay-1", (apr.ReassignablePartition(0, (1, 2)),)),
+    ))  # fmt: skip
+    assert (await client.call(ALICE, move)).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    admin_listing = await client.call(ADMIN, lpr.ListPartitionReassignmentsRequest(version=0, timeout_ms=5000, topics=None))
+    assert admin_listing.error_code == 0
+
+    everything = await client.call(ALICE, dtp.DescribeTopicPartitionsRequest(version=0, topics=()))
+    assert [t.name for t in everything.topics] == ["pay-1", "pay-2"]
+    named = await client.call(ALICE, dtp.DescribeTopicPartitionsRequest(version=0, topics=(dtp.TopicRequest("secret"), dtp.TopicRequest("pay-2"))))
+    assert [(t.name, t.error_code) for t in named.topics] == [("pay-2", 0), ("secret", E.TOPIC_AUTHORIZATION_FAILED)]
+    assert named.topics[0].topic_authorized_operations == (1 << Op.DESCRIBE) | (1 << Op.DELETE)

@@ -1,5 +1,8 @@
 """AlterPartitionReassignments (api key 45): version 0, client listeners; forwarded.
 
+With an authorizer, the principal needs ALTER on the cluster: else CLUSTER_AUTHORIZATION_FAILED
+(Kafka's error response), nothing forwarded.
+
 Behaviour:
 
 * The request goes to the controller unchanged through the controller link; its answer is
@@ -16,6 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation
+from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr
@@ -41,6 +46,8 @@ def error_response(request: Any, error: ErrorCode) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not cluster_allowed(ctx, AclOperation.ALTER):  # Kafka: authorizeClusterOperation(ALTER)
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await forward(ctx, request, request.timeout_ms, error_response)
 
 

@@ -14,6 +14,8 @@ snapshot (topic overrides, pushed by the controller on UpdateMetadata) and its o
   advertised.listeners: STATIC_BROKER_CONFIG, 4) and the server synonyms of the topic
   configs with their defaults; another broker's id or a non-integer: INVALID_REQUEST with
   Kafka's message.
+* With an authorizer: DESCRIBE_CONFIGS on the topic (TOPIC) or the cluster (BROKER), else
+  TOPIC_AUTHORIZATION_FAILED / CLUSTER_AUTHORIZATION_FAILED with no configs.
 * Any other resource type: INVALID_REQUEST ("Unsupported resource type: ...").
 * Config type (v3+) is each config's ConfigDef type; documentation is not sent (null);
   nothing here is sensitive. v0's is_default is true for DEFAULT_CONFIG values.
@@ -36,11 +38,13 @@ from kmeta.metadata.log_config import (
 )
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_configs as dcf
 from kmeta.server.config import BrokerConfig
 from kmeta.server.handlers.metadata import MAX_TOPIC_NAME, is_valid_topic_name
+from kmeta.server.topic_authorization import configs_allowed, configs_authorization_error
 
 TOPIC, BROKER = 2, 4
 #: ConfigResource.Type names (Kafka's messages use them)
@@ -154,6 +158,14 @@ def _describe(snap: MetadataSnapshot, config: BrokerConfig, r: Any, version: int
     return result(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {RESOURCE_TYPES.get(kind, 'UNKNOWN')}")
 
 
+def _refused(resource: Any) -> Any:
+    error = configs_authorization_error(resource.resource_type)
+    return dcf.DescribeConfigsResult(
+        error_code=error, error_message=error.message, resource_type=resource.resource_type,
+        resource_name=resource.resource_name, configs=(),
+    )  # fmt: skip
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     snap: MetadataSnapshot = ctx.state.cache.snapshot
     config: BrokerConfig = ctx.state.config
@@ -161,7 +173,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     synonyms = version >= 1 and request.include_synonyms
     return dcf.DescribeConfigsResponse(
         version=version,
-        results=tuple(_describe(snap, config, r, version, synonyms) for r in request.resources),
+        results=tuple(
+            _describe(snap, config, r, version, synonyms)
+            if configs_allowed(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
+            else _refused(r)
+            for r in request.resources
+        ),
     )
 
 

@@ -22,6 +22,8 @@ MetadataCache snapshot like Metadata; what the Java AdminClient (3.7+) uses for
   Kafka); replicas and ISR unfiltered; offline replicas are those not alive or without this
   listener; eligible leader replicas and last known ELR empty (ZooKeeper-mode partitions have
   no ELR).
+* With an authorizer: topics the principal may not DESCRIBE are left out of all-topics
+  answers and TOPIC_AUTHORIZATION_FAILED when named; authorized operations are its own.
 * Topic authorized operations: always set (error entries too); everything (no authorizer),
   as Kafka does.
 
@@ -34,11 +36,18 @@ from typing import Any
 
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation, ResourceType
+from kmeta.net.security.authorizer import authorizer_of, client_host
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_topic_partitions as dtp
 from kmeta.protocol.types import ZERO_UUID
-from kmeta.server.handlers.metadata import INTERNAL_TOPICS, TOPIC_OPERATIONS, is_valid_topic_name
+from kmeta.server.handlers.metadata import (
+    INTERNAL_TOPICS,
+    OPERATIONS_NOT_ASKED,
+    TOPIC_OPERATIONS,
+    is_valid_topic_name,
+)
 
 #: Kafka's max.request.partition.size.limit default: the most partitions one answer carries
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
@@ -90,8 +99,21 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     cursor = request.cursor
     first = cursor.topic_name if cursor is not None else ""
     fetch_all = not request.topics
+    authorizer = authorizer_of(ctx)
+    host = client_host(ctx.peer)
+
+    def may(name: str) -> bool:  # Kafka: DESCRIBE on the topic
+        return authorizer is None or authorizer.authorize(
+            ctx.principal, host, AclOperation.DESCRIBE, ResourceType.TOPIC, name
+        )
+
+    def ops(name: str) -> int:
+        if authorizer is None:
+            return TOPIC_OPERATIONS
+        return authorizer.operations(ctx.principal, host, ResourceType.TOPIC, name)
+
     if fetch_all:
-        names = [n for n in snap.topic_names_sorted if n >= first]
+        names = [n for n in snap.topic_names_sorted if n >= first and may(n)]
     else:
         wanted = {t.name for t in request.topics if t.name >= first}
         if cursor is not None and cursor.topic_name not in wanted:
@@ -106,6 +128,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if remaining == 0:
             next_cursor = NextCursor(topic_name=name, partition_index=0)
             break
+        if not may(name):  # (named: all-topics answers left it out)
+            topics.append(
+                dtp.DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
+                    is_internal=False, partitions=(), topic_authorized_operations=OPERATIONS_NOT_ASKED,
+                )
+            )  # fmt: skip
+            continue
         if name not in snap.partition_states:
             if not fetch_all:
                 valid = is_valid_topic_name(name)
@@ -129,7 +159,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id=snap.topic_ids.get(name, ZERO_UUID),
                 is_internal=name in INTERNAL_TOPICS,
                 partitions=tuple(parts),
-                topic_authorized_operations=TOPIC_OPERATIONS,
+                topic_authorized_operations=ops(name),
             )
         )
         if next_index != -1:

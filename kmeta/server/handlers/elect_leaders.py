@@ -1,5 +1,8 @@
 """ElectLeaders (api key 43): versions 0-2, client listeners; forwarded to the controller.
 
+With an authorizer, the principal needs ALTER on the cluster: else CLUSTER_AUTHORIZATION_FAILED
+(Kafka's error response), nothing forwarded.
+
 Behaviour:
 
 * The request goes to the controller unchanged (same version) through the controller link; its
@@ -17,6 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation
+from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import elect_leaders as el
@@ -41,6 +46,8 @@ def error_response(request: Any, error: ErrorCode) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not cluster_allowed(ctx, AclOperation.ALTER):  # Kafka: authorizeClusterOperation(ALTER)
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await forward(ctx, request, request.timeout_ms, error_response)
 
 

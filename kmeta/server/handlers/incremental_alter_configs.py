@@ -9,6 +9,9 @@ Behaviour:
   :mod:`kmeta.controller.topic_configs`), so a DescribeConfigs to any broker afterwards sees
   them.
 * No controller link, or the controller unreachable: every resource gets NOT_CONTROLLER.
+* With an authorizer: ALTER_CONFIGS on the topic (TOPIC resources) or the cluster (BROKER):
+  else TOPIC_AUTHORIZATION_FAILED / CLUSTER_AUTHORIZATION_FAILED for that resource, which is
+  not forwarded.
 
 Versions: v0 first version (KIP-339); v1 flexible.
 """
@@ -18,10 +21,15 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import incremental_alter_configs as iac
-from kmeta.server.controller_link import forward
+from kmeta.server.topic_authorization import (
+    configs_allowed,
+    configs_authorization_error,
+    forward_authorized,
+)
 
 #: the controller's answer is awaited this long (Kafka's request.timeout.ms default)
 TIMEOUT_MS = 30_000
@@ -37,8 +45,22 @@ def error_response(request: Any, error: ErrorCode) -> Any:
     )
 
 
+def _refused(resource: Any) -> Any:
+    error = configs_authorization_error(resource.resource_type)
+    return iac.AlterConfigsResourceResponse(error, None, resource.resource_type, resource.resource_name)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return await forward(ctx, request, TIMEOUT_MS, error_response)
+    denied = [
+        not configs_allowed(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
+        for r in request.resources
+    ]
+    return await forward_authorized(
+        ctx, request, items="resources", results="responses", denied=denied,
+        key=lambda r: (r.resource_type, r.resource_name),
+        result_keys=lambda r: ((r.resource_type, r.resource_name),),
+        refused=_refused, timeout_ms=TIMEOUT_MS, error_response=error_response,
+    )  # fmt: skip
 
 
 def register(registry: HandlerRegistry) -> None:

@@ -1,5 +1,8 @@
 """ListPartitionReassignments (api key 46): version 0, client listeners; forwarded.
 
+With an authorizer, the principal needs DESCRIBE on the cluster: else CLUSTER_AUTHORIZATION_FAILED
+(Kafka's error response), nothing forwarded.
+
 Behaviour:
 
 * Answered by the controller (it alone knows the adding and removing replicas: UpdateMetadata
@@ -14,6 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation
+from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import list_partition_reassignments as lpr
@@ -27,6 +32,8 @@ def error_response(request: Any, error: ErrorCode) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not cluster_allowed(ctx, AclOperation.DESCRIBE):  # Kafka: authorizeClusterOperation(DESCRIBE)
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await forward(ctx, request, request.timeout_ms, error_response)
 
 
