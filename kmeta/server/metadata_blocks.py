@@ -73,10 +73,14 @@ def sendable(body: bytes) -> bytes:
     return zerocopy.spliceable(body)
 
 
+#: all-topics bodies kept per snapshot for principals an authorizer restricts
+AUTHORIZED_ENTRIES = 1024
+
+
 class MetadataBlocks:
     """Everything encoded for Metadata answers from one snapshot (see the module docstring)."""
 
-    __slots__ = ("_names_by_id", "all_topics", "heads", "memos", "snap", "topics")
+    __slots__ = ("_names_by_id", "all_topics", "authorized", "heads", "memos", "snap", "topics")
 
     def __init__(self, snap: MetadataSnapshot) -> None:
         self.snap = snap
@@ -87,6 +91,9 @@ class MetadataBlocks:
         self.all_topics: dict[AllTopicsKey, bytes] = {}
         #: memoised answers by request body; a plain (version, listener) tuple finds its entry
         self.memos: dict[tuple[int, str], AnswerMemo] = {}
+        #: with an authorizer: the all-topics body of one principal, host and ACL set (the set
+        #: object itself is in the key: a new set is a new key), bounded by AUTHORIZED_ENTRIES
+        self.authorized: dict[tuple[object, ...], bytes] = {}
         self._names_by_id: dict[uuid.UUID, str] | None = None
 
     @staticmethod

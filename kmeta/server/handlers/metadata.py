@@ -24,7 +24,9 @@ Kafka 3.x ZooKeeper-mode semantics (``KafkaApis.handleTopicMetadataRequest`` and
 * With an authorizer (``--authorizer acl``): a topic the principal may not DESCRIBE is left
   out of all-topics answers, and a named one is TOPIC_AUTHORIZATION_FAILED whether it exists
   or not (by id, v12+: with a null name); authorized operations are the principal's. Such
-  answers depend on the principal, so they are built per request and never memoised.
+  answers depend on the principal: never memoised by request body; a principal's all-topics
+  body is kept per snapshot and ACL set. A super user gets the unrestricted answer (the
+  same cached blocks as without an authorizer).
 
 Responses are spliced from encoded per-topic blocks cached on the snapshot, and whole answers
 are memoised by request body (:mod:`kmeta.server.metadata_blocks`): never re-encoded per
@@ -52,7 +54,14 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.types import ZERO_UUID
 from kmeta.server import metadata_blocks
-from kmeta.server.metadata_blocks import AllTopicsKey, MetadataBlocks, View, sendable, splice
+from kmeta.server.metadata_blocks import (
+    AUTHORIZED_ENTRIES,
+    AllTopicsKey,
+    MetadataBlocks,
+    View,
+    sendable,
+    splice,
+)
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -225,10 +234,26 @@ def _authorized(
         )
         return splice(version).element(record)
 
+    bits = OPERATIONS_NOT_ASKED
+    if cluster_ops:
+        bits = authorizer.operations(principal, host, ResourceType.CLUSTER, CLUSTER_NAME)
+    tail = metadata_blocks.tail(version, bits)
     requested = request.topics
     if requested is None or (version == 0 and not requested):
-        parts = [block(n) for n in snap.topic_names_sorted if may(n)]
-    elif _malformed(requested, version):
+        # kept per snapshot for this principal, host and ACL set: repeated all-topics
+        # requests cost a lookup (the per-connection memo cannot tell principals apart)
+        key = (view, tail, principal, host, authorizer.acls)
+        body = blocks.authorized.get(key)
+        if body is None:
+            names = [n for n in snap.topic_names_sorted if may(n)]
+            body = sendable(b"".join((
+                blocks.head(version, ctx.listener), splice(version).count(len(names)),
+                *(block(n) for n in names), tail,
+            )))  # fmt: skip
+            if len(blocks.authorized) < AUTHORIZED_ENTRIES:
+                blocks.authorized[key] = body
+        return EncodedPieces((body,))
+    if _malformed(requested, version):
         return error_response(request, ErrorCode.INVALID_REQUEST)
     elif version >= 12 and any(t.topic_id != ZERO_UUID for t in requested):
         known = blocks.names_by_id()
@@ -249,10 +274,6 @@ def _authorized(
             else:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if is_valid_topic_name(name) else ErrorCode.INVALID_TOPIC_EXCEPTION
                 parts.append(_missing_block(name, ZERO_UUID, error, view))
-    bits = OPERATIONS_NOT_ASKED
-    if cluster_ops:
-        bits = authorizer.operations(principal, host, ResourceType.CLUSTER, CLUSTER_NAME)
-    tail = metadata_blocks.tail(version, bits)
     return EncodedPieces((blocks.head(version, ctx.listener), splice(version).count(len(parts)), *parts, tail))
 
 
@@ -271,7 +292,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     tail = metadata_blocks.tail(version, CLUSTER_OPERATIONS if cluster_ops else OPERATIONS_NOT_ASKED)
     requested = request.topics
     authorizer = ctx.state.authorizer
-    if authorizer is not None:  # answers depend on the principal: never memoised
+    if authorizer is not None and not authorizer.is_super_user(ctx.principal):
         return _authorized(ctx, authorizer, blocks, view, request, cluster_ops)
     if requested is None or (version == 0 and not requested):
         return EncodedPieces((_all_topics(blocks, view, tail),))
