@@ -87,5 +87,5 @@ class AclManager:
     def _push(self, forwarder: int | None) -> Barrier | None:
         host = self.host
         barrier = Barrier(host.barriers)
-        targets = host._send(um_to=host.state.live_broker_ids(), barrier=barrier, acls=True)
-        return barrier.arm(host._propagation(targets, forwarder))
+        targets = host.send(um_to=host.state.live_broker_ids(), barrier=barrier, acls=True)
+        return barrier.arm(host.propagation_targets(targets, forwarder))

@@ -74,7 +74,7 @@ class TopicDeletionManager:
         stops = self.stops_for(names)
         if isinstance(barrier, DeletionBarrier):  # (barrier off: the forwarder's UM ack only)
             barrier.stops = {(tp[0], bs[0]) for bs, tp, _ in stops if self._sendable(bs[0])}
-        targets = c._send(
+        targets = c.send(
             um_to=c.state.live_broker_ids(),
             um_partitions=tps,
             stop=stops,
@@ -111,14 +111,19 @@ class TopicDeletionManager:
                     out += [([b], (name, p), True) for p in sorted(parts)]
         return out
 
+    def resume_for(self, broker_id: int) -> None:
+        """``broker_id`` registered again: the StopReplica(delete) that waited for it go out
+        (Kafka: resumeDeletionForTopics)."""
+        self.c.send(
+            stop=self.stops_for(broker_id=broker_id), stop_callback=self.stop_replica_answered
+        )
+
     # -- answers ------------------------------------------------------------------------------
     def stop_replica_answered(self, response: Any, broker_id: int) -> None:
         """Channel callback (outside any event): count the answer in an event of its own."""
         c = self.c
         fn = functools.partial(self._on_answer, broker_id, response)
-        future: asyncio.Future[_Done] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(self._committed)
-        c.events.put(c.event("TopicDeletionStopReplicaResponseReceived", fn, future))
+        c.enqueue("TopicDeletionStopReplicaResponseReceived", fn).add_done_callback(self._committed)
 
     def _on_answer(self, broker_id: int, response: Any) -> _Done:
         if response.error_code != 0:
@@ -195,9 +200,7 @@ class TopicDeletionManager:
             self._finish(done)
             return [], done
 
-        future: asyncio.Future[_Done] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(self._committed)
-        c.events.put(c.event("TopicDeletionRetry", finish, future))
+        c.enqueue("TopicDeletionRetry", finish).add_done_callback(self._committed)
 
     def _finish(self, names: list[str]) -> None:
         """Every replica answered: the topics go from the state and the store."""

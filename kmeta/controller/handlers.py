@@ -221,7 +221,7 @@ async def broker_registration(ctx: RequestContext, req: Any) -> Any:
     try:
         error, epoch = await c.enqueue(
             "BrokerRegistration",
-            lambda: c.register_broker(
+            lambda: c.brokers.register(
                 req.broker_id, str(req.incarnation_id), listeners, req.rack, ctx.peer
             ),
         )
@@ -238,7 +238,7 @@ def broker_heartbeat(ctx: RequestContext, req: Any) -> Any:
         return bh.BrokerHeartbeatResponse(
             version=req.version, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, is_fenced=True
         )
-    if not c.heartbeat(req.broker_id, req.broker_epoch, ctx.peer):
+    if not c.brokers.heartbeat(req.broker_id, req.broker_epoch, ctx.peer):
         return bh.BrokerHeartbeatResponse(
             version=req.version, error_code=ErrorCode.STALE_BROKER_EPOCH, is_fenced=True
         )
@@ -259,7 +259,7 @@ async def controlled_shutdown(ctx: RequestContext, req: Any) -> Any:
         )
     try:
         error, remaining, barrier = await c.enqueue(
-            "ControlledShutdown", lambda: c.controlled_shutdown(req.broker_id, req.broker_epoch, ctx.peer)
+            "ControlledShutdown", lambda: c.brokers.controlled_shutdown(req.broker_id, req.broker_epoch, ctx.peer)
         )
     except StorageError:
         return cs.ControlledShutdownResponse(

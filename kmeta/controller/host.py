@@ -1,8 +1,9 @@
 """ControllerHost: what a collaborator of the KafkaController may use, as a typed seam.
 
-Collaborators (replica elections, reassignments) are handed the controller as this protocol,
-not as the class: the state, the store, the request batch (``_send``) and the propagation
-barrier, and one way to queue an event. KafkaController satisfies it structurally.
+Collaborators (broker lifecycle, deletion, replica elections, reassignments, configs, ACLs)
+are handed the controller as this protocol, not as the class: the state, the store, the
+request batch (``send``) and the propagation barrier, and the one way to queue an event
+(``enqueue``). KafkaController satisfies it structurally.
 """
 
 from __future__ import annotations
@@ -28,9 +29,13 @@ class ControllerHost(Protocol):
     @property
     def barriers(self) -> MutableSet[Barrier]: ...
 
-    def enqueue(self, name: str, fn: Callable[[], Any]) -> asyncio.Future[Any]: ...
+    def enqueue(self, name: str, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+        """Queue a controller event; the future gets fn's result once its writes are durable."""
 
-    def _send(
+    def say_once(self, *key: object) -> bool:
+        """True the first time ``key`` is seen (to log a retried refusal once)."""
+
+    def send(
         self,
         *,
         um_to: Iterable[int] = (),
@@ -43,8 +48,10 @@ class ControllerHost(Protocol):
         acls: bool = False,
     ) -> list[int]: ...
 
-    def _persist_partitions(
+    def persist_partitions(
         self, changed: dict[TopicPartition, PartitionState], write: bool = True
-    ) -> None: ...
+    ) -> None:
+        """Set ``changed`` in memory and (``write``) in the store's open transaction."""
 
-    def _propagation(self, targets: list[int], forwarder: int | None) -> set[int]: ...
+    def propagation_targets(self, targets: list[int], forwarder: int | None) -> set[int]:
+        """The brokers an admin answer waits for (all, or the forwarding one)."""

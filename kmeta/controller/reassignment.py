@@ -242,7 +242,7 @@ class ReassignmentManager:
                 )  # fmt: skip
             host.store.delete_reassignments(tp for tp in finished if tp not in started)
             host.store.put_reassignments((*tp, a, r) for tp, (a, r) in started.items())
-            host._persist_partitions(changed)
+            host.persist_partitions(changed)
         for tp in finished:
             self._due.pop(tp, None)
         self._arm(started)
@@ -255,14 +255,14 @@ class ReassignmentManager:
         if not changed and not stops:
             return results, None
         barrier = Barrier(host.barriers)
-        targets = host._send(
+        targets = host.send(
             um_to=state.live_broker_ids(),
             um_partitions=changed,
             lair=new_replicas,
             stop=stops,
             barrier=barrier,
         )
-        return results, barrier.arm(host._propagation(targets, forwarder))
+        return results, barrier.arm(host.propagation_targets(targets, forwarder))
 
     @staticmethod
     def _step_a(st: PartitionState, full: tuple[int, ...]) -> PartitionState:
@@ -375,18 +375,18 @@ class ReassignmentManager:
                     continue
                 complete[tp] = new
                 stops += [([x], tp, True) for x in r.removing]
-            host._persist_partitions(expanded)
+            host.persist_partitions(expanded)
             self._forget([*gone, *complete])
         if expanded:
-            host._send(
+            host.send(
                 um_to=state.live_broker_ids(),
                 um_partitions=expanded,
                 lair=[(st.replicas, tp, False) for tp, st in expanded.items()],
             )
         if complete:
             with host.store.transaction():
-                host._persist_partitions(complete)
-            host._send(
+                host.persist_partitions(complete)
+            host.send(
                 um_to=state.live_broker_ids(),
                 um_partitions=complete,
                 lair=[(st.replicas, tp, False) for tp, st in complete.items()],

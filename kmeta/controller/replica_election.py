@@ -120,9 +120,9 @@ class ReplicaElectionManager:
     ) -> Barrier:
         host = self.host
         with host.store.transaction():
-            host._persist_partitions(changed)
+            host.persist_partitions(changed)
         barrier = Barrier(host.barriers)
-        targets = host._send(
+        targets = host.send(
             um_to=host.state.live_broker_ids(),
             um_partitions=changed,
             lair=[(st.replicas, tp, False) for tp, st in changed.items()],
@@ -130,7 +130,7 @@ class ReplicaElectionManager:
         )
         for tp, st in changed.items():
             log.info("elected leader %d for %s-%d", st.leader, tp[0], tp[1])
-        return barrier.arm(host._propagation(targets, forwarder))
+        return barrier.arm(host.propagation_targets(targets, forwarder))
 
     # -- auto leader rebalance --------------------------------------------------------------
     def start(self) -> None:

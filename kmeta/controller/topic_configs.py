@@ -102,7 +102,7 @@ class TopicConfigManager:
         cleared = host.state.configs_cleared
         cleared.update(t for t, c in changed.items() if not c)
         try:
-            targets = host._send(um_to=host.state.live_broker_ids(), um_partitions=tps, barrier=barrier)
+            targets = host.send(um_to=host.state.live_broker_ids(), um_partitions=tps, barrier=barrier)
         finally:
             cleared.clear()
-        return barrier.arm(host._propagation(targets, forwarder))
+        return barrier.arm(host.propagation_targets(targets, forwarder))

@@ -225,9 +225,9 @@ async def expire_session(ctl: ControllerDaemon, broker_id: int, fence: bool = Tr
     first, so the expiry is not processed: a registration then meets an old incarnation
     whose session expired while it is still registered alive (the bounce window)."""
     c = ctl.controller
-    if not fence and c._liveness_task is not None:
-        c._liveness_task.cancel()
-    c._deadlines[broker_id] = 0.0
+    if not fence and c.brokers.sessions._liveness_task is not None:
+        c.brokers.sessions._liveness_task.cancel()
+    c.brokers.sessions._deadlines[broker_id] = 0.0
     if fence:
         await wait_until(lambda: not c.state.is_alive(broker_id), 5.0)
 

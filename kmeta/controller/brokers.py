@@ -1,0 +1,295 @@
+"""BrokerLifecycleManager: broker registration, sessions (heartbeats, expiry) and failure.
+
+As KRaft's ClusterControlManager (registration, epochs) and BrokerHeartbeatManager
+(sessions), with the ZooKeeper-mode controller's reactions (``onBrokerStartup``,
+``onBrokerFailure``, controlled shutdown). Every method that changes state runs inside a
+controller event; the heartbeat is answered at once (no event), as KRaft's.
+
+It is handed the controller as :class:`ControllerHost` (state, store, the request batch, one
+way to queue an event), the channel manager's broker set, the fault injector, and the two
+collaborators that react to a registration, each through a one-method protocol.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterable
+from typing import Protocol
+
+from kmeta.controller.barrier import Barrier
+from kmeta.controller.election import add_replica, remove_replicas
+from kmeta.controller.faults import FaultInjector
+from kmeta.controller.host import ControllerHost
+from kmeta.controller.model import BrokerInfo, Endpoint, PartitionState, TopicPartition
+from kmeta.controller.request_batch import UM_FULL
+from kmeta.controller.sessions import BrokerHeartbeatManager
+from kmeta.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+class BrokerChannels(Protocol):
+    """The channel manager's broker set (a connection and a request queue per broker)."""
+
+    def add_broker(self, broker_id: int, listeners: tuple[Endpoint, ...]) -> None: ...
+
+    def remove_broker(self, broker_id: int) -> object: ...
+
+
+class DeletionResumer(Protocol):
+    def resume_for(self, broker_id: int) -> None:
+        """Send the StopReplica(delete) that waited for ``broker_id`` to return."""
+
+
+class ReassignmentListener(Protocol):
+    def broker_registered(self, broker_id: int) -> None: ...
+
+
+class BrokerLifecycleManager:
+    def __init__(
+        self,
+        host: ControllerHost,
+        channels: BrokerChannels,
+        faults: FaultInjector,
+        deletion: DeletionResumer,
+        reassignments: ReassignmentListener,
+    ) -> None:
+        self.host = host
+        self.channels = channels
+        self.faults = faults
+        self.deletion = deletion
+        self.reassignments = reassignments
+        self.sessions = BrokerHeartbeatManager(host, self._fence)
+
+    def start(self) -> None:
+        self.sessions.start()
+
+    async def stop(self) -> None:
+        await self.sessions.stop()
+
+    def reloaded(self) -> None:
+        """The controller reloaded its state after a refused commit."""
+        self.sessions.reloaded()
+
+    def heartbeat(self, broker_id: int, broker_epoch: int, peer: object) -> bool:
+        """BrokerHeartbeat (no event): see :meth:`BrokerHeartbeatManager.heartbeat`."""
+        return self.sessions.heartbeat(broker_id, broker_epoch, peer)
+
+    def resume_sessions(self) -> None:
+        """Controller start: brokers registered before it (the store holds them, as ZooKeeper
+        held Kafka's registrations) keep their epochs with a fresh session and a channel."""
+        for broker in self.host.state.brokers.values():
+            if broker.alive:
+                self.channels.add_broker(broker.broker_id, broker.listeners)
+                self.sessions.renew(broker.broker_id)
+
+    def register(
+        self,
+        broker_id: int,
+        incarnation_id: str,
+        listeners: tuple[Endpoint, ...],
+        rack: str | None,
+        peer: object = None,
+    ) -> tuple[ErrorCode, int]:
+        """BrokerRegistration event: (error, broker epoch).
+
+        As KRaft's ClusterControlManager.registerBroker: the same incarnation registering
+        again keeps its epoch; another incarnation of an id whose session is still valid is
+        refused with DUPLICATE_BROKER_REGISTRATION and nothing changes (a restarted broker
+        retries until the old session expired; a second process with a live id never takes
+        over its address and leaderships). Past the session, the old incarnation is failed
+        and the new one registered, in one event. ``peer``: the connection that owns the
+        session from now on."""
+        old = self.host.state.brokers.get(broker_id)
+        if old is not None and old.alive and old.incarnation_id == incarnation_id:
+            # the same process again (a retry, or its session on a new connection)
+            self.sessions.registered(broker_id, peer)
+            return ErrorCode.NONE, old.epoch
+        if old is not None and self.sessions.has_valid_session(broker_id):
+            if self.host.say_once("duplicate", broker_id, incarnation_id, old.epoch):
+                log.info(
+                    "refusing the registration of broker %d incarnation %s: incarnation %s is "
+                    "registered with epoch %d and its session is valid",
+                    broker_id, incarnation_id, old.incarnation_id, old.epoch,
+                )  # fmt: skip
+            return ErrorCode.DUPLICATE_BROKER_REGISTRATION, -1
+        failed: dict[TopicPartition, PartitionState] = {}
+        before: dict[TopicPartition, PartitionState] = {}
+        if old is not None and old.alive:
+            # Bounced: fail the old incarnation first. What that changes goes out below with
+            # the re-registration (one push of the final states, not two of 100k partitions).
+            failed = self._on_broker_failure([broker_id], send=False, before=before)
+        with self.host.store.transaction():
+            epoch = self.host.store.next_broker_epoch()
+            broker = BrokerInfo(broker_id, epoch, incarnation_id, listeners, rack, True)
+            self.host.state.brokers[broker_id] = broker
+            self.host.store.put_broker(broker)
+            hosted = self.live_partitions_on(broker_id)
+            changed: dict[TopicPartition, PartitionState] = {}
+            alive = set(self.host.state.live_broker_ids()).__contains__  # C-level, 100k calls
+            for tp in hosted:
+                st = self.host.state.partition(tp)
+                new = add_replica(st, broker_id, alive)
+                if new is not st:
+                    changed[tp] = new
+            changed = {**failed, **changed}  # the final states (written once)
+            if before:
+                self._drop_round_trips(changed, before)
+            self.host.persist_partitions(changed)
+        self.sessions.registered(broker_id, peer)
+        self.channels.add_broker(broker_id, listeners)
+        others = [b for b in self.host.state.live_broker_ids() if b != broker_id]
+        # Kafka's onBrokerStartup order: the others learn of the broker, the new broker gets
+        # the full partition set (it serves clients from then on), then LeaderAndIsr for its
+        # replicas. The last two are a follow-up event: with 100k partitions, building and
+        # encoding them takes seconds, and the full set goes out meanwhile (while this
+        # event's commit runs), instead of after them.
+        self.host.send(um_to=others)
+        self.host.send(
+            um_to=[broker_id], um_partitions=self.host.state.all_partitions(), um_type=UM_FULL
+        )
+        hosted_only = [tp for tp in hosted if tp not in changed]
+        follow_up = functools.partial(
+            self._registration_follow_up, broker_id, epoch, hosted_only, list(changed)
+        )
+        self.host.enqueue("BrokerRegistrationLeaderAndIsr", follow_up)
+        self.reassignments.broker_registered(broker_id)
+        log.info("broker %d registered with epoch %d", broker_id, epoch)
+        return ErrorCode.NONE, epoch
+
+    def _registration_follow_up(
+        self,
+        broker_id: int,
+        epoch: int,
+        hosted: list[TopicPartition],
+        changed: list[TopicPartition],
+    ) -> None:
+        """LeaderAndIsr for a newly registered broker's replicas, and the partitions its
+        return changed (ISR, leader) to every replica and the other brokers. Reads the state
+        now: an event in between may have changed or deleted some of them."""
+        broker = self.host.state.brokers.get(broker_id)
+        if broker is None or not broker.alive or broker.epoch != epoch:
+            return  # the registration was refused (its commit failed), or is stale
+        topics = self.host.state.topics
+
+        def exists(tp: TopicPartition) -> bool:
+            info = topics.get(tp[0])
+            return (
+                info is not None
+                and tp[1] in info.partitions
+                and tp[0] not in self.host.state.deleting
+            )
+
+        changed = [tp for tp in changed if exists(tp)]
+        lair: list[tuple[Iterable[int], TopicPartition, bool]] = [
+            ([broker_id], tp, False) for tp in hosted if exists(tp)
+        ]
+        lair += [(self.host.state.partition(tp).replicas, tp, False) for tp in changed]
+        others = [b for b in self.host.state.live_broker_ids() if b != broker_id]
+        self.host.send(um_to=others, um_partitions=changed, lair=lair)
+        # then the deletions that waited for it (Kafka: resumeDeletionForTopics)
+        self.deletion.resume_for(broker_id)
+
+    def _drop_round_trips(
+        self,
+        changed: dict[TopicPartition, PartitionState],
+        before: dict[TopicPartition, PartitionState],
+    ) -> None:
+        """A bounced broker's partitions that end with the leader and ISR they had (it was a
+        follower, left the ISR and rejoined it) keep their old state: nothing to write or send
+        to anyone but the broker itself (its LeaderAndIsr), and at 100k partitions that is
+        most of a resync's work."""
+        partitions = {name: info.partitions for name, info in self.host.state.topics.items()}
+        for tp, old in before.items():
+            new = changed.get(tp)
+            if new is not None and new[1] == old[1] and new[2] == old[2]:  # isr, leader
+                partitions[tp[0]][tp[1]] = old
+                del changed[tp]
+
+    def _on_broker_failure(
+        self,
+        dead: list[int],
+        barrier: Barrier | None = None,
+        send: bool = True,
+        before: dict[TopicPartition, PartitionState] | None = None,
+    ) -> dict[TopicPartition, PartitionState]:
+        """Fence ``dead``, re-elect and shrink ISRs; returns the changed partitions.
+
+        ``send=False``: the caller sends them in its own batch (a bounced broker's
+        re-registration); ``before`` then gets the changed partitions' previous states."""
+        gone = set(dead)
+        with self.host.store.transaction():
+            for broker_id in dead:
+                broker = self.host.state.brokers[broker_id]
+                broker.alive = False
+                self.host.store.put_broker(broker)
+            changed: dict[TopicPartition, PartitionState] = {}
+            deleting = self.host.state.deleting
+            for topic in self.host.state.topics.values():
+                if topic.name in deleting:
+                    continue  # no election for a topic being deleted (Kafka: ineligible)
+                for p, st in topic.partitions.items():
+                    if not gone.isdisjoint(st.replicas):
+                        new = remove_replicas(st, gone.__contains__)
+                        changed[(topic.name, p)] = new
+                        if before is not None:
+                            before[(topic.name, p)] = st
+            self.host.persist_partitions(changed, write=send)  # else written by the caller
+        for broker_id in dead:
+            self.sessions.end(broker_id)
+            self.channels.remove_broker(broker_id)
+            # (not ``barrier``: the caller's own is armed below, and must not resolve early)
+            for waiting in list(self.host.barriers):
+                if waiting is not barrier:
+                    waiting.broker_gone(broker_id)
+        if not send:
+            return changed
+        lair = [(self.host.state.partition(tp).replicas, tp, False) for tp, st in changed.items()]
+        targets = self.host.send(
+            um_to=self.host.state.live_broker_ids(),
+            um_partitions=changed,
+            lair=lair,
+            barrier=barrier,
+        )
+        if barrier is not None:
+            barrier.arm(b for b in targets if not self.faults.drops(b))
+        return changed
+
+    def _fence(self, broker_id: int) -> None:
+        """A BrokerExpiration event found the broker's session expired."""
+        self._on_broker_failure([broker_id])
+
+    def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int, peer: object
+    ) -> tuple[int, list[TopicPartition], Barrier | None]:
+        """ControlledShutdown event: (error code, partitions it still leads, barrier).
+
+        Only from the session's owner (:meth:`BrokerHeartbeatManager.owns_session`): an epoch other than the
+        registered one (-1, "unknown", too) would let anyone move a broker's leaders."""
+        broker = self.host.state.brokers.get(broker_id)
+        if broker is None or not broker.alive:
+            return ErrorCode.BROKER_NOT_AVAILABLE, [], None
+        if not self.sessions.owns_session(broker_id, broker_epoch, peer):
+            return ErrorCode.STALE_BROKER_EPOCH, [], None
+        # Kafka answers the replicated partitions (RF > 1) it could not move; a single
+        # replica partition has nowhere to go and is not listed.
+        remaining = [
+            (t.name, p)
+            for t in self.host.state.topics.values()
+            for p, st in t.partitions.items()
+            if st.leader == broker_id
+            and len(st.replicas) > 1
+            and not any(r != broker_id and self.host.state.is_alive(r) for r in st.isr)
+        ]
+        barrier = Barrier(self.host.barriers)
+        # Kafka moves leaderships and shrinks ISRs here; the broker's exit then fences it.
+        # We do both at once: the broker is about to stop anyway.
+        self._on_broker_failure([broker_id], barrier)
+        return 0, remaining, barrier
+
+    def live_partitions_on(self, broker_id: int) -> list[TopicPartition]:
+        """The partitions with a replica on ``broker_id``, but those of topics being deleted."""
+        deleting = self.host.state.deleting
+        hosted = self.host.state.partitions_on(broker_id)
+        return [tp for tp in hosted if tp[0] not in deleting] if deleting else hosted
