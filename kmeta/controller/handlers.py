@@ -25,6 +25,9 @@
   topics, is refused whole with POLICY_VIOLATION (see :func:`_too_large`).
 
 * The admin APIs in :mod:`kmeta.controller.apis` (ElectLeaders 43, ...), one module each.
+* With ``--authorizer acl`` every admin API above needs CLUSTER_ACTION too (only brokers
+  forward them, having authorized their clients): a client that sends one straight to the
+  controller without it gets CLUSTER_AUTHORIZATION_FAILED (``kmeta.protocol.error_responses``).
 
 * ApiVersions (18, v0-4, kmeta.net.api_versions, as the broker serves it): the keys and
   ranges of this registry only (what the controller decodes and serves); a version above 4
@@ -43,6 +46,7 @@ from __future__ import annotations
 import importlib
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from kmeta.controller.admin import TopicPlan
@@ -54,7 +58,9 @@ from kmeta.net import api_versions
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
+from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.error_responses import ErrorResponse
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import broker_registration as br
@@ -181,7 +187,7 @@ def _cluster_action(ctx: RequestContext, what: str, broker_id: int) -> bool:
     c: KafkaController = ctx.state
     if c.say_once("cluster action", what, str(ctx.principal), ctx.peer):
         log.warning(
-            "refusing %s for broker %d from %s (%s): no CLUSTER_ACTION on the cluster",
+            "refusing %s (broker id %d) from %s (%s): no CLUSTER_ACTION on the cluster",
             what, broker_id, ctx.peer, ctx.principal,
         )  # fmt: skip
     return False
@@ -494,4 +500,21 @@ def build_registry() -> HandlerRegistry:
     registry.register(ApiKey.CREATE_PARTITIONS, create_partitions)
     for name in API_MODULES:  # (imported here: they import this module's helpers)
         importlib.import_module(f"kmeta.controller.apis.{name}").register(registry)
+    for api_key, refuse in error_responses.FORWARDED.items():
+        registry.guard(api_key, _forwarder_check(api_key, refuse))
     return registry
+
+
+def _forwarder_check(api_key: int, refuse: ErrorResponse) -> Callable[[RequestContext, Any], Any]:
+    """The admin APIs come from brokers, which authorized their clients (as Kafka's
+    forwarding with an Envelope, whose sender needs CLUSTER_ACTION): with an authorizer, a
+    principal without CLUSTER_ACTION that sends one straight to the controller is answered
+    CLUSTER_AUTHORIZATION_FAILED everywhere and nothing changes."""
+    what = ApiKey(api_key).name
+
+    def check(ctx: RequestContext, request: Any) -> Any:
+        if _cluster_action(ctx, what, -1):
+            return None
+        return refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+
+    return check

@@ -27,7 +27,7 @@ bytes repeat the previous request's, its header).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from kmeta.net.hooks import RequestGate
@@ -182,6 +182,18 @@ class HandlerRegistry:
             api, handle, low, high, on_client, on_control, refuse, unsupported_version,
             header_versions, memo,
         )  # fmt: skip
+
+    def guard(self, api_key: int, check: Callable[[RequestContext, Any], Any]) -> None:
+        """Run ``check(ctx, request)`` before the handler of ``api_key``: a result other than
+        None is the answer and the handler is not called (authorization, as a hook)."""
+        handler = self._handlers[api_key]
+        inner = handler.handle
+
+        def handle(ctx: RequestContext, request: Any) -> Any:
+            refused = check(ctx, request)
+            return inner(ctx, request) if refused is None else refused
+
+        self._handlers[api_key] = replace(handler, handle=handle)
 
     def get(self, api_key: int) -> Handler | None:
         return self._handlers.get(api_key)

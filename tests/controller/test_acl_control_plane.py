@@ -140,3 +140,25 @@ async def test_cluster_action_granted_by_an_acl(cluster):
     join = br.BrokerRegistrationRequest(version=4, broker_id=9, cluster_id="", incarnation_id=uuid.uuid4(), listeners=(listener,))
     assert (await as_mallory(control, c.controller.port, join)).error_code == 0
     assert ctl.state.is_alive(9)
+
+
+async def test_admin_requests_straight_to_the_controller_need_cluster_action(cluster):
+    from kmeta.protocol.messages import delete_topics as dt
+    from kmeta.protocol.messages import elect_leaders as el
+
+    c, control, clients = cluster
+    assert await create(c, clients, "kept") == 0
+    ctl = c.controller.controller
+    port = c.controller.port
+    topic = ct.CreatableTopic(name="sneaky", num_partitions=1, replication_factor=1)
+    made = await as_mallory(control, port, ct.CreateTopicsRequest(version=7, topics=(topic,), timeout_ms=5000))
+    assert [(t.name, t.error_code) for t in made.topics] == [("sneaky", E.CLUSTER_AUTHORIZATION_FAILED)]
+    gone = await as_mallory(control, port, dt.DeleteTopicsRequest(version=5, topic_names=("kept",), timeout_ms=5000))
+    assert [(t.name, t.error_code) for t in gone.responses] == [("kept", E.CLUSTER_AUTHORIZATION_FAILED)]
+    acl = ca.AclCreation(2, "*", 3, "User:mallory", "*", 2, 3)  # ALL on every topic
+    granted = await as_mallory(control, port, ca.CreateAclsRequest(version=3, creations=(acl,)))
+    assert granted.results[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    elect = el.ElectLeadersRequest(version=2, election_type=0, topic_partitions=None, timeout_ms=5000)
+    assert (await as_mallory(control, port, elect)).error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    assert "sneaky" not in ctl.state.topics and "kept" in ctl.state.topics and not ctl.state.deleting
+    assert ctl.state.acls == set()

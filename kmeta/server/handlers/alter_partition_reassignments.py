@@ -21,28 +21,12 @@ from typing import Any
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
+from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.messages import alter_partition_reassignments as apr
 from kmeta.server.controller_link import forward
 
-
-def error_response(request: Any, error: ErrorCode) -> Any:
-    return apr.AlterPartitionReassignmentsResponse(
-        version=request.version,
-        error_code=error,
-        error_message=error.message,
-        responses=tuple(
-            apr.ReassignableTopicResponse(
-                name=t.name,
-                partitions=tuple(
-                    apr.ReassignablePartitionResponse(p.partition_index, error, error.message)
-                    for p in t.partitions
-                ),
-            )
-            for t in request.topics
-        ),
-    )
+error_response = error_responses.alter_partition_reassignments
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

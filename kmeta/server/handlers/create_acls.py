@@ -21,17 +21,15 @@ from typing import Any
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import authorizer_of, cluster_allowed
+from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.messages import create_acls as ca
 from kmeta.server.controller_link import forward
 
 TIMEOUT_MS = 30_000  # request.timeout.ms default: the controller's answer is awaited this long
 
 
-def error_response(request: Any, error: ErrorCode, message: str | None = None) -> Any:
-    result = ca.AclCreationResult(error, message or error.message)
-    return ca.CreateAclsResponse(version=request.version, results=(result,) * len(request.creations))
+error_response = error_responses.create_acls
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -19,22 +19,13 @@ from typing import Any
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed
+from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized
 
-
-def error_response(request: Any, error: ErrorCode) -> Any:
-    return cp.CreatePartitionsResponse(
-        version=request.version,
-        results=tuple(
-            cp.CreatePartitionsTopicResult(
-                name=t.name, error_code=error, error_message=error.message
-            )
-            for t in request.topics
-        ),
-    )
+error_response = error_responses.create_partitions
 
 
 def _refused(topic: Any) -> Any:

@@ -23,21 +23,14 @@ from typing import Any
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, authorizer_of, cluster_allowed
+from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.server.controller_link import forward
 from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized
 
-
-def error_response(request: Any, error: ErrorCode) -> Any:
-    return ct.CreateTopicsResponse(
-        version=request.version,
-        topics=tuple(
-            ct.CreatableTopicResult(name=t.name, error_code=error, error_message=error.message)
-            for t in request.topics
-        ),
-    )
+error_response = error_responses.create_topics
 
 
 def _refused(topic: Any) -> Any:

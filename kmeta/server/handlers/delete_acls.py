@@ -19,17 +19,15 @@ from typing import Any
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import authorizer_of, cluster_allowed
+from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.messages import delete_acls as da
 from kmeta.server.controller_link import forward
 
 TIMEOUT_MS = 30_000  # request.timeout.ms default: the controller's answer is awaited this long
 
 
-def error_response(request: Any, error: ErrorCode, message: str | None = None) -> Any:
-    result = da.DeleteAclsFilterResult(error, message or error.message, ())
-    return da.DeleteAclsResponse(version=request.version, filter_results=(result,) * len(request.filters))
+error_response = error_responses.delete_acls
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, authorizer_of
+from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_topics as dt
@@ -27,24 +28,7 @@ from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.controller_link import forward
 from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized
 
-
-def error_response(request: Any, error: ErrorCode) -> Any:
-    if request.version >= 6:
-        entries = [(t.name, t.topic_id) for t in request.topics]
-    else:
-        entries = [(name, None) for name in request.topic_names]
-    return dt.DeleteTopicsResponse(
-        version=request.version,
-        responses=tuple(
-            dt.DeletableTopicResult(
-                name=name,
-                topic_id=topic_id or dt.DeletableTopicResult().topic_id,
-                error_code=error,
-                error_message=error.message,
-            )
-            for name, topic_id in entries
-        ),
-    )
+error_response = error_responses.delete_topics
 
 
 def _name(ctx: RequestContext, request: Any, item: Any) -> str | None:

@@ -22,27 +22,12 @@ from typing import Any
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
+from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.messages import elect_leaders as el
 from kmeta.server.controller_link import forward
 
-
-def error_response(request: Any, error: ErrorCode) -> Any:
-    """Kafka's ElectLeadersRequest.getErrorResponse: the error for every partition asked for."""
-    return el.ElectLeadersResponse(
-        version=request.version,
-        error_code=error,
-        replica_election_results=tuple(
-            el.ReplicaElectionResult(
-                topic=t.topic,
-                partition_result=tuple(
-                    el.PartitionResult(p, error, error.message) for p in t.partitions
-                ),
-            )
-            for t in request.topic_partitions or ()
-        ),
-    )
+error_response = error_responses.elect_leaders
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

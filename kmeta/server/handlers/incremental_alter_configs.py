@@ -22,8 +22,8 @@ from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
+from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
-from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import incremental_alter_configs as iac
 from kmeta.server.topic_authorization import (
     configs_allowed,
@@ -35,14 +35,7 @@ from kmeta.server.topic_authorization import (
 TIMEOUT_MS = 30_000
 
 
-def error_response(request: Any, error: ErrorCode) -> Any:
-    return iac.IncrementalAlterConfigsResponse(
-        version=request.version,
-        responses=tuple(
-            iac.AlterConfigsResourceResponse(error, error.message, r.resource_type, r.resource_name)
-            for r in request.resources
-        ),
-    )
+error_response = error_responses.incremental_alter_configs
 
 
 def _refused(resource: Any) -> Any:

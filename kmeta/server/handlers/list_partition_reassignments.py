@@ -19,16 +19,12 @@ from typing import Any
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
+from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.messages import list_partition_reassignments as lpr
 from kmeta.server.controller_link import forward
 
-
-def error_response(request: Any, error: ErrorCode) -> Any:
-    return lpr.ListPartitionReassignmentsResponse(
-        version=request.version, error_code=error, error_message=error.message, topics=()
-    )
+error_response = error_responses.list_partition_reassignments
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
