@@ -160,5 +160,7 @@ async def test_admin_requests_straight_to_the_controller_need_cluster_action(clu
     assert granted.results[0].error_code == E.CLUSTER_AUTHORIZATION_FAILED
     elect = el.ElectLeadersRequest(version=2, election_type=0, topic_partitions=None, timeout_ms=5000)
     assert (await as_mallory(control, port, elect)).error_code == E.CLUSTER_AUTHORIZATION_FAILED
-    assert "sneaky" not in ctl.state.topics and "kept" in ctl.state.topics and not ctl.state.deleting
+    assert "sneaky" not in ctl.state.topics
+    assert "kept" in ctl.state.topics
+    assert not ctl.state.deleting
     assert ctl.state.acls == set()
