@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint typecheck imports java-check pytest run bench clean
+.PHONY: install test lint typecheck imports java-check zookeeper pytest run bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,16 @@ imports: install
 java-check:
 	@command -v java >/dev/null 2>&1 || { echo "make test: Java 17+ is required for the Spark pipeline tests (apt-get install openjdk-17-jre-headless)"; exit 1; }
 
-pytest: install java-check
+# the controller quorum's tests run a real ZooKeeper: Debian's package, installed when missing
+ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
+zookeeper:
+	@test -f $(ZOOKEEPER_JAR) || { \
+	  echo "make: installing ZooKeeper (Debian's zookeeper package)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq --no-install-recommends zookeeper >/dev/null; } || { \
+	  echo "make test: ZooKeeper is required (apt-get install zookeeper, as root)"; exit 1; }
+
+pytest: install java-check zookeeper
 	$(BIN)/python -m pytest
 
 test: lint typecheck imports pytest

@@ -1,0 +1,125 @@
+"""A local ZooKeeper server as a child process (Debian's ``zookeeper`` package, which ``make``
+installs when missing): what tests and a multi-controller ``kmeta cluster up`` run when no
+ensemble is given.
+
+Standalone mode (one server), bound to loopback, its data and log in a directory of the
+caller's; the start is bounded (``ruok`` answered ``imok``), and :meth:`stop` kills it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+#: where Debian's package puts the server (zookeeper.jar's manifest names its dependencies)
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+
+class ZooKeeperUnavailable(Exception):
+    """No ZooKeeper server can be run here (package or Java missing, or it did not start)."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ruok(port: int, timeout_s: float = 0.5) -> bool:
+    """ZooKeeper's four-letter ``ruok``: True when the server answers ``imok``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+            s.sendall(b"ruok")
+            return s.recv(4) == b"imok"
+    except OSError:
+        return False
+
+
+class LocalZooKeeper:
+    """One standalone ZooKeeper server on ``127.0.0.1:port`` with its data in ``data_dir``."""
+
+    def __init__(self, data_dir: str | Path, port: int | None = None, tick_ms: int = 200) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port if port is not None else free_port()
+        self.tick_ms = tick_ms
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def connect_string(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _write_config(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cfg = self.data_dir / "zoo.cfg"
+        cfg.write_text(
+            "\n".join(
+                [
+                    f"tickTime={self.tick_ms}",
+                    f"dataDir={self.data_dir / 'data'}",
+                    f"clientPort={self.port}",
+                    "clientPortAddress=127.0.0.1",
+                    # sessions from 2 ticks to 60 s, so tests may ask for short ones
+                    f"minSessionTimeout={2 * self.tick_ms}",
+                    "maxSessionTimeout=60000",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=ruok,srvr",
+                    "",
+                ]
+            )
+        )
+        return cfg
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        java = shutil.which("java")
+        if java is None or not ZOOKEEPER_JAR.exists():
+            raise ZooKeeperUnavailable(
+                "ZooKeeper is not installed (make installs Debian's zookeeper package: "
+                "apt-get install zookeeper)"
+            )
+        cfg = self._write_config()
+        log = open(self.data_dir / "zookeeper.out", "ab")  # noqa: SIM115 (the child keeps it)
+        try:
+            self.process = subprocess.Popen(
+                [java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", str(ZOOKEEPER_JAR), MAIN_CLASS, str(cfg)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C for the caller is handled by the caller
+            )
+        finally:
+            log.close()
+        deadline = time.monotonic() + timeout_s
+        while not ruok(self.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                tail = (self.data_dir / "zookeeper.out").read_text(errors="replace")[-500:]
+                raise ZooKeeperUnavailable(f"ZooKeeper did not start on port {self.port}: {tail}")
+            time.sleep(0.05)
+
+    def signal(self, sig: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, sig)
+
+    def stop(self) -> None:
+        """Kill the server (SIGKILL: its data is fsynced per write) and reap it."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def __enter__(self) -> LocalZooKeeper:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

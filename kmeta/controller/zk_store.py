@@ -1,0 +1,513 @@
+"""The ClusterStore's ZooKeeper engine: cluster state in an ensemble, in Kafka's ZK layout.
+
+Used by a controller of a quorum (``kmeta controller --zookeeper``) once it is active (see
+:mod:`zk_election`). The layout follows Kafka's ZkData where it applies:
+
+* ``/cluster/id``                                  {"version":"1","id":...}
+* ``/brokers/ids/<id>``                            the registration (endpoints, rack) and epoch
+* ``/brokers/topics/<t>``                          {"version":3,"partitions":{p: replicas},
+                                                    "topic_id", "adding_replicas",
+                                                    "removing_replicas"}
+* ``/brokers/topics/<t>/partitions/<p>/state``     {"controller_epoch","leader","version":1,
+                                                    "leader_epoch","isr","partition_epoch"}
+* ``/admin/delete_topics/<t>``                     a deletion in progress
+* ``/config/topics/<t>``                           {"version":1,"config":{...}}
+* ``/kafka-acl-extended/<pattern>/<type>/<name>``  {"version":1,"acls":[...]}
+* ``/kmeta/meta/<key>``                            counters (the broker-epoch counter)
+
+Fencing (KafkaZkClient's MultiRequest with a CheckOp): every write is part of a multi-op that
+first checks ``/controller_epoch``'s version, the one this controller's election set. Once
+another controller has been elected that version is gone, so a deposed controller's multi-op
+fails whole; :class:`StorageError` tells the controller its change was not kept, and
+``on_fenced`` makes it resign.
+
+The active controller is the only writer, so the engine keeps a mirror of the znodes it
+manages, read once when it becomes active: a reload (after a refused event) needs no network
+round trip, and a commit knows which znodes to create, set or delete. A group's writes are
+split into multi-ops of at most :data:`MAX_MULTI_BYTES` (ZooKeeper's jute.maxbuffer is 1 MiB);
+parents come before children, so a group cut short leaves no znode without its parent, and a
+topic whose partition states are not all written is not loaded (it was never acknowledged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import quote, unquote
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, RolledBackError
+
+from kmeta.controller.model import BrokerInfo, ClusterState, Endpoint, PartitionState, TopicInfo
+from kmeta.controller.store import StorageError
+from kmeta.net.security.acl import AclBinding
+
+CONTROLLER_EPOCH = "/controller_epoch"
+TOPICS = "/brokers/topics"
+BROKER_IDS = "/brokers/ids"
+DELETE_TOPICS = "/admin/delete_topics"
+TOPIC_CONFIGS = "/config/topics"
+ACLS = "/kafka-acl-extended"
+META = "/kmeta/meta"
+CLUSTER_ID = "/cluster/id"
+#: persistent paths every engine needs (Kafka's ZkData.PersistentZkPaths)
+PERSISTENT_PATHS = (BROKER_IDS, TOPICS, DELETE_TOPICS, TOPIC_CONFIGS, ACLS, META, "/cluster")
+
+#: one multi-op's bound: jute.maxbuffer (1 MiB) less room for the request's framing
+MAX_MULTI_BYTES = 900_000
+_OP_OVERHEAD = 48  # per op: type, header, path and data lengths, version, ACL
+
+#: a pending delete in an overlay
+_DELETED: None = None
+
+
+def _dumps(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def _acl_path(b: AclBinding) -> str:
+    return f"{ACLS}/{b.pattern_type}/{b.resource_type}/{quote(b.resource_name, safe='')}"
+
+
+def read_tree(client: KazooClient, roots: Iterable[str]) -> dict[str, bytes]:
+    """Every znode under ``roots`` (not the roots), pipelined level by level."""
+    tree: dict[str, bytes] = {}
+    level = list(roots)
+    while level:
+        children = [(path, client.get_children_async(path)) for path in level]
+        level = []
+        for path, result in children:
+            try:
+                names = result.get()
+            except NoNodeError:
+                continue
+            level.extend(f"{path.rstrip('/')}/{name}" for name in names)
+        datas = [(path, client.get_async(path)) for path in level]
+        for path, result in datas:
+            try:
+                tree[path] = result.get()[0] or b""
+            except NoNodeError:
+                continue
+    return tree
+
+
+class ZooKeeperStore:
+    """The store of an active controller of a quorum; the same interface as ControllerStore."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        epoch: int,
+        epoch_zk_version: int,
+        on_fenced: Callable[[str], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.epoch = epoch
+        #: /controller_epoch's version written by this controller's election: the fence
+        self.epoch_zk_version = epoch_zk_version
+        self.on_fenced = on_fenced
+        self._zk: dict[str, bytes] = read_tree(client, PERSISTENT_PATHS)  # committed
+        self._pending: dict[str, bytes | None] = {}  # this group's writes, in order
+        self._event: dict[str, bytes | None] = {}  # the current event's writes
+        self._in_tx = False
+        self._deferred = False
+        self._in_event = False
+        self._lost: str | None = None
+        self._states: dict[tuple[int, int, tuple[int, ...], int], bytes] = {}
+
+    def close(self) -> None:
+        """The client belongs to the election (it holds the /controller znode)."""
+
+    # -- the view: committed, then this group's writes, then this event's --------------------------
+    def _get(self, path: str) -> bytes | None:
+        if path in self._event:
+            return self._event[path]
+        if path in self._pending:
+            return self._pending[path]
+        return self._zk.get(path)
+
+    def _put(self, path: str, data: bytes | None) -> None:
+        assert self._in_tx, "store write outside a transaction"
+        self._event[path] = data
+
+    def _view(self) -> dict[str, bytes]:
+        view = dict(self._zk)
+        for layer in (self._pending, self._event):
+            for path, data in layer.items():
+                if data is None:
+                    view.pop(path, None)
+                else:
+                    view[path] = data
+        return view
+
+    # -- transactions (the same contract as ControllerStore's) ----------------------------------
+    def __enter__(self) -> ZooKeeperStore:
+        assert not self._in_tx, "nested transaction"
+        if self._lost is not None:
+            raise StorageError(self._lost)
+        self._in_tx = True
+        if self._deferred:
+            self._in_event = True
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self._in_tx = False
+        if exc_type is not None:
+            self._event.clear()  # this event's writes only (a savepoint's rollback)
+        elif not self._deferred:
+            self._pending.update(self._event)
+            self._event.clear()
+            self._commit_now()
+
+    def transaction(self) -> ZooKeeperStore:
+        return self
+
+    def begin_deferred(self) -> None:
+        self._deferred = True
+
+    @property
+    def group_lost(self) -> bool:
+        return self._lost is not None
+
+    def end_event(self) -> bool:
+        if not self._in_event:
+            return False
+        self._in_event = False
+        self._pending.update(self._event)
+        self._event.clear()
+        return True
+
+    async def commit_deferred(self) -> None:
+        """The group's writes as fenced multi-ops, in a thread (kazoo blocks)."""
+        self._deferred = False
+        lost, self._lost = self._lost, None
+        if lost is not None:
+            self._pending.clear()
+            raise StorageError(lost)
+        if not self._pending:
+            return
+        await asyncio.to_thread(self._commit_now)
+
+    def _commit_now(self) -> None:
+        """Every multi-op of the group sent at once (ZooKeeper applies one session's requests
+        in order, so parents still precede children), then their answers awaited in order."""
+        pending, self._pending = self._pending, {}
+        sent = []
+        for batch in self._batches(pending):
+            tx = self.client.transaction()
+            tx.check(CONTROLLER_EPOCH, self.epoch_zk_version)
+            for op, path, data in batch:
+                if op == "delete":
+                    tx.delete(path)
+                elif op == "set":
+                    tx.set_data(path, data or b"")
+                else:
+                    tx.create(path, data or b"")
+            sent.append((batch, tx.commit_async()))
+        failure: StorageError | None = None
+        for batch, result in sent:
+            try:
+                try:
+                    answer = result.get()
+                except KazooException as exc:  # connection or session lost meanwhile
+                    answer = exc
+                self._committed(batch, answer)
+            except StorageError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def _batches(
+        self, pending: dict[str, bytes | None]
+    ) -> Iterable[list[tuple[str, str, bytes | None]]]:
+        """(op, path, data) in multi-ops within MAX_MULTI_BYTES: deletes deepest first, then
+        creates and sets parents first."""
+        deletes = [p for p, d in pending.items() if d is None and p in self._zk]
+        writes = [p for p, d in pending.items() if d is not None and self._zk.get(p) != d]
+        deletes.sort(key=lambda p: -p.count("/"))
+        writes.sort(key=lambda p: p.count("/"))
+        ops: list[tuple[str, str, bytes | None]] = [("delete", p, None) for p in deletes]
+        ops += [("set" if p in self._zk else "create", p, pending[p]) for p in writes]
+        batch: list[tuple[str, str, bytes | None]] = []
+        size = 0
+        for op in ops:
+            op_size = _OP_OVERHEAD + len(op[1]) + len(op[2] or b"")
+            if batch and size + op_size > MAX_MULTI_BYTES:
+                yield batch
+                batch, size = [], 0
+            batch.append(op)
+            size += op_size
+        if batch:
+            yield batch
+
+    def _committed(self, batch: list[tuple[str, str, bytes | None]], results: Any) -> None:
+        """One multi-op's answer: its writes join the mirror, or StorageError."""
+        if isinstance(results, KazooException):
+            raise self._failed(f"ZooKeeper multi-op failed: {type(results).__name__}")
+        if results and isinstance(results[0], (BadVersionError, NoNodeError)):
+            raise self._failed(
+                f"controller epoch {self.epoch} is fenced (/controller_epoch changed): "
+                "another controller was elected"
+            )
+        failed = next(
+            (
+                (op, r)
+                for op, r in zip(batch, results[1:], strict=False)
+                if isinstance(r, Exception) and not isinstance(r, RolledBackError)
+            ),
+            None,
+        )
+        if failed is not None:
+            (op, path, _), error = failed
+            raise self._failed(f"ZooKeeper multi-op failed: {op} {path}: {type(error).__name__}")
+        for op, path, data in batch:  # this multi-op is committed: so is the mirror
+            if op == "delete":
+                self._zk.pop(path, None)
+            else:
+                self._zk[path] = data or b""
+
+    def _failed(self, why: str) -> StorageError:
+        """A refused multi-op: this controller stops acting (Kafka resigns on a failed
+        zkVersion check; on a lost connection it cannot tell whether it still leads)."""
+        if self.on_fenced is not None:
+            self.on_fenced(why)
+        return StorageError(why)
+
+    # -- meta -------------------------------------------------------------------------------------
+    def get_meta(self, key: str, default: int = 0) -> int:
+        data = self._get(f"{META}/{key}")
+        return default if data is None else int(data)
+
+    def set_meta(self, key: str, value: int) -> None:
+        self._put(f"{META}/{key}", str(value).encode())
+
+    def cluster_id(self) -> str | None:
+        data = self._get(CLUSTER_ID)
+        return None if not data else str(json.loads(data)["id"])
+
+    def set_cluster_id(self, cluster_id: str) -> None:
+        with self.transaction():
+            self._put(CLUSTER_ID, _dumps({"version": "1", "id": cluster_id}))
+
+    def bump_controller_epoch(self) -> int:
+        """The election raised it (with the /controller znode, in one multi-op)."""
+        return self.epoch
+
+    def next_broker_epoch(self) -> int:
+        epoch = self.get_meta("broker_epoch") + 1
+        self.set_meta("broker_epoch", epoch)
+        return epoch
+
+    # -- writes -----------------------------------------------------------------------------------
+    def put_broker(self, b: BrokerInfo) -> None:
+        endpoints = [f"{ep.name}://{ep.host}:{ep.port}" for ep in b.listeners]
+        first = b.listeners[0] if b.listeners else Endpoint("", "", -1)
+        self._put(
+            f"{BROKER_IDS}/{b.broker_id}",
+            _dumps(
+                {
+                    "version": 5,
+                    "host": first.host,
+                    "port": first.port,
+                    "endpoints": endpoints,
+                    "listeners": [list(ep) for ep in b.listeners],
+                    "rack": b.rack,
+                    "broker_epoch": b.epoch,
+                    "incarnation_id": b.incarnation_id,
+                    "alive": b.alive,
+                }
+            ),
+        )
+
+    def _topic(self, name: str) -> dict[str, Any] | None:
+        data = self._get(topic_path(name))
+        return None if data is None else dict(json.loads(data))
+
+    def put_topic(self, t: TopicInfo, deleting: bool = False) -> None:
+        znode = self._topic(t.name) or {
+            "version": 3,
+            "partitions": {},
+            "adding_replicas": {},
+            "removing_replicas": {},
+        }
+        znode["topic_id"] = str(t.topic_id)
+        znode["partitions"].update(
+            {str(p): list(st.replicas) for p, st in t.partitions.items()}
+        )
+        self._put(topic_path(t.name), _dumps(znode))
+        self._put(f"{topic_path(t.name)}/partitions", b"")
+        self._put(f"{DELETE_TOPICS}/{t.name}", b"" if deleting else _DELETED)
+
+    def put_partitions(self, topic: str, parts: Iterable[tuple[int, PartitionState]]) -> None:
+        znode = self._topic(topic)
+        assert znode is not None, f"partitions of unknown topic {topic}"
+        assignment = znode["partitions"]
+        changed = False
+        for p, st in parts:
+            replicas = list(st.replicas)
+            if assignment.get(str(p)) != replicas:
+                assignment[str(p)] = replicas
+                changed = True
+            path = f"{TOPICS}/{topic}/partitions/{p}"
+            if self._get(path) is None:
+                self._put(path, b"")
+            self._put(f"{path}/state", self._state_json(st))
+        if changed:
+            self._put(topic_path(topic), _dumps(znode))
+
+    def _state_json(self, st: PartitionState) -> bytes:
+        """The state znode's data, memoised: a creation writes thousands of equal states."""
+        key = (st.leader, st.leader_epoch, st.isr, st.partition_epoch)
+        data = self._states.get(key)
+        if data is None:
+            if len(self._states) >= 100_000:
+                self._states.clear()
+            state = {
+                "controller_epoch": self.epoch,
+                "leader": st.leader,
+                "version": 1,
+                "leader_epoch": st.leader_epoch,
+                "isr": list(st.isr),
+                "partition_epoch": st.partition_epoch,
+            }
+            data = self._states[key] = _dumps(state)
+        return data
+
+    def delete_topic(self, name: str) -> None:
+        znode = self._topic(name)
+        if znode is not None:
+            for p in znode["partitions"]:
+                self._put(f"{TOPICS}/{name}/partitions/{p}/state", _DELETED)
+                self._put(f"{TOPICS}/{name}/partitions/{p}", _DELETED)
+            self._put(f"{TOPICS}/{name}/partitions", _DELETED)
+            self._put(topic_path(name), _DELETED)
+        self._put(f"{DELETE_TOPICS}/{name}", _DELETED)
+        self._put(f"{TOPIC_CONFIGS}/{name}", _DELETED)
+
+    def put_reassignments(
+        self, rows: Iterable[tuple[str, int, tuple[int, ...], tuple[int, ...]]]
+    ) -> None:
+        self._edit_reassignments(((t, p, (a, r)) for t, p, a, r in rows))
+
+    def delete_reassignments(self, tps: Iterable[tuple[str, int]]) -> None:
+        self._edit_reassignments(((t, p, None) for t, p in tps))
+
+    def _edit_reassignments(
+        self, rows: Iterable[tuple[str, int, tuple[tuple[int, ...], tuple[int, ...]] | None]]
+    ) -> None:
+        znodes: dict[str, dict[str, Any]] = {}
+        for topic, p, change in rows:
+            znode = znodes.get(topic) or self._topic(topic)
+            if znode is None:
+                continue
+            znodes[topic] = znode
+            for key, ids in (("adding_replicas", 0), ("removing_replicas", 1)):
+                field = znode.setdefault(key, {})
+                if change is None:
+                    field.pop(str(p), None)
+                else:
+                    field[str(p)] = list(change[ids])
+        for topic, znode in znodes.items():
+            self._put(topic_path(topic), _dumps(znode))
+
+    def load_reassignments(self) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]]:
+        out: dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        for name in self._topic_names(self._view()):
+            znode = self._topic(name) or {}
+            adding = znode.get("adding_replicas", {})
+            removing = znode.get("removing_replicas", {})
+            for p in adding.keys() | removing.keys():
+                out[(name, int(p))] = (tuple(adding.get(p, ())), tuple(removing.get(p, ())))
+        return out
+
+    def put_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
+        self._put(
+            f"{TOPIC_CONFIGS}/{topic}", _dumps({"version": 1, "config": dict(sorted(configs.items()))})
+        )
+
+    def _edit_acls(self, bindings: Iterable[AclBinding], add: bool) -> None:
+        by_path: dict[str, list[AclBinding]] = {}
+        for b in bindings:
+            by_path.setdefault(_acl_path(b), []).append(b)
+        for path, items in by_path.items():
+            pattern_dir = path.rsplit("/", 1)[0]
+            for parent in (pattern_dir.rsplit("/", 1)[0], pattern_dir):
+                if self._get(parent) is None:
+                    self._put(parent, b"")
+            data = self._get(path)
+            entries = [tuple(e) for e in json.loads(data)["acls"]] if data else []
+            for b in items:
+                entry = (b.principal, b.host, b.operation, b.permission_type)
+                if add and entry not in entries:
+                    entries.append(entry)
+                elif not add and entry in entries:
+                    entries.remove(entry)
+            self._put(path, _dumps({"version": 1, "acls": entries}) if entries else _DELETED)
+
+    def put_acls(self, bindings: Iterable[AclBinding]) -> None:
+        self._edit_acls(bindings, add=True)
+
+    def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
+        self._edit_acls(bindings, add=False)
+
+    # -- read -------------------------------------------------------------------------------------
+    @staticmethod
+    def _topic_names(view: dict[str, bytes]) -> list[str]:
+        prefix = TOPICS + "/"
+        return [p[len(prefix) :] for p in view if p.startswith(prefix) and p.count("/") == 3]
+
+    def load(self) -> ClusterState:
+        """The state as this store holds it (committed plus the open group's writes): from
+        the mirror, no network round trip."""
+        view = self._view()
+        state = ClusterState(controller_epoch=self.epoch)
+        for path, data in view.items():
+            if path.startswith(BROKER_IDS + "/"):
+                b = json.loads(data)
+                bid = int(path.rsplit("/", 1)[1])
+                listeners = tuple(Endpoint(*ep) for ep in b["listeners"])
+                state.brokers[bid] = BrokerInfo(
+                    bid, b["broker_epoch"], b["incarnation_id"], listeners, b["rack"], b["alive"]
+                )
+        for name in self._topic_names(view):
+            znode = json.loads(view[topic_path(name)])
+            info = TopicInfo(name, uuid.UUID(znode["topic_id"]))
+            for p, replicas in znode["partitions"].items():
+                state_data = view.get(partition_state_path(name, int(p)))
+                if state_data is None:
+                    break  # a group cut short: the topic was never acknowledged
+                st = json.loads(state_data)
+                info.partitions[int(p)] = PartitionState(
+                    tuple(replicas),
+                    tuple(st["isr"]),
+                    st["leader"],
+                    st["leader_epoch"],
+                    st["partition_epoch"],
+                )
+            else:
+                info.partitions = dict(sorted(info.partitions.items()))
+                configs = view.get(f"{TOPIC_CONFIGS}/{name}")
+                if configs:
+                    info.configs.update(json.loads(configs)["config"])
+                state.topics[name] = info
+                if f"{DELETE_TOPICS}/{name}" in view:
+                    state.deleting.add(name)
+        for path, data in view.items():
+            if path.startswith(ACLS + "/") and path.count("/") == 4:
+                _, _, pattern, rtype, name = path.split("/")
+                for principal, host, op, perm in json.loads(data)["acls"]:
+                    state.acls.add(
+                        AclBinding(int(rtype), unquote(name), int(pattern), principal, host, op, perm)
+                    )
+        return state
