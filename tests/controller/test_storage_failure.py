@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import resource
 import time
@@ -28,7 +29,7 @@ import pytest
 from kmeta.controller.daemon import ControllerDaemon
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import PartitionState, TopicInfo
+from kmeta.controller.model import ClusterState, PartitionState, TopicInfo
 from kmeta.controller.state_log import StateChangeLog
 from kmeta.controller.store import ControllerStore, StorageError
 from kmeta.protocol.errors import ErrorCode
@@ -67,9 +68,16 @@ def _received(brokers: dict[int, RecordingBroker]) -> dict[int, int]:
     return {i: len(b.received) for i, b in brokers.items()}
 
 
-def _assert_memory_is_the_store(ctl: ControllerDaemon) -> None:
+async def _stored(ctl: ControllerDaemon) -> ClusterState:
+    """The store's state, read inside an event (never beside a commit in flight)."""
+    return await ctl.controller.enqueue("ReadStore", ctl.controller.store.load)
+
+
+async def _assert_memory_is_the_store(ctl: ControllerDaemon) -> None:
+    """Compared inside an event: the controller's memory as the next event would find it."""
     c = ctl.controller
-    assert c.state == c.store.load()
+    memory, stored = await c.enqueue("Compare", lambda: (copy.deepcopy(c.state), c.store.load()))
+    assert memory == stored
 
 
 def _create_partitions(name: str, count: int) -> cp.CreatePartitionsRequest:
@@ -116,7 +124,7 @@ async def _refused_then_applied(
         return await (via.send(request) if via is not None else _request(ctl.port, request))
 
     await _settled(ctl)
-    before = ctl.controller.store.load()
+    before = await _stored(ctl)
     sent = _received(brokers)
     async with store_refuses_writes(ctl):
         error, message = _error(await send(request))
@@ -129,11 +137,11 @@ async def _refused_then_applied(
         assert probe.topics[0].error_code == STORAGE_ERROR
         await asyncio.sleep(0.2)  # (a request that went out would have arrived by now)
     assert _received(brokers) == sent, "a refused change reached a broker"
-    _assert_memory_is_the_store(ctl)
+    await _assert_memory_is_the_store(ctl)
     assert ctl.controller.state == before
     answer = await send(request)
     assert _error(answer)[0] == ErrorCode.NONE
-    _assert_memory_is_the_store(ctl)
+    await _assert_memory_is_the_store(ctl)
     return answer
 
 
@@ -205,12 +213,12 @@ async def test_refused_expiry_and_deletion_removal_retry_once_the_store_writes(
             assert "gone" in c.state.deleting
             assert c.state.is_alive(3)
             assert c.state.topics["led"].partitions[0].leader == 3
-            _assert_memory_is_the_store(ctl)
+            await _assert_memory_is_the_store(ctl)
             assert _received(brokers) == sent
         await wait_until(lambda: "gone" not in c.state.topics, 5.0)
         await wait_until(lambda: not c.state.is_alive(3), 5.0)
         assert c.state.topics["led"].partitions[0].leader == 1
-        _assert_memory_is_the_store(ctl)
+        await _assert_memory_is_the_store(ctl)
         assert _error(await deletion)[0] in (ErrorCode.NONE, ErrorCode.REQUEST_TIMED_OUT)
     finally:
         beat.cancel()
@@ -235,7 +243,7 @@ async def test_a_full_database_is_refused_with_sqlite_full(tmp_path: Path) -> No
         await asyncio.sleep(0.2)
         assert _received(brokers) == sent
         assert "big" not in c.state.topics
-        _assert_memory_is_the_store(ctl)
+        await _assert_memory_is_the_store(ctl)
         c.store._db.execute("PRAGMA max_page_count=1073741823")
         again = await _request(ctl.port, _create(("big", [[1, 2, 3]] * 2000)))
         assert again.topics[0].error_code == ErrorCode.NONE
