@@ -31,15 +31,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from kmeta.controller.acls import AclManager
-from kmeta.controller.admin import TopicPlan, plan_create_partitions, plan_create_topics
+from kmeta.controller.admin_manager import AdminManager
 from kmeta.controller.barrier import Barrier as Barrier  # (re-exported for the handlers)
-from kmeta.controller.barrier import DeletionBarrier
 from kmeta.controller.brokers import BrokerLifecycleManager
 from kmeta.controller.channel_manager import ControllerChannelManager
 from kmeta.controller.config import ControllerConfig
@@ -50,7 +48,6 @@ from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import (
     ClusterState,
     PartitionState,
-    TopicInfo,
     TopicPartition,
 )
 from kmeta.controller.reassignment import ReassignmentManager
@@ -63,9 +60,7 @@ from kmeta.controller.request_batch import (
 from kmeta.controller.state_log import StateChangeLog
 from kmeta.controller.store import STORE_RETRY_S, ControllerStore
 from kmeta.controller.topic_configs import TopicConfigManager
-from kmeta.metadata.log_config import ConfigError, validate
 from kmeta.net.security.authorizer import Authorizer
-from kmeta.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +127,7 @@ class KafkaController:
         #: weak: the barrier of a refused event goes with its request's answer
         self.barriers: weakref.WeakSet[Barrier] = weakref.WeakSet()
         self.deletion = TopicDeletionManager(self)
+        self.admin = AdminManager(self, self.deletion)
         self.elections = ReplicaElectionManager(self)
         self.reassignments = ReassignmentManager(self)
         self.configs = TopicConfigManager(self)
@@ -279,6 +275,15 @@ class KafkaController:
             return set(targets)
         return {forwarder} & set(targets) if forwarder is not None else set()
 
+    def reachable(self, broker_id: int) -> bool:
+        """Alive, with a channel, and no fault dropping its requests: a request sent to it
+        can be answered."""
+        return (
+            self.state.is_alive(broker_id)
+            and self.channel.has_broker(broker_id)
+            and not self.faults.drops(broker_id)
+        )
+
     def say_once(self, *key: object) -> bool:
         """True the first time ``key`` is seen (bounded: forgets all after 10,000 keys)."""
         if key in self._said:
@@ -338,109 +343,3 @@ class KafkaController:
             um_type=UM_FULL,
         )
         self.deletion.resume()  # Kafka resumes the topics still under /admin/delete_topics
-
-    # -- admin ------------------------------------------------------------------------------------
-    def create_topics(
-        self, topics: Any, validate_only: bool, forwarder: int | None
-    ) -> tuple[list[TopicPlan], dict[str, uuid.UUID], Barrier | None]:
-        plans = plan_create_topics(
-            topics,
-            self.state,
-            default_partitions=self.config.default_partitions,
-            default_replication_factor=self.config.default_replication_factor,
-            max_partitions=self.config.max_partitions_per_topic,
-        )
-        configs = self._creation_configs(topics, plans)
-        ok = [p for p in plans if p.error == 0]
-        if validate_only or not ok:
-            return plans, {}, None
-        ids: dict[str, uuid.UUID] = {}
-        new_tps: list[TopicPartition] = []
-        with self.store.transaction():
-            for plan in ok:
-                info = TopicInfo(plan.name, uuid.uuid4())
-                for p, replicas in sorted(plan.assignment.items()):
-                    live = tuple(r for r in replicas if self.state.is_alive(r))
-                    leader = live[0] if live else -1
-                    info.partitions[p] = PartitionState(
-                        tuple(replicas), live or tuple(replicas[:1]), leader
-                    )
-                    new_tps.append((plan.name, p))
-                self.state.topics[plan.name] = info
-                ids[plan.name] = info.topic_id
-                self.store.put_topic(info)
-                self.store.put_partitions(plan.name, info.partitions.items())
-                info.configs = configs.get(plan.name, {})
-                if info.configs:
-                    self.store.put_topic_configs(plan.name, info.configs)
-        barrier = self._announce(new_tps, forwarder)
-        return plans, ids, barrier
-
-    @staticmethod
-    def _creation_configs(topics: Any, plans: list[TopicPlan]) -> dict[str, dict[str, str]]:
-        """The valid plans' configs as kept; a plan with a config Kafka's LogConfig rejects
-        fails with INVALID_CONFIG (Kafka's message), as ZkAdminManager.createTopics."""
-        given = {t.name: t.configs for t in topics}
-        out: dict[str, dict[str, str]] = {}
-        for plan in plans:
-            entries = given.get(plan.name) or ()
-            if plan.error != 0 or not entries:
-                continue
-            nulls = [c.name for c in entries if c.value is None]
-            if nulls:
-                message = f"Null value not supported for topic configs: {','.join(nulls)}"
-                plan.fail(ErrorCode.INVALID_CONFIG, message)
-                continue
-            try:
-                out[plan.name] = validate({c.name: c.value for c in entries})
-            except ConfigError as exc:
-                plan.fail(ErrorCode.INVALID_CONFIG, str(exc))
-        return out
-
-    def _announce(self, tps: list[TopicPartition], forwarder: int | None) -> Barrier:
-        barrier = Barrier(self.barriers)
-        lair = [(self.state.partition(tp).replicas, tp, True) for tp in tps]
-        targets = self.send(
-            um_to=self.state.live_broker_ids(), um_partitions=tps, lair=lair, barrier=barrier
-        )
-        return barrier.arm(self.propagation_targets(targets, forwarder))
-
-    def create_partitions(
-        self, topics: Any, validate_only: bool, forwarder: int | None
-    ) -> tuple[list[TopicPlan], Barrier | None]:
-        plans = plan_create_partitions(
-            topics, self.state, max_partitions=self.config.max_partitions_per_topic
-        )
-        ok = [p for p in plans if p.error == 0]
-        if validate_only or not ok:
-            return plans, None
-        new_tps: list[TopicPartition] = []
-        with self.store.transaction():
-            for plan in ok:
-                info = self.state.topics[plan.name]
-                added = []
-                for p, replicas in sorted(plan.assignment.items()):
-                    live = tuple(r for r in replicas if self.state.is_alive(r))
-                    st = PartitionState(
-                        tuple(replicas), live or tuple(replicas[:1]), live[0] if live else -1
-                    )
-                    info.partitions[p] = st
-                    added.append((p, st))
-                    new_tps.append((plan.name, p))
-                self.store.put_partitions(plan.name, added)
-        return plans, self._announce(new_tps, forwarder)
-
-    def delete_topics(self, names: list[str], forwarder: int | None) -> Barrier:
-        """DeleteTopics event (see :mod:`kmeta.controller.deletion`).
-
-        Barrier on: the answer waits until the live brokers acked the leader -2 update and
-        every live replica its StopReplica, and the removal is committed, so the name can be
-        created again right away. Off: the forwarding broker's UpdateMetadata ack."""
-        names = [n for n in names if n not in self.state.deleting]
-        barrier: Barrier = (
-            DeletionBarrier(self.barriers, ())
-            if self.config.propagation_barrier
-            else Barrier(self.barriers)
-        )
-        targets = self.deletion.start(names, barrier) if names else []
-        return barrier.arm(self.propagation_targets(targets, forwarder))

@@ -28,14 +28,12 @@ import asyncio
 import functools
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kmeta.controller.barrier import Barrier, DeletionBarrier
+from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import TopicPartition
 from kmeta.controller.store import STORE_RETRY_S
-
-if TYPE_CHECKING:
-    from kmeta.controller.controller import KafkaController
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +42,8 @@ _Done = tuple[list[tuple[str, int]], list[str]]
 
 
 class TopicDeletionManager:
-    def __init__(self, controller: KafkaController) -> None:
-        self.c = controller
+    def __init__(self, host: ControllerHost) -> None:
+        self.host = host
         #: topic -> broker -> partitions whose StopReplica(delete) is not acknowledged yet
         self.pending: dict[str, dict[int, set[int]]] = {}
         #: topics whose refused removal is to be retried (one retry scheduled at a time)
@@ -56,7 +54,7 @@ class TopicDeletionManager:
         """Mark ``names`` (inside the caller's event), send leader -2 and StopReplica.
 
         Returns the brokers the UpdateMetadata went to."""
-        c = self.c
+        c = self.host
         unmarked = [n for n in names if n not in c.state.deleting]  # (resume: marked already)
         if unmarked:
             with c.store.transaction():
@@ -73,7 +71,7 @@ class TopicDeletionManager:
             self.pending[name] = by_broker
         stops = self.stops_for(names)
         if isinstance(barrier, DeletionBarrier):  # (barrier off: the forwarder's UM ack only)
-            barrier.stops = {(tp[0], bs[0]) for bs, tp, _ in stops if self._sendable(bs[0])}
+            barrier.stops = {(tp[0], bs[0]) for bs, tp, _ in stops if c.reachable(bs[0])}
         targets = c.send(
             um_to=c.state.live_broker_ids(),
             um_partitions=tps,
@@ -85,17 +83,9 @@ class TopicDeletionManager:
         self._finish([n for n in names if not self.pending.get(n)])
         return targets
 
-    def _sendable(self, broker_id: int) -> bool:
-        c = self.c
-        return (
-            c.state.is_alive(broker_id)
-            and c.channel.has_broker(broker_id)
-            and not c.faults.drops(broker_id)
-        )
-
     def resume(self) -> None:
         """Controller start: topics still marked are deleted again from the beginning."""
-        names = sorted(self.c.state.deleting)
+        names = sorted(self.host.state.deleting)
         if names:
             log.info("resuming the deletion of %d topic(s)", len(names))
             self.start(names, None)
@@ -114,14 +104,14 @@ class TopicDeletionManager:
     def resume_for(self, broker_id: int) -> None:
         """``broker_id`` registered again: the StopReplica(delete) that waited for it go out
         (Kafka: resumeDeletionForTopics)."""
-        self.c.send(
+        self.host.send(
             stop=self.stops_for(broker_id=broker_id), stop_callback=self.stop_replica_answered
         )
 
     # -- answers ------------------------------------------------------------------------------
     def stop_replica_answered(self, response: Any, broker_id: int) -> None:
         """Channel callback (outside any event): count the answer in an event of its own."""
-        c = self.c
+        c = self.host
         fn = functools.partial(self._on_answer, broker_id, response)
         c.enqueue("TopicDeletionStopReplicaResponseReceived", fn).add_done_callback(self._committed)
 
@@ -167,7 +157,7 @@ class TopicDeletionManager:
         if future.cancelled() or future.exception() is not None:
             return
         done, finished = future.result()
-        barriers = [b for b in list(self.c.barriers) if isinstance(b, DeletionBarrier)]
+        barriers = [b for b in list(self.host.barriers) if isinstance(b, DeletionBarrier)]
         for barrier in barriers:
             for name, broker_id in done:
                 barrier.stop_done(name, broker_id)
@@ -178,7 +168,7 @@ class TopicDeletionManager:
         """The controller reloaded its state after a refused commit: deletions that were not
         kept are forgotten; a removal that was not kept (every replica had answered) is
         retried after STORE_RETRY_S. The acknowledgements counted stay: they happened."""
-        deleting = self.c.state.deleting
+        deleting = self.host.state.deleting
         for name in [n for n in self.pending if n not in deleting]:
             del self.pending[name]
         unfinished = sorted(
@@ -192,7 +182,7 @@ class TopicDeletionManager:
             asyncio.get_running_loop().call_later(STORE_RETRY_S, retry)
 
     def _retry_finish(self, names: list[str]) -> None:
-        c = self.c
+        c = self.host
         self._retrying.difference_update(names)
 
         def finish() -> _Done:
@@ -206,7 +196,7 @@ class TopicDeletionManager:
         """Every replica answered: the topics go from the state and the store."""
         if not names:
             return
-        c = self.c
+        c = self.host
         with c.store.transaction():
             for name in names:
                 c.store.delete_topic(name)

@@ -311,7 +311,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
     try:
         plans, ids, barrier = await c.enqueue(
             "TopicCreation",
-            lambda: c.create_topics(req.topics, req.validate_only, forwarder_of(ctx)),
+            lambda: c.admin.create_topics(req.topics, req.validate_only, forwarder_of(ctx)),
         )
     except StorageError as exc:
         return ct.CreateTopicsResponse(
@@ -413,7 +413,7 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
             seen[name] = len(results)
             results.append((name, state.topics[name].topic_id, 0, None))
         names = [r[0] for r in results if r[2] == 0 and r[0] is not None]
-        barrier = c.delete_topics(names, forwarder_of(ctx)) if names else None
+        barrier = c.admin.delete_topics(names, forwarder_of(ctx)) if names else None
         return results, barrier
 
     try:
@@ -460,7 +460,7 @@ async def create_partitions(ctx: RequestContext, req: Any) -> Any:
         refusal = _too_large(len(req.topics), asked, cfg.max_partitions_per_request)
         if refusal is not None:
             return refusal, [], None
-        plans, barrier = c.create_partitions(req.topics, req.validate_only, forwarder_of(ctx))
+        plans, barrier = c.admin.create_partitions(req.topics, req.validate_only, forwarder_of(ctx))
         return None, plans, barrier
 
     refused_with = ErrorCode.POLICY_VIOLATION

@@ -32,6 +32,9 @@ class ControllerHost(Protocol):
     def enqueue(self, name: str, fn: Callable[[], Any]) -> asyncio.Future[Any]:
         """Queue a controller event; the future gets fn's result once its writes are durable."""
 
+    def reachable(self, broker_id: int) -> bool:
+        """Alive, with a channel, and no fault dropping its requests."""
+
     def say_once(self, *key: object) -> bool:
         """True the first time ``key`` is seen (to log a retried refusal once)."""
 

@@ -1,0 +1,136 @@
+"""AdminManager: the topic operations brokers forward (CreateTopics, CreatePartitions,
+DeleteTopics), each run inside its controller event.
+
+As Kafka's ZkAdminManager: the request is planned (:mod:`kmeta.controller.admin`), the valid
+part written to the store and memory, then announced: LeaderAndIsr to the new partitions'
+replicas and UpdateMetadata to every live broker. Deletion is handed to the
+TopicDeletionManager. Each returns the propagation barrier the answer waits on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Protocol
+
+from kmeta.controller.admin import TopicPlan, plan_create_partitions, plan_create_topics
+from kmeta.controller.barrier import Barrier, DeletionBarrier
+from kmeta.controller.host import ControllerHost
+from kmeta.controller.model import PartitionState, TopicInfo, TopicPartition
+from kmeta.metadata.log_config import ConfigError, validate
+from kmeta.protocol.errors import ErrorCode
+
+
+class TopicDeleter(Protocol):
+    def start(self, names: list[str], barrier: Barrier | None) -> list[int]:
+        """Mark ``names`` for deletion and send their requests; the brokers UM went to."""
+
+
+class AdminManager:
+    def __init__(self, host: ControllerHost, deletion: TopicDeleter) -> None:
+        self.host = host
+        self.deletion = deletion
+
+    def create_topics(
+        self, topics: Any, validate_only: bool, forwarder: int | None
+    ) -> tuple[list[TopicPlan], dict[str, uuid.UUID], Barrier | None]:
+        plans = plan_create_topics(
+            topics,
+            self.host.state,
+            default_partitions=self.host.config.default_partitions,
+            default_replication_factor=self.host.config.default_replication_factor,
+            max_partitions=self.host.config.max_partitions_per_topic,
+        )
+        configs = self._creation_configs(topics, plans)
+        ok = [p for p in plans if p.error == 0]
+        if validate_only or not ok:
+            return plans, {}, None
+        ids: dict[str, uuid.UUID] = {}
+        new_tps: list[TopicPartition] = []
+        with self.host.store.transaction():
+            for plan in ok:
+                info = TopicInfo(plan.name, uuid.uuid4())
+                for p, replicas in sorted(plan.assignment.items()):
+                    live = tuple(r for r in replicas if self.host.state.is_alive(r))
+                    leader = live[0] if live else -1
+                    info.partitions[p] = PartitionState(
+                        tuple(replicas), live or tuple(replicas[:1]), leader
+                    )
+                    new_tps.append((plan.name, p))
+                self.host.state.topics[plan.name] = info
+                ids[plan.name] = info.topic_id
+                self.host.store.put_topic(info)
+                self.host.store.put_partitions(plan.name, info.partitions.items())
+                info.configs = configs.get(plan.name, {})
+                if info.configs:
+                    self.host.store.put_topic_configs(plan.name, info.configs)
+        barrier = self._announce(new_tps, forwarder)
+        return plans, ids, barrier
+
+    @staticmethod
+    def _creation_configs(topics: Any, plans: list[TopicPlan]) -> dict[str, dict[str, str]]:
+        """The valid plans' configs as kept; a plan with a config Kafka's LogConfig rejects
+        fails with INVALID_CONFIG (Kafka's message), as ZkAdminManager.createTopics."""
+        given = {t.name: t.configs for t in topics}
+        out: dict[str, dict[str, str]] = {}
+        for plan in plans:
+            entries = given.get(plan.name) or ()
+            if plan.error != 0 or not entries:
+                continue
+            nulls = [c.name for c in entries if c.value is None]
+            if nulls:
+                message = f"Null value not supported for topic configs: {','.join(nulls)}"
+                plan.fail(ErrorCode.INVALID_CONFIG, message)
+                continue
+            try:
+                out[plan.name] = validate({c.name: c.value for c in entries})
+            except ConfigError as exc:
+                plan.fail(ErrorCode.INVALID_CONFIG, str(exc))
+        return out
+
+    def _announce(self, tps: list[TopicPartition], forwarder: int | None) -> Barrier:
+        barrier = Barrier(self.host.barriers)
+        lair = [(self.host.state.partition(tp).replicas, tp, True) for tp in tps]
+        targets = self.host.send(
+            um_to=self.host.state.live_broker_ids(), um_partitions=tps, lair=lair, barrier=barrier
+        )
+        return barrier.arm(self.host.propagation_targets(targets, forwarder))
+
+    def create_partitions(
+        self, topics: Any, validate_only: bool, forwarder: int | None
+    ) -> tuple[list[TopicPlan], Barrier | None]:
+        plans = plan_create_partitions(
+            topics, self.host.state, max_partitions=self.host.config.max_partitions_per_topic
+        )
+        ok = [p for p in plans if p.error == 0]
+        if validate_only or not ok:
+            return plans, None
+        new_tps: list[TopicPartition] = []
+        with self.host.store.transaction():
+            for plan in ok:
+                info = self.host.state.topics[plan.name]
+                added = []
+                for p, replicas in sorted(plan.assignment.items()):
+                    live = tuple(r for r in replicas if self.host.state.is_alive(r))
+                    st = PartitionState(
+                        tuple(replicas), live or tuple(replicas[:1]), live[0] if live else -1
+                    )
+                    info.partitions[p] = st
+                    added.append((p, st))
+                    new_tps.append((plan.name, p))
+                self.host.store.put_partitions(plan.name, added)
+        return plans, self._announce(new_tps, forwarder)
+
+    def delete_topics(self, names: list[str], forwarder: int | None) -> Barrier:
+        """DeleteTopics event (see :mod:`kmeta.controller.deletion`).
+
+        Barrier on: the answer waits until the live brokers acked the leader -2 update and
+        every live replica its StopReplica, and the removal is committed, so the name can be
+        created again right away. Off: the forwarding broker's UpdateMetadata ack."""
+        names = [n for n in names if n not in self.host.state.deleting]
+        barrier: Barrier = (
+            DeletionBarrier(self.host.barriers, ())
+            if self.host.config.propagation_barrier
+            else Barrier(self.host.barriers)
+        )
+        targets = self.deletion.start(names, barrier) if names else []
+        return barrier.arm(self.host.propagation_targets(targets, forwarder))
