@@ -212,3 +212,24 @@ async def test_config_and_cluster_admin_apis(client):
     named = await client.call(ALICE, dtp.DescribeTopicPartitionsRequest(version=0, topics=(dtp.TopicRequest("secret"), dtp.TopicRequest("pay-2"))))
     assert [(t.name, t.error_code) for t in named.topics] == [("pay-2", 0), ("secret", E.TOPIC_AUTHORIZATION_FAILED)]
     assert named.topics[0].topic_authorized_operations == (1 << Op.DESCRIBE) | (1 << Op.DELETE)
+
+
+async def test_wildcards_and_deny_on_the_apis(client):
+    # carol: DESCRIBE on every topic (LITERAL "*"), but a DENY on "secret" wins
+    await client.grant("User:carol", Op.DESCRIBE, "*")
+    deny = ca.AclCreation(TOPIC, "secret", LITERAL, "User:carol", "*", Op.ALL, 2)
+    assert (await client.call(ADMIN, ca.CreateAclsRequest(version=3, creations=(deny,)))).results[0].error_code == 0
+    seen = await client.call(CAROL, metadata(ops=False))
+    assert sorted(t.name for t in seen.topics) == ["pay-1", "pay-2"]
+    named = await client.call(CAROL, metadata(["secret"], ops=False))
+    assert named.topics[0].error_code == E.TOPIC_AUTHORIZATION_FAILED
+    # everyone (User:*) may create topics starting with "shared-" (PREFIXED), nothing else
+    await client.grant("User:*", Op.CREATE, "shared-", PREFIXED)
+    answer = await client.create(CAROL, "shared-1", "private-1")
+    assert answer == {"shared-1": (0, None), "private-1": (E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")}
+    # a host other than the client's (127.0.0.1) grants nothing
+    await client.grant("User:dave", Op.DESCRIBE, "*")
+    host_only = ca.AclCreation(TOPIC, "*", LITERAL, "User:erin", "10.1.2.3", Op.DESCRIBE, ALLOW)
+    assert (await client.call(ADMIN, ca.CreateAclsRequest(version=3, creations=(host_only,)))).results[0].error_code == 0
+    assert len((await client.call(user("dave"), metadata(ops=False))).topics) == 4
+    assert (await client.call(user("erin"), metadata(ops=False))).topics == ()
