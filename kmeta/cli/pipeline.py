@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -27,6 +29,20 @@ def require_input(path: str, option: str) -> None:
         return
     if not (os.path.exists(path) or glob.glob(path)):
         raise click.ClickException(f"{option} {path}: no such file or directory")
+
+
+@contextlib.contextmanager
+def input_errors(option: str, path: str) -> Iterator[None]:
+    """An input Spark cannot read as the given format (CSV given as Parquet, a directory of
+    something else, required columns missing) is the user's mistake: one line, not Spark's
+    Java stack trace."""
+    from kmeta.pipeline.session import UnreadableInput, unreadable_input
+
+    try:
+        with unreadable_input():
+            yield
+    except UnreadableInput as exc:
+        raise click.ClickException(f"{option} {path}: {exc}") from None
 
 
 @click.group("pipeline")
@@ -99,7 +115,7 @@ def plan_cmd(
     from kmeta.pipeline.plan_job import run_plan
     from kmeta.pipeline.session import spark_session
 
-    with spark_session("kmeta-plan", master) as spark:
+    with spark_session("kmeta-plan", master) as spark, input_errors("--input", input_path):
         summary = run_plan(spark, config)
     click.echo(json.dumps({k: v for k, v in summary.items() if k != "brokers"}, indent=2))
     warned = summary["accepted_rows_with_warnings"]
@@ -143,7 +159,7 @@ def analyze_cmd(logs: str, bench: tuple[str, ...], out: str, fmt: str, master: s
         log_paths(logs)  # before Spark starts
     except FileNotFoundError as exc:
         raise click.ClickException(f"--logs: {exc}") from None
-    with spark_session("kmeta-analyze", master) as spark:
+    with spark_session("kmeta-analyze", master) as spark, input_errors("--logs", logs):
         summary = run_analyze(spark, config)
     click.echo(
         f"{summary['updates']} updates, {summary['malformed_lines']} malformed line(s); "

@@ -18,14 +18,22 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from py4j.protocol import Py4JJavaError
 from pyspark import SparkContext
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 DEFAULT_SHUFFLE_PARTITIONS = 8
 
-# Errors only, on stderr: Spark's INFO/WARN chatter would bury the job's own output.
+# Errors only, on stderr: Spark's INFO/WARN chatter would bury the job's own output. A failed
+# task is not logged (its stack trace twice over): the failure reaches the driver as the job's
+# exception, and the CLI reports it.
 _LOG4J2 = """\
 rootLogger.level = error
+logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = off
+logger.tasks.name = org.apache.spark.scheduler.TaskSetManager
+logger.tasks.level = off
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -40,6 +48,29 @@ def _log4j_file() -> str:
     if not path.exists() or path.read_text() != _LOG4J2:
         path.write_text(_LOG4J2)
     return path.as_uri()
+
+
+class UnreadableInput(Exception):
+    """Spark could not read the job's input as given (the message is one line)."""
+
+
+@contextlib.contextmanager
+def unreadable_input() -> Iterator[None]:
+    """Spark's analysis and read errors (and our own ValueErrors about the input's shape) as
+    :class:`UnreadableInput`, with the first line of the message only."""
+    try:
+        yield
+    except Py4JJavaError as exc:  # a failed job: the deepest Java cause says what was wrong
+        cause = exc.java_exception
+        while cause.getCause() is not None:
+            cause = cause.getCause()
+        raise UnreadableInput(_first_line(str(cause.getMessage() or cause.toString()))) from exc
+    except (PySparkException, ValueError) as exc:
+        raise UnreadableInput(_first_line(str(exc)) or type(exc).__name__) from exc
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0][:300] if text.strip() else ""
 
 
 def master_chosen_elsewhere() -> bool:

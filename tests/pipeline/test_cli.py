@@ -255,3 +255,26 @@ def test_missing_input_is_one_line_before_spark_starts(tmp_path: Path, args) -> 
     assert "missing.json" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert time.monotonic() - started < 8  # no JVM was started
+
+
+@pytest.mark.parametrize(
+    ("content", "fmt", "says"),
+    [
+        ("topic,partition,replicas\nt,0,\"[1]\"\n", "parquet", "--input "),  # not Parquet
+        ("topic,partition\nt,0\n", "csv", "required columns missing: replicas"),
+    ],
+)
+def test_an_input_spark_cannot_read_is_one_line(
+    spark, tmp_path: Path, content: str, fmt: str, says: str
+) -> None:
+    (tmp_path / "in.csv").write_text(content)
+    result = CliRunner().invoke(
+        cli,
+        ["pipeline", "plan", "--input", str(tmp_path / "in.csv"), "--format", fmt,
+         "--broker", "1", "--out", str(tmp_path / "out")],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"Error: --input {tmp_path / 'in.csv'}: ")
+    assert says in result.stderr
+    assert "Traceback" not in result.output
