@@ -233,3 +233,13 @@ async def test_wildcards_and_deny_on_the_apis(client):
     assert (await client.call(ADMIN, ca.CreateAclsRequest(version=3, creations=(host_only,)))).results[0].error_code == 0
     assert len((await client.call(user("dave"), metadata(ops=False))).topics) == 4
     assert (await client.call(user("erin"), metadata(ops=False))).topics == ()
+
+
+async def test_describe_cluster_reports_the_principals_cluster_operations(client):
+    from kmeta.protocol.messages import describe_cluster as dc
+
+    request = dc.DescribeClusterRequest(version=1, include_cluster_authorized_operations=True, endpoint_type=1)
+    assert (await client.call(BOB, request)).cluster_authorized_operations == 1 << Op.CREATE
+    assert (await client.call(CAROL, request)).cluster_authorized_operations == 0
+    everything = (await client.call(ADMIN, request)).cluster_authorized_operations
+    assert everything == sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))

@@ -13,7 +13,8 @@ snapshot like Metadata:
 * Endpoint type (v1, KIP-919): this is a broker endpoint. BROKERS (1) is answered;
   CONTROLLERS (2) gets MISMATCHED_ENDPOINT_TYPE and any other value UNSUPPORTED_ENDPOINT_TYPE,
   each with Kafka's message and no brokers (v0 cannot ask: the field defaults to 1).
-* Cluster authorized operations, when asked for: everything (no authorizer), as Kafka does.
+* Cluster authorized operations, when asked for: everything (no authorizer), as Kafka does;
+  with an authorizer, the principal's. (Kafka checks nothing else here.)
 
 Versions: v0 first version (KIP-700), flexible; v1 endpoint type (KIP-919).
 """
@@ -24,6 +25,8 @@ from typing import Any
 
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import CLUSTER_NAME, ResourceType
+from kmeta.net.security.authorizer import authorizer_of, client_host
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_cluster as dc
@@ -65,10 +68,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=snap.cluster_id or "",
         controller_id=controller if controller is not None and controller in listed else -1,
         brokers=brokers,
-        cluster_authorized_operations=(
-            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else OPERATIONS_NOT_ASKED
-        ),
+        cluster_authorized_operations=_operations(ctx) if request.include_cluster_authorized_operations else OPERATIONS_NOT_ASKED,
     )
+
+
+def _operations(ctx: RequestContext) -> int:
+    """Every cluster operation without an authorizer; else the principal's (Kafka's
+    authorizedOperations on the cluster resource)."""
+    authorizer = authorizer_of(ctx)
+    if authorizer is None:
+        return CLUSTER_OPERATIONS
+    return authorizer.operations(ctx.principal, client_host(ctx.peer), ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def register(registry: HandlerRegistry) -> None:
