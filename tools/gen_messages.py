@@ -37,6 +37,10 @@ APIS = {
     "DescribeAcls": "describe_acls",
     "CreateAcls": "create_acls",
     "DeleteAcls": "delete_acls",
+    "SaslHandshake": "sasl_handshake",
+    "SaslAuthenticate": "sasl_authenticate",
+    "DescribeUserScramCredentials": "describe_user_scram_credentials",
+    "AlterUserScramCredentials": "alter_user_scram_credentials",
 }
 
 #: kmeta's own tagged fields, added to Kafka's structs (spec file -> struct -> fields). Tagged
@@ -59,6 +63,18 @@ KMETA_TAGGED = {
                  {"name": "Host", "type": "string", "versions": "6+"},
                  {"name": "Operation", "type": "int8", "versions": "6+"},
                  {"name": "PermissionType", "type": "int8", "versions": "6+"},
+             ]},
+            # the SCRAM credentials brokers verify SASL logins against, sent on every update
+            # (kmeta.net.security.scram): null = not said, a list = the whole set
+            {"name": "KmetaScramCredentials", "type": "[]KmetaScramCredential", "versions": "6+",
+             "nullableVersions": "6+", "default": "null", "tag": 10002, "taggedVersions": "6+",
+             "fields": [
+                 {"name": "Name", "type": "string", "versions": "6+"},
+                 {"name": "Mechanism", "type": "int8", "versions": "6+"},
+                 {"name": "Salt", "type": "bytes", "versions": "6+"},
+                 {"name": "StoredKey", "type": "bytes", "versions": "6+"},
+                 {"name": "ServerKey", "type": "bytes", "versions": "6+"},
+                 {"name": "Iterations", "type": "int32", "versions": "6+"},
              ]},
         ],
         "UpdateMetadataTopicState": [

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from kmeta.net.security.authorizer import AuthorizerConfig, parse_super_users
+from kmeta.net.security.sasl import MECHANISMS, parse_mechanisms
 from kmeta.net.tls import CLIENT_AUTH, TlsConfig, parse_protocol_map
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,7 +47,14 @@ def tls_options(fn: F) -> F:
         click.option(
             "--listener-security-protocol-map",
             default="",
-            help="LISTENER:PROTOCOL,... e.g. CONTROL:SSL (SSL://host:port needs no entry).",
+            help="LISTENER:PROTOCOL,... with PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, e.g. "
+            "CONTROL:SASL_PLAINTEXT (SSL://host:port needs no entry).",
+        ),
+        click.option(
+            "--sasl-enabled-mechanisms",
+            default=",".join(MECHANISMS),
+            show_default=True,
+            help="SASL mechanisms of SASL_PLAINTEXT / SASL_SSL listeners.",
         ),
         click.option("--ssl-certfile", default=None, help="PEM certificate (chain) of this node."),
         click.option("--ssl-keyfile", default=None, help="PEM private key (default: in certfile)."),
@@ -73,6 +81,7 @@ def tls_fields(options: dict[str, Any]) -> dict[str, Any]:
         "listener_security_protocol_map": parse_protocol_map(
             options.pop("listener_security_protocol_map")
         ),
+        "sasl_enabled_mechanisms": parse_mechanisms(options.pop("sasl_enabled_mechanisms")),
         "tls": TlsConfig(
             certfile=options.pop("ssl_certfile"),
             keyfile=options.pop("ssl_keyfile"),

@@ -8,7 +8,8 @@ from kmeta.controller.faults import parse_fault
 from kmeta.metadata.addresses import parse_listener
 from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
-from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol
+from kmeta.net.security.sasl import MECHANISMS
+from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol, uses_tls
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 
@@ -39,6 +40,8 @@ class ControllerConfig:
     #: our certificate (SSL listeners; presented to brokers whose control listener is SSL),
     #: the CA that verifies brokers and, with client auth, the brokers' certificates
     tls: TlsConfig = NO_TLS
+    #: sasl.enabled.mechanisms of our SASL_PLAINTEXT / SASL_SSL listeners
+    sasl_enabled_mechanisms: tuple[str, ...] = MECHANISMS
     #: serve /metrics and /status over HTTP on this port (0: the OS picks); None: metrics off
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
@@ -64,7 +67,7 @@ class ControllerConfig:
             raise ValueError("at least one listener is required")
         for item in self.listeners:
             name = parse_listener(item)[0]
-            if self.security_protocol(name) and self.tls.certfile is None:
+            if uses_tls(self.security_protocol(name)) and self.tls.certfile is None:
                 raise ValueError(f"listener {name} is SSL: an ssl certificate file is required")
         if (
             self.session_timeout_ms <= 0
@@ -89,7 +92,8 @@ class ControllerConfig:
             )
 
     def security_protocol(self, listener: str) -> int:
-        """Kafka's security protocol id of one of our listeners (0 PLAINTEXT, 1 SSL)."""
+        """Kafka's security protocol id of one of our listeners (0 PLAINTEXT, 1 SSL, 2
+        SASL_PLAINTEXT, 3 SASL_SSL)."""
         return security_protocol(listener, self.listener_security_protocol_map)
 
     @property

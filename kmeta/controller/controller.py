@@ -57,10 +57,12 @@ from kmeta.controller.request_batch import (
     BatchContext,
     ControllerBrokerRequestBatch,
 )
+from kmeta.controller.scram_users import ScramUserManager
 from kmeta.controller.state_log import StateChangeLog
 from kmeta.controller.store import STORE_RETRY_S, ControllerStore
 from kmeta.controller.topic_configs import TopicConfigManager
 from kmeta.net.security.authorizer import Authorizer
+from kmeta.net.security.scram import ScramCredentials
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +137,10 @@ class KafkaController:
         self.brokers = BrokerLifecycleManager(
             self, self.channel, self.faults, self.deletion, self.reassignments
         )
+        #: SCRAM credentials (kmeta.controller.scram_users): our SASL listeners verify against
+        #: them and every UpdateMetadata carries them to the brokers
+        self.credentials = ScramCredentials()
+        self.scram_users = ScramUserManager(self, self.credentials)
         self._update_id = 0
         self._event_update_id = 0
         self.epoch = 0
@@ -145,6 +151,7 @@ class KafkaController:
     async def start(self) -> None:
         self.epoch = self.store.bump_controller_epoch()
         self.state = self.store.load()
+        self.credentials.replace(self.store.load_scram_credentials())
         self.state.controller_epoch = self.epoch
         self.state_log.controller_epoch = self.epoch
         log.info("controller %d starting with epoch %d", self.config.node_id, self.epoch)
@@ -178,6 +185,7 @@ class KafkaController:
         """A refused or failed event: memory becomes the store's state again (the events'
         requests were dropped unsent, so brokers still hold what the store holds)."""
         self.state = self.store.load()
+        self.credentials.replace(self.store.load_scram_credentials())
         self.state.controller_epoch = self.epoch
         self.brokers.reloaded()
         self.deletion.reloaded()
@@ -217,6 +225,7 @@ class KafkaController:
                 self.epoch,
                 self.config.node_id,
                 self.reassignments.current,
+                self.credentials,
             )
         )
 

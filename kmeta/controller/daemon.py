@@ -27,7 +27,9 @@ from kmeta.net.listener import Listener
 from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.metrics import DaemonMetrics
 from kmeta.net.metrics_http import MetricsServer
+from kmeta.net.security.sasl import sasl_gate
 from kmeta.net.serving import ConnectionLimits
+from kmeta.net.tls import uses_sasl, uses_tls
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +75,16 @@ class ControllerDaemon:
                     registry=registry,
                     state=self.controller,
                     limits=ConnectionLimits(max_queued_requests=1024),
-                    ssl=config.tls.server_context(name) if config.security_protocol(name) else None,
+                    ssl=config.tls.server_context(name)
+                    if uses_tls(config.security_protocol(name))
+                    else None,
                     pool=pool,
                 )
             )
+            if uses_sasl(config.security_protocol(name)):
+                self.listeners[-1].hooks = self.listeners[-1].hooks.with_gate(
+                    sasl_gate(config.sasl_enabled_mechanisms, self.controller.credentials)
+                )
 
         #: /metrics and /status (only with config.metrics_port)
         self.metrics_server: MetricsServer | None = None

@@ -90,6 +90,10 @@ API_MODULES: tuple[str, ...] = (
     "incremental_alter_configs",
     "create_acls",
     "delete_acls",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 )
 
 

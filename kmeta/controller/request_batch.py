@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from kmeta.controller.channel_manager import Callback, ControllerChannelManager
 from kmeta.controller.model import LEADER_DURING_DELETE, ClusterState, TopicPartition
 from kmeta.net.connection import api_of_instance
+from kmeta.net.security.scram import MECHANISM_IDS, ScramCredentials
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
@@ -94,6 +95,9 @@ class BatchContext:
     controller_id: int
     #: the partitions being reassigned (their adding/removing replicas go in LeaderAndIsr)
     reassigning: Mapping[TopicPartition, AddingRemoving] = field(default_factory=dict)
+    #: every UpdateMetadata carries the whole credential set (kmeta_scram_credentials), so a
+    #: broker that (re)registers holds it from its first full update on
+    credentials: ScramCredentials | None = None
 
 
 class ControllerBrokerRequestBatch:
@@ -318,7 +322,14 @@ class ControllerBrokerRequestBatch:
             topic_states=topic_states,
             live_brokers=self.live_brokers(),
             kmeta_acls=self._acls() if self._with_acls or um_type == UM_FULL else None,
-        )
+            kmeta_scram_credentials=None if ctx.credentials is None else tuple(
+                um.KmetaScramCredential(
+                    user, MECHANISM_IDS[c.mechanism], c.salt, c.stored_key, c.server_key,
+                    c.iterations,
+                )
+                for user, c in ctx.credentials.items()
+            ),
+        )  # fmt: skip
         topics = list(by_topic)
         targets = sorted(self._um_brokers)
         epochs = {b: self._broker_epoch(b) for b in targets}

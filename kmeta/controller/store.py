@@ -32,6 +32,7 @@ from kmeta.controller.model import (
     TopicInfo,
 )
 from kmeta.net.security.acl import AclBinding
+from kmeta.net.security.scram import ScramCredential
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -108,6 +109,7 @@ class ControllerStore:
             self._db.executescript(_REASSIGNMENTS_SCHEMA)
             self._db.executescript(_TOPIC_CONFIGS_SCHEMA)
             self._db.executescript(_ACLS_SCHEMA)
+            self._db.executescript(_SCRAM_CREDENTIALS_SCHEMA)
         except sqlite3.Error as exc:
             raise _storage_error(exc, f"opening {self.path}") from exc
         self._in_tx = False
@@ -428,6 +430,32 @@ class ControllerStore:
             [tuple(b) for b in bindings],
         )
 
+    # -- SCRAM credentials (Kafka's /config/users/<user>: salted, never the password) ----------
+    def put_scram_credential(self, user: str, credential: ScramCredential) -> None:
+        self._flush()
+        c = credential
+        self._db.execute(
+            "INSERT OR REPLACE INTO scram_credentials VALUES(?, ?, ?, ?, ?, ?)",
+            (user, c.mechanism, c.salt, c.stored_key, c.server_key, c.iterations),
+        )
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None:
+        self._flush()
+        self._db.execute(
+            "DELETE FROM scram_credentials WHERE user = ? AND mechanism = ?", (user, mechanism)
+        )
+
+    def load_scram_credentials(self) -> list[tuple[str, ScramCredential]]:
+        try:
+            self._flush()
+            rows = self._db.execute("SELECT * FROM scram_credentials").fetchall()
+        except sqlite3.Error as exc:
+            raise _storage_error(exc, "read") from exc
+        return [
+            (user, ScramCredential(mech, bytes(salt), bytes(stored), bytes(server), iterations))
+            for user, mech, salt, stored, server, iterations in rows
+        ]
+
 
 _ACLS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS acls (
@@ -436,6 +464,13 @@ CREATE TABLE IF NOT EXISTS acls (
     permission_type INTEGER NOT NULL,
     PRIMARY KEY (resource_type, resource_name, pattern_type, principal, host, operation,
                  permission_type)) WITHOUT ROWID;
+"""
+
+_SCRAM_CREDENTIALS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS scram_credentials (
+    user TEXT NOT NULL, mechanism TEXT NOT NULL, salt BLOB NOT NULL, stored_key BLOB NOT NULL,
+    server_key BLOB NOT NULL, iterations INTEGER NOT NULL,
+    PRIMARY KEY (user, mechanism)) WITHOUT ROWID;
 """
 
 _TOPIC_CONFIGS_SCHEMA = """

@@ -13,6 +13,10 @@ Used by a controller of a quorum (``kmeta controller --zookeeper``) once it is a
 * ``/admin/delete_topics/<t>``                     a deletion in progress
 * ``/config/topics/<t>``                           {"version":1,"config":{...}}
 * ``/kafka-acl-extended/<pattern>/<type>/<name>``  {"version":1,"acls":[...]}
+* ``/config/users/<user>``                         {"version":1,"config":{"SCRAM-SHA-512":
+                                                    "salt=..,stored_key=..,server_key=..,
+                                                    iterations=4096"}} (Kafka's
+                                                    ScramCredentialUtils format, base64)
 * ``/kmeta/meta/<key>``                            counters (the broker-epoch counter)
 
 Fencing (KafkaZkClient's MultiRequest with a CheckOp): every write is part of a multi-op that
@@ -34,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from base64 import b64decode, b64encode
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote, unquote
@@ -44,17 +49,21 @@ from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, Rolle
 from kmeta.controller.model import BrokerInfo, ClusterState, Endpoint, PartitionState, TopicInfo
 from kmeta.controller.store import StorageError
 from kmeta.net.security.acl import AclBinding
+from kmeta.net.security.scram import MECHANISM_IDS, ScramCredential
 
 CONTROLLER_EPOCH = "/controller_epoch"
 TOPICS = "/brokers/topics"
 BROKER_IDS = "/brokers/ids"
 DELETE_TOPICS = "/admin/delete_topics"
 TOPIC_CONFIGS = "/config/topics"
+USER_CONFIGS = "/config/users"
 ACLS = "/kafka-acl-extended"
 META = "/kmeta/meta"
 CLUSTER_ID = "/cluster/id"
 #: persistent paths every engine needs (Kafka's ZkData.PersistentZkPaths)
-PERSISTENT_PATHS = (BROKER_IDS, TOPICS, DELETE_TOPICS, TOPIC_CONFIGS, ACLS, META, "/cluster")
+PERSISTENT_PATHS = (
+    BROKER_IDS, TOPICS, DELETE_TOPICS, TOPIC_CONFIGS, USER_CONFIGS, ACLS, META, "/cluster"
+)  # fmt: skip
 
 #: one multi-op's bound: jute.maxbuffer (1 MiB) less room for the request's framing
 MAX_MULTI_BYTES = 900_000
@@ -457,6 +466,46 @@ class ZooKeeperStore:
 
     def put_acls(self, bindings: Iterable[AclBinding]) -> None:
         self._edit_acls(bindings, add=True)
+
+    # -- SCRAM credentials: /config/users/<user>, one entry per mechanism --------------------------
+    def _user_config(self, user: str) -> dict[str, str]:
+        data = self._get(f"{USER_CONFIGS}/{quote(user, safe='')}")
+        return dict(json.loads(data)["config"]) if data else {}
+
+    def _put_user_config(self, user: str, config: dict[str, str]) -> None:
+        path = f"{USER_CONFIGS}/{quote(user, safe='')}"
+        self._put(path, _dumps({"version": 1, "config": dict(sorted(config.items()))}) if config else _DELETED)
+
+    def put_scram_credential(self, user: str, credential: ScramCredential) -> None:
+        c = credential
+        config = self._user_config(user)
+        config[c.mechanism] = (
+            f"salt={b64encode(c.salt).decode()},stored_key={b64encode(c.stored_key).decode()},"
+            f"server_key={b64encode(c.server_key).decode()},iterations={c.iterations}"
+        )
+        self._put_user_config(user, config)
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None:
+        config = self._user_config(user)
+        config.pop(mechanism, None)
+        self._put_user_config(user, config)
+
+    def load_scram_credentials(self) -> list[tuple[str, ScramCredential]]:
+        out: list[tuple[str, ScramCredential]] = []
+        prefix = USER_CONFIGS + "/"
+        for path, data in self._view().items():
+            if not path.startswith(prefix) or not data:
+                continue
+            user = unquote(path[len(prefix) :])
+            for mechanism, text in json.loads(data)["config"].items():
+                if mechanism not in MECHANISM_IDS:
+                    continue
+                f = dict(part.split("=", 1) for part in text.split(","))
+                out.append((user, ScramCredential(
+                    mechanism, b64decode(f["salt"]), b64decode(f["stored_key"]),
+                    b64decode(f["server_key"]), int(f["iterations"]),
+                )))  # fmt: skip
+        return out
 
     def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
         self._edit_acls(bindings, add=False)

@@ -1,8 +1,10 @@
 """TLS for listeners and outbound connections, with the stdlib ``ssl`` module.
 
-* Security protocols follow Kafka's ids (PLAINTEXT 0, SSL 1). A listener's protocol comes from
-  its name (``SSL://...``) or from a ``listener.security.protocol.map``-style mapping
-  (``CONTROL:SSL``); SASL is not implemented and is refused at configuration time.
+* Security protocols follow Kafka's ids (PLAINTEXT 0, SSL 1, SASL_PLAINTEXT 2, SASL_SSL 3). A
+  listener's protocol comes from its name (``SSL://...``, ``SASL_SSL://...``) or from a
+  ``listener.security.protocol.map``-style mapping (``CONTROL:SASL_PLAINTEXT``). SSL and
+  SASL_SSL listeners speak TLS; SASL_PLAINTEXT and SASL_SSL ones authenticate with SASL
+  (:mod:`kmeta.net.security.sasl`).
 * :class:`TlsConfig` holds the file paths (certificate chain, key, CA bundle) and the client
   authentication policy, Kafka's ``ssl.client.auth``: ``none``, ``requested`` or ``required``.
   Each SSL listener gets its own server ``SSLContext`` (the policy may differ per listener: the
@@ -19,7 +21,12 @@ from dataclasses import dataclass
 
 PLAINTEXT = 0
 SSL = 1
-SECURITY_PROTOCOLS = {"PLAINTEXT": PLAINTEXT, "SSL": SSL}
+SASL_PLAINTEXT = 2
+SASL_SSL = 3
+SECURITY_PROTOCOLS = {
+    "PLAINTEXT": PLAINTEXT, "SSL": SSL, "SASL_PLAINTEXT": SASL_PLAINTEXT, "SASL_SSL": SASL_SSL
+}  # fmt: skip
+SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOLS.items()}
 CLIENT_AUTH = ("none", "requested", "required")
 
 _VERIFY = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -42,7 +49,8 @@ def parse_protocol_map(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def security_protocol(listener: str, protocol_map: tuple[tuple[str, str], ...] = ()) -> int:
-    """Kafka's id for ``listener``: the map's entry, else the name itself (SSL), else PLAINTEXT.
+    """Kafka's id for ``listener``: the map's entry, else the name itself (SSL, SASL_SSL, ...),
+    else PLAINTEXT.
 
     Kafka requires every non-protocol name to be mapped; we default such names (CONTROL,
     CONTROLLER, EXTERNAL) to PLAINTEXT so existing plaintext setups need no map.
@@ -50,9 +58,15 @@ def security_protocol(listener: str, protocol_map: tuple[tuple[str, str], ...] =
     mapped = dict(protocol_map).get(listener)
     if mapped is not None:
         return SECURITY_PROTOCOLS[mapped]
-    if listener.startswith("SASL"):
-        raise ValueError(f"listener {listener}: SASL is not supported")
     return SECURITY_PROTOCOLS.get(listener, PLAINTEXT)
+
+
+def uses_tls(protocol: int) -> bool:
+    return protocol in (SSL, SASL_SSL)
+
+
+def uses_sasl(protocol: int) -> bool:
+    return protocol in (SASL_PLAINTEXT, SASL_SSL)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,8 @@ class ErrorCode(enum.IntEnum):
     INVALID_TOPIC_EXCEPTION = 17
     TOPIC_AUTHORIZATION_FAILED = 29
     CLUSTER_AUTHORIZATION_FAILED = 31
+    UNSUPPORTED_SASL_MECHANISM = 33
+    ILLEGAL_SASL_STATE = 34
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
@@ -41,6 +43,7 @@ class ErrorCode(enum.IntEnum):
     SECURITY_DISABLED = 54
     POLICY_VIOLATION = 44
     KAFKA_STORAGE_ERROR = 56
+    SASL_AUTHENTICATION_FAILED = 58
     LISTENER_NOT_FOUND = 72
     FENCED_LEADER_EPOCH = 74
     TOPIC_DELETION_DISABLED = 73
@@ -50,6 +53,9 @@ class ErrorCode(enum.IntEnum):
     ELECTION_NOT_NEEDED = 84
     NO_REASSIGNMENT_IN_PROGRESS = 85
     THROTTLING_QUOTA_EXCEEDED = 89
+    RESOURCE_NOT_FOUND = 91
+    DUPLICATE_RESOURCE = 92
+    UNACCEPTABLE_CREDENTIAL = 93
     UNKNOWN_TOPIC_ID = 100
     DUPLICATE_BROKER_REGISTRATION = 101
     INCONSISTENT_TOPIC_ID = 103
@@ -77,6 +83,12 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.SECURITY_DISABLED: "Security features are disabled.",
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.UNSUPPORTED_SASL_MECHANISM: "The broker does not support the requested SASL mechanism.",
+    ErrorCode.ILLEGAL_SASL_STATE: "Request is not valid given the current SASL state.",
+    ErrorCode.SASL_AUTHENTICATION_FAILED: "SASL Authentication failed.",
+    ErrorCode.RESOURCE_NOT_FOUND: "A request illegally referred to a resource that does not exist.",
+    ErrorCode.DUPLICATE_RESOURCE: "A request illegally referred to the same resource twice.",
+    ErrorCode.UNACCEPTABLE_CREDENTIAL: "Requested credential would not meet criteria for acceptability.",
     ErrorCode.UNSUPPORTED_VERSION: "The version of API is not supported.",
     ErrorCode.TOPIC_ALREADY_EXISTS: "Topic with this name already exists.",
     ErrorCode.INVALID_PARTITIONS: "Number of partitions is below 1.",

@@ -15,6 +15,7 @@ from kmeta.protocol.errors import UnsupportedVersionError
 from kmeta.protocol.messages import (
     alter_configs,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     broker_heartbeat,
     broker_registration,
@@ -28,11 +29,14 @@ from kmeta.protocol.messages import (
     describe_cluster,
     describe_configs,
     describe_topic_partitions,
+    describe_user_scram_credentials,
     elect_leaders,
     incremental_alter_configs,
     leader_and_isr,
     list_partition_reassignments,
     metadata,
+    sasl_authenticate,
+    sasl_handshake,
     stop_replica,
     update_metadata,
 )
@@ -97,6 +101,18 @@ APIS: dict[int, Api] = {
             ApiKey.DESCRIBE_TOPIC_PARTITIONS,
             describe_topic_partitions.REQUEST,
             describe_topic_partitions.RESPONSE,
+        ),
+        Api(ApiKey.SASL_HANDSHAKE, sasl_handshake.REQUEST, sasl_handshake.RESPONSE),
+        Api(ApiKey.SASL_AUTHENTICATE, sasl_authenticate.REQUEST, sasl_authenticate.RESPONSE),
+        Api(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            describe_user_scram_credentials.REQUEST,
+            describe_user_scram_credentials.RESPONSE,
+        ),
+        Api(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            alter_user_scram_credentials.REQUEST,
+            alter_user_scram_credentials.RESPONSE,
         ),
     )
 }

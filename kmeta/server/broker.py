@@ -29,7 +29,9 @@ from kmeta.net.listener import Listener
 from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.metrics import DaemonMetrics
 from kmeta.net.metrics_http import MetricsServer
+from kmeta.net.security.sasl import sasl_gate
 from kmeta.net.serving import ConnectionLimits
+from kmeta.net.tls import uses_sasl, uses_tls
 from kmeta.server.config import BrokerConfig
 from kmeta.server.handlers import build_registry
 from kmeta.server.metrics import broker_metrics
@@ -76,13 +78,18 @@ class Broker:
                 limits=limits,
                 # one context per SSL listener: client auth may differ (mTLS on CONTROL)
                 ssl=config.tls.server_context(spec.name)
-                if config.security_protocol(spec.name)
+                if uses_tls(config.security_protocol(spec.name))
                 else None,
                 zero_copy=config.zero_copy,
                 pool=self.request_memory,
             )
             for spec in config.listeners
         ]
+        for lst in self.listeners:
+            if uses_sasl(config.security_protocol(lst.name)):
+                lst.hooks = lst.hooks.with_gate(
+                    sasl_gate(config.sasl_enabled_mechanisms, self.state.credentials)
+                )
         #: /metrics and /status (only with config.metrics_port; off: nothing is counted)
         self.metrics: DaemonMetrics | None = None
         self.metrics_server: MetricsServer | None = None

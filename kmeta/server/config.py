@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from kmeta.metadata.addresses import parse_listener
 from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
-from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol
+from kmeta.net.security.sasl import MECHANISMS
+from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol, uses_tls
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 
@@ -72,6 +73,8 @@ class BrokerConfig:
     listener_security_protocol_map: tuple[tuple[str, str], ...] = ()
     tls: TlsConfig = NO_TLS  # certificates for SSL listeners and the controller link
     controller_security_protocol: str = "PLAINTEXT"  # how we reach the controller
+    #: sasl.enabled.mechanisms of our SASL_PLAINTEXT / SASL_SSL listeners
+    sasl_enabled_mechanisms: tuple[str, ...] = MECHANISMS
     #: serve /metrics and /status over HTTP on this port (0: the OS picks); None: metrics off
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
@@ -108,11 +111,12 @@ class BrokerConfig:
         if self.controller_security_protocol not in ("PLAINTEXT", "SSL"):
             raise ValueError("controller security protocol must be PLAINTEXT or SSL")
         for spec in self.listeners:
-            if self.security_protocol(spec.name) and self.tls.certfile is None:
+            if uses_tls(self.security_protocol(spec.name)) and self.tls.certfile is None:
                 raise ValueError(f"listener {spec.name} is SSL: an ssl certificate file is required")
 
     def security_protocol(self, listener: str) -> int:
-        """Kafka's security protocol id of ``listener`` (0 PLAINTEXT, 1 SSL)."""
+        """Kafka's security protocol id of ``listener`` (0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT,
+        3 SASL_SSL)."""
         return security_protocol(listener, self.listener_security_protocol_map)
 
     @property

@@ -14,12 +14,13 @@ Both leave the cache and the replica states untouched.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from kmeta.metadata.cache import MetadataCache
 from kmeta.net.metrics import PlainHistogram
 from kmeta.net.security.authorizer import Authorizer
+from kmeta.net.security.scram import MECHANISM_NAMES, ScramCredential, ScramCredentials
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.config import BrokerConfig
 from kmeta.server.state_log import StateChangeLog
@@ -65,6 +66,9 @@ class BrokerState:
         self.holds_full_metadata = False
         #: called once, when that happens (the broker opens its client listeners)
         self.on_full_metadata: Callable[[], None] | None = None
+        #: SCRAM credentials our SASL listeners verify against: the controller's whole set,
+        #: as its last UpdateMetadata carried it (kmeta's tagged field kmeta_scram_credentials)
+        self.credentials = ScramCredentials()
         self.state_log: StateChangeLog | None = (
             StateChangeLog(config.state_change_log, config.broker_id)
             if config.state_change_log
@@ -79,6 +83,16 @@ class BrokerState:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         self.controller_epoch = controller_epoch
         return ErrorCode.NONE
+
+    def apply_credentials(self, pushed: Sequence[Any] | None) -> None:
+        """An accepted UpdateMetadata's credentials (None: it did not say) replace ours."""
+        if pushed is None:
+            return
+        self.credentials.replace(
+            (c.name, ScramCredential(MECHANISM_NAMES[c.mechanism], bytes(c.salt), bytes(c.stored_key), bytes(c.server_key), c.iterations))
+            for c in pushed
+            if c.mechanism in MECHANISM_NAMES
+        )
 
     def metadata_applied(self, full: bool) -> None:
         """An UpdateMetadata was applied to the cache (``full``: it replaced the whole state)."""

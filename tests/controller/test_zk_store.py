@@ -15,6 +15,7 @@ from kmeta.controller.store import StorageError
 from kmeta.controller.zk_election import CONTROLLER, ControllerElection, active_controller
 from kmeta.controller.zk_store import MAX_MULTI_BYTES, ZooKeeperStore, partition_state_path
 from kmeta.net.security.acl import AclBinding
+from kmeta.net.security.scram import make_credential
 
 
 async def _elected(zk: LocalZooKeeper, node_id: int) -> ControllerElection:
@@ -86,6 +87,7 @@ async def test_state_round_trip_in_kafkas_layout(zookeeper: LocalZooKeeper) -> N
     broker = BrokerInfo(1, 0, "inc-1", (Endpoint("PLAINTEXT", "127.0.0.1", 9092),), "r1")
     orders = _topic("orders", 3)
     acl = AclBinding(2, "orders/x", 3, "User:alice", "*", 3, 3)
+    alice_512 = make_credential("pw", "SCRAM-SHA-512")
 
     def register(s: ZooKeeperStore) -> None:
         broker.epoch = s.next_broker_epoch()
@@ -100,6 +102,14 @@ async def test_state_round_trip_in_kafkas_layout(zookeeper: LocalZooKeeper) -> N
         lambda s: s.put_reassignments([("orders", 0, (3,), (1,))]),
         lambda s: s.put_acls([acl]),
         lambda s: s.put_topic(s.load().topics["gone"], deleting=True),
+        lambda s: s.put_scram_credential("alice", alice_512),
+        lambda s: s.put_scram_credential("alice", make_credential("pw", "SCRAM-SHA-256")),
+        lambda s: s.put_scram_credential("bob", make_credential("pw", "SCRAM-SHA-256")),
+    )
+    await _commit(
+        store,
+        lambda s: s.delete_scram_credential("alice", "SCRAM-SHA-256"),
+        lambda s: s.delete_scram_credential("bob", "SCRAM-SHA-256"),
     )
     await _commit(store, lambda s: s.delete_topic("gone"))
     client = first.client
@@ -109,6 +119,11 @@ async def test_state_round_trip_in_kafkas_layout(zookeeper: LocalZooKeeper) -> N
     assert topic["topic_id"] == str(orders.topic_id)
     assert topic["partitions"] == {"0": [1, 2], "1": [1, 2], "2": [1, 2]}
     assert not client.exists("/brokers/topics/gone")
+    # Kafka's /config/users layout: salted keys, never the password; a user without any left goes
+    user = json.loads(client.get("/config/users/alice")[0])
+    assert list(user["config"]) == ["SCRAM-SHA-512"]
+    assert user["config"]["SCRAM-SHA-512"].endswith(",iterations=4096")
+    assert not client.exists("/config/users/bob")
     await first.close()
 
     second = await _elected(zookeeper, 2)  # a failover: the new active reads it all back
@@ -120,6 +135,7 @@ async def test_state_round_trip_in_kafkas_layout(zookeeper: LocalZooKeeper) -> N
     assert loaded.topics["orders"].configs == {"retention.ms": "1000"}
     assert _store(second).load_reassignments() == {("orders", 0): ((3,), (1,))}
     assert loaded.acls == {acl}
+    assert _store(second).load_scram_credentials() == [("alice", alice_512)]
     with _store(second).transaction() as tx:
         assert tx.next_broker_epoch() == 2  # broker epochs survive failover
     await second.close()

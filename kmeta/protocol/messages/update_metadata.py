@@ -63,6 +63,15 @@ REQUEST = Message(
             F('permission_type', 'int8', '6+'),
             nullable='6+', tag=10001, tagged='6+', default=None,
         ),
+        F('kmeta_scram_credentials', '[]KmetaScramCredential', '6+',
+            F('name', 'string', '6+'),
+            F('mechanism', 'int8', '6+'),
+            F('salt', 'bytes', '6+'),
+            F('stored_key', 'bytes', '6+'),
+            F('server_key', 'bytes', '6+'),
+            F('iterations', 'int32', '6+'),
+            nullable='6+', tag=10002, tagged='6+', default=None,
+        ),
     ),
     common=(
         S('UpdateMetadataPartitionState',
@@ -98,3 +107,4 @@ KmetaTopicConfig = REQUEST.classes['KmetaTopicConfig']
 UpdateMetadataBroker = REQUEST.classes['UpdateMetadataBroker']
 UpdateMetadataEndpoint = REQUEST.classes['UpdateMetadataEndpoint']
 KmetaAcl = REQUEST.classes['KmetaAcl']
+KmetaScramCredential = REQUEST.classes['KmetaScramCredential']

@@ -62,6 +62,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         state.cache.update_metadata(ctx.header.correlation_id, request)
         if request.kmeta_acls is not None and state.authorizer is not None:
             state.authorizer.replace(AclSet(AclBinding(*acl) for acl in request.kmeta_acls))
+        state.apply_credentials(getattr(request, "kmeta_scram_credentials", None))
         state.update_apply.observe(time.monotonic() - start)
         state.metadata_applied(request.version >= 8 and request.type == FULL_UPDATE)
     if state.state_log is not None:

@@ -1,0 +1,18 @@
+"""DescribeUserScramCredentials (api key 50) on the controller: from its own credential set
+(kmeta.net.security.describe_scram)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.describe_scram import describe
+from kmeta.protocol.api_keys import ApiKey
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    return describe(ctx.state.credentials, request)
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, handle)

@@ -1,0 +1,13 @@
+"""SaslHandshake (17) on the controller's listeners (kmeta.net.security.sasl): brokers and
+admin clients authenticate on a SASL_PLAINTEXT / SASL_SSL controller listener."""
+
+from __future__ import annotations
+
+from kmeta.net.dispatch import HandlerRegistry
+from kmeta.net.security.sasl import handle_handshake
+from kmeta.protocol.api_keys import ApiKey
+
+
+def register(registry: HandlerRegistry) -> None:
+    # v0 (raw tokens without Kafka framing next) is for clients older than Kafka 1.0
+    registry.register(ApiKey.SASL_HANDSHAKE, handle_handshake, min_version=1)

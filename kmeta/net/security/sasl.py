@@ -1,0 +1,232 @@
+"""SASL on a listener, as Kafka's SaslServerAuthenticator: a per-connection RequestGate and the
+SaslHandshake / SaslAuthenticate handlers that drive it.
+
+States of one connection: START (ApiVersions and SaslHandshake) -> AUTHENTICATE (after a
+handshake naming an enabled mechanism: SaslAuthenticate frames carry the mechanism's tokens)
+-> COMPLETE (everything is admitted; the principal is ``User:<name>``). Before COMPLETE the
+gate admits only ApiVersions, SaslHandshake and SaslAuthenticate; anything else closes the
+connection (Kafka's ILLEGAL_SASL_STATE). A failed authentication is answered
+SASL_AUTHENTICATION_FAILED with a message, an unknown mechanism UNSUPPORTED_SASL_MECHANISM with
+the enabled list, a request out of order ILLEGAL_SASL_STATE; each then closes the connection.
+
+Mechanisms: PLAIN (RFC 4616; the password is checked against the user's stored SCRAM
+credential, so no clear password is kept anywhere) and SCRAM-SHA-256/512 (RFC 5802, the
+exchange is ``scramp``'s). Authentication is per connection: once COMPLETE, ``admits`` is one
+attribute test per request.
+
+SaslHandshake is served at v1 only: v0 means raw SASL tokens without Kafka framing after it
+(clients older than Kafka 1.0); current clients (librdkafka, kafka-python, Java) negotiate v1
+from ApiVersions, and a v0 request closes the connection as any unserved version does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from scramp import ScramException, ScramMechanism
+
+from kmeta.net.dispatch import RequestContext
+from kmeta.net.security.principal import USER_TYPE, KafkaPrincipal
+from kmeta.net.security.scram import MECHANISM_IDS, ScramCredentials
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import sasl_authenticate as sa
+from kmeta.protocol.messages import sasl_handshake as sh
+
+if TYPE_CHECKING:
+    from scramp.core import ScramServer
+
+    from kmeta.net.server_connection import ServerConnection
+
+log = logging.getLogger("kmeta.net.security")
+
+PLAIN = "PLAIN"
+MECHANISMS = (PLAIN, *MECHANISM_IDS)
+#: Kafka's sasl.server.max.receive.size: the largest token accepted before authentication
+MAX_TOKEN_BYTES = 524288
+#: Kafka's connection.failed.authentication.delay.ms default
+FAILED_AUTHENTICATION_DELAY_S = 0.1
+_PRE_AUTH = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
+def parse_mechanisms(text: str) -> tuple[str, ...]:
+    """``PLAIN,SCRAM-SHA-512`` -> the enabled mechanisms (sasl.enabled.mechanisms), checked."""
+    out = tuple(dict.fromkeys(m.strip().upper() for m in text.split(",") if m.strip()))
+    for m in out:
+        if m not in MECHANISMS:
+            raise ValueError(f"SASL mechanism {m!r} is not one of {', '.join(MECHANISMS)}")
+    if not out:
+        raise ValueError("at least one SASL mechanism must be enabled")
+    return out
+
+
+class SaslState(enum.Enum):
+    START = "start"
+    AUTHENTICATE = "authenticate"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+class SaslAuthenticator:
+    """The RequestGate of one connection on a SASL_PLAINTEXT / SASL_SSL listener."""
+
+    __slots__ = (
+        "complete", "conn", "credentials", "enabled", "mechanism", "scram", "scram_user", "state"
+    )  # fmt: skip
+
+    def __init__(
+        self, conn: ServerConnection, enabled: tuple[str, ...], credentials: ScramCredentials
+    ) -> None:
+        self.conn = conn
+        self.enabled = enabled
+        self.credentials = credentials
+        self.state = SaslState.START
+        self.complete = False  # == state is COMPLETE: the per-request test
+        self.mechanism = ""
+        self.scram: ScramServer | None = None
+        self.scram_user = ""  # the user of the SCRAM exchange in progress (its client-first)
+
+    def admits(self, api_key: int) -> bool:
+        return self.complete or (self.state is not SaslState.FAILED and api_key in _PRE_AUTH)
+
+    def succeed(self, user: str) -> None:
+        self.state = SaslState.COMPLETE
+        self.complete = True
+        self.scram = None
+        self.conn.principal = KafkaPrincipal(USER_TYPE, user)
+
+    def fail(self) -> None:
+        """Close FAILED_AUTHENTICATION_DELAY_S after the answer being built is written: Kafka
+        sends the error, then closes after connection.failed.authentication.delay.ms (which
+        also lets a client read the error before it sees the connection end). Nothing more
+        is admitted meanwhile."""
+        self.state = SaslState.FAILED
+        self.scram = None
+        asyncio.get_running_loop().call_later(
+            FAILED_AUTHENTICATION_DELAY_S, self.conn.close_gracefully
+        )
+
+
+def sasl_gate(
+    enabled: tuple[str, ...], credentials: ScramCredentials
+) -> Callable[[ServerConnection], SaslAuthenticator]:
+    """The gate factory of a SASL listener (ConnectionHooks.gate)."""
+    return lambda conn: SaslAuthenticator(conn, enabled, credentials)
+
+
+def handle_handshake(ctx: RequestContext, request: sh.SaslHandshakeRequest) -> sh.SaslHandshakeResponse:
+    gate = ctx.gate
+    if not isinstance(gate, SaslAuthenticator):
+        # not a SASL listener: Kafka's KafkaApis answers so (no authenticator took it)
+        return sh.SaslHandshakeResponse(
+            version=request.version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=()
+        )
+    if gate.state is not SaslState.START:
+        if gate.state is not SaslState.COMPLETE:
+            gate.fail()
+        return sh.SaslHandshakeResponse(
+            version=request.version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=()
+        )
+    if request.mechanism not in gate.enabled:
+        gate.fail()
+        return sh.SaslHandshakeResponse(
+            version=request.version,
+            error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+            mechanisms=gate.enabled,
+        )
+    gate.state = SaslState.AUTHENTICATE
+    gate.mechanism = request.mechanism
+    return sh.SaslHandshakeResponse(
+        version=request.version, error_code=ErrorCode.NONE, mechanisms=gate.enabled
+    )
+
+
+def _answer(
+    request: sa.SaslAuthenticateRequest, error: ErrorCode, message: str | None, token: bytes = b""
+) -> sa.SaslAuthenticateResponse:
+    return sa.SaslAuthenticateResponse(
+        version=request.version, error_code=error, error_message=message, auth_bytes=token,
+        session_lifetime_ms=0,
+    )  # fmt: skip
+
+
+def handle_authenticate(
+    ctx: RequestContext, request: sa.SaslAuthenticateRequest
+) -> sa.SaslAuthenticateResponse:
+    gate = ctx.gate
+    if not isinstance(gate, SaslAuthenticator) or gate.state is SaslState.COMPLETE:
+        return _answer(
+            request, ErrorCode.ILLEGAL_SASL_STATE,
+            "SaslAuthenticate request received after successful authentication",
+        )  # fmt: skip
+    if gate.state is not SaslState.AUTHENTICATE:
+        gate.fail()
+        return _answer(
+            request, ErrorCode.ILLEGAL_SASL_STATE, "Unexpected SaslAuthenticate before SaslHandshake"
+        )
+    token = bytes(request.auth_bytes)
+    if len(token) > MAX_TOKEN_BYTES:
+        gate.fail()
+        return _answer(request, ErrorCode.SASL_AUTHENTICATION_FAILED, "SASL token too large")
+    if gate.mechanism == PLAIN:
+        return _plain(gate, request, token)
+    return _scram(gate, request, token)
+
+
+def _failed(gate: SaslAuthenticator, request: sa.SaslAuthenticateRequest, message: str) -> sa.SaslAuthenticateResponse:
+    log.info("SASL %s authentication failed from %s: %s", gate.mechanism, gate.conn.peer, message)
+    gate.fail()
+    return _answer(request, ErrorCode.SASL_AUTHENTICATION_FAILED, message)
+
+
+def _plain(gate: SaslAuthenticator, request: sa.SaslAuthenticateRequest, token: bytes) -> sa.SaslAuthenticateResponse:
+    # RFC 4616: [authzid] NUL authcid NUL passwd (UTF-8)
+    parts = token.split(b"\x00")
+    try:
+        authzid, user, password = (p.decode() for p in parts) if len(parts) == 3 else ("", "", "")
+    except UnicodeDecodeError:
+        user = ""
+    if not user or not password:
+        return _failed(gate, request, "Authentication failed: Invalid SASL/PLAIN response")
+    if authzid and authzid != user:
+        return _failed(gate, request, "Authentication failed: Client requested an authorization id that is different from username")
+    credential = gate.credentials.any_for(user)
+    if credential is None or not credential.verifies(password):
+        return _failed(gate, request, "Authentication failed: Invalid username or password")
+    gate.succeed(user)
+    return _answer(request, ErrorCode.NONE, None)
+
+
+def _scram(gate: SaslAuthenticator, request: sa.SaslAuthenticateRequest, token: bytes) -> sa.SaslAuthenticateResponse:
+    failed = (
+        "Authentication failed during authentication due to invalid credentials with SASL "
+        f"mechanism {gate.mechanism}"
+    )
+    credentials = gate.credentials
+    mechanism = gate.mechanism
+
+    def auth_info(user: str) -> tuple[bytes, bytes, bytes, int]:
+        credential = credentials.lookup(user, mechanism)
+        if credential is None:
+            raise ScramException(f"unknown user {user!r}")
+        gate.scram_user = user
+        return credential.auth_info()
+
+    try:
+        text = token.decode()
+        if gate.scram is None:
+            server = gate.scram = ScramMechanism(mechanism).make_server(auth_info)
+            server.set_client_first(text)
+            return _answer(request, ErrorCode.NONE, None, server.get_server_first().encode())
+        server = gate.scram
+        server.set_client_final(text)
+        final = server.get_server_final().encode()
+    except (ScramException, UnicodeDecodeError, ValueError) as exc:
+        log.debug("SCRAM exchange failed: %s", exc)
+        return _failed(gate, request, failed)
+    gate.succeed(gate.scram_user)
+    return _answer(request, ErrorCode.NONE, None, final)

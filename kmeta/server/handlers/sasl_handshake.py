@@ -1,0 +1,16 @@
+"""SaslHandshake (17): choose the SASL mechanism of this connection (kmeta.net.security.sasl).
+
+Served on every listener (the control listener authenticates the controller); on a listener
+that is not SASL it answers ILLEGAL_SASL_STATE, as Kafka's KafkaApis does.
+"""
+
+from __future__ import annotations
+
+from kmeta.net.dispatch import HandlerRegistry
+from kmeta.net.security.sasl import handle_handshake
+from kmeta.protocol.api_keys import ApiKey
+
+
+def register(registry: HandlerRegistry) -> None:
+    # v0 (raw tokens without Kafka framing next) is for clients older than Kafka 1.0
+    registry.register(ApiKey.SASL_HANDSHAKE, handle_handshake, min_version=1)
