@@ -1,0 +1,79 @@
+"""CreatePartitions (api key 37, v0-3).
+
+Forwarded by brokers: validated with Kafka's error codes, applied in one event (see
+:mod:`kmeta.controller.admin_manager`), answered after the propagation barrier (or the
+forwarding broker's ack with the barrier off). A change not propagated within the request's
+timeout_ms is answered REQUEST_TIMED_OUT (it still happened), with a message naming the
+brokers that rejected it or did not answer. The limits on one request are
+:mod:`kmeta.controller.apis.topic_requests`' (POLICY_VIOLATION for the whole request). A
+change the store refused is KAFKA_STORAGE_ERROR with the cause as the message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmeta.controller.admin import TopicPlan
+from kmeta.controller.apis.topic_requests import (
+    MAX_TOPICS_PER_REQUEST,
+    not_propagated,
+    outcome,
+    requested,
+    too_large,
+)
+from kmeta.controller.barrier import Barrier
+from kmeta.controller.controller import KafkaController
+from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.store import StorageError
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import create_partitions as cp
+
+
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    c: KafkaController = ctx.state
+    cfg = c.config
+
+    def run() -> tuple[str | None, list[TopicPlan], Barrier | None]:
+        # counted in the event: what a topic adds depends on its current partition count
+        asked = 0
+        if len(req.topics) <= MAX_TOPICS_PER_REQUEST:
+            for t in req.topics:
+                info = c.state.topics.get(t.name)
+                if info is not None and requested(t.count, cfg.max_partitions_per_topic):
+                    asked += max(0, t.count - len(info.partitions))
+        refusal = too_large(len(req.topics), asked, cfg.max_partitions_per_request)
+        if refusal is not None:
+            return refusal, [], None
+        plans, barrier = c.admin.create_partitions(req.topics, req.validate_only, forwarder_of(ctx))
+        return None, plans, barrier
+
+    refused_with = ErrorCode.POLICY_VIOLATION
+    try:
+        refusal, plans, barrier = await c.enqueue("CreatePartitions", run)
+    except StorageError as exc:
+        refusal, refused_with = str(exc), ErrorCode.KAFKA_STORAGE_ERROR
+    if refusal is not None:
+        return cp.CreatePartitionsResponse(
+            version=req.version,
+            results=tuple(
+                cp.CreatePartitionsTopicResult(
+                    name=t.name, error_code=refused_with, error_message=refusal
+                )
+                for t in req.topics
+            ),
+        )
+    propagated = await wait_for(barrier, req.timeout_ms)
+    late = "" if propagated else not_propagated("Partition creation", barrier)
+    results = []
+    for plan in plans:
+        error, message = outcome(plan, propagated, req.validate_only, late)
+        results.append(
+            cp.CreatePartitionsTopicResult(name=plan.name, error_code=error, error_message=message)
+        )
+    return cp.CreatePartitionsResponse(version=req.version, results=tuple(results))
+
+
+def register(registry: HandlerRegistry) -> None:
+    registry.register(ApiKey.CREATE_PARTITIONS, handle)
