@@ -21,7 +21,13 @@ from kmeta.controller.barrier import Barrier
 from kmeta.controller.election import add_replica, remove_replicas
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import BrokerInfo, Endpoint, PartitionState, TopicPartition
+from kmeta.controller.model import (
+    BrokerInfo,
+    ClusterState,
+    Endpoint,
+    PartitionState,
+    TopicPartition,
+)
 from kmeta.controller.request_batch import UM_FULL
 from kmeta.controller.sessions import BrokerHeartbeatManager
 from kmeta.protocol.errors import ErrorCode
@@ -125,7 +131,7 @@ class BrokerLifecycleManager:
             broker = BrokerInfo(broker_id, epoch, incarnation_id, listeners, rack, True)
             self.host.state.brokers[broker_id] = broker
             self.host.store.put_broker(broker)
-            hosted = self.live_partitions_on(broker_id)
+            hosted = live_partitions_on(self.host.state, broker_id)
             changed: dict[TopicPartition, PartitionState] = {}
             alive = set(self.host.state.live_broker_ids()).__contains__  # C-level, 100k calls
             for tp in hosted:
@@ -288,8 +294,9 @@ class BrokerLifecycleManager:
         self._on_broker_failure([broker_id], barrier)
         return 0, remaining, barrier
 
-    def live_partitions_on(self, broker_id: int) -> list[TopicPartition]:
-        """The partitions with a replica on ``broker_id``, but those of topics being deleted."""
-        deleting = self.host.state.deleting
-        hosted = self.host.state.partitions_on(broker_id)
-        return [tp for tp in hosted if tp[0] not in deleting] if deleting else hosted
+
+def live_partitions_on(state: ClusterState, broker_id: int) -> list[TopicPartition]:
+    """The partitions with a replica on ``broker_id``, but those of topics being deleted."""
+    deleting = state.deleting
+    hosted = state.partitions_on(broker_id)
+    return [tp for tp in hosted if tp[0] not in deleting] if deleting else hosted

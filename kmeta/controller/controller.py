@@ -29,7 +29,6 @@ What is sent when (Kafka's ZooKeeper-mode controller):
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import weakref
 from collections.abc import Callable, Iterable
@@ -43,7 +42,8 @@ from kmeta.controller.channel_manager import ControllerChannelManager
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.deletion import TopicDeletionManager
 from kmeta.controller.event_manager import ControllerEventManager
-from kmeta.controller.faults import Fault, FaultInjector, configured_faults
+from kmeta.controller.fault_reactions import FaultReactions
+from kmeta.controller.faults import FaultInjector, configured_faults
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import (
     ClusterState,
@@ -108,7 +108,6 @@ class KafkaController:
         self.faults = FaultInjector()
         for broker_id, fault in configured_faults(config.faults, config.fault_file).items():
             self.faults.set(broker_id, fault)
-        self.faults.on_change = self._fault_changed
         self.channel = ControllerChannelManager(
             listener_name=config.broker_control_listener,
             metrics=self.metrics,
@@ -137,6 +136,7 @@ class KafkaController:
         self.brokers = BrokerLifecycleManager(
             self, self.channel, self.faults, self.deletion, self.reassignments
         )
+        self.faults.on_change = FaultReactions(self, self.channel, self.deletion).changed
         #: SCRAM credentials (kmeta.controller.scram_users): our SASL listeners verify against
         #: them and every UpdateMetadata carries them to the brokers
         self.credentials = ScramCredentials()
@@ -301,30 +301,6 @@ class KafkaController:
             self._said.clear()
         self._said.add(key)
         return True
-
-    # -- fault injection --------------------------------------------------------------------------
-    def _fault_changed(self, broker_id: int, old: Fault | None, new: Fault | None) -> None:
-        """A drop releases the barriers waiting on the broker; the end of one resyncs it."""
-        if new is not None and new.drop:
-            for barrier in list(self.barriers):
-                barrier.broker_gone(broker_id)
-        elif old is not None and old.drop:
-            resync = functools.partial(self._resync, broker_id)
-            self.enqueue("FaultCleared", resync)
-
-    def _resync(self, broker_id: int) -> None:
-        """Send a broker everything (as after its registration): what it missed was dropped."""
-        if not self.state.is_alive(broker_id) or not self.channel.has_broker(broker_id):
-            return
-        hosted = self.brokers.live_partitions_on(broker_id)
-        self.send(
-            um_to=[broker_id],
-            um_partitions=self.state.all_partitions(),
-            lair=[([broker_id], tp, False) for tp in hosted],
-            stop=self.deletion.stops_for(broker_id=broker_id),
-            um_type=UM_FULL,
-            stop_callback=self.deletion.stop_replica_answered,
-        )
 
     # -- events -----------------------------------------------------------------------------------
     def _on_startup(self) -> None:

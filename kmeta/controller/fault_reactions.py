@@ -1,0 +1,63 @@
+"""What the controller does when an injected fault (:mod:`kmeta.controller.faults`) changes.
+
+A fault that starts dropping a broker's requests releases the barriers waiting on that
+broker (its acknowledgements will not come); the end of a drop sends the broker everything
+(as after its registration) in a ``FaultCleared`` event, since what it missed was dropped.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from kmeta.controller.brokers import live_partitions_on
+from kmeta.controller.faults import Fault
+from kmeta.controller.host import ControllerHost
+from kmeta.controller.model import TopicPartition
+from kmeta.controller.request_batch import UM_FULL
+
+
+class Channels(Protocol):
+    def has_broker(self, broker_id: int) -> bool: ...
+
+
+class PendingDeletions(Protocol):
+    def stops_for(
+        self, names: Iterable[str] | None = None, broker_id: int | None = None
+    ) -> list[tuple[list[int], TopicPartition, bool]]: ...
+
+    def stop_replica_answered(self, response: Any, broker_id: int) -> None: ...
+
+
+class FaultReactions:
+    def __init__(
+        self, host: ControllerHost, channels: Channels, deletion: PendingDeletions
+    ) -> None:
+        self.host = host
+        self.channels = channels
+        self.deletion = deletion
+
+    def changed(self, broker_id: int, old: Fault | None, new: Fault | None) -> None:
+        """The FaultInjector's change hook."""
+        if new is not None and new.drop:
+            for barrier in list(self.host.barriers):
+                barrier.broker_gone(broker_id)
+        elif old is not None and old.drop:
+            resync = functools.partial(self._resync, broker_id)
+            self.host.enqueue("FaultCleared", resync)
+
+    def _resync(self, broker_id: int) -> None:
+        """Send a broker everything (as after its registration): what it missed was dropped."""
+        state = self.host.state
+        if not state.is_alive(broker_id) or not self.channels.has_broker(broker_id):
+            return
+        hosted = live_partitions_on(state, broker_id)
+        self.host.send(
+            um_to=[broker_id],
+            um_partitions=state.all_partitions(),
+            lair=[([broker_id], tp, False) for tp in hosted],
+            stop=self.deletion.stops_for(broker_id=broker_id),
+            um_type=UM_FULL,
+            stop_callback=self.deletion.stop_replica_answered,
+        )
