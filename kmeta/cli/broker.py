@@ -55,7 +55,12 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
     default=_DEFAULTS["connections_max_idle_ms"],
     show_default=True,
 )
-@click.option("--controller", default=None, help="host:port of the controller to register with.")
+@click.option(
+    "--controller",
+    default=None,
+    help="host:port of the controller to register with; a quorum's controllers as "
+    "host:port,host:port,... (the broker follows the active one).",
+)
 @click.option("--rack", default=None, help="broker.rack, for rack-aware replica assignment.")
 @click.option(
     "--heartbeat-interval-ms",
@@ -122,7 +127,10 @@ def broker_command(
             max_frame_size=max_frame_size,
             connections_max_idle_ms=connections_max_idle_ms,
             state_change_log=state_change_log,
-            controller=_host_port(controller),
+            controller=_host_port(controller.split(",")[0] if controller else None),
+            controller_quorum=tuple(
+                hp for item in (controller or "").split(",")[1:] if (hp := _host_port(item.strip()))
+            ),
             rack=rack,
             heartbeat_interval_ms=heartbeat_interval_ms,
             initial_metadata_timeout_ms=initial_metadata_timeout_ms,

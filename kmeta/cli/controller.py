@@ -92,6 +92,21 @@ _D = ControllerConfig(data_dir=".")
     show_default=True,
     help="How long a reassignment's new replicas take to join the ISR.",
 )
+@click.option(
+    "--zookeeper",
+    default=None,
+    metavar="HOST:PORT[,HOST:PORT...][/chroot]",
+    help="Join a controller quorum on this ZooKeeper ensemble: one controller is active, the "
+    "others stand by; the cluster's state lives in ZooKeeper (Kafka's layout). Without it, "
+    "one embedded controller keeps its state in --data-dir.",
+)
+@click.option(
+    "--zookeeper-session-timeout-ms",
+    type=click.IntRange(min=1),
+    default=_D.zookeeper_session_timeout_ms,
+    show_default=True,
+    help="A controller cut off from ZooKeeper this long is replaced by a standby.",
+)
 @daemon_options
 @click.option(
     "--fault",
@@ -127,6 +142,8 @@ def controller_command(
     leader_imbalance_per_broker_percentage: int,
     leader_imbalance_check_interval_seconds: float,
     reassignment_catch_up_ms: int,
+    zookeeper: str | None,
+    zookeeper_session_timeout_ms: int,
     faults: tuple[str, ...],
     fault_file: str | None,
     **options: Any,
@@ -152,6 +169,8 @@ def controller_command(
             leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
             leader_imbalance_check_interval_seconds=leader_imbalance_check_interval_seconds,
             reassignment_catch_up_ms=reassignment_catch_up_ms,
+            zookeeper=zookeeper,
+            zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
             faults=faults,
             fault_file=fault_file,
             **tls_fields(options),

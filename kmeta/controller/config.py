@@ -61,6 +61,10 @@ class ControllerConfig:
     #: --authorizer acl: the controller checks CLUSTER_ACTION on registrations, heartbeats,
     #: controlled shutdowns and forwarded admin requests (see kmeta.controller.handlers)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
+    #: HOST:PORT[,HOST:PORT...][/chroot] of a ZooKeeper ensemble: this controller is one of a
+    #: quorum (kmeta.controller.quorum), its state in ZooKeeper; None: embedded (SQLite)
+    zookeeper: str | None = None
+    zookeeper_session_timeout_ms: int = 18_000  # zookeeper.session.timeout.ms
 
     def __post_init__(self) -> None:
         if not self.listeners:
@@ -75,6 +79,10 @@ class ControllerConfig:
             or self.request_timeout_ms <= 0
         ):
             raise ValueError("timeouts must be positive")
+        if self.zookeeper is not None and (
+            not self.zookeeper.strip() or self.zookeeper_session_timeout_ms <= 0
+        ):
+            raise ValueError("--zookeeper needs HOST:PORT and a positive session timeout")
         if self.max_partitions_per_request <= 0:
             raise ValueError("max_partitions_per_request must be positive")
         for spec in self.faults:

@@ -59,7 +59,7 @@ from kmeta.controller.request_batch import (
 )
 from kmeta.controller.scram_users import ScramUserManager
 from kmeta.controller.state_log import StateChangeLog
-from kmeta.controller.store import STORE_RETRY_S, ControllerStore
+from kmeta.controller.store import STORE_RETRY_S, ClusterStore, ControllerStore
 from kmeta.controller.topic_configs import TopicConfigManager
 from kmeta.net.security.authorizer import Authorizer
 from kmeta.net.security.scram import ScramCredentials
@@ -97,10 +97,11 @@ def _observed(future: asyncio.Future[Any]) -> None:
 
 
 class KafkaController:
-    def __init__(self, config: ControllerConfig) -> None:
+    def __init__(self, config: ControllerConfig, store: ClusterStore | None = None) -> None:
         self.config = config
         self.metrics = ControllerMetrics()
-        self.store = ControllerStore(config.data_dir)
+        #: the embedded SQLite store unless one is given (a quorum's ZooKeeperStore)
+        self.store: ClusterStore = store if store is not None else ControllerStore(config.data_dir)
         self.state: ClusterState = ClusterState()
         log_path = f"{config.data_dir}/state-change.log" if config.state_change_log else None
         self.state_log = StateChangeLog(log_path, config.node_id)

@@ -21,7 +21,7 @@ from kmeta.controller.data_dir import DataDirError, check_data_dir
 from kmeta.controller.faults import configured_faults
 from kmeta.controller.handlers import build_registry
 from kmeta.controller.status import ControllerCollector, controller_status
-from kmeta.controller.store import StorageError
+from kmeta.controller.store import ClusterStore, StorageError
 from kmeta.metadata.addresses import parse_listener
 from kmeta.net.listener import Listener
 from kmeta.net.memory_pool import RequestMemoryPool
@@ -54,13 +54,14 @@ class ControllerStartError(Exception):
 
 
 class ControllerDaemon:
-    def __init__(self, config: ControllerConfig) -> None:
-        # the recorded cluster id when none is given (DataDirError: not this dir)
-        cluster_id = check_data_dir(config.data_dir, config.cluster_id, config.node_id)
-        if cluster_id != config.cluster_id:
-            config = dataclasses.replace(config, cluster_id=cluster_id)
+    def __init__(self, config: ControllerConfig, store: ClusterStore | None = None) -> None:
+        if store is None:  # (a quorum's identity is /cluster/id: see kmeta.controller.quorum)
+            # the recorded cluster id when none is given (DataDirError: not this dir)
+            cluster_id = check_data_dir(config.data_dir, config.cluster_id, config.node_id)
+            if cluster_id != config.cluster_id:
+                config = dataclasses.replace(config, cluster_id=cluster_id)
         self.config = config
-        self.controller = KafkaController(config)
+        self.controller = KafkaController(config, store)
         registry = build_registry()
         pool = RequestMemoryPool(config.queued_max_request_bytes)  # all listeners together
         self.listeners = []
@@ -102,6 +103,17 @@ class ControllerDaemon:
         if self.metrics_server is not None:
             await self.metrics_server.start()
 
+    async def resign(self) -> None:
+        """Deposed (Kafka's onControllerResignation): the controller stops acting first
+        (events, then the senders), then the listeners close, without waiting for clients."""
+        await self.controller.stop()
+        for listener in self.listeners:
+            listener.stop_accepting()
+        for listener in self.listeners:
+            await listener.shutdown(0.0)
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
+
     async def stop(self) -> None:
         timeout_s = self.config.shutdown_timeout_ms / 1000.0
         for listener in self.listeners:
@@ -127,8 +139,33 @@ def reload_faults(controller: KafkaController) -> None:
     log.warning("fault injection from %s: %s", config.fault_file, shown)
 
 
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM/SIGINT (a second signal forces exit)."""
+    stop = asyncio.Event()
+    hits = 0
+
+    def on_signal(sig: signal.Signals) -> None:
+        nonlocal hits
+        hits += 1
+        if hits > 1:
+            log.warning("second %s: exiting now", sig.name)
+            raise SystemExit(1)
+        log.info("%s: shutting down", sig.name)
+        stop.set()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    return stop
+
+
 async def serve(config: ControllerConfig, ready: asyncio.Event | None = None) -> None:
     """Run until SIGTERM/SIGINT (a second signal forces exit)."""
+    if config.zookeeper is not None:
+        from kmeta.controller.quorum import serve_quorum  # (kazoo only for a quorum)
+
+        await serve_quorum(config, ready)
+        return
     try:
         daemon = ControllerDaemon(config)
         await daemon.start()
@@ -141,23 +178,11 @@ async def serve(config: ControllerConfig, ready: asyncio.Event | None = None) ->
     )
     for spec in config.faults:
         log.warning("fault injection on: %s", spec)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    hits = 0
-
-    def on_signal(sig: signal.Signals) -> None:
-        nonlocal hits
-        hits += 1
-        if hits > 1:
-            log.warning("second %s: exiting now", sig.name)
-            raise SystemExit(1)
-        log.info("%s: shutting down", sig.name)
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal, sig)
+    stop = stop_on_signals()
     if config.fault_file is not None:
-        loop.add_signal_handler(signal.SIGHUP, reload_faults, daemon.controller)
+        asyncio.get_running_loop().add_signal_handler(
+            signal.SIGHUP, reload_faults, daemon.controller
+        )
     if ready is not None:
         ready.set()
     await stop.wait()

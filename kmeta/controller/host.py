@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.model import ClusterState, PartitionState, TopicPartition
-from kmeta.controller.store import ControllerStore
+from kmeta.controller.store import ClusterStore
 
 #: (replicas to send to, partition, is_new / delete) as the batch takes them
 Targets = Iterable[tuple[Iterable[int], TopicPartition, bool]]
@@ -24,7 +24,7 @@ Targets = Iterable[tuple[Iterable[int], TopicPartition, bool]]
 class ControllerHost(Protocol):
     config: ControllerConfig
     state: ClusterState
-    store: ControllerStore
+    store: ClusterStore
 
     @property
     def barriers(self) -> MutableSet[Barrier]: ...

@@ -55,6 +55,9 @@ class BrokerConfig:
     state_change_log: str | None = None  # JSON lines, see the state-change log contract
     #: the controller to register with (host, port); None: no controller link
     controller: tuple[str, int] | None = None
+    #: the other controllers of a quorum (--controller a,b,c): the link registers with
+    #: whichever is active, moving on at a connection loss or NOT_CONTROLLER
+    controller_quorum: tuple[tuple[str, int], ...] = ()
     #: with a controller, client listeners open at the first full UpdateMetadata since start,
     #: or after this long (then serving what the broker has, said at WARN)
     initial_metadata_timeout_ms: int = 60_000

@@ -116,7 +116,9 @@ class ControllerLink:
     ) -> None:
         assert broker.config.controller is not None
         self.broker = broker
-        self.host, self.port = broker.config.controller
+        #: the controllers of a quorum (one, without): the link talks to ``endpoints[_at]``
+        self.endpoints = (broker.config.controller, *broker.config.controller_quorum)
+        self._at = 0
         # --controller-security-protocol SSL: verify the controller, present our certificate
         config = broker.config
         self._ssl = (
@@ -156,6 +158,24 @@ class ControllerLink:
         for conn in (self._conn, self._admin_conn):
             if conn is not None:
                 conn.close()
+
+    @property
+    def host(self) -> str:
+        return self.endpoints[self._at][0]
+
+    @property
+    def port(self) -> int:
+        return self.endpoints[self._at][1]
+
+    def _next_controller(self) -> None:
+        """Connection lost or NOT_CONTROLLER: try the quorum's next controller (as KRaft
+        brokers do with their bootstrap list). The session is claimed again there: same
+        incarnation, same epoch (it survives a failover)."""
+        if len(self.endpoints) > 1:
+            self._at = (self._at + 1) % len(self.endpoints)
+            if self._admin_conn is not None:
+                self._admin_conn.close()
+                self._admin_conn = None
 
     # -- registration and heartbeats --------------------------------------------------------------
     async def _connection(self) -> KafkaConnection:
@@ -262,6 +282,8 @@ class ControllerLink:
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
+                    need_registration = len(self.endpoints) > 1  # (claim the session there)
+                self._next_controller()
                 await asyncio.sleep(self.retry_backoff_s)
 
     async def _controlled_shutdown(self) -> None:
