@@ -48,7 +48,8 @@ async def _open_store(
 ) -> tuple[ControllerConfig, ZooKeeperStore]:
     """The elected controller's store, and its config with the quorum's cluster id."""
     loop = asyncio.get_running_loop()
-    Path(config.data_dir).mkdir(parents=True, exist_ok=True)  # (the state-change log)
+    # (the state-change log's directory)
+    await asyncio.to_thread(Path(config.data_dir).mkdir, parents=True, exist_ok=True)
 
     def fenced(why: str) -> None:  # (called from the commit's thread)
         loop.call_soon_threadsafe(deposed.set)
