@@ -13,6 +13,7 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_configs as ac
 from kmeta.protocol.messages import alter_partition_reassignments as apr
+from kmeta.protocol.messages import alter_user_scram_credentials as aus
 from kmeta.protocol.messages import create_acls as ca
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct
@@ -132,6 +133,15 @@ def delete_acls(request: Any, error: ErrorCode, message: str | None = None) -> A
     return dla.DeleteAclsResponse(version=request.version, filter_results=(result,) * len(request.filters))
 
 
+def alter_user_scram_credentials(request: Any, error: ErrorCode) -> Any:
+    users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
+    return aus.AlterUserScramCredentialsResponse(
+        version=request.version,
+        throttle_time_ms=0,
+        results=tuple(aus.AlterUserScramCredentialsResult(u, error, error.message) for u in users),
+    )
+
+
 #: the admin APIs brokers forward to the controller
 FORWARDED: dict[int, ErrorResponse] = {
     ApiKey.CREATE_TOPICS: create_topics,
@@ -144,4 +154,5 @@ FORWARDED: dict[int, ErrorResponse] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
     ApiKey.CREATE_ACLS: create_acls,
     ApiKey.DELETE_ACLS: delete_acls,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials,
 }

@@ -243,3 +243,22 @@ async def test_describe_cluster_reports_the_principals_cluster_operations(client
     assert (await client.call(CAROL, request)).cluster_authorized_operations == 0
     everything = (await client.call(ADMIN, request)).cluster_authorized_operations
     assert everything == sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+async def test_scram_credential_apis_need_alter_and_describe_on_the_cluster(client):
+    from kmeta.protocol.messages import alter_user_scram_credentials as aus
+    from kmeta.protocol.messages import describe_user_scram_credentials as dus
+
+    up = aus.ScramCredentialUpsertion("mallory", 2, 4096, b"s" * 16, b"p" * 64)  # SCRAM-SHA-512
+    refused = await client.call(ALICE, aus.AlterUserScramCredentialsRequest(version=0, deletions=(), upsertions=(up,)))
+    assert [(r.user, r.error_code) for r in refused.results] == [("mallory", E.CLUSTER_AUTHORIZATION_FAILED)]
+    assert "mallory" not in client.c.brokers[1].state.credentials.users
+    asked = dus.DescribeUserScramCredentialsRequest(version=0, users=(dus.UserName("bob"),))
+    denied = await client.call(ALICE, asked)
+    assert denied.error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    assert [(r.user, r.error_code) for r in denied.results] == [("", E.CLUSTER_AUTHORIZATION_FAILED)]  # Kafka's shape
+    made = await client.call(ADMIN, aus.AlterUserScramCredentialsRequest(version=0, deletions=(), upsertions=(up,)))
+    assert made.results[0].error_code == 0
+    await wait_until(lambda: "mallory" in client.c.brokers[1].state.credentials.users, 5.0)
+    shown = await client.call(ADMIN, dus.DescribeUserScramCredentialsRequest(version=0, users=(dus.UserName("mallory"),)))
+    assert (shown.error_code, shown.results[0].user, shown.results[0].error_code) == (0, "mallory", 0)

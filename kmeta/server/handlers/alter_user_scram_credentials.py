@@ -1,31 +1,30 @@
 """AlterUserScramCredentials (api key 51): version 0, client listeners; forwarded to the
 controller, which stores the salted credentials and pushes them to every broker
-(kmeta.controller.scram_users). No controller link: NOT_CONTROLLER for every user."""
+(kmeta.controller.scram_users). No controller link: NOT_CONTROLLER for every user. With an
+authorizer the principal needs ALTER on the cluster: else CLUSTER_AUTHORIZATION_FAILED for
+every user, nothing forwarded (as Kafka)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.security.acl import AclOperation
+from kmeta.net.security.authorizer import cluster_allowed
+from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.messages import alter_user_scram_credentials as aus
 from kmeta.server.controller_link import forward
 
 #: AlterUserScramCredentials has no timeout of its own: the controller's request timeout
 TIMEOUT_MS = 30_000
 
 
-def error_response(request: Any, error: ErrorCode) -> Any:
-    users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
-    return aus.AlterUserScramCredentialsResponse(
-        version=request.version,
-        throttle_time_ms=0,
-        results=tuple(aus.AlterUserScramCredentialsResult(u, error, error.message) for u in users),
-    )
-
+error_response = error_responses.alter_user_scram_credentials
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not cluster_allowed(ctx, AclOperation.ALTER):  # Kafka: ALTER on the cluster
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await forward(ctx, request, TIMEOUT_MS, error_response)
 
 
