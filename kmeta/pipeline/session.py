@@ -5,9 +5,9 @@ A master is set only when nobody chose one: not the caller (``--master``), not s
 ``PYSPARK_SUBMIT_ARGS``, and no SparkContext is already running. The Spark UI is off, shuffle
 partitions default to a small number fit for one machine, and logging is cut to errors.
 
-Start-up is most of a small job's cost, so a JVM we start also gets: the in-memory catalog (no
-Hive classes or metastore to initialise; the jobs use no tables), and Arrow for the rows that
-cross to Python.
+Start-up is most of a small job's cost, so a JVM we start also gets: the client JIT only
+(``DRIVER_JIT_OPTIONS``), the in-memory catalog (no Hive classes or metastore to initialise; the
+jobs use no tables), and Arrow for the rows that cross to Python.
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 DEFAULT_SHUFFLE_PARTITIONS = 8
+#: the client JIT only: a job of seconds spends much of its CPU compiling Spark's own classes
+#: with C2. Measured on 2 shared cores (load average 5-7, so noisy): session start 15-21 s ->
+#: 7 s and first job 7-15 s -> 5-7 s; a 300k-row plan 58 s -> 36 s (benchmarks/pipeline_plan.py)
+DRIVER_JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 # Errors only, on stderr: Spark's INFO/WARN chatter would bury the job's own output. A failed
 # task is not logged (its stack trace twice over): the failure reaches the driver as the job's
@@ -105,7 +109,8 @@ def build_session(
     if launching_jvm:
         # Only reaches the driver JVM when we start it; a local master needs no LAN address.
         builder = builder.config(
-            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log4j_file()}"
+            "spark.driver.extraJavaOptions",
+            f"{DRIVER_JIT_OPTIONS} -Dlog4j2.configurationFile={_log4j_file()}",
         ).config("spark.sql.catalogImplementation", "in-memory")
         if (master or "local").startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
