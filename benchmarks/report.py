@@ -32,6 +32,7 @@ ORDER = (
     "pipeline-plan",
     "soak",
     "fixture",
+    "scale",
 )
 COLORS = {"kmeta": "tab:blue", "echo": "tab:gray", "librdkafka-mock": "tab:orange"}
 
@@ -341,6 +342,78 @@ def fixture(doc: dict[str, Any], charts: Charts) -> str:
     return generic_table({k: v for k, v in result.items() if k != "every_run"})
 
 
+def _scale_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    result = doc["result"]["median"] if "median" in doc["result"] else doc["result"]
+    return list(result["sizes"])
+
+
+def _get(row: dict[str, Any], *path: str) -> Any:
+    value: Any = row
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+#: (label, path in one size's result) of each time figure, and of each memory figure
+SCALE_TIMES = (
+    ("create → acked", ("create", "acked_s")),
+    ("create → visible on all", ("create", "visible_all_s")),
+    ("broker kill -9 → serving", ("broker_restart", "restart_to_serving_s")),
+    ("controller kill -9 → first create acked", ("controller_restart", "first_create_acked_s")),
+    ("controller kill -9 → all on new epoch", ("controller_restart", "all_on_new_epoch_s")),
+)
+SCALE_BYTES = tuple(
+    (name, ("memory", name, "bytes_per_partition"))
+    for name in ("controller", "broker-1", "broker-2", "broker-3")
+)
+SCALE_METADATA = tuple(
+    (f"broker-{b}", ("metadata", f"broker-{b}", "median_ms")) for b in (1, 2, 3)
+)
+
+
+def scale(doc: dict[str, Any], charts: Charts) -> str:
+    rows = _scale_rows(doc)
+    first = doc["result"]["median"] if "median" in doc["result"] else doc["result"]
+    figures = SCALE_TIMES + SCALE_BYTES + SCALE_METADATA[:1]
+    header = ["partitions", *(f"{label} (s)" for label, _ in SCALE_TIMES),
+              *(f"{label} B/partition" for label, _ in SCALE_BYTES),
+              "all-topics Metadata ms (broker-1)", "timed out"]  # fmt: skip
+    out = [
+        "A controller and 3 broker processes hold N partitions at RF 3 "
+        f"({first['per_topic']} per topic, CreateTopics of {first['batch_topics']} topics); every "
+        f"phase bounded by {first['phase_timeout_s']} s. Broker restart → serving includes "
+        f"waiting out the killed broker's session (--session-timeout-ms "
+        f"{first['session_timeout_ms']}, KRaft's DUPLICATE_BROKER_REGISTRATION rule). Bytes per "
+        "partition: RSS after the topics minus RSS before them (same run), over N.",
+        "",
+        table(
+            header,
+            [[r["partitions"], *(_get(r, *path) for _, path in figures), r.get("timed_out")]
+             for r in rows],
+        ),
+    ]
+    plt = charts.plt
+    xs = [r["partitions"] for r in rows]
+    for name, title, ylabel, series in (
+        ("scale_times.png", "Time against partitions", "seconds", SCALE_TIMES),
+        ("scale_memory.png", "RSS per partition", "bytes / partition", SCALE_BYTES),
+        ("scale_metadata.png", "All-topics Metadata round trip", "ms (median)", SCALE_METADATA),
+    ):
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        for label, path in series:
+            points = [(x, v) for x, r in zip(xs, rows, strict=True) if (v := _get(r, *path))]
+            if points:
+                ax.plot(*zip(*points, strict=True), marker="o", label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel("partitions (RF 3)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+        out += ["", charts.save(fig, name, title.lower())]
+    return "\n".join(out)
+
+
 SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any], Charts], str]]] = {
     "metadata-load": (
         "Metadata load: kmeta, the echo ceiling and librdkafka's mock cluster",
@@ -353,6 +426,7 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any], Charts], str]]] = {
     "pipeline-plan": ("Pipeline: Spark plan job", generic),
     "soak": ("Soak", generic),
     "fixture": ("Test fixture: a 3-broker cluster's start-up beside librdkafka's mock", fixture),
+    "scale": ("Scale: N partitions from creation to restart", scale),
 }
 
 

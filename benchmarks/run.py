@@ -18,6 +18,9 @@ generators run in processes of their own):
 * ``soak``           soak.py (--idle-connections held; --requests from --duration)
 * ``fixture``        fixture.py: kmeta.testing.Cluster's start-up and teardown beside librdkafka's
                      mock cluster's (--runs, --brokers; --no-peer)
+* ``scale``          scale.py at each of --partitions N[,N...] (default 10000): create, memory,
+                     Metadata, broker and controller kill -9 (--session-timeout-ms,
+                     --phase-timeout-s)
 
 The result is one JSON object (see common.py) written to --json OUT, or printed.
 """
@@ -42,7 +45,7 @@ import common
 
 SCENARIOS = (
     "codec", "metadata-load", "cache-update", "propagation", "client-await", "pipeline-plan", "soak",
-    "fixture",
+    "fixture", "scale",
 )  # fmt: skip
 
 
@@ -275,14 +278,15 @@ def plan_client_await(a: argparse.Namespace) -> Plan:
 
 
 def plan_pipeline_plan(a: argparse.Namespace) -> Plan:
-    args = ("--partitions", str(a.partitions), "--master", "local[2]")
+    partitions = a.partitions[0] if a.partitions else 200_000
+    args = ("--partitions", str(partitions), "--master", "local[2]")
     steps = repeated(
         "pipeline_plan.py",
-        30 + a.partitions / 20_000,
+        30 + partitions / 20_000,
         a.repeat,
         lambda: common.run_script("pipeline_plan.py", *args),
     )
-    return {"partitions": a.partitions, "master": "local[2]"}, steps, with_median
+    return {"partitions": partitions, "master": "local[2]"}, steps, with_median
 
 
 def plan_soak(a: argparse.Namespace) -> Plan:
@@ -313,10 +317,28 @@ def plan_fixture(a: argparse.Namespace) -> Plan:
     return {"runs": a.runs, "brokers": a.brokers, "peer": not a.no_peer}, steps, with_median
 
 
+def plan_scale(a: argparse.Namespace) -> Plan:
+    sizes = a.partitions or [10_000]
+    args = ("--partitions", ",".join(map(str, sizes)), "--session-timeout-ms", str(a.session_timeout_ms),
+            "--phase-timeout-s", str(a.phase_timeout_s))  # fmt: skip
+    # every phase of every size is bounded by --phase-timeout-s: the script's own bound
+    bound = len(sizes) * (5 * a.phase_timeout_s + a.session_timeout_ms / 1000 + 60)
+    steps = repeated(
+        "scale.py",
+        10 + sum(sizes) / 5_000,
+        a.repeat,
+        lambda: common.run_script("scale.py", *args, timeout_s=bound),
+    )
+    params = {"partitions": sizes, "session_timeout_ms": a.session_timeout_ms,
+              "phase_timeout_s": a.phase_timeout_s}  # fmt: skip
+    return params, steps, with_median
+
+
 PLANS: dict[str, Callable[[argparse.Namespace], Plan]] = {
     "codec": plan_codec, "metadata-load": plan_metadata_load, "cache-update": plan_cache_update,
     "propagation": plan_propagation, "client-await": plan_client_await,
     "pipeline-plan": plan_pipeline_plan, "soak": plan_soak, "fixture": plan_fixture,
+    "scale": plan_scale,
 }  # fmt: skip
 
 
@@ -366,7 +388,21 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--idle-connections", type=int, default=2000, help="soak: idle connections")
-    ap.add_argument("--partitions", type=int, default=200_000, help="pipeline-plan: partitions")
+    ap.add_argument(
+        "--partitions",
+        type=ints,
+        default=None,
+        help="pipeline-plan: partitions (default 200000); scale: comma list (default 10000)",
+    )
+    ap.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=6000,
+        help="scale: the controller's broker session timeout (a killed broker waits it out)",
+    )
+    ap.add_argument(
+        "--phase-timeout-s", type=float, default=600.0, help="scale: bound of each phase"
+    )
     ap.add_argument("--runs", type=int, default=10, help="fixture: clusters started (median)")
     ap.add_argument("--brokers", type=int, default=3, help="fixture: brokers per cluster")
     return ap

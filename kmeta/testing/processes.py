@@ -191,6 +191,12 @@ class ClusterProcesses:
         proc = self._procs.get(name)
         return proc is not None and proc.poll() is None
 
+    def pid(self, name: str) -> int | None:
+        """The process id of ``controller`` or ``broker-<id>`` while it runs, else None (a
+        benchmark reads its memory from ``/proc``)."""
+        proc = self._procs.get(name)
+        return proc.pid if proc is not None and proc.poll() is None else None
+
     @property
     def live_brokers(self) -> list[int]:
         """Brokers whose process runs now."""

@@ -142,6 +142,7 @@ def test_bench_lists_every_scenario() -> None:
         "pipeline-plan",
         "soak",
         "fixture",
+        "scale",
         "report",
     ):
         assert name in res.output
@@ -178,3 +179,63 @@ def test_fixture_scenario_times_kmeta_and_the_librdkafka_mock(tmp_path: Path) ->
     assert all(r["load_average_1m"] >= 0 for r in result["every_run"])
     assert result["librdkafka_mock"]["ready_s"] > 0
     assert result["kmeta_to_mock_ready"] > 0
+
+
+def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Path) -> None:
+    doc = bench(
+        tmp_path, "scale", "--partitions", "1000,3000", "--session-timeout-ms", "1000",
+        "--phase-timeout-s", "60",
+    )  # fmt: skip
+    assert doc["parameters"]["partitions"] == [1000, 3000]
+    assert doc["parameters"]["session_timeout_ms"] == 1000
+    result = doc["result"]["median"]
+    assert result["session_timeout_ms"] == 1000
+    sizes = result["sizes"]
+    assert [s["partitions"] for s in sizes] == [1000, 3000]
+    assert [s["topics"] for s in sizes] == [1, 3]
+    for s in sizes:
+        assert s["timed_out"] is None
+        assert 0 < s["create"]["acked_s"] <= s["create"]["visible_all_s"]
+        assert set(s["create"]["visible_per_broker_s"]) == {"broker-1", "broker-2", "broker-3"}
+        assert set(s["memory"]) == {"controller", "broker-1", "broker-2", "broker-3"}
+        assert all(m["rss_after"] > 0 for m in s["memory"].values())
+        for b in ("broker-1", "broker-2", "broker-3"):
+            assert 0 < s["metadata"][b]["min_ms"] <= s["metadata"][b]["median_ms"]
+        restart = s["broker_restart"]
+        assert restart["session_timeout_ms"] == 1000
+        assert 0 < restart["restart_to_listening_s"] <= restart["restart_to_serving_s"]
+        ctl = s["controller_restart"]
+        assert ctl["first_create_acked_s"] > 0
+        assert 0 < ctl["all_on_new_epoch_s"] <= ctl["all_caught_up_s"]
+        assert ctl["rss_before"]["rss"] > 0
+        assert ctl["peak_rss_to_rss_before"] > 0
+    # three times the partitions: a bigger all-topics answer on every broker
+    small, big = (s["metadata"]["broker-1"]["response_bytes"] for s in sizes)
+    assert big > 2 * small
+
+    (tmp_path / "scale.json").write_text(json.dumps(doc))
+    out = tmp_path / "BENCHMARKS.md"
+    res = CliRunner().invoke(
+        cli, ["bench", "report", str(tmp_path / "scale.json"), "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert "## Scale: N partitions from creation to restart" in text
+    assert "| 3,000 |" in text
+    for png in ("scale_times.png", "scale_memory.png", "scale_metadata.png"):
+        png_path = tmp_path / "benchmarks" / "charts" / png
+        assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_scale_phase_that_runs_out_is_recorded_and_the_run_stops() -> None:
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "scale.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--partitions", "20000", "--phase-timeout-s", "0.05"],
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (size,) = json.loads(proc.stdout)["sizes"]
+    assert size["timed_out"] == "create"
+    assert size["create"] == {"timed_out_after_s": 0.05}
+    assert "broker_restart" not in size
+    assert "controller_restart" not in size

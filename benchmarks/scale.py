@@ -1,0 +1,385 @@
+"""Scale benchmark: N partitions, from creation to restart, with bounded time and memory.
+
+For each N of ``--partitions``, a fresh controller and 3 broker processes (``kmeta.testing
+.Cluster``: the daemons ``kmeta cluster up`` starts) hold N partitions at RF 3 (``--per-topic``
+partitions per topic, CreateTopics of ``--batch-topics`` topics each, ``--in-flight`` requests
+pipelined to broker 1). Measured, each phase bounded by ``--phase-timeout-s`` (a phase that
+runs out is recorded as ``timed_out`` and the remaining phases of that N are skipped):
+
+1. ``create``: first CreateTopics sent → every one acknowledged (``acked_s``) and → every broker
+   serving all N partitions with a leader (``visible_all_s``).
+2. ``memory``: RSS of each process before the topics (baseline, same run) and after, and
+   ``bytes_per_partition`` = (after - before) / N.
+3. ``metadata``: the all-topics Metadata round trip to each broker, the response read as bytes
+   (the client's decoding is not counted; one decoded answer checks that all N are served).
+4. ``broker_restart``: broker 3 killed (-9) and started at once; restart → listening →
+   serving all N. A killed broker's session outlives it (DUPLICATE_BROKER_REGISTRATION until it
+   expires, KRaft's rule), so this includes up to ``--session-timeout-ms``, which the
+   controller is given and the result records.
+5. ``controller_restart``: the controller killed (-9) and started on its data dir; restart →
+   first CreateTopics (1 partition) acknowledged, → every broker acknowledged an UpdateMetadata
+   of the new controller (``all_on_new_epoch_s``), → nothing left unacknowledged
+   (``all_caught_up_s``; from the controller's /status, polled every 0.5 s because building it
+   walks every partition), and the new controller's peak RSS against the old one's RSS.
+
+"Serving all N" is polled on the first and last topic of the run (cheap at 1M) and confirmed
+with one decoded all-topics answer. Prints one JSON object. Example:
+    python benchmarks/scale.py --partitions 10000,100000 --session-timeout-ms 6000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from kmeta.net.connection import KafkaConnection, api_of_instance
+from kmeta.protocol.header import RequestHeader, encode_request_header
+from kmeta.protocol.messages import create_topics as ct
+from kmeta.protocol.messages import metadata as md
+from kmeta.testing import Cluster
+
+BROKERS = (1, 2, 3)
+PREFIX = "scale-"
+
+
+class PhaseTimeout(Exception):
+    pass
+
+
+def rss_bytes(pid: int | None) -> dict[str, int | None]:
+    """``VmRSS`` and ``VmHWM`` (peak) of a process, from /proc."""
+    out: dict[str, int | None] = {"rss": None, "peak": None}
+    if pid is None:
+        return out
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out["rss" if key == "VmRSS" else "peak"] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+def memory(cluster: Cluster) -> dict[str, dict[str, int | None]]:
+    return {name: rss_bytes(cluster.pid(name)) for name in cluster.daemons}
+
+
+def metadata_request(topics: list[str] | None) -> Any:
+    return md.MetadataRequest(
+        version=12,
+        topics=None if topics is None else tuple(md.MetadataRequestTopic(name=t) for t in topics),
+        allow_auto_topic_creation=False,
+    )
+
+
+def create_request(names: list[str], partitions: int, timeout_ms: int) -> Any:
+    return ct.CreateTopicsRequest(
+        version=7,
+        topics=tuple(
+            ct.CreatableTopic(name=n, num_partitions=partitions, replication_factor=3)
+            for n in names
+        ),
+        timeout_ms=timeout_ms,
+    )
+
+
+async def connect(cluster: Cluster, broker: int, deadline: float) -> KafkaConnection:
+    host, port = cluster.address(broker)
+    while True:
+        try:
+            return await KafkaConnection.open(host, port, client_id="bench-scale")
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+def served(resp: Any, sizes: dict[str, int]) -> int:
+    """Partitions of ``sizes``' topics served with a leader, in a Metadata answer."""
+    count = 0
+    for t in resp.topics:
+        if t.name in sizes and t.error_code == 0 and len(t.partitions) == sizes[t.name]:
+            count += sum(1 for p in t.partitions if p.leader_id >= 0)
+    return count
+
+
+async def serves_all(conn: KafkaConnection, sizes: dict[str, int], sentinels: list[str]) -> bool:
+    """Cheap check on the sentinel topics first; then one decoded all-topics answer."""
+    probe = {t: sizes[t] for t in sentinels}
+    if served(await conn.request(metadata_request(sentinels), 120), probe) < sum(probe.values()):
+        return False
+    return served(await conn.request(metadata_request(None), 600), sizes) == sum(sizes.values())
+
+
+async def wait_serving(
+    cluster: Cluster, broker: int, sizes: dict[str, int], sentinels: list[str], deadline: float
+) -> None:
+    conn = await connect(cluster, broker, deadline)
+    try:
+        while True:
+            try:
+                if await serves_all(conn, sizes, sentinels):
+                    return
+            except (ConnectionError, OSError, TimeoutError):
+                conn.close()
+                conn = await connect(cluster, broker, deadline)
+            await asyncio.sleep(0.05)
+    finally:
+        conn.close()
+
+
+async def metadata_rtt(cluster: Cluster, broker: int, rounds: int) -> dict[str, Any]:
+    """All-topics Metadata round trips read as raw frames (no client decoding)."""
+    host, port = cluster.address(broker)
+    reader, writer = await asyncio.open_connection(host, port, limit=2**20)
+    request = metadata_request(None)
+    api = api_of_instance(request)
+    times, size = [], 0
+    try:
+        for i in range(rounds):
+            out = bytearray(4)
+            encode_request_header(RequestHeader(api.key, request.version, i, "bench-scale"), out)
+            api.request.encode_into(request, out)
+            out[0:4] = (len(out) - 4).to_bytes(4, "big")
+            t0 = time.perf_counter()
+            writer.write(out)
+            size = int.from_bytes(await reader.readexactly(4), "big")
+            await reader.readexactly(size)
+            times.append((time.perf_counter() - t0) * 1000)
+    finally:
+        writer.close()
+    times.sort()
+    return {
+        "rounds": rounds,
+        "min_ms": round(times[0], 2),
+        "median_ms": round(times[len(times) // 2], 2),
+        "max_ms": round(times[-1], 2),
+        "response_bytes": size + 4,
+    }
+
+
+async def phase(
+    name: str, timeout_s: float, out: dict[str, Any], run: Callable[[], Awaitable[Any]]
+) -> None:
+    try:
+        out[name] = await asyncio.wait_for(run(), timeout_s)
+    except TimeoutError:
+        out[name] = {"timed_out_after_s": timeout_s}
+        raise PhaseTimeout(name) from None
+
+
+async def create_all(
+    cluster: Cluster, a: argparse.Namespace, sizes: dict[str, int], sentinels: list[str]
+) -> dict[str, Any]:
+    names = list(sizes)
+    batches = [names[i : i + a.batch_topics] for i in range(0, len(names), a.batch_topics)]
+    conn = await connect(cluster, 1, time.monotonic() + 30)
+    window = asyncio.Semaphore(a.in_flight)
+    t0 = time.perf_counter()
+
+    async def one(batch: list[str]) -> None:
+        async with window:
+            req = ct.CreateTopicsRequest(
+                version=7,
+                topics=tuple(
+                    ct.CreatableTopic(name=n, num_partitions=sizes[n], replication_factor=3)
+                    for n in batch
+                ),
+                timeout_ms=int(a.phase_timeout_s * 1000),
+            )
+            resp = await conn.request(req, a.phase_timeout_s)
+            bad = [(t.name, t.error_code) for t in resp.topics if t.error_code != 0]
+            if bad:
+                raise RuntimeError(f"CreateTopics failed: {bad[:5]}")
+
+    try:
+        await asyncio.gather(*(one(b) for b in batches))
+    finally:
+        conn.close()
+    acked = time.perf_counter() - t0
+    deadline = time.monotonic() + a.phase_timeout_s
+    each: dict[str, float] = {}
+
+    async def visible(b: int) -> None:
+        await wait_serving(cluster, b, sizes, sentinels, deadline)
+        each[f"broker-{b}"] = round(time.perf_counter() - t0, 3)
+
+    await asyncio.gather(*(visible(b) for b in BROKERS))
+    return {
+        "topics": len(names),
+        "requests": len(batches),
+        "acked_s": round(acked, 3),
+        "visible_all_s": round(time.perf_counter() - t0, 3),
+        "visible_per_broker_s": each,
+    }
+
+
+async def broker_restart(
+    cluster: Cluster, a: argparse.Namespace, sizes: dict[str, int], sentinels: list[str]
+) -> dict[str, Any]:
+    cluster.kill_broker(3)
+    t0 = time.perf_counter()
+    cluster.start_broker(3, wait=False)
+    deadline = time.monotonic() + a.phase_timeout_s
+    conn = await connect(cluster, 3, deadline)
+    conn.close()
+    listening = time.perf_counter() - t0
+    await wait_serving(cluster, 3, sizes, sentinels, deadline)
+    return {
+        "session_timeout_ms": a.session_timeout_ms,
+        "restart_to_listening_s": round(listening, 3),
+        "restart_to_serving_s": round(time.perf_counter() - t0, 3),
+        "rss_after": rss_bytes(cluster.pid("broker-3")),
+    }
+
+
+async def first_create(cluster: Cluster, deadline: float) -> tuple[float, int]:
+    """Seconds until a CreateTopics through broker 1 is acknowledged; attempts made."""
+    t0 = time.perf_counter()
+    attempts = 0
+    conn = await connect(cluster, 1, deadline)
+    try:
+        while True:
+            attempts += 1
+            try:
+                resp = await conn.request(create_request([f"after-restart-{attempts}"], 1, 2000), 5)
+                if resp.topics[0].error_code == 0:
+                    return time.perf_counter() - t0, attempts
+            except (ConnectionError, OSError, TimeoutError):
+                conn.close()
+                conn = await connect(cluster, 1, deadline)
+            await asyncio.sleep(0.05)
+    finally:
+        conn.close()
+
+
+async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[str, Any]:
+    before = rss_bytes(cluster.pid("controller"))
+    old_epoch = (await asyncio.to_thread(cluster.controller_status))["controller"]["epoch"]
+    cluster.kill_controller()
+    t0 = time.perf_counter()
+    cluster.start_controller(wait=False)
+    deadline = time.monotonic() + a.phase_timeout_s
+    marks: dict[str, float] = {}
+
+    async def watch_status() -> None:
+        while "all_caught_up_s" not in marks:
+            try:
+                status = await asyncio.to_thread(cluster.controller_status)
+            except OSError:  # not listening yet, or /status took over 5 s
+                status = None
+            if status and status["controller"]["epoch"] > old_epoch:
+                brokers = [b for b in status["brokers"] if b["state"] == "alive"]
+                if len(brokers) == len(BROKERS) and all(b["applied_update"] for b in brokers):
+                    marks.setdefault("all_on_new_epoch_s", round(time.perf_counter() - t0, 3))
+                    if all(b["lag_versions"] == 0 for b in brokers):
+                        marks["all_caught_up_s"] = round(time.perf_counter() - t0, 3)
+            await asyncio.sleep(0.5)
+
+    watcher = asyncio.create_task(watch_status())
+    created_s, attempts = await first_create(cluster, deadline)
+    await watcher
+    after = rss_bytes(cluster.pid("controller"))
+    peak, old = after["peak"], before["rss"]
+    return {
+        "first_create_acked_s": round(created_s, 3),
+        "create_attempts": attempts,
+        **marks,
+        "rss_before": before,
+        "rss_after": after,
+        "peak_rss_to_rss_before": round(peak / old, 2) if peak and old else None,
+    }
+
+
+async def one_size(a: argparse.Namespace, n: int) -> dict[str, Any]:
+    sizes: dict[str, int] = {}
+    left, i = n, 0
+    while left > 0:
+        sizes[f"{PREFIX}{i:07d}"] = min(a.per_topic, left)
+        left -= sizes[f"{PREFIX}{i:07d}"]
+        i += 1
+    names = list(sizes)
+    sentinels = sorted({names[0], names[-1]})
+    out: dict[str, Any] = {"partitions": n, "topics": len(sizes), "timed_out": None}
+    t0 = time.perf_counter()
+    cluster = Cluster(
+        3, session_timeout_ms=a.session_timeout_ms, barrier=a.barrier, log_level="WARNING",
+        start_timeout_s=max(60.0, a.phase_timeout_s),
+    )  # fmt: skip
+    async with cluster:
+        out["start_s"] = round(time.perf_counter() - t0, 3)
+        base = memory(cluster)
+        try:
+            await phase(
+                "create", a.phase_timeout_s, out, lambda: create_all(cluster, a, sizes, sentinels)
+            )
+            after = memory(cluster)
+            out["memory"] = {
+                name: {
+                    "rss_before": base[name]["rss"],
+                    "rss_after": after[name]["rss"],
+                    "bytes_per_partition": round(
+                        ((after[name]["rss"] or 0) - (base[name]["rss"] or 0)) / n, 1
+                    ),
+                }
+                for name in cluster.daemons
+            }
+
+            async def rtts() -> dict[str, Any]:
+                return {
+                    f"broker-{b}": await metadata_rtt(cluster, b, a.metadata_rounds)
+                    for b in BROKERS
+                }
+
+            await phase("metadata", a.phase_timeout_s, out, rtts)
+            await phase("broker_restart", a.phase_timeout_s + a.session_timeout_ms / 1000, out,
+                        lambda: broker_restart(cluster, a, sizes, sentinels))  # fmt: skip
+            await phase("controller_restart", a.phase_timeout_s, out,
+                        lambda: controller_restart(cluster, a))  # fmt: skip
+        except PhaseTimeout as exc:
+            out["timed_out"] = str(exc)
+    out["wall_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+async def run(a: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "session_timeout_ms": a.session_timeout_ms,
+        "barrier": a.barrier,
+        "per_topic": a.per_topic,
+        "batch_topics": a.batch_topics,
+        "phase_timeout_s": a.phase_timeout_s,
+        "sizes": [await one_size(a, n) for n in a.partitions],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--partitions", type=lambda s: [int(x) for x in s.split(",") if x], default=[10_000]
+    )
+    ap.add_argument("--per-topic", type=int, default=1000)
+    ap.add_argument("--batch-topics", type=int, default=10)
+    ap.add_argument("--in-flight", type=int, default=4)
+    ap.add_argument("--metadata-rounds", type=int, default=5)
+    ap.add_argument("--session-timeout-ms", type=int, default=6000)
+    ap.add_argument("--phase-timeout-s", type=float, default=600.0)
+    ap.add_argument("--barrier", action=argparse.BooleanOptionalAction, default=True)
+    a = ap.parse_args(argv)
+    if not a.partitions or min(a.partitions) < 1 or a.per_topic < 1 or a.batch_topics < 1:
+        raise SystemExit("--partitions, --per-topic and --batch-topics must be >= 1")
+    if a.in_flight < 1 or a.metadata_rounds < 1 or a.phase_timeout_s <= 0:
+        raise SystemExit("--in-flight, --metadata-rounds must be >= 1, --phase-timeout-s > 0")
+    print(json.dumps(asyncio.run(run(a)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
