@@ -93,10 +93,11 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
 @authorizer_options
 @click.option(
     "--controller-security-protocol",
-    type=click.Choice(["PLAINTEXT", "SSL"], case_sensitive=False),
+    type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
     default="PLAINTEXT",
     show_default=True,
-    help="SSL: reach the controller over TLS (presenting --ssl-certfile for mTLS).",
+    help="SSL: reach the controller over TLS (presenting --ssl-certfile for mTLS); SASL_*: "
+    "authenticate with --cluster-credential-file.",
 )
 def broker_command(
     broker_id: int,

@@ -18,6 +18,7 @@ import asyncio
 import base64
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -33,6 +34,11 @@ import click
 
 from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
 from kmeta.controller.faults import parse_fault
+from kmeta.net.security.sasl_client import (
+    ClientCredential,
+    read_credential_file,
+    write_credential_file,
+)
 from kmeta.net.tls import TlsConfig
 
 
@@ -64,6 +70,13 @@ class ClusterConfig:
     fault_file: str | None = None
     #: client listeners as SSL:// with this certificate (None: PLAINTEXT)
     ssl: TlsConfig | None = None
+    #: the control plane authenticates (SASL/SCRAM-SHA-512 with a credential generated in
+    #: the data dir, mode 0600) on the controller's and the brokers' CONTROL listeners.
+    #: ``kmeta cluster up`` turns it on unless --open-control-plane; kmeta.testing leaves it off.
+    closed: bool = False
+    #: --secure: client listeners are SASL_PLAINTEXT (SASL_SSL with ssl) with an admin user
+    #: whose credential is written to the data dir (admin.credential) and printed
+    secure: bool = False
 
     @property
     def port_plan(self) -> Ports:
@@ -94,6 +107,8 @@ class ClusterConfig:
 
     @property
     def client_listener(self) -> str:
+        if self.secure:
+            return "SASL_PLAINTEXT" if self.ssl is None else "SASL_SSL"
         return "PLAINTEXT" if self.ssl is None else "SSL"
 
     def rack(self, i: int) -> str | None:
@@ -114,6 +129,42 @@ def cluster_id_of(data_dir: Path) -> str:
     return cluster_id
 
 
+CLUSTER_USER = "kmeta-cluster"
+ADMIN_USER = "admin"
+
+
+def credential_of(data_dir: Path, name: str, username: str) -> Path:
+    """``<data_dir>/<name>.credential``, made once per data dir with a random password,
+    readable by its owner only."""
+    path = data_dir / f"{name}.credential"
+    if not path.exists():
+        password = secrets.token_urlsafe(24)
+        write_credential_file(str(path), ClientCredential(username, password, "SCRAM-SHA-512"))
+    return path
+
+
+def _closed_controller_args(cfg: ClusterConfig, data_dir: Path) -> list[str]:
+    if not cfg.closed:
+        return []
+    args = [
+        "--listener-security-protocol-map", "CONTROLLER:SASL_PLAINTEXT",
+        "--cluster-credential-file", str(credential_of(data_dir, "cluster", CLUSTER_USER)),
+    ]  # fmt: skip
+    if cfg.secure:
+        args += ["--sasl-user-file", str(credential_of(data_dir, "admin", ADMIN_USER))]
+    return args
+
+
+def _closed_broker_args(cfg: ClusterConfig, data_dir: Path) -> list[str]:
+    if not cfg.closed:
+        return []
+    return [
+        "--listener-security-protocol-map", "CONTROL:SASL_PLAINTEXT",
+        "--controller-security-protocol", "SASL_PLAINTEXT",
+        "--cluster-credential-file", str(credential_of(data_dir, "cluster", CLUSTER_USER)),
+    ]  # fmt: skip
+
+
 def controller_argv(cfg: ClusterConfig, data_dir: Path) -> list[str]:
     return [
         sys.executable, "-m", "kmeta", "controller",
@@ -127,6 +178,7 @@ def controller_argv(cfg: ClusterConfig, data_dir: Path) -> list[str]:
         *(("--fault-file", cfg.fault_file) if cfg.fault_file else ()),
         *(("--default-partitions", str(cfg.default_partitions)) if cfg.default_partitions else ()),
         *(("--metrics-port", str(cfg.controller_metrics_port)) if cfg.metrics else ()),
+        *_closed_controller_args(cfg, data_dir),
     ]  # fmt: skip
 
 
@@ -145,6 +197,7 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         *(("--metrics-port", str(cfg.metrics_port(i))) if cfg.metrics else ()),
         *(("--rack", rack) if (rack := cfg.rack(i)) else ()),
         *_ssl_args(cfg.ssl),
+        *_closed_broker_args(cfg, data_dir),
     ]  # fmt: skip
 
 
@@ -175,10 +228,16 @@ def ready_info(cfg: ClusterConfig, data_dir: Path) -> dict[str, object]:
         "controller": f"{cfg.host}:{cfg.controller_port}",
         "controller_metrics_port": cfg.controller_metrics_port if cfg.metrics else None,
         "security_protocol": cfg.client_listener,
+        **(_secure_info(data_dir) if cfg.secure else {}),
         "cluster_id": cluster_id_of(data_dir),
         "data_dir": str(data_dir),
         "pid": os.getpid(),
     }
+
+
+def _secure_info(data_dir: Path) -> dict[str, object]:
+    admin = str(data_dir / "admin.credential")
+    return {"sasl_mechanism": "SCRAM-SHA-512", "admin_credential_file": admin}
 
 
 def write_ready_file(path: Path, info: dict[str, object]) -> None:
@@ -234,6 +293,15 @@ def up(
     signal.signal(signal.SIGTERM, on_signal)
     click.echo(f"kmeta cluster: controller {cfg.host}:{cfg.controller_port}, data dir {data_dir}")
     click.echo(f"bootstrap servers: {cfg.bootstrap}")
+    if cfg.closed:
+        click.echo(f"control plane: SASL/SCRAM-SHA-512 with {data_dir / 'cluster.credential'}")
+    if cfg.secure:
+        admin = read_credential_file(str(credential_of(data_dir, "admin", ADMIN_USER)))
+        click.echo(
+            f"clients: security.protocol={cfg.client_listener} sasl.mechanism=SCRAM-SHA-512 "
+            f"sasl.username={admin.username} sasl.password={admin.password} "
+            f"(in {data_dir / 'admin.credential'})"
+        )
     for spec in cfg.faults:
         click.echo(f"fault injection: {spec} (controller -> broker updates)")
     if cfg.metrics:
@@ -247,7 +315,7 @@ def up(
     try:
         # every start waits for the cluster to serve: a daemon that exits first (a busy port,
         # a bad flag) stops the rest and fails the command, never a cluster short of brokers
-        await_ready(cfg, {names[p.pid]: p for p in procs})
+        await_ready(cfg, {names[p.pid]: p for p in procs}, data_dir)
         start_failed = False
         if ready_file is not None:
             write_ready_file(ready_file, ready_info(cfg, data_dir))
@@ -305,12 +373,17 @@ def refuse_busy_ports(cfg: ClusterConfig) -> None:
                 ) from None
 
 
-def await_ready(cfg: ClusterConfig, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+def await_ready(
+    cfg: ClusterConfig, procs: dict[str, subprocess.Popen[bytes]], data_dir: Path | None = None
+) -> None:
     """Block until every broker serves the whole cluster; a ClickException if it does not."""
     ssl = cfg.ssl.client_context() if cfg.ssl is not None else None
     ports = {i: cfg.client_port(i) for i in range(1, cfg.brokers + 1)}
+    sasl = None
+    if cfg.secure and data_dir is not None:
+        sasl = read_credential_file(str(credential_of(data_dir, "admin", ADMIN_USER)))
     try:
-        asyncio.run(await_serving(cfg.host, ports, procs, cfg.start_timeout_s, ssl))
+        asyncio.run(await_serving(cfg.host, ports, procs, cfg.start_timeout_s, ssl, sasl))
     except (DaemonExited, TimeoutError) as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -361,6 +434,18 @@ def cluster_group() -> None:
     metavar="SECONDS",
     help="Stop the cluster this long after starting it (bounds a CI job's cluster).",
 )
+@click.option(
+    "--open-control-plane",
+    is_flag=True,
+    help="No authentication between the controller and the brokers (by default they "
+    "authenticate with SASL/SCRAM and a credential generated in the data dir).",
+)
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="Client listeners SASL_PLAINTEXT with an admin user (SCRAM-SHA-512) whose "
+    "credential is written to the data dir and printed.",
+)
 def up_command(
     brokers: int,
     base_port: int,
@@ -373,6 +458,8 @@ def up_command(
     metrics: bool,
     ready_file: str | None,
     exit_after: float | None,
+    open_control_plane: bool,
+    secure: bool,
 ) -> None:
     """Start a controller and N brokers; print the bootstrap address; Ctrl-C stops them."""
     for spec in faults:  # refuse a bad --fault here, not as a dead controller later
@@ -391,6 +478,8 @@ def up_command(
             log_level=log_level,
             faults=faults,
             metrics=metrics,
+            closed=not open_control_plane or secure,
+            secure=secure,
         ),
         ready_file=Path(ready_file) if ready_file else None,
         exit_after_s=exit_after,

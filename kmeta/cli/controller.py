@@ -18,6 +18,7 @@ from kmeta.cli.security_options import (
 )
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.daemon import ControllerStartError, serve
+from kmeta.net.security.sasl_client import read_credential_file
 
 _D = ControllerConfig(data_dir=".")
 
@@ -122,6 +123,13 @@ _D = ControllerConfig(data_dir=".")
     help="More fault specs, one per line: read at start and again on SIGHUP (they replace the "
     "faults in force).",
 )
+@click.option(
+    "--sasl-user-file",
+    "sasl_user_files",
+    multiple=True,
+    help="A username=/password= file of a SCRAM user this controller always accepts and "
+    "pushes to brokers (repeatable; cluster up --secure's admin).",
+)
 @tls_options
 @authorizer_options
 def controller_command(
@@ -146,6 +154,7 @@ def controller_command(
     zookeeper_session_timeout_ms: int,
     faults: tuple[str, ...],
     fault_file: str | None,
+    sasl_user_files: tuple[str, ...],
     **options: Any,
 ) -> None:
     """Run the controller until SIGTERM or SIGINT."""
@@ -173,6 +182,7 @@ def controller_command(
             zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
             faults=faults,
             fault_file=fault_file,
+            sasl_users=tuple(read_credential_file(path) for path in sasl_user_files),
             **tls_fields(options),
             **authorizer_fields(options),
             **daemon_fields(options),

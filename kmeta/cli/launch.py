@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from kmeta.net.connection import KafkaConnection
+from kmeta.net.security.sasl_client import ClientCredential, authenticate
 from kmeta.protocol.messages import metadata as md
 
 #: how often :func:`await_serving` asks each broker again
@@ -103,13 +104,20 @@ class DaemonExited(RuntimeError):
 
 
 async def broker_ids_served(
-    host: str, port: int, ssl: ssl_module.SSLContext | None = None, timeout_s: float = 2.0
+    host: str,
+    port: int,
+    ssl: ssl_module.SSLContext | None = None,
+    timeout_s: float = 2.0,
+    sasl: ClientCredential | None = None,
 ) -> set[int]:
-    """The broker ids one broker's Metadata answer (no topics) lists."""
+    """The broker ids one broker's Metadata answer (no topics) lists (after authenticating
+    as ``sasl`` on a SASL listener)."""
     conn = await KafkaConnection.open(
         host, port, client_id="kmeta-launch", timeout_s=timeout_s, ssl=ssl
     )
     try:
+        if sasl is not None:
+            await authenticate(conn, sasl, timeout_s)
         request = md.MetadataRequest(version=12, topics=(), allow_auto_topic_creation=False)
         response = await conn.request(request, timeout_s)
         return {b.node_id for b in response.brokers}
@@ -123,6 +131,7 @@ async def await_serving(
     procs: Mapping[str, subprocess.Popen[bytes]],
     timeout_s: float,
     ssl: ssl_module.SSLContext | None = None,
+    sasl: ClientCredential | None = None,
 ) -> float:
     """Wait until every broker in ``client_ports`` (id -> port) lists all of them; returns the
     seconds waited. Raises :class:`DaemonExited` if one of ``procs`` exits meanwhile, and
@@ -135,7 +144,7 @@ async def await_serving(
             if proc.poll() is not None:
                 raise DaemonExited(name, proc.returncode)
         results = await asyncio.gather(
-            *(broker_ids_served(host, port, ssl) for port in pending.values()),
+            *(broker_ids_served(host, port, ssl, sasl=sasl) for port in pending.values()),
             return_exceptions=True,
         )
         for broker_id, seen in zip(list(pending), results, strict=True):

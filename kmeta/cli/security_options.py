@@ -14,6 +14,7 @@ import click
 
 from kmeta.net.security.authorizer import AuthorizerConfig, parse_super_users
 from kmeta.net.security.sasl import MECHANISMS, parse_mechanisms
+from kmeta.net.security.sasl_client import ClientCredential, read_credential_file
 from kmeta.net.tls import CLIENT_AUTH, TlsConfig, parse_protocol_map
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,6 +28,10 @@ def _listener_auth(text: str) -> tuple[tuple[str, str], ...]:
             raise ValueError(f"{item!r} is not LISTENER:{'|'.join(CLIENT_AUTH)}")
         out.append((name.strip().upper(), auth.strip().lower()))
     return tuple(out)
+
+
+def _credential(path: str | None) -> ClientCredential | None:
+    return None if path is None else read_credential_file(path)
 
 
 def _apply(fn: F, options: Sequence[Callable[[Any], Any]]) -> F:
@@ -56,6 +61,12 @@ def tls_options(fn: F) -> F:
             show_default=True,
             help="SASL mechanisms of SASL_PLAINTEXT / SASL_SSL listeners.",
         ),
+        click.option(
+            "--cluster-credential-file",
+            default=None,
+            help="username=/password= file the controller and brokers share (cluster up "
+            "writes one, mode 0600): presented and accepted on SASL control-plane listeners.",
+        ),
         click.option("--ssl-certfile", default=None, help="PEM certificate (chain) of this node."),
         click.option("--ssl-keyfile", default=None, help="PEM private key (default: in certfile)."),
         click.option("--ssl-cafile", default=None, help="PEM CA bundle that verifies peers."),
@@ -82,6 +93,7 @@ def tls_fields(options: dict[str, Any]) -> dict[str, Any]:
             options.pop("listener_security_protocol_map")
         ),
         "sasl_enabled_mechanisms": parse_mechanisms(options.pop("sasl_enabled_mechanisms")),
+        "cluster_credential": _credential(options.pop("cluster_credential_file")),
         "tls": TlsConfig(
             certfile=options.pop("ssl_certfile"),
             keyfile=options.pop("ssl_keyfile"),

@@ -45,7 +45,12 @@ from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import Endpoint
 from kmeta.controller.state_log import StateChangeLog, wall_ms
 from kmeta.net.connection import KafkaConnection, api_of_instance
-from kmeta.net.tls import NO_TLS, SSL, TlsConfig
+from kmeta.net.security.sasl_client import (
+    ClientCredential,
+    SaslAuthenticationError,
+    authenticate,
+)
+from kmeta.net.tls import NO_TLS, TlsConfig, uses_sasl, uses_tls
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, ProtocolError
 from kmeta.protocol.header import RequestHeader
@@ -176,7 +181,7 @@ class _BrokerChannel:
             try:
                 if self.conn is None or not self.conn.is_open:
                     self._close()
-                    self.conn = await KafkaConnection.open(
+                    conn = await KafkaConnection.open(
                         self.endpoint.host,
                         self.endpoint.port,
                         client_id=owner.client_id,
@@ -184,6 +189,12 @@ class _BrokerChannel:
                         max_frame_size=owner.max_frame_size,
                         ssl=owner.ssl_for(self.endpoint),
                     )
+                    try:
+                        await owner.authenticate(conn, self.endpoint)
+                    except BaseException:
+                        conn.close()
+                        raise
+                    self.conn = conn
                 header = RequestHeader(
                     item.api_key, item.request.version, item.correlation_id, owner.client_id
                 )
@@ -216,6 +227,7 @@ class ControllerChannelManager:
         max_frame_size: int = 256 * 1024 * 1024,
         tls: TlsConfig = NO_TLS,
         faults: FaultInjector | None = None,
+        sasl: ClientCredential | None = None,
     ) -> None:
         self.listener_name = listener_name
         self.metrics = metrics
@@ -225,6 +237,8 @@ class ControllerChannelManager:
         self.request_timeout_s = request_timeout_s
         self.max_frame_size = max_frame_size
         self.tls = tls
+        #: the cluster credential, presented to brokers whose control listener is SASL
+        self.sasl = sasl
         self.faults = faults or FaultInjector()
         self._ssl: ssl.SSLContext | None = None
         self._channels: dict[int, _BrokerChannel] = {}
@@ -315,9 +329,21 @@ class ControllerChannelManager:
             task.add_done_callback(self._stopping.discard)
         return task
 
+    async def authenticate(self, conn: KafkaConnection, endpoint: Endpoint) -> None:
+        """SASL with the cluster credential when the broker registered its listener as
+        SASL_PLAINTEXT / SASL_SSL (SaslAuthenticationError, a ConnectionError, if refused)."""
+        if not uses_sasl(endpoint.security_protocol):
+            return
+        if self.sasl is None:
+            raise SaslAuthenticationError(
+                f"{endpoint.name} is {endpoint.security_protocol}: no --cluster-credential-file"
+            )
+        await authenticate(conn, self.sasl, self.request_timeout_s)
+
     def ssl_for(self, endpoint: Endpoint) -> ssl.SSLContext | None:
-        """TLS (our certificate for mTLS) when the broker registered its listener as SSL."""
-        if endpoint.security_protocol != SSL:
+        """TLS (our certificate for mTLS) when the broker registered its listener as SSL or
+        SASL_SSL."""
+        if not uses_tls(endpoint.security_protocol):
             return None
         if self._ssl is None:
             self._ssl = self.tls.client_context()

@@ -9,6 +9,7 @@ from kmeta.metadata.addresses import parse_listener
 from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
 from kmeta.net.security.sasl import MECHANISMS
+from kmeta.net.security.sasl_client import ClientCredential
 from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol, uses_tls
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
@@ -42,6 +43,12 @@ class ControllerConfig:
     tls: TlsConfig = NO_TLS
     #: sasl.enabled.mechanisms of our SASL_PLAINTEXT / SASL_SSL listeners
     sasl_enabled_mechanisms: tuple[str, ...] = MECHANISMS
+    #: the credential the controller and the brokers share (--cluster-credential-file): we
+    #: present it to brokers whose control listener is SASL and accept it from them
+    cluster_credential: ClientCredential | None = None
+    #: SCRAM users this controller always accepts and pushes to brokers (--sasl-user-file,
+    #: e.g. cluster up --secure's admin), besides those altered through the API
+    sasl_users: tuple[ClientCredential, ...] = ()
     #: serve /metrics and /status over HTTP on this port (0: the OS picks); None: metrics off
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"

@@ -118,6 +118,7 @@ class KafkaController:
             request_timeout_s=config.request_timeout_ms / 1000.0,
             tls=config.tls,
             faults=self.faults,
+            sasl=config.cluster_credential,
         )
         self.events = ControllerEventManager(
             self.metrics,
@@ -140,7 +141,12 @@ class KafkaController:
         self.faults.on_change = FaultReactions(self, self.channel, self.deletion).changed
         #: SCRAM credentials (kmeta.controller.scram_users): our SASL listeners verify against
         #: them and every UpdateMetadata carries them to the brokers
-        self.credentials = ScramCredentials()
+        self.credentials = ScramCredentials(
+            fixed=tuple(
+                (c.username, c.server_credential())
+                for c in (*filter(None, (config.cluster_credential,)), *config.sasl_users)
+            )
+        )
         self.scram_users = ScramUserManager(self, self.credentials)
         self._update_id = 0
         self._event_update_id = 0

@@ -12,7 +12,15 @@ from kmeta.metadata.addresses import parse_listener
 from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
 from kmeta.net.security.sasl import MECHANISMS
-from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol, uses_tls
+from kmeta.net.security.sasl_client import ClientCredential
+from kmeta.net.tls import (
+    NO_TLS,
+    SECURITY_PROTOCOLS,
+    TlsConfig,
+    security_protocol,
+    uses_sasl,
+    uses_tls,
+)
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 
@@ -78,6 +86,9 @@ class BrokerConfig:
     controller_security_protocol: str = "PLAINTEXT"  # how we reach the controller
     #: sasl.enabled.mechanisms of our SASL_PLAINTEXT / SASL_SSL listeners
     sasl_enabled_mechanisms: tuple[str, ...] = MECHANISMS
+    #: the credential the controller and the brokers share (--cluster-credential-file): we
+    #: authenticate to a SASL controller with it and accept the controller presenting it
+    cluster_credential: ClientCredential | None = None
     #: serve /metrics and /status over HTTP on this port (0: the OS picks); None: metrics off
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
@@ -111,8 +122,12 @@ class BrokerConfig:
             raise ValueError("request_timeout_ms and write_timeout_ms must be positive")
         if self.max_connections < 0 or self.max_connections_per_ip < 0:
             raise ValueError("connection limits must be >= 0")
-        if self.controller_security_protocol not in ("PLAINTEXT", "SSL"):
-            raise ValueError("controller security protocol must be PLAINTEXT or SSL")
+        if self.controller_security_protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"controller security protocol must be one of {sorted(SECURITY_PROTOCOLS)}")
+        if uses_sasl(SECURITY_PROTOCOLS[self.controller_security_protocol]) and (
+            self.cluster_credential is None
+        ):
+            raise ValueError("a SASL controller security protocol needs --cluster-credential-file")
         for spec in self.listeners:
             if uses_tls(self.security_protocol(spec.name)) and self.tls.certfile is None:
                 raise ValueError(f"listener {spec.name} is SSL: an ssl certificate file is required")

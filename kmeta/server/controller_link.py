@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 from kmeta import __version__
 from kmeta.net.connection import KafkaConnection, api_of_instance
 from kmeta.net.dispatch import RequestContext
+from kmeta.net.security.sasl_client import ClientCredential, authenticate
+from kmeta.net.tls import SECURITY_PROTOCOLS, uses_sasl, uses_tls
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kmeta.protocol.messages import api_versions as av
@@ -66,13 +68,20 @@ async def _call(conn: KafkaConnection, request: Any) -> Any:
 
 
 async def _open(
-    host: str, port: int, client_id: str, ssl: SSLContext | None = None
+    host: str,
+    port: int,
+    client_id: str,
+    ssl: SSLContext | None = None,
+    sasl: ClientCredential | None = None,
 ) -> tuple[KafkaConnection, dict[int, range]]:
-    """Connect (TLS when ``ssl``) and ask ApiVersions; returns the connection and the ranges."""
+    """Connect (TLS when ``ssl``), authenticate (SASL when ``sasl``) and ask ApiVersions;
+    returns the connection and the ranges."""
     conn = await KafkaConnection.open(
         host, port, client_id=client_id, timeout_s=REQUEST_TIMEOUT_S, ssl=ssl
     )
     try:
+        if sasl is not None:
+            await authenticate(conn, sasl, REQUEST_TIMEOUT_S)
         response = await _call(
             conn,
             av.ApiVersionsRequest(
@@ -121,9 +130,10 @@ class ControllerLink:
         self._at = 0
         # --controller-security-protocol SSL: verify the controller, present our certificate
         config = broker.config
-        self._ssl = (
-            config.tls.client_context() if config.controller_security_protocol == "SSL" else None
-        )
+        protocol = SECURITY_PROTOCOLS[config.controller_security_protocol]
+        self._ssl = config.tls.client_context() if uses_tls(protocol) else None
+        #: SASL_PLAINTEXT / SASL_SSL: authenticate with the cluster credential
+        self._sasl = config.cluster_credential if uses_sasl(protocol) else None
         self.broker_id = broker.config.broker_id
         self.client_id = f"kmeta-broker-{self.broker_id}"
         self.incarnation_id = uuid.uuid4()
@@ -181,7 +191,7 @@ class ControllerLink:
     async def _connection(self) -> KafkaConnection:
         if self._conn is None or not self._conn.is_open:
             self._conn, self.controller_versions = await _open(
-                self.host, self.port, self.client_id, self._ssl
+                self.host, self.port, self.client_id, self._ssl, self._sasl
             )
         return self._conn
 
@@ -321,7 +331,7 @@ class ControllerLink:
         async with self._admin_lock:
             if self._admin_conn is None or not self._admin_conn.is_open:
                 self._admin_conn, self._admin_versions = await _open(
-                    self.host, self.port, self.client_id, self._ssl
+                    self.host, self.port, self.client_id, self._ssl, self._sasl
                 )
             conn = self._admin_conn
             key = api_of_instance(request).key

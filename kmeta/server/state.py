@@ -68,7 +68,10 @@ class BrokerState:
         self.on_full_metadata: Callable[[], None] | None = None
         #: SCRAM credentials our SASL listeners verify against: the controller's whole set,
         #: as its last UpdateMetadata carried it (kmeta's tagged field kmeta_scram_credentials)
-        self.credentials = ScramCredentials()
+        own = config.cluster_credential
+        self.credentials = ScramCredentials(
+            fixed=() if own is None else ((own.username, own.server_credential()),)
+        )
         self.state_log: StateChangeLog | None = (
             StateChangeLog(config.state_change_log, config.broker_id)
             if config.state_change_log

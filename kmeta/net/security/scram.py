@@ -93,16 +93,23 @@ class ScramCredentials:
     """The credentials a daemon verifies against: user -> mechanism -> credential.
 
     Replaced whole (:meth:`replace`), never mutated: an authentication in progress keeps the
-    mapping it started with.
+    mapping it started with. ``fixed`` credentials (the cluster credential and users a daemon
+    is started with) stay in every set and win over a replaced one of the same user and
+    mechanism, so the control plane authenticates whatever was altered.
     """
 
-    def __init__(self, credentials: Iterable[tuple[str, ScramCredential]] = ()) -> None:
+    def __init__(
+        self,
+        credentials: Iterable[tuple[str, ScramCredential]] = (),
+        fixed: Iterable[tuple[str, ScramCredential]] = (),
+    ) -> None:
         self.users: Mapping[str, Mapping[str, ScramCredential]] = MappingProxyType({})
+        self.fixed = tuple(fixed)
         self.replace(credentials)
 
     def replace(self, credentials: Iterable[tuple[str, ScramCredential]]) -> None:
         users: dict[str, dict[str, ScramCredential]] = {}
-        for user, cred in credentials:
+        for user, cred in (*credentials, *self.fixed):
             users.setdefault(user, {})[cred.mechanism] = cred
         self.users = MappingProxyType({u: MappingProxyType(m) for u, m in users.items()})
 
