@@ -110,8 +110,7 @@ def test_cluster_up_authenticates_its_control_plane(tmp_path: Path) -> None:
 
 
 def test_secure_puts_clients_behind_sasl_with_a_printed_admin(tmp_path: Path) -> None:
-    from confluent_kafka import NewTopic
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import AdminClient, NewTopic
 
     proc, info, _ = _up(tmp_path, "--secure")
     try:
