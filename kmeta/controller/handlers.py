@@ -64,6 +64,15 @@ API_MODULES: tuple[str, ...] = (
 )
 
 
+def controller_of(ctx: RequestContext) -> KafkaController:
+    """The controller a request is for, typed: kmeta.net carries the daemon's state object
+    opaquely (``RequestContext.state``); the controller daemon puts itself there."""
+    state = ctx.state
+    if not isinstance(state, KafkaController):
+        raise TypeError(f"not a controller's request: state is {type(state).__name__}")
+    return state
+
+
 def forwarder_of(ctx: RequestContext) -> int | None:
     m = _BROKER_CLIENT.match(ctx.header.client_id or "")
     return int(m.group(1)) if m else None
@@ -83,7 +92,7 @@ def cluster_action(ctx: RequestContext, what: str, broker_id: int) -> bool:
     a principal without it is answered CLUSTER_AUTHORIZATION_FAILED and changes nothing."""
     if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
         return True
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     if c.say_once("cluster action", what, str(ctx.principal), ctx.peer):
         log.warning(
             "refusing %s (broker id %d) from %s (%s): no CLUSTER_ACTION on the cluster",

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.controller import KafkaController
-from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
 from kmeta.controller.reassignment import AlterResult
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -44,7 +43,7 @@ def _response(request: Any, results: list[AlterResult]) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     entries = [
         (t.name, p.partition_index, None if p.replicas is None else tuple(p.replicas))
         for t in request.topics

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.controller import KafkaController
-from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
 from kmeta.controller.scram_users import Outcome
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -30,7 +29,7 @@ def _response(request: Any, outcomes: dict[str, Outcome]) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     forwarder = forwarder_of(ctx)
     users = dict.fromkeys(
         [d.name for d in request.deletions] + [u.name for u in request.upsertions]

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.controller import KafkaController
-from kmeta.controller.handlers import cluster_action
+from kmeta.controller.handlers import cluster_action, controller_of
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
@@ -23,7 +22,7 @@ from kmeta.protocol.messages import broker_heartbeat as bh
 
 
 def handle(ctx: RequestContext, req: Any) -> Any:
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     if not cluster_action(ctx, "BrokerHeartbeat", req.broker_id):
         return bh.BrokerHeartbeatResponse(
             version=req.version, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, is_fenced=True

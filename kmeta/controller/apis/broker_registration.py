@@ -16,8 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kmeta.controller.controller import KafkaController
-from kmeta.controller.handlers import cluster_action
+from kmeta.controller.handlers import cluster_action, controller_of
 from kmeta.controller.model import Endpoint
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -59,7 +58,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     the event). PreviousBrokerEpoch (v3+, KIP-966) is accepted and not acted on: Kafka's
     controller does not read it either (it serves the eligible leader replicas kmeta has not).
     """
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
 
     def refused(error: ErrorCode) -> Any:
         return br.BrokerRegistrationResponse(version=req.version, error_code=error)

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kmeta.controller.controller import KafkaController
-from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.controller.topic_configs import Outcome, invalid_config
 from kmeta.metadata.log_config import ConfigError
@@ -62,7 +61,7 @@ async def alter(
     validate_only: bool,
 ) -> list[Outcome]:
     """Run the topic changes (index-aligned with ``resources``) in one controller event."""
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     forwarder = forwarder_of(ctx)
 
     def event() -> tuple[list[Outcome], Any]:

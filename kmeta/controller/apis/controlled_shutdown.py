@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.controller import KafkaController
-from kmeta.controller.handlers import cluster_action, wait_for
+from kmeta.controller.handlers import cluster_action, controller_of, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
@@ -23,7 +22,7 @@ from kmeta.protocol.messages import controlled_shutdown as cs
 
 
 async def handle(ctx: RequestContext, req: Any) -> Any:
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     if not cluster_action(ctx, "ControlledShutdown", req.broker_id):
         return cs.ControlledShutdownResponse(
             version=req.version,

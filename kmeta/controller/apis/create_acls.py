@@ -21,8 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.controller.acls import MAX_ACLS_PER_REQUEST
-from kmeta.controller.controller import KafkaController
-from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclBinding, PatternType
@@ -47,7 +46,7 @@ def response(request: Any, results: list[tuple[int, str | None]]) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     creations = request.creations
     if len(creations) > MAX_ACLS_PER_REQUEST:
         too_many = (ErrorCode.INVALID_REQUEST, "Too many ACLs in one request.")

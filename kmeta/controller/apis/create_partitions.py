@@ -22,8 +22,7 @@ from kmeta.controller.apis.topic_requests import (
     too_large,
 )
 from kmeta.controller.barrier import Barrier
-from kmeta.controller.controller import KafkaController
-from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
@@ -32,7 +31,7 @@ from kmeta.protocol.messages import create_partitions as cp
 
 
 async def handle(ctx: RequestContext, req: Any) -> Any:
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     cfg = c.config
 
     def run() -> tuple[str | None, list[TopicPlan], Barrier | None]:

@@ -19,8 +19,7 @@ from kmeta.controller.apis.topic_requests import (
     requested,
     too_large,
 )
-from kmeta.controller.controller import KafkaController
-from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.controller.topic_configs import created_configs
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -31,7 +30,7 @@ from kmeta.protocol.schema import uuid_or_zero
 
 
 async def handle(ctx: RequestContext, req: Any) -> Any:
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     cfg = c.config
     asked = sum(
         len(t.assignments)

@@ -19,8 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.controller.acls import MAX_ACLS_PER_REQUEST
-from kmeta.controller.controller import KafkaController
-from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclBinding, AclFilter, PatternType
@@ -55,7 +54,7 @@ def response(request: Any, results: list[tuple[int, str | None, list[AclBinding]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     filters = request.filters
     if len(filters) > MAX_ACLS_PER_REQUEST:
         return response(request, [(ErrorCode.INVALID_REQUEST, "Too many filters in one request.", [])] * len(filters))

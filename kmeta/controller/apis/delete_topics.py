@@ -19,8 +19,7 @@ from kmeta.controller.apis.topic_requests import (
     too_large,
 )
 from kmeta.controller.barrier import Barrier
-from kmeta.controller.controller import KafkaController
-from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
@@ -30,7 +29,7 @@ from kmeta.protocol.schema import uuid_or_zero
 
 
 async def handle(ctx: RequestContext, req: Any) -> Any:
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     if req.version >= 6:
         entries = [(t.name, t.topic_id) for t in req.topics]
     else:

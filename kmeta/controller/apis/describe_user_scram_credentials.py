@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from kmeta.controller.handlers import controller_of
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.describe_scram import describe
 from kmeta.protocol.api_keys import ApiKey
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    return describe(ctx.state.credentials, request)
+    return describe(controller_of(ctx).credentials, request)
 
 
 def register(registry: HandlerRegistry) -> None:

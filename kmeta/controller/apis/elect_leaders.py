@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.controller import KafkaController
-from kmeta.controller.handlers import forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
 from kmeta.controller.replica_election import PREFERRED, UNCLEAN, ElectionResult
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -47,7 +46,7 @@ def _response(request: Any, error: int, results: list[ElectionResult]) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     election_type = request.election_type if request.version >= 1 else PREFERRED
     asked: list[tuple[str, int]] | None = None
     if request.topic_partitions is not None:

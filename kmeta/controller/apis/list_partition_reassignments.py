@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.controller import KafkaController
+from kmeta.controller.handlers import controller_of
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
@@ -21,7 +21,7 @@ from kmeta.protocol.messages import list_partition_reassignments as lpr
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    c: KafkaController = ctx.state
+    c = controller_of(ctx)
     asked = None
     if request.topics is not None:
         asked = [(t.name, p) for t in request.topics for p in t.partition_indexes]
