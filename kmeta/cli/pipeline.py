@@ -147,7 +147,10 @@ def plan_cmd(
     "--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
 )
 @click.option("--master", default=None, help="Spark master URL (default: local[*]).")
-def analyze_cmd(logs: str, bench: tuple[str, ...], out: str, fmt: str, master: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json on stdout.")
+def analyze_cmd(
+    logs: str, bench: tuple[str, ...], out: str, fmt: str, master: str | None, as_json: bool
+) -> None:
     """Convergence per update, lag per broker, disagreement windows; report.md with charts."""
     config = AnalyzeConfig(logs, out, bench, fmt, master)  # type: ignore[arg-type]
 
@@ -161,9 +164,12 @@ def analyze_cmd(logs: str, bench: tuple[str, ...], out: str, fmt: str, master: s
         raise click.ClickException(f"--logs: {exc}") from None
     with spark_session("kmeta-analyze", master) as spark, input_errors("--logs", logs):
         summary = run_analyze(spark, config)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
     click.echo(
         f"{summary['updates']} updates, {summary['malformed_lines']} malformed line(s); "
-        f"report: {Path(out) / 'report.md'}"
+        f"report: {Path(out) / 'report.md'}",
+        err=as_json,  # the data on stdout, the note on stderr
     )
 
 

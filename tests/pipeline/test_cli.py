@@ -94,10 +94,12 @@ def test_analyze_cli_writes_report_with_charts(spark, tmp_path: Path) -> None:
             str(out),
             "--format",
             "csv",
+            "--json",
         ],
     )
     assert result.exit_code == 0, result.output
-    assert "3 updates, 2 malformed line(s)" in result.output
+    assert "3 updates, 2 malformed line(s)" in result.stderr
+    assert json.loads(result.stdout)["updates"] == 3
     report = (out / "report.md").read_text()
     assert "most lagging broker: 2** (max 7.0 ms over 2 update(s), 1 of 3 never applied)" in report
     # 3 samples: p95/p99 would be the max, so they are not given, and n is shown
