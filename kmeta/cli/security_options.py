@@ -62,6 +62,13 @@ def tls_options(fn: F) -> F:
             help="SASL mechanisms of SASL_PLAINTEXT / SASL_SSL listeners.",
         ),
         click.option(
+            "--ssl-principal-mapping-rules",
+            default="DEFAULT",
+            show_default=True,
+            help="Kafka's rules from an mTLS client's DN to its principal, e.g. "
+            "'RULE:^CN=(.*?),.*$/$1/,DEFAULT'.",
+        ),
+        click.option(
             "--cluster-credential-file",
             default=None,
             help="username=/password= file the controller and brokers share (cluster up "
@@ -94,6 +101,7 @@ def tls_fields(options: dict[str, Any]) -> dict[str, Any]:
         ),
         "sasl_enabled_mechanisms": parse_mechanisms(options.pop("sasl_enabled_mechanisms")),
         "cluster_credential": _credential(options.pop("cluster_credential_file")),
+        "ssl_principal_mapping_rules": options.pop("ssl_principal_mapping_rules"),
         "tls": TlsConfig(
             certfile=options.pop("ssl_certfile"),
             keyfile=options.pop("ssl_keyfile"),

@@ -10,6 +10,7 @@ from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
 from kmeta.net.security.sasl import MECHANISMS
 from kmeta.net.security.sasl_client import ClientCredential
+from kmeta.net.security.ssl_principal import parse_rules
 from kmeta.net.tls import NO_TLS, TlsConfig, security_protocol, uses_tls
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
@@ -43,6 +44,8 @@ class ControllerConfig:
     tls: TlsConfig = NO_TLS
     #: sasl.enabled.mechanisms of our SASL_PLAINTEXT / SASL_SSL listeners
     sasl_enabled_mechanisms: tuple[str, ...] = MECHANISMS
+    #: ssl.principal.mapping.rules: an mTLS client's DN -> its principal on SSL listeners
+    ssl_principal_mapping_rules: str = "DEFAULT"
     #: the credential the controller and the brokers share (--cluster-credential-file): we
     #: present it to brokers whose control listener is SASL and accept it from them
     cluster_credential: ClientCredential | None = None
@@ -76,6 +79,7 @@ class ControllerConfig:
     def __post_init__(self) -> None:
         if not self.listeners:
             raise ValueError("at least one listener is required")
+        parse_rules(self.ssl_principal_mapping_rules)  # ValueError: one line
         for item in self.listeners:
             name = parse_listener(item)[0]
             if uses_tls(self.security_protocol(name)) and self.tls.certfile is None:

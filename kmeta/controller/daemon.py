@@ -28,6 +28,7 @@ from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.metrics import DaemonMetrics
 from kmeta.net.metrics_http import MetricsServer
 from kmeta.net.security.sasl import sasl_gate
+from kmeta.net.security.ssl_principal import mtls_gate, parse_rules
 from kmeta.net.serving import ConnectionLimits
 from kmeta.net.tls import uses_sasl, uses_tls
 
@@ -82,9 +83,14 @@ class ControllerDaemon:
                     pool=pool,
                 )
             )
-            if uses_sasl(config.security_protocol(name)):
+            protocol = config.security_protocol(name)
+            if uses_sasl(protocol):
                 self.listeners[-1].hooks = self.listeners[-1].hooks.with_gate(
                     sasl_gate(config.sasl_enabled_mechanisms, self.controller.credentials)
+                )
+            elif uses_tls(protocol):  # SSL: the client certificate's DN, mapped
+                self.listeners[-1].hooks = self.listeners[-1].hooks.with_gate(
+                    mtls_gate(parse_rules(config.ssl_principal_mapping_rules))
                 )
 
         #: /metrics and /status (only with config.metrics_port)

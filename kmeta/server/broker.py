@@ -30,6 +30,7 @@ from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.metrics import DaemonMetrics
 from kmeta.net.metrics_http import MetricsServer
 from kmeta.net.security.sasl import sasl_gate
+from kmeta.net.security.ssl_principal import mtls_gate, parse_rules
 from kmeta.net.serving import ConnectionLimits
 from kmeta.net.tls import uses_sasl, uses_tls
 from kmeta.server.config import BrokerConfig
@@ -85,11 +86,15 @@ class Broker:
             )
             for spec in config.listeners
         ]
+        rules = parse_rules(config.ssl_principal_mapping_rules)
         for lst in self.listeners:
-            if uses_sasl(config.security_protocol(lst.name)):
+            protocol = config.security_protocol(lst.name)
+            if uses_sasl(protocol):
                 lst.hooks = lst.hooks.with_gate(
                     sasl_gate(config.sasl_enabled_mechanisms, self.state.credentials)
                 )
+            elif uses_tls(protocol):  # SSL: the client certificate's DN, mapped
+                lst.hooks = lst.hooks.with_gate(mtls_gate(rules))
         #: /metrics and /status (only with config.metrics_port; off: nothing is counted)
         self.metrics: DaemonMetrics | None = None
         self.metrics_server: MetricsServer | None = None

@@ -13,6 +13,7 @@ from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
 from kmeta.net.security.sasl import MECHANISMS
 from kmeta.net.security.sasl_client import ClientCredential
+from kmeta.net.security.ssl_principal import parse_rules
 from kmeta.net.tls import (
     NO_TLS,
     SECURITY_PROTOCOLS,
@@ -86,6 +87,8 @@ class BrokerConfig:
     controller_security_protocol: str = "PLAINTEXT"  # how we reach the controller
     #: sasl.enabled.mechanisms of our SASL_PLAINTEXT / SASL_SSL listeners
     sasl_enabled_mechanisms: tuple[str, ...] = MECHANISMS
+    #: ssl.principal.mapping.rules: an mTLS client's DN -> its principal on SSL listeners
+    ssl_principal_mapping_rules: str = "DEFAULT"
     #: the credential the controller and the brokers share (--cluster-credential-file): we
     #: authenticate to a SASL controller with it and accept the controller presenting it
     cluster_credential: ClientCredential | None = None
@@ -128,6 +131,7 @@ class BrokerConfig:
             self.cluster_credential is None
         ):
             raise ValueError("a SASL controller security protocol needs --cluster-credential-file")
+        parse_rules(self.ssl_principal_mapping_rules)  # ValueError: one line
         for spec in self.listeners:
             if uses_tls(self.security_protocol(spec.name)) and self.tls.certfile is None:
                 raise ValueError(f"listener {spec.name} is SSL: an ssl certificate file is required")
