@@ -394,17 +394,20 @@ def scale(doc: dict[str, Any], charts: Charts) -> str:
     ]
     plt = charts.plt
     xs = [r["partitions"] for r in rows]
-    for name, title, ylabel, series in (
-        ("scale_times.png", "Time against partitions", "seconds", SCALE_TIMES),
-        ("scale_memory.png", "RSS per partition", "bytes / partition", SCALE_BYTES),
-        ("scale_metadata.png", "All-topics Metadata round trip", "ms (median)", SCALE_METADATA),
-    ):
+    for name, title, ylabel, series, log_y in (
+        ("scale_times.png", "Time against partitions", "seconds (log)", SCALE_TIMES, True),
+        ("scale_memory.png", "RSS per partition", "bytes / partition", SCALE_BYTES, False),
+        ("scale_metadata.png", "All-topics Metadata round trip", "ms, median (log)",
+         SCALE_METADATA, True),
+    ):  # fmt: skip
         fig, ax = plt.subplots(figsize=(6.4, 4))
         for label, path in series:
             points = [(x, v) for x, r in zip(xs, rows, strict=True) if (v := _get(r, *path))]
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", label=label)
         ax.set_xscale("log")
+        if log_y:
+            ax.set_yscale("log")
         ax.set_xlabel("partitions (RF 3)")
         ax.set_ylabel(ylabel)
         ax.set_title(title)

@@ -16,8 +16,9 @@ runs out is recorded as ``timed_out`` and the remaining phases of that N are ski
    serving all N. A killed broker's session outlives it (DUPLICATE_BROKER_REGISTRATION until it
    expires, KRaft's rule), so this includes up to ``--session-timeout-ms``, which the
    controller is given and the result records.
-5. ``controller_restart``: the controller killed (-9) and started on its data dir; restart →
-   first CreateTopics (1 partition) acknowledged, → every broker acknowledged an UpdateMetadata
+5. ``controller_restart``: once the controller's /status shows every broker caught up
+   (``settled_before_kill_s``: the broker's rejoin may still propagate), the controller is
+   killed (-9) and started on its data dir; restart → first CreateTopics (1 partition) acknowledged, → every broker acknowledged an UpdateMetadata
    of the new controller (``all_on_new_epoch_s``), → nothing left unacknowledged
    (``all_caught_up_s``; from the controller's /status, polled every 0.5 s because building it
    walks every partition), and the new controller's peak RSS against the old one's RSS.
@@ -259,9 +260,25 @@ async def first_create(cluster: Cluster, deadline: float) -> tuple[float, int]:
         conn.close()
 
 
+def caught_up(status: dict[str, Any]) -> bool:
+    """Every broker alive and has acknowledged every UpdateMetadata the controller sent."""
+    brokers = [b for b in status["brokers"] if b["state"] == "alive"]
+    return len(brokers) == len(BROKERS) and all(
+        b["applied_update"] and b["lag_versions"] == 0 for b in brokers
+    )
+
+
 async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[str, Any]:
+    # the broker's rejoin may still be propagating (ISR expansions): kill a settled controller
+    t_settle = time.perf_counter()
+    while True:
+        status = await asyncio.to_thread(cluster.controller_status)
+        if caught_up(status):
+            break
+        await asyncio.sleep(0.5)
+    settled = time.perf_counter() - t_settle
     before = rss_bytes(cluster.pid("controller"))
-    old_epoch = (await asyncio.to_thread(cluster.controller_status))["controller"]["epoch"]
+    old_epoch = status["controller"]["epoch"]
     cluster.kill_controller()
     t0 = time.perf_counter()
     cluster.start_controller(wait=False)
@@ -278,8 +295,8 @@ async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[st
                 brokers = [b for b in status["brokers"] if b["state"] == "alive"]
                 if len(brokers) == len(BROKERS) and all(b["applied_update"] for b in brokers):
                     marks.setdefault("all_on_new_epoch_s", round(time.perf_counter() - t0, 3))
-                    if all(b["lag_versions"] == 0 for b in brokers):
-                        marks["all_caught_up_s"] = round(time.perf_counter() - t0, 3)
+                if caught_up(status):
+                    marks["all_caught_up_s"] = round(time.perf_counter() - t0, 3)
             await asyncio.sleep(0.5)
 
     watcher = asyncio.create_task(watch_status())
@@ -288,6 +305,7 @@ async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[st
     after = rss_bytes(cluster.pid("controller"))
     peak, old = after["peak"], before["rss"]
     return {
+        "settled_before_kill_s": round(settled, 3),
         "first_create_acked_s": round(created_s, 3),
         "create_attempts": attempts,
         **marks,

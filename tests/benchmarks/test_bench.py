@@ -205,6 +205,7 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
         assert restart["session_timeout_ms"] == 1000
         assert 0 < restart["restart_to_listening_s"] <= restart["restart_to_serving_s"]
         ctl = s["controller_restart"]
+        assert ctl["settled_before_kill_s"] >= 0
         assert ctl["first_create_acked_s"] > 0
         assert 0 < ctl["all_on_new_epoch_s"] <= ctl["all_caught_up_s"]
         assert ctl["rss_before"]["rss"] > 0
