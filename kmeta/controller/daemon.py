@@ -85,8 +85,13 @@ class ControllerDaemon:
             )
             protocol = config.security_protocol(name)
             if uses_sasl(protocol):
+                # the controller's listeners are the control plane: with a cluster credential
+                # only the fixed credentials authenticate there (not client-made users)
+                known = self.controller.credentials
+                if config.cluster_credential is not None:
+                    known = known.fixed_only()
                 self.listeners[-1].hooks = self.listeners[-1].hooks.with_gate(
-                    sasl_gate(config.sasl_enabled_mechanisms, self.controller.credentials)
+                    sasl_gate(config.sasl_enabled_mechanisms, known)
                 )
             elif uses_tls(protocol):  # SSL: the client certificate's DN, mapped
                 self.listeners[-1].hooks = self.listeners[-1].hooks.with_gate(

@@ -90,9 +90,11 @@ class Broker:
         for lst in self.listeners:
             protocol = config.security_protocol(lst.name)
             if uses_sasl(protocol):
-                lst.hooks = lst.hooks.with_gate(
-                    sasl_gate(config.sasl_enabled_mechanisms, self.state.credentials)
-                )
+                # the CONTROL listener knows only the cluster credential (the controller's)
+                known = self.state.credentials
+                if lst.info.is_control and config.cluster_credential is not None:
+                    known = known.fixed_only()
+                lst.hooks = lst.hooks.with_gate(sasl_gate(config.sasl_enabled_mechanisms, known))
             elif uses_tls(protocol):  # SSL: the client certificate's DN, mapped
                 lst.hooks = lst.hooks.with_gate(mtls_gate(rules))
         #: /metrics and /status (only with config.metrics_port; off: nothing is counted)

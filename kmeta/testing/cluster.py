@@ -44,7 +44,9 @@ class Cluster(ClusterProcesses):
     certificate; TlsConfig(certfile, keyfile, cafile)), ``session_timeout_ms`` (how long a
     killed broker stays alive in the controller's eyes; 3 s by default to keep tests short),
     ``log_level`` of the daemons, ``keep`` (keep the data dir at close), ``parent_dir`` (where
-    the data dir is made; default: the system's temp dir).
+    the data dir is made; default: the system's temp dir), ``closed_control_plane`` (as
+    `kmeta cluster up` by default: the controller and brokers authenticate to each other with
+    a generated SCRAM credential; off here so tests can drive the control plane).
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class Cluster(ClusterProcesses):
         keep: bool = False,
         parent_dir: str | os.PathLike[str] | None = None,
         host: str = "127.0.0.1",
+        closed_control_plane: bool = False,
     ) -> None:
         if controllers != 1:
             raise ValueError(QUORUM_UNAVAILABLE)
@@ -77,6 +80,7 @@ class Cluster(ClusterProcesses):
             brokers=brokers, racks=tuple(racks), default_partitions=partitions,
             propagation_barrier=barrier, ssl=ssl, session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms, log_level=log_level, host=host,
+            closed=closed_control_plane,
         )  # fmt: skip
         super().__init__(base, start_timeout_s=start_timeout_s, keep=keep, parent_dir=parent_dir)
         self._faults: dict[int, str] = {}

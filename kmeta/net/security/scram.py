@@ -113,6 +113,13 @@ class ScramCredentials:
             users.setdefault(user, {})[cred.mechanism] = cred
         self.users = MappingProxyType({u: MappingProxyType(m) for u, m in users.items()})
 
+    def fixed_only(self) -> ScramCredentials:
+        """The credentials a control-plane listener verifies against: the fixed ones only (the
+        cluster credential, users the daemon was started with), never the users altered
+        through AlterUserScramCredentials, so a client-made user cannot reach the control
+        plane (nor, with it, forge control requests)."""
+        return ScramCredentials(fixed=self.fixed)
+
     def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.users.get(user, {}).get(mechanism)
 
