@@ -97,6 +97,15 @@ for _name in SCENARIOS:
     bench_group.add_command(_scenario_command(_name))
 
 
+@bench_group.command("failover", context_settings=PASSTHROUGH)
+@click.pass_context
+def failover_cmd(ctx: click.Context) -> None:
+    """kill -9 of the active controller of a quorum, repeated (benchmarks/failover.py: a local
+    ZooKeeper, 3 controllers, 3 brokers); flags go to that script, e.g. --partitions 100000
+    --rounds 10 --zk-session-timeout-ms 4000."""
+    _run("failover.py", list(ctx.args))
+
+
 @bench_group.command("report")
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", default="BENCHMARKS.md", show_default=True, type=click.Path(dir_okay=False))

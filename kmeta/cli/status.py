@@ -133,6 +133,43 @@ def render(data: dict[str, Any]) -> Group:
     return Group(*lines)
 
 
+def from_zookeeper(hosts: str, timeout_s: float) -> dict[str, object]:
+    """The quorum's active controller, standbys and epoch, read from its ZooKeeper."""
+    from kazoo.client import KazooClient  # (only for a quorum)
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from kmeta.controller.zk_election import quorum_status
+
+    client = KazooClient(hosts=hosts, timeout=timeout_s)
+    try:
+        client.start(timeout=timeout_s)
+    except KazooTimeoutError as exc:
+        client.close()
+        raise TimeoutError(f"ZooKeeper at {hosts} did not answer within {timeout_s} s") from exc
+    try:
+        return quorum_status(client)
+    finally:
+        client.stop()
+        client.close()
+
+
+def _render_quorum(quorum: dict[str, Any]) -> Text:
+    active = quorum["active"] if quorum["active"] is not None else "none (election under way)"
+    standbys = ", ".join(str(s) for s in quorum["standbys"]) or "none"
+    return Text(
+        f"controller quorum: active {active}, epoch {quorum['epoch']}, standbys {standbys}"
+    )
+
+
+def render_all(data: dict[str, Any]) -> Group:
+    parts: list[Any] = []
+    if "brokers" in data:
+        parts.append(render(data))
+    if "quorum" in data:
+        parts.append(_render_quorum(data["quorum"]))
+    return Group(*parts)
+
+
 @click.command("status")
 @click.option("--bootstrap-server", default=None, help="A broker's HOST:PORT (Kafka listener).")
 @click.option(
@@ -142,6 +179,13 @@ def render(data: dict[str, Any]) -> Group:
     "--watch", is_flag=True, help="Refresh until Ctrl-C (in place; piped: a view per interval)."
 )
 @click.option("--interval", type=click.FloatRange(0.1), default=1.0, show_default=True)
+@click.option(
+    "--zookeeper",
+    default=None,
+    metavar="HOST:PORT[,...][/chroot]",
+    help="A controller quorum's ZooKeeper: also show the active controller, the standbys and "
+    "the controller epoch.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--timeout", "timeout_s", type=float, default=5.0, show_default=True)
 def status_command(
@@ -149,27 +193,32 @@ def status_command(
     controller: str | None,
     watch: bool,
     interval: float,
+    zookeeper: str | None,
     as_json: bool,
     timeout_s: float,
 ) -> None:
     """Show brokers (epoch, alive/fenced, lag, queue) and topic/partition health."""
-    if not bootstrap_server and not controller:
+    if not bootstrap_server and not controller and not zookeeper:
         raise click.UsageError(
-            "give --controller HOST:METRICS_PORT or --bootstrap-server HOST:PORT"
+            "give --controller HOST:METRICS_PORT, --bootstrap-server HOST:PORT or --zookeeper"
         )
 
     def fetch() -> dict[str, Any]:
         try:
+            status: dict[str, Any] = {}
             if controller:
-                return from_controller(controller, timeout_s)
-            assert bootstrap_server is not None
-            return from_bootstrap(bootstrap_server.split(",")[0], timeout_s)
+                status = from_controller(controller, timeout_s)
+            elif bootstrap_server is not None:
+                status = from_bootstrap(bootstrap_server.split(",")[0], timeout_s)
+            if zookeeper:
+                status["quorum"] = from_zookeeper(zookeeper, timeout_s)
+            return status
         except (OSError, TimeoutError, urllib.error.URLError, ValueError) as exc:
             raise click.ClickException(f"cannot get the status: {exc}") from exc
 
     def view() -> Any:
         try:
-            return render(fetch())
+            return render_all(fetch())
         except click.ClickException as exc:  # keep watching through a restart
             return Text(f"{exc.message} (retrying every {interval} s)", style="red")
 
@@ -182,14 +231,14 @@ def status_command(
                     return
                 time.sleep(interval)
         if not watch:
-            console.print(render(fetch()))
+            console.print(render_all(fetch()))
         elif console.is_terminal:
-            with Live(render(fetch()), console=console, auto_refresh=False) as live:
+            with Live(render_all(fetch()), console=console, auto_refresh=False) as live:
                 while True:
                     time.sleep(interval)
                     live.update(view(), refresh=True)
         else:  # piped or redirected: Live would draw nothing, so print one view per interval
-            console.print(render(fetch()))
+            console.print(render_all(fetch()))
             while True:
                 time.sleep(interval)
                 console.print(view())

@@ -32,6 +32,8 @@ from kazoo.protocol.states import WatchedEvent
 from kmeta.controller.zk_store import CONTROLLER_EPOCH, PERSISTENT_PATHS
 
 CONTROLLER = "/controller"
+#: every controller of the quorum, active or standby: an ephemeral znode each (for status)
+MEMBERS = "/kmeta/controllers"
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +61,7 @@ class ControllerElection:
 
     def _connect(self, timeout_s: float) -> None:
         self.client.start(timeout=timeout_s)
-        for path in (*PERSISTENT_PATHS, "/admin", "/config"):
+        for path in (*PERSISTENT_PATHS, "/admin", "/config", MEMBERS):
             self.client.ensure_path(path)
 
     async def close(self) -> None:
@@ -118,6 +120,10 @@ class ControllerElection:
         client = self.client
         if not client.connected:
             return False
+        member = f"{MEMBERS}/{self.node_id}"
+        if client.exists(member) is None:  # (again after a new session)
+            with contextlib.suppress(NodeExistsError):
+                client.create(member, b"", ephemeral=True)
         stat = client.exists(CONTROLLER, watch=self._watch)
         if stat is not None:
             if stat.ephemeralOwner != client.client_id[0]:
@@ -165,3 +171,14 @@ def active_controller(client: KazooClient) -> tuple[int | None, int]:
     except NoNodeError:
         epoch = 0
     return node, epoch
+
+
+def quorum_status(client: KazooClient) -> dict[str, object]:
+    """The quorum as ``kmeta status --zookeeper`` shows it: the active controller, the
+    epoch, and the standbys (controllers with a live session that are not active)."""
+    node, epoch = active_controller(client)
+    try:
+        members = sorted(int(name) for name in client.get_children(MEMBERS))
+    except NoNodeError:
+        members = []
+    return {"active": node, "epoch": epoch, "standbys": [m for m in members if m != node]}

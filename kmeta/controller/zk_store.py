@@ -36,6 +36,7 @@ topic whose partition states are not all written is not loaded (it was never ack
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from base64 import b64decode, b64encode
@@ -89,25 +90,43 @@ def _acl_path(b: AclBinding) -> str:
     return f"{ACLS}/{b.pattern_type}/{b.resource_type}/{quote(b.resource_name, safe='')}"
 
 
+def _read_all(client: KazooClient, paths: Iterable[str]) -> dict[str, bytes]:
+    """The data of ``paths`` (those that exist), requests pipelined."""
+    sent = [(path, client.get_async(path)) for path in paths]
+    out: dict[str, bytes] = {}
+    for path, result in sent:
+        with contextlib.suppress(NoNodeError):
+            out[path] = result.get()[0] or b""
+    return out
+
+
 def read_tree(client: KazooClient, roots: Iterable[str]) -> dict[str, bytes]:
-    """Every znode under ``roots`` (not the roots), pipelined level by level."""
+    """Every znode under ``roots`` (not the roots), pipelined level by level. Below a topic,
+    the assignment names the partitions: their state znodes are read without listing each
+    partition's children (a failover reads one request per partition, not three)."""
     tree: dict[str, bytes] = {}
     level = list(roots)
     while level:
         children = [(path, client.get_children_async(path)) for path in level]
         level = []
         for path, result in children:
-            try:
-                names = result.get()
-            except NoNodeError:
-                continue
-            level.extend(f"{path.rstrip('/')}/{name}" for name in names)
-        datas = [(path, client.get_async(path)) for path in level]
-        for path, result in datas:
-            try:
-                tree[path] = result.get()[0] or b""
-            except NoNodeError:
-                continue
+            with contextlib.suppress(NoNodeError):
+                level.extend(f"{path.rstrip('/')}/{name}" for name in result.get())
+        found = _read_all(client, level)
+        tree.update(found)
+        topics = [p for p in found if p.startswith(TOPICS + "/") and p.count("/") == 3]
+        level = [p for p in found if p not in topics]
+        states = [
+            f"{topic}/partitions/{p}/state"
+            for topic in topics
+            for p in json.loads(found[topic])["partitions"]
+        ]
+        found = _read_all(client, states)
+        tree.update(found)
+        # a state's parents exist; where a state is missing (a group cut short) ask for them
+        missing = [s.rsplit("/", 1)[0] for s in states if s not in found]
+        tree.update(_read_all(client, [*missing, *(f"{t}/partitions" for t in topics)]))
+        tree.update({s.rsplit("/", 1)[0]: b"" for s in found})
     return tree
 
 

@@ -3,6 +3,7 @@ controller during a stream of CreateTopics, SIGSTOP past the session timeout."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -167,6 +168,24 @@ def test_kill_9_of_the_active_controller_during_creations_loses_nothing(quorum: 
     assert not missing, f"acknowledged topics lost: {missing}"
     partial = {t: n for t, n in topics.items() if n != 3}
     assert not partial, f"partial topics: {partial}"
+
+    # kmeta status names the active controller, the standbys (the killed ones came back as
+    # standbys) and the epoch
+    _wait(lambda: len(quorum.zkc.get_children("/kmeta/controllers")) == 3, 20, "3 members")
+    active, epoch = quorum.active()
+    out = subprocess.run(
+        [sys.executable, "-m", "kmeta", "status", "--zookeeper", quorum.zk.connect_string,
+         "--json"],
+        capture_output=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    shown = json.loads(out)["quorum"]
+    assert (shown["active"], shown["epoch"]) == (active, epoch)
+    assert sorted(shown["standbys"]) == sorted(set(quorum.ctl_ports) - {active})
+    text = subprocess.run(
+        [sys.executable, "-m", "kmeta", "status", "--zookeeper", quorum.zk.connect_string],
+        capture_output=True, timeout=60, check=True, text=True,
+    ).stdout  # fmt: skip
+    assert f"controller quorum: active {active}, epoch {epoch}, standbys" in text
 
 
 @pytest.mark.timeout(120)
