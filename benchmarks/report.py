@@ -371,6 +371,15 @@ SCALE_METADATA = tuple(
 )
 
 
+def _cell(row: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """A figure, or "> T s" for a phase that ran out of its T s, or "—" for a skipped one."""
+    value = _get(row, *path)
+    if value is not None:
+        return value
+    limit = _get(row, path[0], "timed_out_after_s")
+    return f"> {limit:g} s" if limit is not None else "—"
+
+
 def scale(doc: dict[str, Any], charts: Charts) -> str:
     rows = _scale_rows(doc)
     first = doc["result"]["median"] if "median" in doc["result"] else doc["result"]
@@ -388,7 +397,7 @@ def scale(doc: dict[str, Any], charts: Charts) -> str:
         "",
         table(
             header,
-            [[r["partitions"], *(_get(r, *path) for _, path in figures), r.get("timed_out")]
+            [[r["partitions"], *(_cell(r, path) for _, path in figures), r["timed_out"] or "—"]
              for r in rows],
         ),
     ]
