@@ -152,7 +152,14 @@ def _closed_controller_args(cfg: ClusterConfig, data_dir: Path) -> list[str]:
     ]  # fmt: skip
     if cfg.secure:
         args += ["--sasl-user-file", str(credential_of(data_dir, "admin", ADMIN_USER))]
+        args += _secure_authorizer_args()
     return args
+
+
+def _secure_authorizer_args() -> list[str]:
+    """--secure: Kafka's ACL authorizer on every daemon, the cluster's own principal and the
+    admin super users; any other SASL user needs ACLs (`kmeta acls add`)."""
+    return ["--authorizer", "acl", "--super-users", f"User:{CLUSTER_USER};User:{ADMIN_USER}"]
 
 
 def _closed_broker_args(cfg: ClusterConfig, data_dir: Path) -> list[str]:
@@ -162,6 +169,7 @@ def _closed_broker_args(cfg: ClusterConfig, data_dir: Path) -> list[str]:
         "--listener-security-protocol-map", "CONTROL:SASL_PLAINTEXT",
         "--controller-security-protocol", "SASL_PLAINTEXT",
         "--cluster-credential-file", str(credential_of(data_dir, "cluster", CLUSTER_USER)),
+        *(_secure_authorizer_args() if cfg.secure else ()),
     ]  # fmt: skip
 
 
