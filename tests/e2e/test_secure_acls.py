@@ -64,13 +64,16 @@ def test_secure_cluster_users_need_acls(tmp_path: Path) -> None:
         assert "(principal=User:bob, host=*, operation=CREATE, permissionType=ALLOW)" in listed.output
         assert _code(as_bob.create_topics([NewTopic("bobs", 1, 1)])["bobs"]) == 0
         seen = as_bob.list_topics(timeout=15).topics
-        assert "bobs" in seen and "orders" not in seen
+        assert "bobs" in seen
+        assert "orders" not in seen
         # without the credential: one line, non-zero exit (the listener wants SASL first)
         anonymous = acls("list")
-        assert anonymous.exit_code != 0 and "Traceback" not in anonymous.output
+        assert anonymous.exit_code != 0
+        assert "Traceback" not in anonymous.output
         wrong = tmp_path / "wrong.credential"
         wrong.write_text("username=admin\npassword=guess\n")
         refused = acls("list", "--credential-file", str(wrong))
-        assert refused.exit_code == 1 and "authentication failed" in refused.output
+        assert refused.exit_code == 1
+        assert "authentication failed" in refused.output
     finally:
         _stop(proc)
