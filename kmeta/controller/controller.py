@@ -32,7 +32,7 @@ import asyncio
 import logging
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 from kmeta.controller.acls import AclManager
 from kmeta.controller.admin_manager import AdminManager
@@ -67,16 +67,17 @@ from kmeta.net.security.scram import ScramCredentials
 log = logging.getLogger(__name__)
 
 
-class _Event:
+T = TypeVar("T")
+
+
+class _Event(Generic[T]):
     __slots__ = ("fn", "future", "name", "result")
 
-    def __init__(
-        self, name: str, fn: Callable[[], Any], future: asyncio.Future[Any] | None
-    ) -> None:
+    def __init__(self, name: str, fn: Callable[[], T], future: asyncio.Future[T] | None) -> None:
         self.name = name
         self.fn = fn
         self.future = future
-        self.result: Any = None
+        self.result: T | None = None
 
     def process(self) -> None:
         self.result = self.fn()
@@ -84,7 +85,7 @@ class _Event:
     def complete(self) -> None:
         """The event's writes are durable: answer (never before, see the event manager)."""
         if self.future is not None and not self.future.done():
-            self.future.set_result(self.result)
+            self.future.set_result(cast(T, self.result))  # (set by process() before)
 
     def fail(self, exc: BaseException) -> None:
         if self.future is not None and not self.future.done():
@@ -203,11 +204,11 @@ class KafkaController:
         """Read by kmeta.net.security.authorizer.allowed for requests to the controller."""
         return self.acls.authorizer()
 
-    def enqueue(self, name: str, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+    def enqueue(self, name: str, fn: Callable[[], T]) -> asyncio.Future[T]:
         """The one way to queue a controller event: the future gets fn's result once the
         event's writes are durable (or its failure). Nobody need await it: a failure nobody
         asked for is not reported again by asyncio (the event manager logged it)."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         future.add_done_callback(_observed)
         self.events.put(_Event(name, fn, future))
         return future

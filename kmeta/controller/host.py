@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, MutableSet
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.config import ControllerConfig
@@ -21,6 +21,9 @@ from kmeta.controller.store import ClusterStore
 Targets = Iterable[tuple[Iterable[int], TopicPartition, bool]]
 
 
+T = TypeVar("T")
+
+
 class ControllerHost(Protocol):
     config: ControllerConfig
     state: ClusterState
@@ -29,7 +32,7 @@ class ControllerHost(Protocol):
     @property
     def barriers(self) -> MutableSet[Barrier]: ...
 
-    def enqueue(self, name: str, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+    def enqueue(self, name: str, fn: Callable[[], T]) -> asyncio.Future[T]:
         """Queue a controller event; the future gets fn's result once its writes are durable."""
 
     def reachable(self, broker_id: int) -> bool:

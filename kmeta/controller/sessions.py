@@ -14,7 +14,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.model import ClusterState
@@ -23,11 +23,14 @@ from kmeta.controller.store import STORE_RETRY_S
 log = logging.getLogger(__name__)
 
 
+T = TypeVar("T")
+
+
 class SessionHost(Protocol):
     config: ControllerConfig
     state: ClusterState
 
-    def enqueue(self, name: str, fn: Callable[[], Any]) -> asyncio.Future[Any]: ...
+    def enqueue(self, name: str, fn: Callable[[], T]) -> asyncio.Future[T]: ...
 
 
 class BrokerHeartbeatManager:
