@@ -15,6 +15,15 @@ broker's CPU above the zero-copy floor (what kmeta itself spends per answer).
 Also measures, in-process, one all-topics answer spliced from cached blocks against
 re-encoding the whole response record (why the blocks are cached).
 
+``--sasl``: the authenticated variant. The same broker also listens SASL_PLAINTEXT; each load
+connection there authenticates (SASL/PLAIN, handshake and token pipelined) before its load,
+and the plaintext and authenticated runs of the same scenarios alternate for ``--rounds``
+rounds: the median server CPU per response of each, and their ratio (authentication is per
+connection, so it should be ~1; the authentications' CPU, measured apart, is taken out of the
+per-request figure and reported in ``cpu_ratio_with_authentication``). The connection set-up cost is measured apart: connect +
+ApiVersions against connect + SCRAM-SHA-512 (and PLAIN) authentication, wall time per
+connection (median) and the broker's CPU per connection.
+
     .venv/bin/python benchmarks/metadata_load.py --duration 3
 """
 
@@ -35,9 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from echo_server import serve_commands, serve_in_process
 
-from kmeta.net.connection import KafkaConnection
+from kmeta.net.connection import KafkaConnection, api_of_instance
+from kmeta.net.security.sasl_client import ClientCredential, authenticate
 from kmeta.protocol.header import RequestHeader, encode_request_header
 from kmeta.protocol.messages import metadata as md
+from kmeta.protocol.messages import sasl_authenticate as sa
+from kmeta.protocol.messages import sasl_handshake as sh
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.server.broker import Broker
 from kmeta.server.config import BrokerConfig, ListenerSpec
@@ -56,11 +68,18 @@ def _run(coro: Any) -> Any:
 
 
 # -- the broker process ------------------------------------------------------------------------
+#: the SASL user of --sasl (the broker accepts it as its cluster credential)
+SASL_USER = ClientCredential("bench", "bench-password", "SCRAM-SHA-512")
+
+
 async def _broker(conn: Connection, zero_copy: bool) -> None:
-    listeners = (ListenerSpec("PLAINTEXT", "127.0.0.1", 0), ListenerSpec("CONTROL", "127.0.0.1", 0))
-    broker = Broker(BrokerConfig(broker_id=1, listeners=listeners, cluster_id="bench", zero_copy=zero_copy))
+    names = ("PLAINTEXT", "CONTROL", "SASL_PLAINTEXT")
+    listeners = tuple(ListenerSpec(name, "127.0.0.1", 0) for name in names)
+    broker = Broker(BrokerConfig(
+        broker_id=1, listeners=listeners, cluster_id="bench", zero_copy=zero_copy, cluster_credential=SASL_USER,
+    ))  # fmt: skip
     await broker.start()
-    conn.send({name: broker.port(name) for name in ("PLAINTEXT", "CONTROL")})
+    conn.send({name: broker.port(name) for name in names})
     await serve_commands(conn)
     await broker.stop()
 
@@ -69,11 +88,17 @@ def broker_process(conn: Connection, zero_copy: bool = True) -> None:
     _run(_broker(conn, zero_copy))
 
 
-def update_request(plain_port: int, topics: int, partitions: int) -> Any:
+def update_request(plain_port: int, topics: int, partitions: int, sasl_port: int | None = None) -> Any:
+    """With ``sasl_port`` every broker also has a SASL_PLAINTEXT endpoint (a client on that
+    listener is answered from the same kind of cached blocks as on PLAINTEXT)."""
+    listeners = [("PLAINTEXT", plain_port, 0)] + ([("SASL_PLAINTEXT", sasl_port, 2)] if sasl_port else [])
     brokers = tuple(
         um.UpdateMetadataBroker(
             id=i,
-            endpoints=(um.UpdateMetadataEndpoint(port=plain_port if i == 1 else 9092, host="127.0.0.1" if i == 1 else f"b{i}", listener="PLAINTEXT", security_protocol=0),),
+            endpoints=tuple(
+                um.UpdateMetadataEndpoint(port=port if i == 1 else 9092 + k, host="127.0.0.1" if i == 1 else f"b{i}", listener=name, security_protocol=proto)
+                for k, (name, port, proto) in enumerate(listeners)
+            ),
             rack=None,
         )
         for i in (1, 2, 3)
@@ -107,7 +132,22 @@ def request_frame(topics: list[str] | None) -> bytes:
     return len(out).to_bytes(4, "big") + bytes(out)
 
 
+def plain_auth_frames() -> bytes:
+    """SaslHandshake(PLAIN) and SaslAuthenticate(PLAIN token), pipelined (ids -1 and -2)."""
+    out = b""
+    for cid, request in ((-1, sh.SaslHandshakeRequest(version=1, mechanism="PLAIN")),
+                         (-2, sa.SaslAuthenticateRequest(version=1, auth_bytes=f"\0{SASL_USER.username}\0{SASL_USER.password}".encode()))):  # fmt: skip
+        body = bytearray()
+        encode_request_header(RequestHeader(api_of_instance(request).key, 1, cid, "load"), body)
+        api_of_instance(request).request.encode_into(request, body)
+        out += len(body).to_bytes(4, "big") + bytes(body)
+    return out
+
+
 class LoadConnection(asyncio.Protocol):
+    #: sent first when authenticating (plain_auth_frames); the load starts once both are answered
+    auth: bytes = b""
+
     def __init__(self, template: bytes, depth: int, deadline: float, latencies: list[float], done: asyncio.Future[None]) -> None:
         self.template = template
         self.depth = depth
@@ -132,11 +172,36 @@ class LoadConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if self.auth:
+            self.sent.update({-1: 0.0, -2: 0.0})
+            transport.write(self.auth)  # type: ignore[attr-defined]
+            return
         transport.write(self._frames(self.depth))  # type: ignore[attr-defined]
+
+    def _authenticated(self, buf: bytearray) -> bool:
+        """Consume the two authentication answers; then start the load."""
+        pos = 0
+        while len(buf) - pos >= 8 and (-1 in self.sent or -2 in self.sent):
+            size, cid = _SIZE_AND_ID.unpack_from(buf, pos)
+            if len(buf) - pos - 4 < size:
+                break
+            # SaslHandshake v1: error at body start; SaslAuthenticate v1: the same
+            assert buf[pos + 8 : pos + 10] == b"\0\0", f"authentication refused (answer {cid})"
+            del self.sent[cid]
+            pos += 4 + size
+        del buf[:pos]
+        if -1 in self.sent or -2 in self.sent:
+            return False
+        self.auth = b""
+        assert self.transport is not None
+        self.transport.write(self._frames(self.depth))
+        return True
 
     def data_received(self, data: bytes) -> None:
         buf = self.buf
         buf += data
+        if self.auth and not self._authenticated(buf):
+            return
         pos, answered, now = 0, 0, time.perf_counter()
         end, sent, latencies = len(buf), self.sent, self.latencies
         while end - pos >= 8:
@@ -159,7 +224,7 @@ class LoadConnection(asyncio.Protocol):
             self.done.set_result(None)
 
 
-async def _load(port: int, template: bytes, conns: int, depth: int, duration_s: float) -> dict[str, Any]:
+async def _load(port: int, template: bytes, conns: int, depth: int, duration_s: float, sasl: bool = False) -> dict[str, Any]:
     """One generator process: its latencies (seconds) and how long it ran."""
     loop = asyncio.get_running_loop()
     latencies: list[float] = []
@@ -169,7 +234,12 @@ async def _load(port: int, template: bytes, conns: int, depth: int, duration_s: 
     start = time.perf_counter()
     for _ in range(conns):
         done: asyncio.Future[None] = loop.create_future()
-        t, _p = await loop.create_connection(lambda d=done: LoadConnection(template, depth, deadline, latencies, d), "127.0.0.1", port)
+        def make(d: asyncio.Future[None] = done) -> LoadConnection:
+            lc = LoadConnection(template, depth, deadline, latencies, d)
+            lc.auth = plain_auth_frames() if sasl else b""
+            return lc
+
+        t, _p = await loop.create_connection(make, "127.0.0.1", port)
         dones.append(done)
         transports.append(t)
     await asyncio.wait_for(asyncio.gather(*dones), duration_s + 30)
@@ -192,12 +262,13 @@ def summarize(parts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def load_process(port: int, template: bytes, conns: int, depth: int, duration_s: float, out: Connection) -> None:
-    out.send(_run(_load(port, template, conns, depth, duration_s)))
+def load_process(port: int, template: bytes, conns: int, depth: int, duration_s: float, out: Connection, sasl: bool = False) -> None:
+    out.send(_run(_load(port, template, conns, depth, duration_s, sasl)))
 
 
 def run_load(
-    server: Connection, port: int, template: bytes, conns: int, depth: int, duration_s: float, generators: int
+    server: Connection, port: int, template: bytes, conns: int, depth: int, duration_s: float, generators: int,
+    sasl: bool = False,
 ) -> dict[str, Any]:
     server.send("cpu")
     cpu0 = server.recv()
@@ -206,7 +277,7 @@ def run_load(
     for share in shares:
         if share:
             here, there = mp.Pipe()
-            proc = mp.Process(target=load_process, args=(port, template, share, depth, duration_s, there))
+            proc = mp.Process(target=load_process, args=(port, template, share, depth, duration_s, there, sasl))
             proc.start()
             running.append((proc, here))
     result = summarize([here.recv() for _, here in running])
@@ -281,6 +352,68 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {**ranked[len(ranked) // 2], "server_cpu_us_per_response_runs": [r["server_cpu_us_per_response"] for r in runs]}
 
 
+def sasl_variant(end: Connection, ports: dict[str, int], names: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """--sasl: plaintext against SASL-authenticated connections, alternating, same broker."""
+    out: dict[str, Any] = {"connection_setup": _run(setup_cost(end, ports, 50))}
+    #: what one connection's SASL/PLAIN authentication costs the broker (measured just above):
+    #: the load runs include it once per connection, the per-request figure takes it out
+    setup_us = out["connection_setup"]["sasl_plain"]["server_cpu_ms_per_connection"] * 1000
+    for label, template, conns, depth in (("1 topic", request_frame(names[:1]), 64, 1),
+                                          ("all topics", request_frame(None), 8, 1)):  # fmt: skip
+        runs: dict[str, list[dict[str, Any]]] = {"plaintext": [], "sasl_plain": []}
+        for _ in range(args.rounds):
+            runs["plaintext"].append(run_load(end, ports["PLAINTEXT"], template, conns, depth, args.duration, args.generators))
+            runs["sasl_plain"].append(run_load(end, ports["SASL_PLAINTEXT"], template, conns, depth, args.duration,
+                                               args.generators, sasl=True))  # fmt: skip
+        plain, sasl = median_run(runs["plaintext"]), median_run(runs["sasl_plain"])
+        total_us = sasl["server_cpu_us_per_response"] * sasl["requests"]
+        sasl["server_cpu_us_per_response_after_authentication"] = round(
+            (total_us - conns * setup_us) / max(1, sasl["requests"]), 1
+        )
+        out[f"{label} {conns}x{depth}"] = {
+            "plaintext": plain, "sasl": sasl,
+            "cpu_ratio_sasl_to_plaintext": round(
+                sasl["server_cpu_us_per_response_after_authentication"] / plain["server_cpu_us_per_response"], 3
+            ),
+            "cpu_ratio_with_authentication": round(sasl["server_cpu_us_per_response"] / plain["server_cpu_us_per_response"], 3),
+        }  # fmt: skip
+    return out
+
+
+async def setup_cost(end: Connection, ports: dict[str, int], n: int) -> dict[str, Any]:
+    """Per connection: connect + ApiVersions (plaintext) against connect + SASL authentication."""
+    from kmeta.protocol.messages import api_versions as av
+
+    async def plaintext() -> None:
+        conn = await KafkaConnection.open("127.0.0.1", ports["PLAINTEXT"])
+        await conn.request(av.ApiVersionsRequest(version=3, client_software_name="b", client_software_version="1"), 5)
+        conn.close()
+
+    async def sasl(mechanism: str) -> None:
+        conn = await KafkaConnection.open("127.0.0.1", ports["SASL_PLAINTEXT"])
+        await authenticate(conn, ClientCredential(SASL_USER.username, SASL_USER.password, mechanism))
+        conn.close()
+
+    result: dict[str, Any] = {"connections": n}
+    for key, fn in (("plaintext_api_versions", plaintext), ("sasl_plain", lambda: sasl("PLAIN")),
+                    ("sasl_scram_sha_512", lambda: sasl("SCRAM-SHA-512"))):  # fmt: skip
+        end.send("cpu")
+        cpu0 = end.recv()
+        walls = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await fn()
+            walls.append(time.perf_counter() - t0)
+        end.send("cpu")
+        cpu1 = end.recv()
+        walls.sort()
+        result[key] = {
+            "wall_ms_median": round(walls[n // 2] * 1000, 3),
+            "server_cpu_ms_per_connection": round((cpu1[0] + cpu1[1] - cpu0[0] - cpu0[1]) / n * 1000, 3),
+        }
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per scenario")
@@ -288,7 +421,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10)
     parser.add_argument("--generators", type=int, default=2, help="load generator processes per scenario")
     parser.add_argument("--rounds", type=int, default=3, help="all-topics runs per target (the median is reported)")
+    parser.add_argument("--sasl", action="store_true", help="only the authenticated variant (see above)")
     args = parser.parse_args()
+    if args.sasl:
+        main_sasl(args)
+        return
 
     broker_end, broker_child = mp.Pipe()
     copying_end, copying_child = mp.Pipe()
@@ -378,6 +515,36 @@ def main() -> None:
         "results": results,
         "all_topics_splice_vs_reencode": splice_vs_reencode(args.topics, args.partitions),
         "targets_met": targets,
+    }, indent=2))  # fmt: skip
+
+
+def main_sasl(args: argparse.Namespace) -> None:
+    end, child = mp.Pipe()
+    proc = mp.Process(target=broker_process, args=(child,))
+    proc.start()
+    ports = end.recv()
+
+    async def load_metadata() -> None:
+        conn = await KafkaConnection.open("127.0.0.1", ports["CONTROL"])
+        resp = await conn.request(
+            update_request(ports["PLAINTEXT"], args.topics, args.partitions, ports["SASL_PLAINTEXT"]), 60
+        )
+        assert resp.error_code == 0
+        conn.close()
+
+    asyncio.run(load_metadata())
+    names = [f"topic-{t:04d}" for t in range(args.topics)]
+    try:
+        result = sasl_variant(end, ports, names, args)
+    finally:
+        end.send("stop")
+        proc.join(10)
+    ratios = [v["cpu_ratio_sasl_to_plaintext"] for k, v in result.items() if k != "connection_setup"]
+    print(json.dumps({
+        "cluster": {"topics": args.topics, "partitions_per_topic": args.partitions, "metadata_version": VERSION},
+        "duration_s": args.duration, "rounds": args.rounds, "cpus": mp.cpu_count(),
+        "sasl": result,
+        "targets_met": {"per-request CPU on SASL connections within 1.1x of plaintext": max(ratios) <= 1.1},
     }, indent=2))  # fmt: skip
 
 
