@@ -140,7 +140,7 @@ def configs_group() -> None:
     """Describe and alter topic configs (as kafka-configs.sh)."""
 
 
-_bootstrap = click.option("--bootstrap-server", required=True, help="host:port[,host:port...]")
+_bootstrap = click.option("-b", "--bootstrap-server", required=True, help="host:port[,host:port...]")
 _entity_type = click.option("--entity-type", type=click.Choice(sorted(ENTITY_TYPES)), required=True)
 
 

@@ -115,6 +115,8 @@ def test_usage_mistakes_are_one_line() -> None:
         ["watch", "--bootstrap-server"],
         ["topics", "list", "--bootstrap-server"],
         ["topics", "describe", "--bootstrap-server"],
+        ["configs", "describe", "--entity-type", "topics", "-b"],
+        ["topics", "elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions", "-b"],
     ],
 )
 def test_a_stopped_cluster_fails_fast(args: list[str]) -> None:
