@@ -266,7 +266,9 @@ class Cluster(ClusterProcesses):
         """Delay (seconds), drop or pause the controller's UpdateMetadata, LeaderAndIsr and
         StopReplica to one broker: a broker that lags behind the controller (slow network,
         long GC pause, partitioned from the controller) and serves stale metadata meanwhile.
-        Returns once the controller applies it (see ``kmeta controller --fault-file``)."""
+        Returns once the controller applies it (see ``kmeta controller --fault-file``). With
+        the barrier on, admin calls wait for a delayed or paused broker: under ``pause`` each
+        ends in REQUEST_TIMED_OUT (committed anyway) after 30 s; pause with ``barrier=False``."""
         chosen = [s for s, on in ((f"delay={delay}s", delay is not None), ("drop", drop), ("pause", pause)) if on]  # fmt: skip
         if len(chosen) != 1:
             raise ValueError("give exactly one of delay=<seconds>, drop=True, pause=True")

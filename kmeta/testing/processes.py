@@ -34,6 +34,8 @@ T = TypeVar("T")
 #: a daemon that lost the race for its OS-picked port: start again on new ports
 _PORT_TAKEN = "address already in use"
 _START_ATTEMPTS = 3
+#: log lines of each daemon in the error of a failed start
+_LOG_LINES = 20
 
 
 def run_sync(make: Callable[[], Awaitable[T]]) -> T:
@@ -119,14 +121,26 @@ class ClusterProcesses:
             except DaemonExited as exc:
                 port_taken = _PORT_TAKEN in self.log_tail(exc.name, 50).lower()
                 if attempt == _START_ATTEMPTS or not port_taken:
-                    self.close()
+                    self._start_failed(exc)
                     raise
                 _kill(self._procs)  # lost a port race to another process: new ports
                 self._procs.clear()
-            except BaseException:
-                self.close()
+            except BaseException as exc:
+                self._start_failed(exc)
                 raise
         raise AssertionError("unreachable")
+
+    def _start_failed(self, exc: BaseException) -> None:
+        """Close after a failed start. The error carries each daemon's last log lines (why a
+        daemon exited is in its log, and no test report shows a cluster that never started);
+        the data dir is removed unless ``keep``."""
+        if isinstance(exc, Exception) and self.data_dir is not None:  # not on Ctrl-C
+            fate = "kept" if self.keep else "removed"
+            lines = [f"kmeta cluster data dir: {self.data_dir} ({fate})"]
+            for name in self.daemons:
+                lines += [f"--- {name}, last {_LOG_LINES} lines:", self.log_tail(name, _LOG_LINES)]
+            exc.add_note("\n".join(lines))
+        self.close()
 
     @property
     def closed(self) -> bool:

@@ -77,7 +77,7 @@ def pytest_runtest_makereport(
 
 @pytest.fixture(scope="session")
 def kmeta_cluster_factory(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
 ) -> Iterator[Callable[..., Cluster]]:
     """Start a :class:`~kmeta.testing.Cluster` with any options; closed at the latest when the
     session ends."""
@@ -85,13 +85,21 @@ def kmeta_cluster_factory(
 
     made: list[Cluster] = []
     parent = tmp_path_factory.mktemp("kmeta", numbered=True)
+    keep_failed = pytestconfig.stash.get(_KEEP, False)
 
     def factory(brokers: int = 3, **options: Any) -> Cluster:
         options.setdefault("parent_dir", parent)
         cluster = Cluster(brokers, **options)
         made.append(cluster)
         _running.append(cluster)  # for failure reports and --kmeta-keep
-        return cluster.start()
+        if not keep_failed:
+            return cluster.start()  # a failed start's error holds the daemons' last log lines
+        wanted = cluster.keep
+        cluster.keep = True  # a start that fails fails the test: --kmeta-keep keeps its dir
+        try:
+            return cluster.start()
+        finally:
+            cluster.keep = wanted
 
     yield factory
     for cluster in made:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from kmeta.cli.launch import DaemonExited
 from kmeta.net.tls import TlsConfig
 from kmeta.testing import QUORUM_UNAVAILABLE, Cluster, KafkaRequestError
 from tests.hardening.certs import Authority
@@ -81,6 +83,18 @@ async def test_async_with_and_a_cancelled_start_leave_no_daemon(tmp_path: Path) 
         await task
     assert all(_gone(pid) for pid in _pids(starting))
     assert not any(tmp_path.iterdir())  # noqa: ASYNC240
+
+
+def test_a_failed_start_says_why_in_the_daemons_words(tmp_path: Path) -> None:
+    cluster = Cluster(2, log_level="LOUD", parent_dir=tmp_path)  # no daemon takes that level
+    with pytest.raises(DaemonExited, match="exited with 2 while the cluster was starting") as info:
+        cluster.start()
+    note = "\n".join(getattr(info.value, "__notes__", []))
+    assert f"kmeta cluster data dir: {cluster.data_dir} (removed)" in note
+    assert "--- broker-1, last 20 lines:" in note
+    assert "Invalid value for '--log-level'" in note  # the daemon's own error line
+    assert all(_gone(pid) for pid in _pids(cluster))
+    assert not any(tmp_path.iterdir())
 
 
 def test_options_not_available_say_so() -> None:
@@ -178,6 +192,22 @@ def test_faults_applied_and_cleared_on_the_running_controller(cluster: Cluster) 
     assert "under-faults" in cluster.metadata(3).topics
     with pytest.raises(ValueError, match="exactly one"):
         cluster.fault(2, delay=1, pause=True)
+
+
+def test_a_paused_broker_holds_updates_and_the_barrier_until_the_pause_ends(
+    cluster: Cluster,
+) -> None:
+    cluster.fault(2, pause=True)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        created = pool.submit(cluster.create_topic, "held", 1, 3)
+        time.sleep(1.0)
+        assert not created.done()  # the barrier waits for broker 2's acknowledgement
+        assert "held" in cluster.metadata(1).topics
+        assert "held" not in cluster.metadata(2).topics  # held, not delivered
+        cluster.clear_faults()  # the held updates go out in order
+        created.result(10)
+    assert cluster.metadata(2).topics["held"] == cluster.metadata(1).topics["held"]
+    cluster.wait_converged(10)
 
 
 def test_a_bad_fault_file_changes_nothing(cluster: Cluster) -> None:

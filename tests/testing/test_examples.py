@@ -96,7 +96,7 @@ def test_a_client_of_a_delayed_broker_reads_stale_then_fresh_metadata(
     kmeta_cluster_factory: Callable[..., Cluster],
 ) -> None:
     # Kafka's behaviour (no propagation barrier): CreateTopics answers once the controller
-    # committed, while broker 2 learns of it 1.5 s later
+    # committed, while broker 2 learns of it 3 s later
     with kmeta_cluster_factory(3, barrier=False) as cluster:
         cluster.fault(2, delay=3.0)
         cluster.create_topic("late", 3, 3)

@@ -90,6 +90,28 @@ def test_fixtures_under_xdist_with_a_failure_report_and_kept_dirs(tmp_path: Path
         shutil.rmtree(kept_dir, ignore_errors=True)
 
 
+FAILED_START = '''
+def test_cluster_does_not_start(kmeta_cluster_factory):
+    kmeta_cluster_factory(brokers=2, log_level="LOUD")
+'''
+
+
+def test_a_failed_start_reports_the_daemons_logs_and_keeps_its_dir(tmp_path: Path) -> None:
+    (tmp_path / "test_start.py").write_text(FAILED_START)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--kmeta-keep",
+         "--basetemp", str(tmp_path / "base"), str(tmp_path / "test_start.py")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "1 failed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "exited with 2 while the cluster was starting" in proc.stdout
+    assert "--- broker-1, last 20 lines:" in proc.stdout
+    assert "Invalid value for '--log-level'" in proc.stdout  # why, in the daemon's words
+    kept = re.search(r"kmeta cluster data dir: (\S+) \(kept\)", proc.stdout)
+    assert kept is not None, proc.stdout[-3000:]
+    assert "Invalid value" in (Path(kept.group(1)) / "logs" / "broker-1.log").read_text()
+
+
 def test_the_plugin_imports_no_daemon_code_until_a_fixture_is_used() -> None:
     probe = (
         "import sys, kmeta.testing.pytest_plugin\n"
