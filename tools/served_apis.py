@@ -36,7 +36,7 @@ def table() -> str:
         where = (
             "client, control"
             if handler.on_client and handler.on_control
-            else "clients"
+            else "client"
             if handler.on_client
             else "control"
         )
