@@ -38,7 +38,7 @@ from kmeta.controller.acls import AclManager
 from kmeta.controller.admin_manager import AdminManager
 from kmeta.controller.barrier import Barrier as Barrier  # (re-exported for the handlers)
 from kmeta.controller.brokers import BrokerLifecycleManager
-from kmeta.controller.channel_manager import ControllerChannelManager
+from kmeta.controller.channel_manager import Callback, ControllerChannelManager
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.deletion import TopicDeletionManager
 from kmeta.controller.event_manager import ControllerEventManager
@@ -252,7 +252,7 @@ class KafkaController:
         stop: Iterable[tuple[Iterable[int], TopicPartition, bool]] = (),
         um_type: int = 1,
         barrier: Barrier | None = None,
-        stop_callback: Callable[[Any, int], None] | None = None,
+        stop_callback: Callback | None = None,
         acls: bool = False,
     ) -> list[int]:
         batch = self._batch()

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, MutableSet
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from kmeta.controller.barrier import Barrier
+from kmeta.controller.channel_manager import Callback
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.model import ClusterState, PartitionState, TopicPartition
 from kmeta.controller.store import ClusterStore
@@ -50,7 +51,7 @@ class ControllerHost(Protocol):
         stop: Targets = (),
         um_type: int = 1,
         barrier: Barrier | None = None,
-        stop_callback: Callable[[Any, int], None] | None = None,
+        stop_callback: Callback | None = None,
         acls: bool = False,
     ) -> list[int]: ...
 
