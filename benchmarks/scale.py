@@ -49,7 +49,7 @@ PREFIX = "scale-"
 
 
 class PhaseTimeout(Exception):
-    pass
+    """A phase ran out of its time (or failed: its entry says ``failed``); the size stops."""
 
 
 def rss_bytes(pid: int | None) -> dict[str, int | None]:
@@ -168,9 +168,13 @@ async def metadata_rtt(cluster: Cluster, broker: int, rounds: int) -> dict[str, 
 async def phase(
     name: str, timeout_s: float, out: dict[str, Any], run: Callable[[], Awaitable[Any]]
 ) -> None:
+    t0 = time.monotonic()
     try:
         out[name] = await asyncio.wait_for(run(), timeout_s)
-    except TimeoutError:
+    except TimeoutError as exc:
+        if time.monotonic() - t0 < timeout_s:  # raised inside the phase, not its deadline
+            out[name] = {"failed": repr(exc)}
+            raise PhaseTimeout(name) from None
         out[name] = {"timed_out_after_s": timeout_s}
         raise PhaseTimeout(name) from None
 
@@ -272,9 +276,12 @@ async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[st
     # the broker's rejoin may still be propagating (ISR expansions): kill a settled controller
     t_settle = time.perf_counter()
     while True:
-        status = await asyncio.to_thread(cluster.controller_status)
-        if caught_up(status):
-            break
+        try:
+            status = await asyncio.to_thread(cluster.controller_status)
+            if caught_up(status):
+                break
+        except OSError:  # /status took over its 5 s: the controller is busy
+            pass
         await asyncio.sleep(0.5)
     settled = time.perf_counter() - t_settle
     before = rss_bytes(cluster.pid("controller"))
