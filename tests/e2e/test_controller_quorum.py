@@ -219,3 +219,29 @@ def test_sigstop_past_the_session_timeout_deposes_the_active_controller(quorum: 
     # nothing was written by the old epoch after it: every partition state is the new one's
     state = quorum.zkc.get("/brokers/topics/after/partitions/0/state")[0]
     assert b'"controller_epoch":%d' % new_epoch in state
+
+
+@pytest.mark.timeout(120)
+def test_zookeeper_restarted_the_controllers_reconnect_and_the_cluster_carries_on(
+    quorum: Quorum,
+) -> None:
+    admin = quorum.admin()
+    admin.create_topics([NewTopic("before", 2, 2)])["before"].result(timeout=30)
+    epoch = quorum.active()[1]
+    quorum.zk.stop()  # (kill -9; its data dir stays)
+    time.sleep(1.0)
+    quorum.zk.start()  # same port, same data
+    # the active controller resigned when its connection was suspended; one is elected again
+    _wait(lambda: quorum.active()[0] is not None and quorum.active()[1] > epoch, 60, "re-election")
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin.create_topics([NewTopic("after", 2, 2)])["after"].result(timeout=30)
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() not in (KafkaError.NOT_CONTROLLER, KafkaError.REQUEST_TIMED_OUT):
+                raise
+        assert time.monotonic() < deadline, "no creation acknowledged after the restart"
+        time.sleep(0.2)
+    topics = quorum.topics()
+    assert (topics.get("before"), topics.get("after")) == (2, 2)
