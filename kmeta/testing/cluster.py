@@ -27,7 +27,7 @@ from kmeta.net.tls import TlsConfig
 from kmeta.protocol.errors import ErrorCode
 from kmeta.testing import requests
 from kmeta.testing.processes import ClusterProcesses, run_sync
-from kmeta.testing.requests import BrokerView, KafkaRequestError, unsettled
+from kmeta.testing.requests import BrokerView, KafkaRequestError, PartitionView, unsettled
 
 QUORUM_UNAVAILABLE = (
     "controllers > 1: a controller quorum is not available in kmeta yet (issue 'Controller "
@@ -153,7 +153,11 @@ class Cluster(ClusterProcesses):
         ``kafka-leader-election.sh --election-type PREFERRED`` for the partition (ElectLeaders).
         The leader epoch rises; clients routing to the old leader must refresh their metadata."""
         self._check_id(broker_id)
-        state = self.metadata(self.live_brokers[0]).topics[topic][partition]
+        state = self._served_partitions(topic, "move_leader").get(partition)
+        if state is None:  # as AlterPartitionReassignments answers for it
+            raise KafkaRequestError(
+                f"move_leader {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
         if state.leader == broker_id:
             return
         target = [broker_id, *(r for r in state.replicas if r != broker_id)][: len(state.replicas)]
@@ -177,7 +181,7 @@ class Cluster(ClusterProcesses):
         asked: dict[str, list[int]] | None = None
         if topic is not None:
             if partitions is None:
-                partitions = sorted(self.metadata(self.live_brokers[0]).topics[topic])
+                partitions = sorted(self._served_partitions(topic, "ElectLeaders"))
             asked = {topic: list(partitions)}
         results = self._admin(requests.elect_leaders, requests.PREFERRED, asked)
         failed = {tp: c for tp, c in results.items() if c not in (0, ErrorCode.ELECTION_NOT_NEEDED)}
@@ -185,6 +189,16 @@ class Cluster(ClusterProcesses):
             (t, p), code = sorted(failed.items())[0]
             raise KafkaRequestError(f"ElectLeaders {t}-{p} ({len(failed)} failed)", code)
         return sorted(tp for tp, code in results.items() if code == 0)
+
+    def _served_partitions(self, topic: str, what: str) -> dict[int, PartitionView]:
+        """The topic's partitions as a live broker serves them; an unknown topic is Kafka's
+        UNKNOWN_TOPIC_OR_PARTITION, as every other handle method reports it."""
+        if not self.live_brokers:
+            raise RuntimeError("no broker is running")
+        partitions = self.metadata(self.live_brokers[0]).topics.get(topic)
+        if partitions is None:
+            raise KafkaRequestError(f"{what} {topic!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return partitions
 
     # -- what brokers serve ---------------------------------------------------------------------
     def metadata(self, broker_id: int) -> BrokerView:

@@ -275,6 +275,11 @@ def test_move_leader_through_a_reassignment_and_a_preferred_election(cluster: Cl
     st = cluster.metadata(3).topics["moving"][1]
     assert (st.leader, st.replicas, st.isr) == (1, (1, 2), (1, 2))
     cluster.move_leader("moving", 1, 1)  # already the leader: nothing to do
+    for unknown in (lambda: cluster.move_leader("moving", 7, 1),
+                    lambda: cluster.move_leader("no-such-topic", 0, 1),
+                    lambda: cluster.elect_preferred("no-such-topic")):  # fmt: skip
+        with pytest.raises(KafkaRequestError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            unknown()
     cluster.stop_broker(3)
     with pytest.raises(KafkaRequestError, match="INVALID_REPLICA_ASSIGNMENT"):
         cluster.move_leader("moving", 0, 3)  # a dead broker cannot lead
