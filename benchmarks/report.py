@@ -44,9 +44,23 @@ def load(paths: list[str]) -> dict[str, dict[str, Any]]:
         if doc.get("schema") != common.SCHEMA:
             raise SystemExit(f"{path}: not a kmeta bench result (schema {doc.get('schema')!r})")
         old = by.get(doc["scenario"])
+        if doc["scenario"] == "scale" and old is not None:
+            doc = merge_scale(old, doc)
         if old is None or doc["timestamp"] >= old["timestamp"]:
             by[doc["scenario"]] = doc
     return by
+
+
+def merge_scale(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Scale results of several runs (a long size run on its own): one table, each size from
+    the latest run that measured it; every run's note stays."""
+    first, last = sorted((a, b), key=lambda d: d["timestamp"])
+    sizes = {r["partitions"]: r for d in (first, last) for r in _scale_rows(d)}
+    out = dict(last)
+    out["result"] = dict(last["result"].get("median", last["result"]))
+    out["result"]["sizes"] = [sizes[n] for n in sorted(sizes)]
+    out["runs"] = first.get("runs", [first]) + last.get("runs", [last])
+    return out
 
 
 def fmt(x: Any) -> str:
@@ -390,7 +404,7 @@ def scale(doc: dict[str, Any], charts: Charts) -> str:
     out = [
         "A controller and 3 broker processes hold N partitions at RF 3 "
         f"({first['per_topic']} per topic, CreateTopics of {first['batch_topics']} topics); every "
-        f"phase bounded by {first['phase_timeout_s']} s. Broker restart → serving includes "
+        "phase bounded by --phase-timeout-s (each run's command below). Broker restart → serving includes "
         f"waiting out the killed broker's session (--session-timeout-ms "
         f"{first['session_timeout_ms']}, KRaft's DUPLICATE_BROKER_REGISTRATION rule). Bytes per "
         "partition: RSS after the topics minus RSS before them (same run), over N.",
@@ -480,7 +494,7 @@ def render(docs: dict[str, dict[str, Any]], charts: Charts) -> str:
             "",
             section(docs[scenario], charts),
             "",
-            run_note(docs[scenario]),
+            "\n\n".join(run_note(d) for d in docs[scenario].get("runs", [docs[scenario]])),
         ]
     return "\n".join(lines) + "\n"
 

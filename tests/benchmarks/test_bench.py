@@ -227,6 +227,26 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
         png_path = tmp_path / "benchmarks" / "charts" / png
         assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
+    # a later run of one size (a long run on its own) replaces that size's row only
+    later = json.loads(json.dumps(doc))
+    later["timestamp"] = "9" + doc["timestamp"][1:]
+    later["reproduce"] = "kmeta bench scale --partitions 3000"
+    row = later["result"]["median"]["sizes"][1]
+    row["create"]["acked_s"] = 123.25
+    later["result"]["median"]["sizes"] = [row]
+    (tmp_path / "later.json").write_text(json.dumps(later))
+    res = CliRunner().invoke(
+        cli,
+        ["bench", "report", str(tmp_path / "scale.json"), str(tmp_path / "later.json"),
+         "--out", str(out)],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert "| 1,000 |" in text
+    assert "| 3,000 | 123 |" in text
+    assert doc["reproduce"] in text
+    assert later["reproduce"] in text
+
 
 def test_scale_phase_that_runs_out_is_recorded_and_the_run_stops() -> None:
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "scale.py"
