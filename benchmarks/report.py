@@ -43,6 +43,7 @@ def load(paths: list[str]) -> dict[str, dict[str, Any]]:
         doc = json.loads(Path(path).read_text())
         if doc.get("schema") != common.SCHEMA:
             raise SystemExit(f"{path}: not a kmeta bench result (schema {doc.get('schema')!r})")
+        doc["_file"] = Path(path).name  # for the commands that reproduce the report
         old = by.get(doc["scenario"])
         if doc["scenario"] == "scale" and old is not None:
             doc = merge_scale(old, doc)
@@ -457,6 +458,9 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any], Charts], str]]] = {
 
 
 def render(docs: dict[str, dict[str, Any]], charts: Charts) -> str:
+    #: every result file behind the report, in section order (a merged scale result has several)
+    runs = [r for s in ORDER if (d := docs.get(s)) for r in d.get("runs", [d])]
+    files = " ".join(f"benchmarks/results/{d['_file']}" for d in runs)
     first = docs[next(s for s in ORDER if s in docs)]
     m, v = first["machine"], first["versions"]
     mem = f", {m['memory_bytes'] / 2**30:.0f} GiB RAM" if m.get("memory_bytes") else ""
@@ -476,12 +480,8 @@ def render(docs: dict[str, dict[str, Any]], charts: Charts) -> str:
         "Reproduce everything (each section names its own command):",
         "",
         "```sh",
-        *[
-            f"{d['reproduce']} --json benchmarks/results/{s}.json"
-            for s in ORDER
-            if (d := docs.get(s))
-        ],
-        f"kmeta bench report {' '.join(f'benchmarks/results/{s}.json' for s in ORDER if s in docs)} --out BENCHMARKS.md",
+        *[f"{d['reproduce']} --json benchmarks/results/{d['_file']}" for d in runs],
+        f"kmeta bench report {files} --out BENCHMARKS.md",
         "```",
     ]
     for scenario in ORDER:
