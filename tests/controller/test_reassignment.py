@@ -360,3 +360,28 @@ async def test_not_propagated_in_time_is_request_timed_out_and_still_happens(tmp
         await wait_until(lambda: cached(c, "slow", 0) == {(1, (3, 2, 1), (2, 1))}, 5.0)
     finally:
         await c.stop()
+
+
+async def test_more_partitions_than_the_request_limit_are_refused_whole(tmp_path):
+    """One limit for what an admin request may touch (as CreateTopics and CreatePartitions):
+    POLICY_VIOLATION for every entry, and nothing moves."""
+    c = await start_cluster(tmp_path, brokers=3, max_partitions_per_request=2)
+    try:
+        port = c.client_port(1)
+        await call(port, create_request("x", {0: [1, 2], 1: [1, 2]}))
+        # counted before any validation: the third entry's partition does not even exist
+        answer = await call(port, alter_request({("x", p): [2, 3] for p in range(3)}))
+        codes = results(answer)
+        assert {code for code, _ in codes.values()} == {E.POLICY_VIOLATION}
+        assert set(codes) == {("x", 0), ("x", 1), ("x", 2)}
+        assert all(
+            "3 partitions to reassign in one request, above the limit of 2" in (m or "")
+            for _, m in codes.values()
+        )
+        assert listed(await call(port, list_request())) == {}
+        assert cached(c, "x", 0) == {(1, (1, 2), (1, 2))}
+        # at the limit it is accepted
+        within = await call(port, alter_request({("x", p): [2, 3] for p in range(2)}))
+        assert results(within) == {("x", 0): (0, None), ("x", 1): (0, None)}
+    finally:
+        await c.stop()

@@ -10,13 +10,16 @@ Behaviour (the reassignment itself: :mod:`kmeta.controller.reassignment`):
   REQUEST_TIMED_OUT for the partitions that were accepted (they still proceed).
 * The store refusing the event's writes (disk full, I/O error): KAFKA_STORAGE_ERROR for each
   partition; nothing of the request was kept.
-* More than MAX_PARTITIONS partitions: INVALID_REQUEST for each.
+* More partitions than ``--max-partitions-per-request`` in one request: refused whole, every
+  entry POLICY_VIOLATION (the rule CreateTopics, CreatePartitions and DeleteTopics share, see
+  :func:`kmeta.controller.apis.topic_requests.too_large`); counted before any event is queued.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kmeta.controller.apis.topic_requests import too_large
 from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
 from kmeta.controller.reassignment import AlterResult
 from kmeta.controller.store import StorageError
@@ -24,8 +27,6 @@ from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr
-
-MAX_PARTITIONS = 1_000_000
 
 
 def _response(request: Any, results: list[AlterResult]) -> Any:
@@ -49,10 +50,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for t in request.topics
         for p in t.partitions
     ]
-    if len(entries) > MAX_PARTITIONS:
-        too_many = "Too many partitions in one request."
+    limit = c.config.max_partitions_per_request
+    refusal = too_large(0, len(entries), limit, what="partitions to reassign")
+    if refusal is not None:
         return _response(
-            request, [(t, p, ErrorCode.INVALID_REQUEST, too_many) for t, p, _ in entries]
+            request, [(t, p, ErrorCode.POLICY_VIOLATION, refusal) for t, p, _ in entries]
         )
     try:
         results, barrier = await c.enqueue(

@@ -30,7 +30,9 @@ def outcome(
     return int(plan.error), plan.message
 
 
-def too_large(topics: int, partitions: int, limit: int) -> str | None:
+def too_large(
+    topics: int, partitions: int, limit: int, what: str = "new partitions"
+) -> str | None:
     """Why a request is refused whole (POLICY_VIOLATION), or None.
 
     Kafka's KRaft controller refuses an operation that would generate more records than
@@ -41,8 +43,9 @@ def too_large(topics: int, partitions: int, limit: int) -> str | None:
     to wait and retry, whereas this is a size no retry makes acceptable. Not INVALID_REQUEST
     nor INVALID_PARTITIONS: the request is well formed and each topic may be valid alone.
     The same rule and answer serve CreateTopics, CreatePartitions and DeleteTopics (topics
-    only). Counted before any planning, so a hostile request costs O(entries), never
-    O(partitions asked for)."""
+    only), and AlterPartitionReassignments (``what``: the partitions it moves). Counted
+    before any planning, so a hostile request costs O(entries), never O(partitions asked
+    for)."""
     if topics > MAX_TOPICS_PER_REQUEST:
         return (
             f"Unable to perform excessively large batch operation: {topics} topics in one "
@@ -50,7 +53,7 @@ def too_large(topics: int, partitions: int, limit: int) -> str | None:
         )
     if partitions > limit:
         return (
-            f"Unable to perform excessively large batch operation: {partitions} new partitions "
+            f"Unable to perform excessively large batch operation: {partitions} {what} "
             f"in one request, above the limit of {limit} (--max-partitions-per-request)."
         )
     return None
