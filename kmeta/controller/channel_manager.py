@@ -198,9 +198,12 @@ class _BrokerChannel:
                 header = RequestHeader(
                     item.api_key, item.request.version, item.correlation_id, owner.client_id
                 )
+                # stamped before the write: a broker on this host may apply the request
+                # before send() returns, and "sent" must never come after "applied"
+                sent_at = time.monotonic()
                 future = self.conn.send(item.request, header=header, body=item.encoded)
                 if first:
-                    owner._sent(self.broker_id, item)
+                    owner._sent(self.broker_id, item, sent_at)
                     first = False
                 return await asyncio.wait_for(future, owner.request_timeout_s)
             except (OSError, ConnectionError, TimeoutError, ProtocolError) as exc:
@@ -413,8 +416,7 @@ class ControllerChannelManager:
     def _update_total(self) -> None:
         self.metrics.total_queue_size.set(self.queue_size())
 
-    def _sent(self, broker_id: int, item: QueueItem) -> None:
-        now = time.monotonic()
+    def _sent(self, broker_id: int, item: QueueItem, now: float) -> None:
         item.send_time = now
         queue_ms = (now - item.enqueue_time) * 1000
         self.metrics.request_queue_time_ms.observe(queue_ms)

@@ -10,11 +10,12 @@ Times are the lines' ``ts_ms`` (wall clock, comparable across processes on synce
   the wait in its controller send queue.
 * update convergence: controller's first send of the update -> the last broker applied it
   (``convergence_ms``); brokers that never applied it are listed and make it incomplete.
-  The controller stamps its ``send`` line just *after* handing the bytes to the socket
-  (channel_manager's ``_sent`` runs after ``conn.send``), so a broker on the same host can
+  The controller stamps its ``send`` time just before handing the bytes to the socket;
+  logs written before that fix stamped it just after, so a broker on the same host could
   log its ``apply`` a fraction of a millisecond earlier. Nothing can be applied before it
-  was sent: a negative difference is that stamping error, and both ``convergence_ms`` and
-  ``send_to_apply_ms`` are clamped at 0 (``send_stamped_late`` counts the clamped ones).
+  was sent: a negative difference in such logs is that stamping error, and both
+  ``convergence_ms`` and ``send_to_apply_ms`` are clamped at 0 (``send_stamped_late``
+  counts the clamped ones).
 * percentiles: a p-quantile of fewer than 1/(1-p) samples is just the maximum, so p95 is
   given from ``MIN_SAMPLES_P95`` samples and p99 from ``MIN_SAMPLES_P99`` (else null), and
   every percentile comes with its sample count.
