@@ -55,12 +55,13 @@ def load(paths: list[str]) -> dict[str, dict[str, Any]]:
 def merge_scale(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Scale results of several runs (a long size run on its own): one table, each size from
     the latest run that measured it; every run's note stays."""
-    first, last = sorted((a, b), key=lambda d: d["timestamp"])
-    sizes = {r["partitions"]: r for d in (first, last) for r in _scale_rows(d)}
+    runs = sorted(a.get("runs", [a]) + b.get("runs", [b]), key=lambda d: d["timestamp"])
+    sizes = {r["partitions"]: r for d in runs for r in _scale_rows(d)}  # later runs win
+    last = runs[-1]
     out = dict(last)
     out["result"] = dict(last["result"].get("median", last["result"]))
     out["result"]["sizes"] = [sizes[n] for n in sorted(sizes)]
-    out["runs"] = first.get("runs", [first]) + last.get("runs", [last])
+    out["runs"] = runs
     return out
 
 
@@ -387,12 +388,12 @@ SCALE_METADATA = tuple(
 
 
 def _cell(row: dict[str, Any], path: tuple[str, ...]) -> Any:
-    """A figure, or "> T s" for a phase that ran out of its T s, or "—" for a skipped one."""
+    """A figure, or "phase > T s" for a phase that ran out of its T s, or "—" for a skipped one."""
     value = _get(row, *path)
     if value is not None:
         return value
     limit = _get(row, path[0], "timed_out_after_s")
-    return f"> {limit:g} s" if limit is not None else "—"
+    return f"phase > {limit:g} s" if limit is not None else "—"
 
 
 def scale(doc: dict[str, Any], charts: Charts) -> str:
