@@ -7,8 +7,11 @@ ports the OS picked on loopback, in a new temporary data dir. Entering the conte
 (also on a failure or Ctrl-C) kills every daemon and removes the data dir. Each method says
 which Kafka event it imitates. Every daemon writes its log to ``<data dir>/logs/<name>.log``.
 
-Not available yet: SASL listeners and a controller quorum (``controllers`` > 1); asking for
-them raises ValueError rather than pretending.
+``secure=True`` puts the client listeners behind SASL as ``kmeta cluster up --secure`` does
+(SASL_PLAINTEXT, SASL_SSL with ``ssl``; an admin super user, SCRAM-SHA-512); the handle's own
+requests authenticate as that user and :meth:`Cluster.client_config` gives a client the same.
+Not available yet: a controller quorum (``controllers`` > 1); asking for it raises ValueError
+rather than pretending.
 """
 
 from __future__ import annotations
@@ -46,7 +49,9 @@ class Cluster(ClusterProcesses):
     ``log_level`` of the daemons, ``keep`` (keep the data dir at close), ``parent_dir`` (where
     the data dir is made; default: the system's temp dir), ``closed_control_plane`` (as
     `kmeta cluster up` by default: the controller and brokers authenticate to each other with
-    a generated SCRAM credential; off here so tests can drive the control plane).
+    a generated SCRAM credential; off here so tests can drive the control plane), ``secure``
+    (as ``kmeta cluster up --secure``: SASL client listeners, Kafka's ACL authorizer, an admin
+    super user; implies the closed control plane).
     """
 
     def __init__(
@@ -57,7 +62,7 @@ class Cluster(ClusterProcesses):
         partitions: int | None = None,
         barrier: bool = True,
         ssl: TlsConfig | None = None,
-        sasl: str | None = None,
+        secure: bool = False,
         controllers: int = 1,
         session_timeout_ms: int = 3_000,
         heartbeat_interval_ms: int | None = None,
@@ -70,8 +75,6 @@ class Cluster(ClusterProcesses):
     ) -> None:
         if controllers != 1:
             raise ValueError(QUORUM_UNAVAILABLE)
-        if sasl is not None:
-            raise ValueError("sasl: SASL listeners are not available in kmeta yet")
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         if ssl is not None and ssl.certfile is None:
@@ -80,7 +83,7 @@ class Cluster(ClusterProcesses):
             brokers=brokers, racks=tuple(racks), default_partitions=partitions,
             propagation_barrier=barrier, ssl=ssl, session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms, log_level=log_level, host=host,
-            closed=closed_control_plane,
+            closed=closed_control_plane or secure, secure=secure,
         )  # fmt: skip
         super().__init__(base, start_timeout_s=start_timeout_s, keep=keep, parent_dir=parent_dir)
         self._faults: dict[int, str] = {}
@@ -203,7 +206,30 @@ class Cluster(ClusterProcesses):
     # -- what brokers serve ---------------------------------------------------------------------
     def metadata(self, broker_id: int) -> BrokerView:
         """What that broker serves now: its Metadata answer for every topic."""
-        return run_sync(lambda: requests.fetch_view(broker_id, self.address(broker_id), self._ssl))
+        address, security = self.address(broker_id), self.security
+        return run_sync(lambda: requests.fetch_view(broker_id, address, security))
+
+    def client_config(self, *, kafka_python: bool = False) -> dict[str, str]:
+        """What a Kafka client needs to connect: ``bootstrap.servers``, ``security.protocol``
+        and, with ``secure``, ``sasl.mechanism`` / ``sasl.username`` / ``sasl.password`` as the
+        admin user (confluent-kafka's keys; ``kafka_python``: kafka-python's keyword names).
+        With ``ssl`` its cafile is ``ssl.ca.location`` (``ssl_cafile``)."""
+        cfg = self.config
+        settings = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": cfg.client_listener,
+        }
+        if (credential := self.sasl_credential) is not None:
+            settings["sasl.mechanism"] = credential.mechanism
+            settings["sasl.username"] = credential.username
+            settings["sasl.password"] = credential.password
+        if cfg.ssl is not None and cfg.ssl.cafile:
+            settings["ssl.ca.location"] = cfg.ssl.cafile
+        if not kafka_python:
+            return settings
+        names = {"sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+                 "ssl.ca.location": "ssl_cafile"}  # fmt: skip
+        return {names.get(k, k.replace(".", "_")): v for k, v in settings.items()}
 
     # -- broker and controller processes --------------------------------------------------------
     def kill_broker(self, broker_id: int) -> None:

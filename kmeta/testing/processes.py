@@ -26,8 +26,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from kmeta.cli.cluster import ClusterConfig, broker_argv, controller_argv
+from kmeta.cli.cluster import ADMIN_USER, ClusterConfig, broker_argv, controller_argv, credential_of
 from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
+from kmeta.net.security.sasl_client import ClientCredential, read_credential_file
+from kmeta.testing.requests import ClientSecurity
 
 T = TypeVar("T")
 
@@ -88,6 +90,7 @@ class ClusterProcesses:
             base.ssl.client_context() if base.ssl is not None else None
         )
         self._cfg: ClusterConfig | None = None
+        self._sasl: ClientCredential | None = None
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._lock = threading.RLock()
         self._closed = False
@@ -223,12 +226,31 @@ class ClusterProcesses:
             status: dict[str, Any] = json.loads(answer.read())
         return status
 
+    @property
+    def sasl_credential(self) -> ClientCredential | None:
+        """``secure``: the admin user (a super user) clients authenticate as, read from
+        ``<data dir>/admin.credential`` (made by the same code as ``kmeta cluster up --secure``);
+        None without ``secure``."""
+        if not self.config.secure or self.data_dir is None:
+            return None
+        if self._sasl is None:
+            self._sasl = read_credential_file(
+                str(credential_of(self.data_dir, "admin", ADMIN_USER))
+            )
+        return self._sasl
+
+    @property
+    def security(self) -> ClientSecurity:
+        """TLS and SASL as the handle's own requests use them."""
+        return ClientSecurity(self._ssl, self.sasl_credential)
+
     # -- internals -------------------------------------------------------------------------------
     def _admin(self, fn: Callable[..., Awaitable[T]], *args: object) -> T:
         live = self.live_brokers
         if not live:
             raise RuntimeError("no broker is running")
-        return run_sync(lambda: fn(self.address(live[0]), self._ssl, *args))
+        security = self.security
+        return run_sync(lambda: fn(self.address(live[0]), security, *args))
 
     def _check_id(self, broker_id: int) -> int:
         if broker_id not in self.broker_ids:
@@ -259,6 +281,5 @@ class ClusterProcesses:
     def _await_serving(self, broker_ids: list[int]) -> None:
         ports = {i: self.config.client_port(i) for i in broker_ids}
         procs = {n: p for n, p in self._procs.items() if p.poll() is None or n == "controller"}
-        run_sync(
-            lambda: await_serving(self.config.host, ports, procs, self.start_timeout_s, self._ssl)
-        )
+        host, timeout_s, sasl = self.config.host, self.start_timeout_s, self.sasl_credential
+        run_sync(lambda: await_serving(host, ports, procs, timeout_s, self._ssl, sasl))

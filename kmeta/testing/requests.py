@@ -2,7 +2,8 @@
 
 Every call is a real request over loopback to one broker, as a Kafka admin client sends it:
 admin requests go to any live broker, which forwards them to the controller (Kafka's
-forwarding); Metadata goes to the broker asked about. Errors come back as
+forwarding); Metadata goes to the broker asked about. On a SASL listener each connection
+authenticates first, with the SASL client kmeta's own daemons use. Errors come back as
 :class:`KafkaRequestError` with Kafka's error code.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from kmeta.cli.topics import TIMEOUT_MS as ADMIN_TIMEOUT_MS
 from kmeta.cli.topics import create_topic_request
 from kmeta.net.connection import KafkaConnection
+from kmeta.net.security.sasl_client import ClientCredential, authenticate
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr
 from kmeta.protocol.messages import create_partitions as cp
@@ -70,6 +72,15 @@ class BrokerView:
 Address = tuple[str, int]
 
 
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """How the handle's own requests reach a client listener: TLS (SSL, SASL_SSL) and the
+    SASL user they authenticate as (SASL_PLAINTEXT, SASL_SSL); both None on PLAINTEXT."""
+
+    ssl: ssl_module.SSLContext | None = None
+    sasl: ClientCredential | None = None
+
+
 def unsettled(live: list[int], status: dict[str, Any] | None, views: list[BrokerView]) -> str:
     """Why a cluster has not settled ("" if it has): the controller's ``/status`` (None: no
     controller running) must see exactly the ``live`` brokers alive with nothing unacked, and
@@ -92,22 +103,24 @@ def unsettled(live: list[int], status: dict[str, Any] | None, views: list[Broker
 
 
 async def _request(
-    address: Address, request: object, ssl: ssl_module.SSLContext | None, timeout_s: float
+    address: Address, request: object, security: ClientSecurity, timeout_s: float
 ) -> object:
     conn = await KafkaConnection.open(
-        *address, client_id="kmeta-testing", timeout_s=timeout_s, ssl=ssl
+        *address, client_id="kmeta-testing", timeout_s=timeout_s, ssl=security.ssl
     )
     try:
+        if security.sasl is not None:
+            await authenticate(conn, security.sasl, timeout_s)
         return await conn.request(request, timeout_s)
     finally:
         conn.close()
 
 
 async def fetch_view(
-    broker_id: int, address: Address, ssl: ssl_module.SSLContext | None, timeout_s: float = 5.0
+    broker_id: int, address: Address, security: ClientSecurity, timeout_s: float = 5.0
 ) -> BrokerView:
     request = md.MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False)
-    response = await _request(address, request, ssl, timeout_s)
+    response = await _request(address, request, security, timeout_s)
     assert isinstance(response, md.MetadataResponse)
     topics: dict[str, dict[int, PartitionView]] = {}
     for t in response.topics:
@@ -134,7 +147,7 @@ async def fetch_view(
 
 async def create_topic(
     address: Address,
-    ssl: ssl_module.SSLContext | None,
+    security: ClientSecurity,
     name: str,
     partitions: int,
     rf: int,
@@ -147,18 +160,18 @@ async def create_topic(
     )
     cfgs = tuple(ct.CreatableTopicConfig(name=k, value=v) for k, v in configs.items())
     request = create_topic_request(name, partitions, rf, assignments, cfgs)
-    response = await _request(address, request, ssl, ADMIN_TIMEOUT_MS / 1000 + 5)
+    response = await _request(address, request, security, ADMIN_TIMEOUT_MS / 1000 + 5)
     assert isinstance(response, ct.CreateTopicsResponse)
     result = response.topics[0]
     if result.error_code:
         raise KafkaRequestError(f"CreateTopics {name!r}", result.error_code, result.error_message)
 
 
-async def delete_topic(address: Address, ssl: ssl_module.SSLContext | None, name: str) -> None:
+async def delete_topic(address: Address, security: ClientSecurity, name: str) -> None:
     request = dt.DeleteTopicsRequest(
         version=6, topics=(dt.DeleteTopicState(name=name),), timeout_ms=ADMIN_TIMEOUT_MS
     )
-    response = await _request(address, request, ssl, ADMIN_TIMEOUT_MS / 1000 + 5)
+    response = await _request(address, request, security, ADMIN_TIMEOUT_MS / 1000 + 5)
     assert isinstance(response, dt.DeleteTopicsResponse)
     result = response.responses[0]
     if result.error_code:
@@ -167,7 +180,7 @@ async def delete_topic(address: Address, ssl: ssl_module.SSLContext | None, name
 
 async def add_partitions(
     address: Address,
-    ssl: ssl_module.SSLContext | None,
+    security: ClientSecurity,
     name: str,
     total: int,
     assignment: Sequence[Sequence[int]] | None,
@@ -186,7 +199,7 @@ async def add_partitions(
         timeout_ms=ADMIN_TIMEOUT_MS,
         validate_only=False,
     )
-    response = await _request(address, request, ssl, ADMIN_TIMEOUT_MS / 1000 + 5)
+    response = await _request(address, request, security, ADMIN_TIMEOUT_MS / 1000 + 5)
     assert isinstance(response, cp.CreatePartitionsResponse)
     result = response.results[0]
     if result.error_code:
@@ -200,7 +213,7 @@ PREFERRED = 0  # ElectLeaders election_type
 
 async def elect_leaders(
     address: Address,
-    ssl: ssl_module.SSLContext | None,
+    security: ClientSecurity,
     election_type: int,
     partitions: dict[str, list[int]] | None,
 ) -> dict[tuple[str, int], int]:
@@ -214,7 +227,7 @@ async def elect_leaders(
         else tuple(el.TopicPartitions(t, tuple(ps)) for t, ps in partitions.items()),
         timeout_ms=ADMIN_TIMEOUT_MS,
     )
-    response = await _request(address, request, ssl, ADMIN_TIMEOUT_MS / 1000 + 5)
+    response = await _request(address, request, security, ADMIN_TIMEOUT_MS / 1000 + 5)
     assert isinstance(response, el.ElectLeadersResponse)
     if response.error_code:
         raise KafkaRequestError("ElectLeaders", response.error_code)
@@ -226,7 +239,7 @@ async def elect_leaders(
 
 
 async def reassign(
-    address: Address, ssl: ssl_module.SSLContext | None, topic: str, partition: int,
+    address: Address, security: ClientSecurity, topic: str, partition: int,
     replicas: Sequence[int],
 ) -> None:  # fmt: skip
     """AlterPartitionReassignments of one partition to ``replicas`` (started, not finished)."""
@@ -237,7 +250,7 @@ async def reassign(
             apr.ReassignableTopic(topic, (apr.ReassignablePartition(partition, tuple(replicas)),)),
         ),
     )
-    response = await _request(address, request, ssl, ADMIN_TIMEOUT_MS / 1000 + 5)
+    response = await _request(address, request, security, ADMIN_TIMEOUT_MS / 1000 + 5)
     assert isinstance(response, apr.AlterPartitionReassignmentsResponse)
     what = f"AlterPartitionReassignments {topic}-{partition}"
     if response.error_code:
@@ -249,7 +262,7 @@ async def reassign(
 
 
 async def reassigning(
-    address: Address, ssl: ssl_module.SSLContext | None, topic: str, partition: int
+    address: Address, security: ClientSecurity, topic: str, partition: int
 ) -> bool:
     """Whether ListPartitionReassignments lists that partition (a reassignment in progress)."""
     request = lpr.ListPartitionReassignmentsRequest(
@@ -257,7 +270,7 @@ async def reassigning(
         timeout_ms=ADMIN_TIMEOUT_MS,
         topics=(lpr.ListPartitionReassignmentsTopics(topic, (partition,)),),
     )
-    response = await _request(address, request, ssl, ADMIN_TIMEOUT_MS / 1000 + 5)
+    response = await _request(address, request, security, ADMIN_TIMEOUT_MS / 1000 + 5)
     assert isinstance(response, lpr.ListPartitionReassignmentsResponse)
     if response.error_code:
         raise KafkaRequestError("ListPartitionReassignments", response.error_code)

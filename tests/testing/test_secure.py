@@ -1,0 +1,81 @@
+"""``Cluster(secure=True)``: SASL client listeners as ``kmeta cluster up --secure`` makes them;
+real Kafka clients connect with the handle's ``client_config()``, anonymous ones are refused,
+and the handle's own admin requests authenticate."""
+
+from __future__ import annotations
+
+import stat
+import warnings
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+with warnings.catch_warnings():  # kafka-python uses importlib.resources' legacy API
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.admin import KafkaAdminClient
+
+from kmeta.testing import Cluster
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:kafka.*")
+
+Settings = dict[str, str | int | float | bool]  # confluent-kafka's config type
+
+
+def _config(cluster: Cluster, **override: str) -> Settings:
+    return {**cluster.client_config(), **override}
+
+
+@pytest.fixture(scope="module")
+def secure() -> Iterator[Cluster]:
+    with Cluster(3, secure=True) as c:
+        yield c
+
+
+def test_client_config_carries_the_admin_user(secure: Cluster) -> None:
+    cfg = secure.client_config()
+    assert cfg["bootstrap.servers"] == secure.bootstrap_servers
+    assert cfg["security.protocol"] == "SASL_PLAINTEXT"
+    assert cfg["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert cfg["sasl.username"] == "admin"
+    assert len(cfg["sasl.password"]) >= 24
+    assert secure.data_dir is not None
+    assert stat.S_IMODE((secure.data_dir / "admin.credential").stat().st_mode) == 0o600
+    kp = secure.client_config(kafka_python=True)
+    assert kp["sasl_plain_username"] == "admin"
+    assert kp["security_protocol"] == "SASL_PLAINTEXT"
+
+
+def test_confluent_kafka_lists_and_creates_with_the_handles_settings(secure: Cluster) -> None:
+    admin = AdminClient(_config(secure))
+    admin.create_topics([NewTopic("by-client", 3, 2)])["by-client"].result(15)
+    assert len(admin.list_topics(timeout=10).topics["by-client"].partitions) == 3
+    assert sorted(secure.metadata(2).topics["by-client"]) == [0, 1, 2]  # the handle sees it
+    kp = KafkaAdminClient(**secure.client_config(kafka_python=True), request_timeout_ms=10_000)
+    try:
+        assert "by-client" in kp.list_topics()
+    finally:
+        kp.close()
+
+
+def test_anonymous_and_wrong_password_clients_are_refused(secure: Cluster) -> None:
+    anonymous = AdminClient({"bootstrap.servers": secure.bootstrap_servers})
+    with pytest.raises(KafkaException):
+        anonymous.list_topics(timeout=3)
+    wrong = AdminClient(_config(secure, **{"sasl.password": "not-the-password"}))
+    with pytest.raises(KafkaException):
+        wrong.list_topics(timeout=3)
+
+
+def test_handle_methods_authenticate(secure: Cluster) -> None:
+    secure.create_topic("moved", 2, 2, assignment=[[1, 2], [2, 3]])
+    before = secure.metadata(1).topics["moved"][0]
+    secure.move_leader("moved", 0, 3)
+    after = secure.metadata(1).topics["moved"][0]
+    assert after.leader == 3
+    assert after.leader_epoch > before.leader_epoch
+    secure.move_leader("moved", 0, 1)  # 1 first in the replicas again
+    assert secure.elect_preferred("moved") == []  # already preferred
+    secure.wait_converged()
+    assert secure.metadata(3).leader("moved", 0) == 1
