@@ -19,6 +19,9 @@ subclasses the connection or depends on the wording of its log lines.
   :class:`~kmeta.net.security.principal.KafkaPrincipal`) once it knows who the peer is; every
   later request's handler sees it as ``ctx.principal`` (User:ANONYMOUS until then).
 
+After a SaslHandshake v0 the gate makes the connection hand it the next frames whole (raw SASL
+tokens, a :data:`RawFrameReceiver`) through ``conn.receive_raw_frames`` until it is done.
+
 A connection without hooks pays one ``is None`` test per read and per request for them.
 """
 
@@ -43,6 +46,16 @@ if TYPE_CHECKING:
 
 class NotAdmittedError(ProtocolError):
     """A request the connection's RequestGate does not admit (yet)."""
+
+
+class AuthenticationFailedError(NotAdmittedError):
+    """A raw SASL token (after SaslHandshake v0) failed authentication: the connection closes
+    without an answer, as v0 has no error for it."""
+
+
+#: takes one raw frame (a SASL token), returns the bytes to send back size-prefixed; raises
+#: ProtocolError (AuthenticationFailedError) to close the connection
+RawFrameReceiver = Callable[[bytes], bytes]
 
 
 class FaultKind(enum.Enum):

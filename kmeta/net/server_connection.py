@@ -24,6 +24,8 @@
   A peer that reads nothing for ``write_timeout_s`` is aborted (its unsent answers dropped);
   a frame started but not completed within ``request_timeout_s`` closes the connection.
   One watchdog timer per connection serves all three timeouts.
+* After a SaslHandshake v0 the authenticator makes the connection hand its frames whole to it
+  (raw SASL tokens, no Kafka header) until it is done: see :meth:`receive_raw_frames`.
 """
 
 from __future__ import annotations
@@ -53,13 +55,19 @@ from kmeta.net.hooks import (
     ConnectionObserver,
     FaultKind,
     NotAdmittedError,
+    RawFrameReceiver,
     RequestGate,
 )
 from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.net.serving import ConnectionLimits as ConnectionLimits  # re-export (old home)
 from kmeta.net.serving import ServingInfo as ServingInfo  # re-export (old home)
-from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
+from kmeta.protocol.errors import (
+    ErrorCode,
+    FrameTooLargeError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
 from kmeta.protocol.framing import FrameSplitter
 from kmeta.protocol.header import (
     FramedResponse,
@@ -178,6 +186,9 @@ class ServerConnection(asyncio.Protocol):
         self._gate: RequestGate | None = None
         #: set once by the connection's gate when it authenticates the peer (SASL, mTLS)
         self.principal: KafkaPrincipal = ANONYMOUS
+        #: while set, frames are raw SASL tokens for it (after SaslHandshake v0), not requests
+        self._raw_receiver: RawFrameReceiver | None = None
+        self._raw_max = 0
         #: why we closed the connection, when it was for a fault
         self.fault: FaultKind | None = None
         self._on_close = on_close
@@ -259,6 +270,9 @@ class ServerConnection(asyncio.Protocol):
             self._account_memory(pool)
 
     def _process(self, frames: list[bytes]) -> None:
+        if self._raw_receiver is not None:  # the one test a read pays for SaslHandshake v0
+            self._process_raw(frames, 0)
+            return
         out: Chunks = []
         observer = self._observer
         # The memo fast path: a frame with the same api key, version, client id and header tags
@@ -296,6 +310,11 @@ class ServerConnection(asyncio.Protocol):
             if observer is not None:
                 # the registry served the frame: its header starts with api key and version
                 observer.on_request(frame[0] << 8 | frame[1], frame[2] << 8 | frame[3], answer)
+            if self._raw_receiver is not None:
+                # a SaslHandshake v0 was accepted: the frames after it are raw SASL tokens
+                self._write(out)
+                self._process_raw(frames, i + 1)
+                return
             # the handler may have learned another header or left an answer waiting
             known = None if self._pending else self._known
             if out and (len(out) > 1 or len(out[0]) >= _FLUSH_AT):
@@ -313,6 +332,46 @@ class ServerConnection(asyncio.Protocol):
         if self._pending and len(self._pending) > self.info.limits.max_queued_requests:
             assert self._flow is not None
             self._flow.hold_reading("queue")
+
+    def receive_raw_frames(self, receiver: RawFrameReceiver | None, max_size: int = 0) -> None:
+        """From the next frame on, hand each frame whole to ``receiver`` (no Kafka header is
+        parsed) and send what it returns size-prefixed without a response header: Kafka's
+        SASL tokens after SaslHandshake v0. ``None``: frames are Kafka requests again.
+
+        A frame over ``max_size`` closes the connection; the splitter refuses it from its
+        prefix, before buffering it (frames already split in the same read are checked whole).
+        The receiver raises ProtocolError to close the connection (v0 has no error to send).
+        """
+        self._raw_receiver = receiver
+        self._raw_max = max_size
+        self._splitter.max_frame_size = (
+            self.info.limits.max_frame_size if receiver is None else max_size
+        )
+
+    def _process_raw(self, frames: list[bytes], start: int) -> None:
+        out: Chunks = []
+        for i in range(start, len(frames)):
+            receiver = self._raw_receiver
+            if receiver is None:  # the authenticator is done: the rest are Kafka requests
+                self._write(out)
+                self._process(frames[i:])
+                return
+            token = frames[i]
+            try:
+                if len(token) > self._raw_max:
+                    raise FrameTooLargeError(f"SASL token of {len(token)} bytes over {self._raw_max}")
+                challenge = receiver(token)
+            except ProtocolError as exc:
+                self._write(out)
+                self._drop(FaultKind.of(exc), str(exc))
+                return
+            except Exception:
+                log.exception("SASL token failed for %s on %s; closing it", self.peer, self.info.listener)
+                self._write(out)
+                self._drop(FaultKind.INTERNAL_ERROR, "internal error")
+                return
+            out.append(len(challenge).to_bytes(4, "big") + challenge)
+        self._write(out)
 
     def _flush(self, out: Chunks, frames: list[bytes], i: int) -> bool:
         """Bound what one read can make us buffer: write ``out``, and if the peer is not

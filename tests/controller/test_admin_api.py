@@ -315,7 +315,7 @@ async def test_controller_serves_api_versions(tmp_path):
             ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
             ApiKey.CREATE_ACLS: (0, 3),
             ApiKey.DELETE_ACLS: (0, 3),
-            ApiKey.SASL_HANDSHAKE: (1, 1),
+            ApiKey.SASL_HANDSHAKE: (0, 1),
             ApiKey.SASL_AUTHENTICATE: (0, 2),
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),

@@ -9,5 +9,5 @@ from kmeta.protocol.api_keys import ApiKey
 
 
 def register(registry: HandlerRegistry) -> None:
-    # v0 (raw tokens without Kafka framing next) is for clients older than Kafka 1.0
-    registry.register(ApiKey.SASL_HANDSHAKE, handle_handshake, min_version=1)
+    # v0: raw tokens without Kafka framing follow (clients older than Kafka 1.0); see sasl.py
+    registry.register(ApiKey.SASL_HANDSHAKE, handle_handshake)

@@ -14,9 +14,12 @@ credential, so no clear password is kept anywhere) and SCRAM-SHA-256/512 (RFC 58
 exchange is ``scramp``'s). Authentication is per connection: once COMPLETE, ``admits`` is one
 attribute test per request.
 
-SaslHandshake is served at v1 only: v0 means raw SASL tokens without Kafka framing after it
-(clients older than Kafka 1.0); current clients (librdkafka, kafka-python, Java) negotiate v1
-from ApiVersions, and a v0 request closes the connection as any unserved version does.
+SaslHandshake v0 and v1: after a v1 handshake the tokens travel in SaslAuthenticate requests;
+after a v0 handshake (clients older than Kafka 1.0) they are raw frames, a 4-byte size and the
+token with no Kafka header, each answered by a 4-byte size and the challenge: the gate makes the
+connection hand it those frames (``ServerConnection.receive_raw_frames``) until authentication
+completes, and Kafka framing resumes. A failure there closes the connection at once (v0 has no
+error code to answer it with).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING
 from scramp import ScramException, ScramMechanism
 
 from kmeta.net.dispatch import RequestContext
+from kmeta.net.hooks import AuthenticationFailedError
 from kmeta.net.security.principal import USER_TYPE, KafkaPrincipal
 from kmeta.net.security.scram import MECHANISM_IDS, ScramCredentials
 from kmeta.protocol.api_keys import ApiKey
@@ -99,6 +103,16 @@ class SaslAuthenticator:
         self.scram = None
         self.conn.principal = KafkaPrincipal(USER_TYPE, user)
 
+    def raw_token(self, token: bytes) -> bytes:
+        """One token after SaslHandshake v0 (a RawFrameReceiver): the challenge to send back.
+        Raises AuthenticationFailedError when authentication fails."""
+        error, message, challenge = _evaluate(self, token)
+        if error is not ErrorCode.NONE:
+            raise AuthenticationFailedError(f"SaslHandshake v0 {self.mechanism}: {message}")
+        if self.complete:
+            self.conn.receive_raw_frames(None)  # Kafka framing resumes
+        return challenge
+
     def fail(self) -> None:
         """Close FAILED_AUTHENTICATION_DELAY_S after the answer being built is written: Kafka
         sends the error, then closes after connection.failed.authentication.delay.ms (which
@@ -140,50 +154,60 @@ def handle_handshake(ctx: RequestContext, request: sh.SaslHandshakeRequest) -> s
         )
     gate.state = SaslState.AUTHENTICATE
     gate.mechanism = request.mechanism
+    if request.version == 0:
+        # the next frames are raw tokens; the splitter refuses a larger one from its prefix
+        gate.conn.receive_raw_frames(gate.raw_token, MAX_TOKEN_BYTES)
     return sh.SaslHandshakeResponse(
         version=request.version, error_code=ErrorCode.NONE, mechanisms=gate.enabled
     )
 
 
-def _answer(
-    request: sa.SaslAuthenticateRequest, error: ErrorCode, message: str | None, token: bytes = b""
-) -> sa.SaslAuthenticateResponse:
-    return sa.SaslAuthenticateResponse(
-        version=request.version, error_code=error, error_message=message, auth_bytes=token,
-        session_lifetime_ms=0,
-    )  # fmt: skip
+#: (error, message, token to send back) of one SASL token
+Evaluation = tuple[ErrorCode, str | None, bytes]
 
 
 def handle_authenticate(
     ctx: RequestContext, request: sa.SaslAuthenticateRequest
 ) -> sa.SaslAuthenticateResponse:
     gate = ctx.gate
+    evaluation: Evaluation
     if not isinstance(gate, SaslAuthenticator) or gate.state is SaslState.COMPLETE:
-        return _answer(
-            request, ErrorCode.ILLEGAL_SASL_STATE,
+        evaluation = (
+            ErrorCode.ILLEGAL_SASL_STATE,
             "SaslAuthenticate request received after successful authentication",
-        )  # fmt: skip
-    if gate.state is not SaslState.AUTHENTICATE:
-        gate.fail()
-        return _answer(
-            request, ErrorCode.ILLEGAL_SASL_STATE, "Unexpected SaslAuthenticate before SaslHandshake"
+            b"",
         )
-    token = bytes(request.auth_bytes)
+    elif gate.state is not SaslState.AUTHENTICATE:
+        gate.fail()
+        evaluation = (
+            ErrorCode.ILLEGAL_SASL_STATE, "Unexpected SaslAuthenticate before SaslHandshake", b""
+        )  # fmt: skip
+    else:
+        evaluation = _evaluate(gate, bytes(request.auth_bytes))
+    error, message, token = evaluation
+    return sa.SaslAuthenticateResponse(
+        version=request.version, error_code=error, error_message=message, auth_bytes=token,
+        session_lifetime_ms=0,
+    )  # fmt: skip
+
+
+def _evaluate(gate: SaslAuthenticator, token: bytes) -> Evaluation:
+    """One token of the exchange (from SaslAuthenticate or a raw v0 frame)."""
     if len(token) > MAX_TOKEN_BYTES:
         gate.fail()
-        return _answer(request, ErrorCode.SASL_AUTHENTICATION_FAILED, "SASL token too large")
+        return ErrorCode.SASL_AUTHENTICATION_FAILED, "SASL token too large", b""
     if gate.mechanism == PLAIN:
-        return _plain(gate, request, token)
-    return _scram(gate, request, token)
+        return _plain(gate, token)
+    return _scram(gate, token)
 
 
-def _failed(gate: SaslAuthenticator, request: sa.SaslAuthenticateRequest, message: str) -> sa.SaslAuthenticateResponse:
+def _failed(gate: SaslAuthenticator, message: str) -> Evaluation:
     log.info("SASL %s authentication failed from %s: %s", gate.mechanism, gate.conn.peer, message)
     gate.fail()
-    return _answer(request, ErrorCode.SASL_AUTHENTICATION_FAILED, message)
+    return ErrorCode.SASL_AUTHENTICATION_FAILED, message, b""
 
 
-def _plain(gate: SaslAuthenticator, request: sa.SaslAuthenticateRequest, token: bytes) -> sa.SaslAuthenticateResponse:
+def _plain(gate: SaslAuthenticator, token: bytes) -> Evaluation:
     # RFC 4616: [authzid] NUL authcid NUL passwd (UTF-8)
     parts = token.split(b"\x00")
     try:
@@ -191,17 +215,17 @@ def _plain(gate: SaslAuthenticator, request: sa.SaslAuthenticateRequest, token: 
     except UnicodeDecodeError:
         user = ""
     if not user or not password:
-        return _failed(gate, request, "Authentication failed: Invalid SASL/PLAIN response")
+        return _failed(gate, "Authentication failed: Invalid SASL/PLAIN response")
     if authzid and authzid != user:
-        return _failed(gate, request, "Authentication failed: Client requested an authorization id that is different from username")
+        return _failed(gate, "Authentication failed: Client requested an authorization id that is different from username")
     credential = gate.credentials.any_for(user)
     if credential is None or not credential.verifies(password):
-        return _failed(gate, request, "Authentication failed: Invalid username or password")
+        return _failed(gate, "Authentication failed: Invalid username or password")
     gate.succeed(user)
-    return _answer(request, ErrorCode.NONE, None)
+    return ErrorCode.NONE, None, b""
 
 
-def _scram(gate: SaslAuthenticator, request: sa.SaslAuthenticateRequest, token: bytes) -> sa.SaslAuthenticateResponse:
+def _scram(gate: SaslAuthenticator, token: bytes) -> Evaluation:
     failed = (
         "Authentication failed during authentication due to invalid credentials with SASL "
         f"mechanism {gate.mechanism}"
@@ -221,12 +245,12 @@ def _scram(gate: SaslAuthenticator, request: sa.SaslAuthenticateRequest, token: 
         if gate.scram is None:
             server = gate.scram = ScramMechanism(mechanism).make_server(auth_info)
             server.set_client_first(text)
-            return _answer(request, ErrorCode.NONE, None, server.get_server_first().encode())
+            return ErrorCode.NONE, None, server.get_server_first().encode()
         server = gate.scram
         server.set_client_final(text)
         final = server.get_server_final().encode()
     except (ScramException, UnicodeDecodeError, ValueError) as exc:
         log.debug("SCRAM exchange failed: %s", exc)
-        return _failed(gate, request, failed)
+        return _failed(gate, failed)
     gate.succeed(gate.scram_user)
-    return _answer(request, ErrorCode.NONE, None, final)
+    return ErrorCode.NONE, None, final
