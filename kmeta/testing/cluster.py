@@ -38,6 +38,10 @@ QUORUM_UNAVAILABLE = (
 )
 
 
+#: what the admin user of ``secure`` authenticates with (its credential is SCRAM-SHA-512)
+SASL_MECHANISMS = ("SCRAM-SHA-512", "PLAIN")
+
+
 class Cluster(ClusterProcesses):
     """A controller and ``brokers`` brokers (ids 1..N) on loopback; see the module docstring.
 
@@ -51,7 +55,8 @@ class Cluster(ClusterProcesses):
     `kmeta cluster up` by default: the controller and brokers authenticate to each other with
     a generated SCRAM credential; off here so tests can drive the control plane), ``secure``
     (as ``kmeta cluster up --secure``: SASL client listeners, Kafka's ACL authorizer, an admin
-    super user; implies the closed control plane).
+    super user; implies the closed control plane), ``sasl_mechanism`` (SCRAM-SHA-512 or PLAIN:
+    how the handle and :meth:`client_config` authenticate).
     """
 
     def __init__(
@@ -63,6 +68,7 @@ class Cluster(ClusterProcesses):
         barrier: bool = True,
         ssl: TlsConfig | None = None,
         secure: bool = False,
+        sasl_mechanism: str = "SCRAM-SHA-512",
         controllers: int = 1,
         session_timeout_ms: int = 3_000,
         heartbeat_interval_ms: int | None = None,
@@ -75,6 +81,8 @@ class Cluster(ClusterProcesses):
     ) -> None:
         if controllers != 1:
             raise ValueError(QUORUM_UNAVAILABLE)
+        if sasl_mechanism not in SASL_MECHANISMS:
+            raise ValueError(f"sasl_mechanism: one of {', '.join(SASL_MECHANISMS)}")
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         if ssl is not None and ssl.certfile is None:
@@ -87,6 +95,7 @@ class Cluster(ClusterProcesses):
         )  # fmt: skip
         super().__init__(base, start_timeout_s=start_timeout_s, keep=keep, parent_dir=parent_dir)
         self._faults: dict[int, str] = {}
+        self.sasl_mechanism = sasl_mechanism
 
     def __enter__(self) -> Cluster:
         """Start, unless started already (a factory's Cluster, ended with its ``with``)."""

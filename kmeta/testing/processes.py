@@ -72,6 +72,10 @@ def _finalize(procs: dict[str, subprocess.Popen[bytes]], data_dir: Path, keep: b
 class ClusterProcesses:
     """One cluster's data dir and daemon processes (``controller``, ``broker-<id>``)."""
 
+    #: how clients (and the handle) authenticate as the admin user with ``secure``; the
+    #: brokers accept each of SCRAM-SHA-512 (the credential's own) and PLAIN for that user
+    sasl_mechanism = "SCRAM-SHA-512"
+
     def __init__(
         self,
         base: ClusterConfig,
@@ -234,9 +238,8 @@ class ClusterProcesses:
         if not self.config.secure or self.data_dir is None:
             return None
         if self._sasl is None:
-            self._sasl = read_credential_file(
-                str(credential_of(self.data_dir, "admin", ADMIN_USER))
-            )
+            admin = read_credential_file(str(credential_of(self.data_dir, "admin", ADMIN_USER)))
+            self._sasl = dataclasses.replace(admin, mechanism=self.sasl_mechanism)
         return self._sasl
 
     @property

@@ -7,6 +7,7 @@ from __future__ import annotations
 import stat
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
@@ -16,7 +17,9 @@ with warnings.catch_warnings():  # kafka-python uses importlib.resources' legacy
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.admin import KafkaAdminClient
 
+from kmeta.net.tls import TlsConfig
 from kmeta.testing import Cluster
+from tests.hardening.certs import Authority
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:kafka.*")
 
@@ -79,3 +82,32 @@ def test_handle_methods_authenticate(secure: Cluster) -> None:
     assert secure.elect_preferred("moved") == []  # already preferred
     secure.wait_converged()
     assert secure.metadata(3).leader("moved", 0) == 1
+
+
+def test_secure_with_ssl_is_sasl_ssl(tmp_path: Path) -> None:
+    ca = Authority(tmp_path)
+    pem = ca.issue("broker")
+    tls = TlsConfig(certfile=pem.certfile, keyfile=pem.keyfile, cafile=ca.cafile)
+    with Cluster(1, ssl=tls, secure=True, parent_dir=tmp_path) as cluster:
+        cfg = _config(cluster)
+        assert cfg["security.protocol"] == "SASL_SSL"
+        assert cfg["ssl.ca.location"] == ca.cafile
+        cluster.create_topic("over-tls", 1, 1)  # the handle: TLS, then SASL
+        admin = AdminClient(cfg)
+        assert "over-tls" in admin.list_topics(timeout=10).topics
+        tls_only = AdminClient({**cfg, "security.protocol": "SSL"})  # no SASL: refused
+        with pytest.raises(KafkaException):
+            tls_only.list_topics(timeout=3)
+        del admin, tls_only  # before the broker goes, or librdkafka logs its reconnects
+
+
+def test_plain_mechanism(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="sasl_mechanism: one of SCRAM-SHA-512, PLAIN"):
+        Cluster(1, secure=True, sasl_mechanism="GSSAPI")
+    with Cluster(1, secure=True, sasl_mechanism="PLAIN", parent_dir=tmp_path) as cluster:
+        cfg = _config(cluster)
+        assert cfg["sasl.mechanism"] == "PLAIN"
+        cluster.create_topic("plain", 1, 1)  # the handle authenticates with PLAIN
+        admin = AdminClient(cfg)
+        assert "plain" in admin.list_topics(timeout=10).topics
+        del admin
