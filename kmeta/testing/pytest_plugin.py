@@ -3,7 +3,8 @@
 Fixtures:
 
 * ``kmeta_cluster``: a started 3-broker :class:`~kmeta.testing.Cluster`, one per test.
-* ``kmeta_cluster_factory``: ``kmeta_cluster_factory(brokers=5, racks=["a", "b"], ...)`` starts a
+* ``kmeta_cluster_factory``: ``kmeta_cluster_factory(brokers=5, racks=["a", "b"], ...)`` (or
+  ``secure=True`` for SASL client listeners; connect with ``cluster.client_config()``) starts a
   Cluster with any options and returns it; session-scoped, so fixtures of any scope can use it
   (use the Cluster as a context manager to end it with that fixture; any Cluster still running
   at the end of the session is closed then).

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import stat
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,8 +31,8 @@ def _config(cluster: Cluster, **override: str) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def secure() -> Iterator[Cluster]:
-    with Cluster(3, secure=True) as c:
+def secure(kmeta_cluster_factory: Callable[..., Cluster]) -> Iterator[Cluster]:
+    with kmeta_cluster_factory(3, secure=True) as c:  # the plugin passes the option on
         yield c
 
 
