@@ -4,6 +4,12 @@ A registered broker has a session: a deadline (``session_timeout_s`` after its r
 or last accepted heartbeat) and the connection that registered it. The liveness loop queues a
 ``BrokerExpiration`` event for a broker past its deadline; that event fences it (``fence``,
 the broker lifecycle's failure path) unless a heartbeat arrived while it waited.
+
+Liveness counts only time the controller could hear the broker (KRaft measures it on the
+heartbeats it processes): while one long event holds the event loop, no heartbeat is read, so
+a deadline passing then is no fault of the broker. The liveness loop measures its own lateness
+(when it woke against when it meant to) and moves every deadline on by it; an expiry that
+finds the loop held since the liveness loop last ran fences nobody (the next tick decides).
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ class BrokerHeartbeatManager:
         #: survives a rolled-back event, which memory must).
         self._session_peers: dict[int, object] = {}
         self._expiring: set[int] = set()
+        #: when the liveness loop last ran (monotonic): the loop was held since, if long ago
+        self._last_tick = time.monotonic()
         self._liveness_task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -107,11 +115,27 @@ class BrokerHeartbeatManager:
         self._deadlines[broker_id] = time.monotonic() + self.host.config.session_timeout_s
         return True
 
+    @property
+    def _period(self) -> float:
+        return min(0.1, self.host.config.session_timeout_s / 10)
+
+    def _stalled(self, now: float) -> float:
+        """How long the event loop was held past the liveness loop's next tick (0: it was
+        not; ordinary lateness under one period is scheduling noise, not a stall)."""
+        late = now - (self._last_tick + self._period)
+        return late if late > self._period else 0.0
+
     async def _liveness_loop(self) -> None:
-        period = min(0.1, self.host.config.session_timeout_s / 10)
+        self._last_tick = time.monotonic()
         while True:
-            await asyncio.sleep(period)
+            await asyncio.sleep(self._period)
             now = time.monotonic()
+            stalled = self._stalled(now)
+            self._last_tick = now
+            if stalled:
+                # no heartbeat could be read meanwhile: that time does not count
+                for broker_id in self._deadlines:
+                    self._deadlines[broker_id] += stalled
             for broker_id, deadline in list(self._deadlines.items()):
                 if deadline < now and broker_id not in self._expiring:
                     self._expiring.add(broker_id)
@@ -125,7 +149,10 @@ class BrokerHeartbeatManager:
         deadline = self._deadlines.get(broker_id)
         if broker is None or not broker.alive or broker.epoch != epoch:
             return
-        if deadline is not None and deadline >= time.monotonic():
+        now = time.monotonic()
+        if deadline is not None and deadline >= now:
             return  # a heartbeat arrived while the event waited
+        if self._stalled(now):
+            return  # events held the loop since the liveness loop looked: it decides again
         log.warning("broker %d missed its session timeout; fencing it", broker_id)
         self._fence(broker_id)

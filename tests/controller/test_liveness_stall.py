@@ -1,0 +1,57 @@
+"""A controller that holds its own event loop (one long event: a 300k-partition resync) does
+not fence the brokers it could not hear meanwhile; a silent broker is still fenced."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from kmeta.controller.controller import KafkaController
+from tests.controller.helpers import RecordingBroker, start_cluster, wait_until
+
+SESSION_MS = 500
+
+
+def _hold_loop(seconds: float) -> None:
+    time.sleep(seconds)  # (a long synchronous event: no heartbeat is read meanwhile)
+
+
+async def _two_long_events(ctl: KafkaController, seconds: float) -> None:
+    """A long event that queues another (a registration and its follow-up): the expiries the
+    liveness loop queues after the first wait behind the second."""
+    second: list[asyncio.Future[None]] = []
+
+    def first() -> None:
+        second.append(ctl.enqueue("Stall", lambda: _hold_loop(seconds)))
+        _hold_loop(seconds)
+
+    await ctl.enqueue("Stall", first)
+    await second[0]
+
+
+async def test_a_stalled_controller_fences_no_live_broker(tmp_path: Path) -> None:
+    cluster = await start_cluster(tmp_path, brokers=3, session_timeout_ms=SESSION_MS)
+    ctl = cluster.controller.controller
+    silent: RecordingBroker | None = None
+    try:
+        epochs = {b: ctl.state.brokers[b].epoch for b in (1, 2, 3)}
+        for _ in range(3):  # three stalls of 3 sessions each, with heartbeats in between
+            await _two_long_events(ctl, 3 * SESSION_MS / 1000)
+            await asyncio.sleep(0.3)
+        await asyncio.sleep(2 * SESSION_MS / 1000)
+        assert {b: ctl.state.brokers[b].epoch for b in (1, 2, 3)} == epochs
+        assert all(ctl.state.is_alive(b) for b in (1, 2, 3))
+
+        # a broker that never heartbeats is still fenced, stalls or not
+        silent = RecordingBroker(4)
+        await silent.start()
+        await silent.register(cluster.controller.port)
+        await ctl.enqueue("Stall", lambda: _hold_loop(2 * SESSION_MS / 1000))
+        await wait_until(lambda: not ctl.state.is_alive(4), 5.0)
+        assert all(ctl.state.is_alive(b) for b in (1, 2, 3))
+        assert {b: ctl.state.brokers[b].epoch for b in (1, 2, 3)} == epochs
+    finally:
+        if silent is not None:
+            await silent.stop()
+        await cluster.stop()
