@@ -33,6 +33,7 @@ from pathlib import Path
 import click
 
 from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
+from kmeta.cli.zookeeper import LocalZooKeeper, ZooKeeperUnavailable
 from kmeta.controller.faults import parse_fault
 from kmeta.net.security.sasl_client import (
     ClientCredential,
@@ -77,10 +78,31 @@ class ClusterConfig:
     #: --secure: client listeners are SASL_PLAINTEXT (SASL_SSL with ssl) with an admin user
     #: whose credential is written to the data dir (admin.credential) and printed
     secure: bool = False
+    #: controllers > 1: a quorum (node ids 3001..) on ZooKeeper, ``zookeeper`` or, when None,
+    #: a local server ``up`` runs with its data in the data dir
+    controllers: int = 1
+    zookeeper: str | None = None
+    zookeeper_session_timeout_ms: int = 6_000
 
     @property
     def port_plan(self) -> Ports:
-        return self.ports or Ports.from_base(self.base_port, self.brokers)
+        return self.ports or Ports.from_base(self.base_port, self.brokers, self.controllers)
+
+    @property
+    def quorum(self) -> bool:
+        return self.controllers > 1
+
+    def controller_port_of(self, j: int) -> int:
+        return self.port_plan.controllers[j - 1]
+
+    def controller_metrics_port_of(self, j: int) -> int:
+        return self.port_plan.controllers_metrics[j - 1]
+
+    @property
+    def controller_endpoints(self) -> str:
+        """What brokers get as --controller: every controller, comma-separated."""
+        ids = range(1, self.controllers + 1)
+        return ",".join(f"{self.host}:{self.controller_port_of(j)}" for j in ids)
 
     def metrics_port(self, i: int) -> int:
         return self.port_plan.metrics[i - 1]
@@ -173,11 +195,23 @@ def _closed_broker_args(cfg: ClusterConfig, data_dir: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def controller_argv(cfg: ClusterConfig, data_dir: Path) -> list[str]:
+def _quorum_args(cfg: ClusterConfig, j: int, zookeeper: str | None) -> list[str]:
+    if zookeeper is None:
+        return []
+    return [
+        "--zookeeper", zookeeper, "--node-id", str(3000 + j),
+        "--zookeeper-session-timeout-ms", str(cfg.zookeeper_session_timeout_ms),
+    ]  # fmt: skip
+
+
+def controller_argv(
+    cfg: ClusterConfig, data_dir: Path, j: int = 1, zookeeper: str | None = None
+) -> list[str]:
+    """Controller j (1-based); with ``zookeeper``, a member of the quorum there."""
     return [
         sys.executable, "-m", "kmeta", "controller",
-        "--listeners", f"CONTROLLER://{cfg.host}:{cfg.controller_port}",
-        "--data-dir", str(data_dir / "controller"),
+        "--listeners", f"CONTROLLER://{cfg.host}:{cfg.controller_port_of(j)}",
+        "--data-dir", str(data_dir / ("controller" if j == 1 else f"controller-{j}")),
         "--cluster-id", cluster_id_of(data_dir),
         "--session-timeout-ms", str(cfg.session_timeout_ms),
         "--propagation-barrier" if cfg.propagation_barrier else "--no-propagation-barrier",
@@ -185,7 +219,8 @@ def controller_argv(cfg: ClusterConfig, data_dir: Path) -> list[str]:
         *(arg for spec in cfg.faults for arg in ("--fault", spec)),
         *(("--fault-file", cfg.fault_file) if cfg.fault_file else ()),
         *(("--default-partitions", str(cfg.default_partitions)) if cfg.default_partitions else ()),
-        *(("--metrics-port", str(cfg.controller_metrics_port)) if cfg.metrics else ()),
+        *(("--metrics-port", str(cfg.controller_metrics_port_of(j))) if cfg.metrics else ()),
+        *_quorum_args(cfg, j, zookeeper),
         *_closed_controller_args(cfg, data_dir),
     ]  # fmt: skip
 
@@ -197,7 +232,7 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         "--listeners",
         f"{cfg.client_listener}://{cfg.host}:{cfg.client_port(i)},"
         f"CONTROL://{cfg.host}:{cfg.control_port(i)}",
-        "--controller", f"{cfg.host}:{cfg.controller_port}",
+        "--controller", cfg.controller_endpoints,
         "--cluster-id", cluster_id_of(data_dir),
         "--heartbeat-interval-ms", str(cfg.heartbeat_ms),
         "--state-change-log", str(data_dir / f"broker-{i}.state-change.log"),
@@ -279,12 +314,16 @@ def up(
     data_dir.mkdir(parents=True, exist_ok=True)
     start_failed = True
     env = dict(os.environ)
-    controller = spawn(controller_argv(cfg, data_dir), env)
+    zk_server, zookeeper = start_zookeeper(cfg, data_dir)
+    ctl_ids = range(1, cfg.controllers + 1)
+    controllers = [spawn(controller_argv(cfg, data_dir, j, zookeeper), env) for j in ctl_ids]
     brokers = [spawn(broker_argv(cfg, data_dir, i), env) for i in range(1, cfg.brokers + 1)]
-    procs = [*brokers, controller]
-    names = {p.pid: f"broker {i}" for i, p in enumerate(brokers, 1)} | {
-        controller.pid: "controller"
-    }
+    procs = [*brokers, *controllers]
+    names = {p.pid: f"broker {i}" for i, p in enumerate(brokers, 1)}
+    if cfg.quorum:
+        names |= {p.pid: f"controller {3000 + j}" for j, p in enumerate(controllers, 1)}
+    else:
+        names |= {controllers[0].pid: "controller"}
     stopping = False
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -299,7 +338,12 @@ def up(
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    click.echo(f"kmeta cluster: controller {cfg.host}:{cfg.controller_port}, data dir {data_dir}")
+    click.echo(f"kmeta cluster: controller {cfg.controller_endpoints}, data dir {data_dir}")
+    if cfg.quorum:
+        where = "run here, data in the data dir" if zk_server is not None else "given"
+        click.echo(
+            f"controller quorum: {cfg.controllers} controllers on ZooKeeper {zookeeper} ({where})"
+        )
     click.echo(f"bootstrap servers: {cfg.bootstrap}")
     if cfg.closed:
         click.echo(f"control plane: SASL/SCRAM-SHA-512 with {data_dir / 'cluster.credential'}")
@@ -317,7 +361,9 @@ def up(
         ports = ", ".join(
             f"broker {i} {h}:{cfg.metrics_port(i)}" for i in range(1, cfg.brokers + 1)
         )
-        click.echo(f"metrics (/metrics, /status): controller {h}:{cfg.controller_metrics_port}, {ports}")
+        click.echo(
+            f"metrics (/metrics, /status): controller {h}:{cfg.controller_metrics_port}, {ports}"
+        )
         click.echo(f"status: kmeta status --controller {h}:{cfg.controller_metrics_port} --watch")
     click.echo("Ctrl-C stops the cluster.")
     try:
@@ -326,7 +372,10 @@ def up(
         await_ready(cfg, {names[p.pid]: p for p in procs}, data_dir)
         start_failed = False
         if ready_file is not None:
-            write_ready_file(ready_file, ready_info(cfg, data_dir))
+            info = ready_info(cfg, data_dir)
+            if cfg.quorum:
+                info |= quorum_info(cfg, zookeeper, controllers)
+            write_ready_file(ready_file, info)
             click.echo(f"ready in {time.monotonic() - started:.2f} s: wrote {ready_file}")
         else:
             click.echo(f"ready in {time.monotonic() - started:.2f} s")
@@ -338,6 +387,11 @@ def up(
                 if p.poll() is not None:
                     click.echo(f"{names[p.pid]} (pid {p.pid}) exited with {p.returncode}", err=True)
                     procs.remove(p)
+                    left = sum(1 for c in controllers if c.poll() is None)
+                    if cfg.quorum and p in controllers and left:
+                        click.echo(
+                            f"the controller quorum carries on with {left} of {cfg.controllers}"
+                        )
                     break
             if not procs:
                 return
@@ -346,8 +400,10 @@ def up(
         click.echo("stopping the cluster ...")
     finally:
         # brokers first (each moves its leaderships away through the controller), then it
-        stop_all([p for p in procs if p is not controller], cfg.stop_timeout_s)
-        stop_all([p for p in procs if p is controller], cfg.stop_timeout_s)
+        stop_all([p for p in procs if p not in controllers], cfg.stop_timeout_s)
+        stop_all([p for p in procs if p in controllers], cfg.stop_timeout_s)
+        if zk_server is not None:  # last: the controllers close their sessions first
+            zk_server.stop()
         if ready_file is not None:
             ready_file.unlink(missing_ok=True)
         if start_failed and made_data_dir:  # nothing worth keeping: remove what we created
@@ -355,14 +411,53 @@ def up(
         click.echo("cluster stopped")
 
 
+def start_zookeeper(cfg: ClusterConfig, data_dir: Path) -> tuple[LocalZooKeeper | None, str | None]:
+    """The quorum's ZooKeeper: ``cfg.zookeeper``, or a local server (data in the data dir) when
+    none is given; (None, None) for a single controller."""
+    if not cfg.quorum:
+        return None, None
+    if cfg.zookeeper is not None:
+        return None, cfg.zookeeper
+    server = LocalZooKeeper(data_dir / "zookeeper")
+    try:
+        server.start()
+    except ZooKeeperUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    except BaseException:  # Ctrl-C while it starts: no server left behind
+        server.stop()
+        raise
+    return server, server.connect_string
+
+
+def quorum_info(
+    cfg: ClusterConfig, zookeeper: str | None, controllers: list[subprocess.Popen[bytes]]
+) -> dict[str, object]:
+    """The ready file's quorum part: ZooKeeper and every controller (node id, address, pid)."""
+    return {
+        "zookeeper": zookeeper,
+        "controllers": [
+            {
+                "node_id": 3000 + j,
+                "address": f"{cfg.host}:{cfg.controller_port_of(j)}",
+                "metrics_port": cfg.controller_metrics_port_of(j) if cfg.metrics else None,
+                "pid": proc.pid,
+            }
+            for j, proc in enumerate(controllers, 1)
+        ],
+    }
+
+
 def cluster_ports(cfg: ClusterConfig) -> list[tuple[int, str]]:
     """Every port the cluster's daemons will listen on, with what listens there."""
-    ports = [(cfg.controller_port, "the controller")]
+    ctl = range(1, cfg.controllers + 1)
+    ports = [(cfg.controller_port_of(j), f"controller {j}") for j in ctl]
     for i in range(1, cfg.brokers + 1):
         ports += [(cfg.client_port(i), f"broker {i}"), (cfg.control_port(i), f"broker {i}")]
     if cfg.metrics:
-        ports.append((cfg.controller_metrics_port, "the controller's /metrics"))
-        ports += [(cfg.metrics_port(i), f"broker {i}'s /metrics") for i in range(1, cfg.brokers + 1)]
+        ports += [(cfg.controller_metrics_port_of(j), f"controller {j}'s /metrics") for j in ctl]
+        ports += [
+            (cfg.metrics_port(i), f"broker {i}'s /metrics") for i in range(1, cfg.brokers + 1)
+        ]
     return ports
 
 
@@ -403,6 +498,26 @@ def cluster_group() -> None:
 
 @cluster_group.command("up")
 @click.option("--brokers", type=click.IntRange(1, 100), default=3, show_default=True)
+@click.option(
+    "--controllers",
+    type=click.IntRange(1, 9),
+    default=1,
+    show_default=True,
+    help="More than one: a controller quorum on ZooKeeper (one active, the others standing by).",
+)
+@click.option(
+    "--zookeeper",
+    default=None,
+    metavar="HOST:PORT[,HOST:PORT...][/chroot]",
+    help="The quorum's ZooKeeper ensemble [default: a local server run here, data in the data dir].",
+)
+@click.option(
+    "--zookeeper-session-timeout-ms",
+    type=click.IntRange(min=1),
+    default=6000,
+    show_default=True,
+    help="A controller cut off from ZooKeeper this long is replaced by a standby.",
+)
 @click.option("--base-port", type=click.IntRange(1, 64000), default=9092, show_default=True)
 @click.option(
     "--data-dir", default=None, type=click.Path(file_okay=False), help="Default: a new temp dir."
@@ -456,6 +571,9 @@ def cluster_group() -> None:
 )
 def up_command(
     brokers: int,
+    controllers: int,
+    zookeeper: str | None,
+    zookeeper_session_timeout_ms: int,
     base_port: int,
     data_dir: str | None,
     session_timeout_ms: int,
@@ -469,7 +587,10 @@ def up_command(
     open_control_plane: bool,
     secure: bool,
 ) -> None:
-    """Start a controller and N brokers; print the bootstrap address; Ctrl-C stops them."""
+    """Start a controller (or a quorum of them) and N brokers; print the bootstrap address;
+    Ctrl-C stops them."""
+    if zookeeper is not None and controllers == 1:
+        raise click.BadParameter("needs --controllers 2 or more", param_hint="--zookeeper")
     for spec in faults:  # refuse a bad --fault here, not as a dead controller later
         try:
             parse_fault(spec)
@@ -478,6 +599,9 @@ def up_command(
     up(
         ClusterConfig(
             brokers=brokers,
+            controllers=controllers,
+            zookeeper=zookeeper,
+            zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
             base_port=base_port,
             data_dir=data_dir,
             session_timeout_ms=session_timeout_ms,

@@ -29,31 +29,41 @@ POLL_S = 0.02
 
 @dataclass(frozen=True, slots=True)
 class Ports:
-    """Where each daemon listens; broker i (1-based) at index i - 1 of the tuples."""
+    """Where each daemon listens; broker i (1-based) at index i - 1 of the broker tuples,
+    controller j (1-based) at index j - 1 of the controller tuples."""
 
-    controller: int
-    controller_metrics: int
+    controllers: tuple[int, ...]
+    controllers_metrics: tuple[int, ...]
     client: tuple[int, ...]
     control: tuple[int, ...]
     metrics: tuple[int, ...]
 
+    @property
+    def controller(self) -> int:
+        return self.controllers[0]
+
+    @property
+    def controller_metrics(self) -> int:
+        return self.controllers_metrics[0]
+
     @classmethod
-    def from_base(cls, base: int, brokers: int) -> Ports:
+    def from_base(cls, base: int, brokers: int, controllers: int = 1) -> Ports:
         """``cluster up``'s plan: clients from ``base``, CONTROL + 100, metrics + 200,
-        controller metrics + 300, the controller + 1000."""
+        controller metrics from + 300, controllers from + 1000."""
         ids = range(brokers)
+        ctl = range(controllers)
         return cls(
-            controller=base + 1000,
-            controller_metrics=base + 300,
+            controllers=tuple(base + 1000 + j for j in ctl),
+            controllers_metrics=tuple(base + 300 + j for j in ctl),
             client=tuple(base + i for i in ids),
             control=tuple(base + 100 + i for i in ids),
             metrics=tuple(base + 200 + i for i in ids),
         )
 
     @classmethod
-    def free(cls, brokers: int, host: str = "127.0.0.1") -> Ports:
+    def free(cls, brokers: int, host: str = "127.0.0.1", controllers: int = 1) -> Ports:
         """Ports the OS picks, all distinct (held together while picked, then released)."""
-        socks = [socket.socket() for _ in range(2 + 3 * brokers)]
+        socks = [socket.socket() for _ in range(2 * controllers + 3 * brokers)]
         try:
             for s in socks:
                 s.bind((host, 0))
@@ -61,13 +71,14 @@ class Ports:
         finally:
             for s in socks:
                 s.close()
-        n = brokers
+        n, c = brokers, controllers
+        rest = ports[2 * c :]
         return cls(
-            controller=ports[0],
-            controller_metrics=ports[1],
-            client=tuple(ports[2 : 2 + n]),
-            control=tuple(ports[2 + n : 2 + 2 * n]),
-            metrics=tuple(ports[2 + 2 * n : 2 + 3 * n]),
+            controllers=tuple(ports[:c]),
+            controllers_metrics=tuple(ports[c : 2 * c]),
+            client=tuple(rest[:n]),
+            control=tuple(rest[n : 2 * n]),
+            metrics=tuple(rest[2 * n : 3 * n]),
         )
 
 
