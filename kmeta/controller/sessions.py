@@ -107,6 +107,23 @@ class BrokerHeartbeatManager:
             return False
         return self._session_peers.get(broker_id) == peer
 
+    def rebind(self, broker_id: int, incarnation_id: str, broker_epoch: int, peer: object) -> bool:
+        """A reconnected broker claims its session on connection ``peer``, at once (no event,
+        so it never waits behind a long one while its deadline runs): only the same
+        incarnation, alive with exactly the epoch it names. That epoch was answered to it, so
+        it is committed; nothing else changes and nothing is sent. False: the registration
+        event decides."""
+        broker = self.host.state.brokers.get(broker_id)
+        if (
+            broker is None
+            or not broker.alive
+            or broker.incarnation_id != incarnation_id
+            or broker.epoch != broker_epoch
+        ):
+            return False
+        self.registered(broker_id, peer)
+        return True
+
     def heartbeat(self, broker_id: int, broker_epoch: int, peer: object) -> bool:
         """Record a heartbeat; False (nothing changes) unless it comes from the session's
         owner (:meth:`owns_session`)."""

@@ -1,5 +1,6 @@
 """A controller that holds its own event loop (one long event: a 300k-partition resync) does
-not fence the brokers it could not hear meanwhile; a silent broker is still fenced."""
+not fence the brokers it could not hear meanwhile; a silent broker is still fenced; a broker
+that reconnects claims its session on the new connection at once (no event to wait behind)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from pathlib import Path
 
 from kmeta.controller.controller import KafkaController
+from kmeta.server.controller_link import ControllerLink
 from tests.controller.helpers import RecordingBroker, start_cluster, wait_until
 
 SESSION_MS = 500
@@ -54,4 +56,27 @@ async def test_a_stalled_controller_fences_no_live_broker(tmp_path: Path) -> Non
     finally:
         if silent is not None:
             await silent.stop()
+        await cluster.stop()
+
+
+async def test_a_reconnected_broker_rebinds_its_session_without_an_event(tmp_path: Path) -> None:
+    cluster = await start_cluster(tmp_path, brokers=1, session_timeout_ms=SESSION_MS)
+    ctl = cluster.controller.controller
+    events: list[str] = []
+    ctl.events.on_processed = lambda event, queue_s, process_s: events.append(event.name)
+    try:
+        epoch = ctl.state.brokers[1].epoch
+        link = cluster.brokers[1].state.controller_link
+        assert isinstance(link, ControllerLink)
+        old = link._conn
+        assert old is not None
+        old.close()  # (as a heartbeat that timed out on the broker's side)
+        await wait_until(lambda: link._conn is not None and link._conn is not old, 5.0)
+        await asyncio.sleep(4 * SESSION_MS / 1000)  # heartbeats on the new connection
+        assert ctl.state.is_alive(1)
+        assert ctl.state.brokers[1].epoch == epoch
+        assert link.broker_epoch == epoch
+        assert "BrokerRegistration" not in events
+        assert ctl.brokers.sessions.heartbeat(1, epoch, object()) is False  # still one owner
+    finally:
         await cluster.stop()

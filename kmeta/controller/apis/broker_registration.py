@@ -57,6 +57,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     this controller knows its id), then the id's session (DUPLICATE_BROKER_REGISTRATION, in
     the event). PreviousBrokerEpoch (v3+, KIP-966) is accepted and not acted on: Kafka's
     controller does not read it either (it serves the eligible leader replicas kmeta has not).
+    kmeta reads it for one thing: the same incarnation naming its live epoch is a reconnect,
+    answered at once (:meth:`BrokerHeartbeatManager.rebind`).
     """
     c = controller_of(ctx)
 
@@ -83,6 +85,12 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     listeners = tuple(
         Endpoint(ls.name, ls.host, ls.port, ls.security_protocol) for ls in req.listeners
     )
+    previous = req.previous_broker_epoch if req.version >= 3 else -1
+    if c.brokers.sessions.rebind(req.broker_id, str(req.incarnation_id), previous, ctx.peer):
+        # a reconnect, not a restart: the session moves to this connection, nothing else
+        return br.BrokerRegistrationResponse(
+            version=req.version, error_code=0, broker_epoch=previous
+        )
     try:
         error, epoch = await c.enqueue(
             "BrokerRegistration",
