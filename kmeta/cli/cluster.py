@@ -314,7 +314,12 @@ def up(
     data_dir.mkdir(parents=True, exist_ok=True)
     start_failed = True
     env = dict(os.environ)
-    zk_server, zookeeper = start_zookeeper(cfg, data_dir)
+    try:
+        zk_server, zookeeper = start_zookeeper(cfg, data_dir)
+    except BaseException:  # no cluster started: remove a data dir made for it
+        if made_data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        raise
     ctl_ids = range(1, cfg.controllers + 1)
     controllers = [spawn(controller_argv(cfg, data_dir, j, zookeeper), env) for j in ctl_ids]
     brokers = [spawn(broker_argv(cfg, data_dir, i), env) for i in range(1, cfg.brokers + 1)]

@@ -117,3 +117,21 @@ def test_quorum_survives_kill_9_of_the_active_controller(tmp_path: Path) -> None
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "data")], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
     assert not ready.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (["--zookeeper", "127.0.0.1:2181"], "--zookeeper"),  # one controller: no quorum to join
+        (["--controllers", "0"], "--controllers"),
+        (["--controllers", "3", "--zookeeper-session-timeout-ms", "0"], "--zookeeper-session"),
+    ],
+)
+def test_bad_quorum_flags_are_one_line_errors(args: list[str], hint: str) -> None:
+    bad = subprocess.run(
+        [sys.executable, "-m", "kmeta", "cluster", "up", *args],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert bad.returncode == 2, bad.stderr
+    assert hint in bad.stderr
+    assert "Traceback" not in bad.stderr
