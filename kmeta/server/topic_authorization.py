@@ -9,7 +9,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from kmeta.net.dispatch import RequestContext
-from kmeta.net.security.acl import ResourceType
+from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, cluster_allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.controller_link import forward
@@ -86,3 +86,34 @@ def configs_authorization_error(resource_type: int) -> ErrorCode:
     if resource_type == _TOPIC_CONFIGS:
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+#: the answer is awaited this long (Kafka's request.timeout.ms default): the config-alter
+#: requests carry no timeout of their own
+CONFIG_ALTER_TIMEOUT_MS = 30_000
+
+
+async def forward_config_alteration(
+    ctx: RequestContext,
+    request: Any,
+    resource_response: Callable[[int, str | None, int, str], Any],
+    error_response: ErrorResponse,
+) -> Any:
+    """AlterConfigs and IncrementalAlterConfigs alike: ALTER_CONFIGS per resource (the topic,
+    or the cluster for BROKER resources); the refused ones are answered here with
+    ``resource_response(error, message, type, name)``, the rest forwarded."""
+    denied = [
+        not configs_allowed(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
+        for r in request.resources
+    ]
+
+    def refused(r: Any) -> Any:
+        error = configs_authorization_error(r.resource_type)
+        return resource_response(error, None, r.resource_type, r.resource_name)
+
+    return await forward_authorized(
+        ctx, request, items="resources", results="responses", denied=denied,
+        key=lambda r: (r.resource_type, r.resource_name),
+        result_keys=lambda r: ((r.resource_type, r.resource_name),),
+        refused=refused, timeout_ms=CONFIG_ALTER_TIMEOUT_MS, error_response=error_response,
+    )  # fmt: skip

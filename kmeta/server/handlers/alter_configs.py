@@ -21,39 +21,18 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
-from kmeta.net.security.acl import AclOperation
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import alter_configs as ac
-from kmeta.server.topic_authorization import (
-    configs_allowed,
-    configs_authorization_error,
-    forward_authorized,
-)
-
-#: the controller's answer is awaited this long (Kafka's request.timeout.ms default)
-TIMEOUT_MS = 30_000
-
+from kmeta.server.topic_authorization import forward_config_alteration
 
 error_response = error_responses.alter_configs
 
 
-def _refused(resource: Any) -> Any:
-    error = configs_authorization_error(resource.resource_type)
-    return ac.AlterConfigsResourceResponse(error, None, resource.resource_type, resource.resource_name)
-
-
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    denied = [
-        not configs_allowed(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
-        for r in request.resources
-    ]
-    return await forward_authorized(
-        ctx, request, items="resources", results="responses", denied=denied,
-        key=lambda r: (r.resource_type, r.resource_name),
-        result_keys=lambda r: ((r.resource_type, r.resource_name),),
-        refused=_refused, timeout_ms=TIMEOUT_MS, error_response=error_response,
-    )  # fmt: skip
+    return await forward_config_alteration(
+        ctx, request, ac.AlterConfigsResourceResponse, error_response
+    )
 
 
 def register(registry: HandlerRegistry) -> None:
