@@ -4,7 +4,9 @@ runs itself; kill -9 of the active controller leaves a cluster that still create
 from __future__ import annotations
 
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,10 +19,31 @@ from kazoo.client import KazooClient
 
 from kmeta.cli.zookeeper import ZOOKEEPER_JAR
 from kmeta.controller.zk_election import active_controller
-from tests.cli.cluster_ports import free_base_port
 from tests.cli.test_cluster_up_ready import _wait_file
 
 pytestmark = pytest.mark.e2e
+
+
+def _free_base_port(brokers: int, controllers: int) -> int:
+    """A base port whose whole plan is free now (brokers from +0/+100/+200, controllers from
+    +300/+1000)."""
+    for _ in range(50):
+        base = random.randrange(20_000, 40_000)
+        wanted = [base + off + i for off in (0, 100, 200) for i in range(brokers)]
+        wanted += [base + off + j for off in (300, 1000) for j in range(controllers)]
+        socks: list[socket.socket] = []
+        try:
+            for port in wanted:
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free port range")
 
 
 def _alive(pid: int) -> bool:
@@ -53,7 +76,7 @@ def test_quorum_survives_kill_9_of_the_active_controller(tmp_path: Path) -> None
     ready = tmp_path / "ready.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "kmeta", "cluster", "up", "--controllers", "3", "--brokers", "2",
-         "--base-port", str(free_base_port(2, 3)), "--data-dir", str(tmp_path / "data"),
+         "--base-port", str(_free_base_port(2, 3)), "--data-dir", str(tmp_path / "data"),
          "--zookeeper-session-timeout-ms", "2000", "--ready-file", str(ready),
          "--exit-after", "15"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,9 +15,28 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.cli.cluster_ports import free_base_port
-
 pytestmark = pytest.mark.e2e
+
+
+def _free_base_port(brokers: int) -> int:
+    """A base port whose whole `cluster up` plan is free now (client, +100, +200, +300, +1000)."""
+    for _ in range(50):
+        base = random.randrange(20_000, 40_000)
+        wanted = [base + off + i for off in (0, 100, 200) for i in range(brokers)]
+        wanted += [base + 300, base + 1000]
+        socks = []
+        try:
+            for port in wanted:
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free port range")
 
 
 def _wait_file(path: Path, proc: subprocess.Popen[str], timeout_s: float) -> dict:
@@ -28,7 +49,7 @@ def _wait_file(path: Path, proc: subprocess.Popen[str], timeout_s: float) -> dic
 
 
 def test_ready_file_describes_a_serving_cluster_and_goes_with_it(tmp_path: Path) -> None:
-    base = free_base_port(3, 1)
+    base = _free_base_port(3)
     ready = tmp_path / "ready.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "kmeta", "cluster", "up", "--base-port", str(base),
@@ -62,7 +83,7 @@ def test_exit_after_bounds_the_cluster_life(tmp_path: Path) -> None:
     t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "kmeta", "cluster", "up", "--brokers", "1", "--no-metrics",
-         "--base-port", str(free_base_port(1, 1)), "--data-dir", str(tmp_path), "--exit-after", "1.5"],
+         "--base-port", str(_free_base_port(1)), "--data-dir", str(tmp_path), "--exit-after", "1.5"],
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
