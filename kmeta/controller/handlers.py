@@ -16,7 +16,10 @@ share: the forwarding broker's id, the wait for a propagation barrier, the CLUST
 
 A change the store refused (disk full, I/O error, read-only file system) is answered
 KAFKA_STORAGE_ERROR, with the cause as the message where the response has one; nothing of it
-was kept or sent to a broker.
+was kept or sent to a broker. One refused because this controller was deposed (a quorum's
+fence failed, or its ZooKeeper session was lost: :class:`ControllerMovedError`) is answered
+NOT_CONTROLLER instead, as Kafka's ZK controller answers a ControllerMovedException: the
+client retries, and reaches the new controller (:func:`refusal_code`).
 
 Brokers identify themselves when forwarding with client id ``kmeta-broker-<id>``.
 """
@@ -30,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kmeta.controller.controller import Barrier, KafkaController
+from kmeta.controller.store import ControllerMovedError, StorageError
 from kmeta.net import api_versions
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
@@ -76,6 +80,14 @@ def controller_of(ctx: RequestContext) -> KafkaController:
 def forwarder_of(ctx: RequestContext) -> int | None:
     m = _BROKER_CLIENT.match(ctx.header.client_id or "")
     return int(m.group(1)) if m else None
+
+
+def refusal_code(exc: StorageError) -> ErrorCode:
+    """The answer to a change the store refused: NOT_CONTROLLER when this controller no longer
+    leads (Kafka's ControllerMovedException), else KAFKA_STORAGE_ERROR."""
+    if isinstance(exc, ControllerMovedError):
+        return ErrorCode.NOT_CONTROLLER
+    return ErrorCode.KAFKA_STORAGE_ERROR
 
 
 async def wait_for(barrier: Barrier | None, timeout_ms: int) -> bool:

@@ -63,6 +63,14 @@ class StorageError(Exception):
     raises it: SQLite here, a ZooKeeper multi-op that failed later."""
 
 
+class ControllerMovedError(StorageError):
+    """The write was refused because this controller no longer leads: a quorum's
+    ``/controller_epoch`` fence failed (another controller was elected) or its ZooKeeper
+    session was lost. Kafka's ControllerMovedException: answered NOT_CONTROLLER (retriable,
+    the client retries with the new controller), not KAFKA_STORAGE_ERROR; none of it is
+    kept, and the controller resigns."""
+
+
 def _storage_error(exc: sqlite3.Error, what: str) -> StorageError:
     return StorageError(f"{what} failed: {exc}")
 

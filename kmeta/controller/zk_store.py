@@ -22,8 +22,10 @@ Used by a controller of a quorum (``kmeta controller --zookeeper``) once it is a
 Fencing (KafkaZkClient's MultiRequest with a CheckOp): every write is part of a multi-op that
 first checks ``/controller_epoch``'s version, the one this controller's election set. Once
 another controller has been elected that version is gone, so a deposed controller's multi-op
-fails whole; :class:`StorageError` tells the controller its change was not kept, and
-``on_fenced`` makes it resign.
+fails whole; :class:`ControllerMovedError` (a :class:`StorageError`) tells the controller its
+change was not kept and is answered NOT_CONTROLLER (Kafka's ControllerMovedException), and
+``on_fenced`` makes it resign. So does a session or connection lost during a commit: this
+controller cannot tell whether it still leads. From then on every write is refused at once.
 
 The active controller is the only writer, so the engine keeps a mirror of the znodes it
 manages, read once when it becomes active: a reload (after a refused event) needs no network
@@ -48,7 +50,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, RolledBackError
 
 from kmeta.controller.model import BrokerInfo, ClusterState, Endpoint, PartitionState, TopicInfo
-from kmeta.controller.store import StorageError
+from kmeta.controller.store import ControllerMovedError, StorageError
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import MECHANISM_IDS, ScramCredential
 
@@ -156,6 +158,8 @@ class ZooKeeperStore:
         self._deferred = False
         self._in_event = False
         self._lost: str | None = None
+        #: set once a write was refused because this controller no longer leads
+        self._moved: ControllerMovedError | None = None
         self._states: dict[tuple[int, int, tuple[int, ...], int], bytes] = {}
 
     def close(self) -> None:
@@ -186,6 +190,8 @@ class ZooKeeperStore:
     # -- transactions (the same contract as ControllerStore's) ----------------------------------
     def __enter__(self) -> ZooKeeperStore:
         assert not self._in_tx, "nested transaction"
+        if self._moved is not None:  # deposed: no write goes to ZooKeeper any more
+            raise ControllerMovedError(str(self._moved))
         if self._lost is not None:
             raise StorageError(self._lost)
         self._in_tx = True
@@ -285,10 +291,13 @@ class ZooKeeperStore:
 
     def _committed(self, batch: list[tuple[str, str, bytes | None]], results: Any) -> None:
         """One multi-op's answer: its writes join the mirror, or StorageError."""
-        if isinstance(results, KazooException):
-            raise self._failed(f"ZooKeeper multi-op failed: {type(results).__name__}")
+        if isinstance(results, KazooException):  # connection or session lost: it may be
+            raise self._moved_on(  # committed or not, and another controller elected
+                f"ZooKeeper session or connection lost during a write "
+                f"({type(results).__name__}): controller epoch {self.epoch} resigns"
+            )
         if results and isinstance(results[0], (BadVersionError, NoNodeError)):
-            raise self._failed(
+            raise self._moved_on(
                 f"controller epoch {self.epoch} is fenced (/controller_epoch changed): "
                 "another controller was elected"
             )
@@ -308,6 +317,12 @@ class ZooKeeperStore:
                 self._zk.pop(path, None)
             else:
                 self._zk[path] = data or b""
+
+    def _moved_on(self, why: str) -> ControllerMovedError:
+        """This controller no longer leads: it resigns, and writes nothing more."""
+        self._moved = ControllerMovedError(why)
+        self._failed(why)
+        return ControllerMovedError(why)
 
     def _failed(self, why: str) -> StorageError:
         """A refused multi-op: this controller stops acting (Kafka resigns on a failed

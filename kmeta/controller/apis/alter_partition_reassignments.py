@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.controller.apis.topic_requests import too_large
-from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
 from kmeta.controller.reassignment import AlterResult
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -62,7 +62,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             lambda: c.reassignments.alter(entries, forwarder_of(ctx)),
         )
     except StorageError as exc:  # nothing was kept (see kmeta.controller.controller)
-        refused = ErrorCode.KAFKA_STORAGE_ERROR
+        refused = refusal_code(exc)
         return _response(request, [(t, p, refused, str(exc)) for t, p, _ in entries])
     if not await wait_for(barrier, request.timeout_ms):
         results = [

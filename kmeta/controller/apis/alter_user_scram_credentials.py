@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
 from kmeta.controller.scram_users import Outcome
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -40,7 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             lambda: c.scram_users.alter(request.deletions, request.upsertions, forwarder),
         )
     except StorageError as exc:
-        return _response(request, {u: (ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) for u in users})
+        return _response(request, {u: (refusal_code(exc), str(exc)) for u in users})
     if not await wait_for(barrier, c.config.request_timeout_ms):
         late = (ErrorCode.REQUEST_TIMED_OUT, "The new credentials did not propagate in time.")
         outcomes = {u: late if o[0] == ErrorCode.NONE else o for u, o in outcomes.items()}

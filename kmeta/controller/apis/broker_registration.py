@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kmeta.controller.handlers import cluster_action, controller_of
+from kmeta.controller.handlers import cluster_action, controller_of, refusal_code
 from kmeta.controller.model import Endpoint
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -98,8 +98,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                 req.broker_id, str(req.incarnation_id), listeners, req.rack, ctx.peer
             ),
         )
-    except StorageError:
-        return refused(ErrorCode.KAFKA_STORAGE_ERROR)
+    except StorageError as exc:
+        return refused(refusal_code(exc))
     if error != ErrorCode.NONE:
         return refused(error)
     return br.BrokerRegistrationResponse(version=req.version, error_code=0, broker_epoch=epoch)

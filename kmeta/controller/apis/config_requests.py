@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.controller.topic_configs import Outcome, invalid_config
 from kmeta.metadata.log_config import ConfigError
@@ -90,7 +90,7 @@ async def alter(
     try:
         results, barrier = await c.enqueue("AlterConfigs", event)
     except StorageError as exc:
-        return [o or (ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) for o in outcomes]
+        return [o or (refusal_code(exc), str(exc)) for o in outcomes]
     if not await wait_for(barrier, c.config.request_timeout_ms):
         timed_out = (ErrorCode.REQUEST_TIMED_OUT, "The new configs did not propagate in time.")
         results = [timed_out if code == ErrorCode.NONE else (code, m) for code, m in results]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.handlers import cluster_action, controller_of, wait_for
+from kmeta.controller.handlers import cluster_action, controller_of, refusal_code, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
@@ -34,9 +34,9 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
             "ControlledShutdown",
             lambda: c.brokers.controlled_shutdown(req.broker_id, req.broker_epoch, ctx.peer),
         )
-    except StorageError:
+    except StorageError as exc:
         return cs.ControlledShutdownResponse(
-            version=req.version, error_code=ErrorCode.KAFKA_STORAGE_ERROR, remaining_partitions=()
+            version=req.version, error_code=refusal_code(exc), remaining_partitions=()
         )
     await wait_for(barrier, c.config.request_timeout_ms)
     return cs.ControlledShutdownResponse(

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.controller.acls import MAX_ACLS_PER_REQUEST
-from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclBinding, PatternType
@@ -56,7 +56,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         errors, barrier = await c.enqueue("CreateAcls", lambda: c.acls.create(bindings, forwarder))
     except StorageError as exc:
-        return response(request, [(ErrorCode.KAFKA_STORAGE_ERROR, str(exc))] * len(creations))
+        return response(request, [(refusal_code(exc), str(exc))] * len(creations))
     results: list[tuple[int, str | None]] = [
         (ErrorCode.INVALID_REQUEST, e) if e is not None else (ErrorCode.NONE, None) for e in errors
     ]

@@ -22,7 +22,7 @@ from kmeta.controller.apis.topic_requests import (
     too_large,
 )
 from kmeta.controller.barrier import Barrier
-from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
@@ -52,7 +52,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     try:
         refusal, plans, barrier = await c.enqueue("CreatePartitions", run)
     except StorageError as exc:
-        refusal, refused_with = str(exc), ErrorCode.KAFKA_STORAGE_ERROR
+        refusal, refused_with = str(exc), refusal_code(exc)
     if refusal is not None:
         return cp.CreatePartitionsResponse(
             version=req.version,

@@ -19,7 +19,7 @@ from kmeta.controller.apis.topic_requests import (
     requested,
     too_large,
 )
-from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.controller.topic_configs import created_configs
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -67,7 +67,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
             version=req.version,
             topics=tuple(
                 ct.CreatableTopicResult(
-                    name=t.name, error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)
+                    name=t.name, error_code=refusal_code(exc), error_message=str(exc)
                 )
                 for t in req.topics
             ),

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.controller.acls import MAX_ACLS_PER_REQUEST
-from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclBinding, AclFilter, PatternType
@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         outcome, barrier = await c.enqueue("DeleteAcls", lambda: c.acls.delete(wanted, forwarder))
     except StorageError as exc:
-        return response(request, [(ErrorCode.KAFKA_STORAGE_ERROR, str(exc), [])] * len(filters))
+        return response(request, [(refusal_code(exc), str(exc), [])] * len(filters))
     results: list[tuple[int, str | None, list[AclBinding]]] = [
         (ErrorCode.INVALID_REQUEST, o, []) if isinstance(o, str) else (ErrorCode.NONE, None, o)
         for o in outcome

@@ -19,7 +19,7 @@ from kmeta.controller.apis.topic_requests import (
     too_large,
 )
 from kmeta.controller.barrier import Barrier
-from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
@@ -102,7 +102,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                 dt.DeletableTopicResult(
                     name=name,
                     topic_id=uuid_or_zero(topic_id),
-                    error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+                    error_code=refusal_code(exc),
                     error_message=str(exc),
                 )
                 for name, topic_id in entries

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.handlers import controller_of, forwarder_of, wait_for
+from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
 from kmeta.controller.replica_election import PREFERRED, UNCLEAN, ElectionResult
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -64,7 +64,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             lambda: c.elections.elect(election_type, asked, forwarder_of(ctx)),
         )
     except StorageError as exc:  # nothing was elected (see kmeta.controller.controller)
-        refused = ErrorCode.KAFKA_STORAGE_ERROR
+        refused = refusal_code(exc)
         if asked is None:
             return _response(request, refused, [])
         return _response(request, 0, [(t, p, refused, str(exc)) for t, p in asked])

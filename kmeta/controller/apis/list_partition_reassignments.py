@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.handlers import controller_of
+from kmeta.controller.handlers import controller_of, refusal_code
 from kmeta.controller.store import StorageError
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
-from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 
 
@@ -32,7 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     except StorageError as exc:  # (its group's commit failed: the state was reloaded)
         return lpr.ListPartitionReassignmentsResponse(
             version=request.version,
-            error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+            error_code=refusal_code(exc),
             error_message=str(exc),
             topics=(),
         )
