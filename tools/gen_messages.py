@@ -5,6 +5,11 @@ Usage: python tools/gen_messages.py SPEC_DIR [NEWER_DIR]
 The JSON files are Kafka's wire truth; the generated modules restate them in kmeta's schema
 DSL (snake_case names, same versions, defaults and tags) with the version history from the
 spec's comments as the module docstring. Run it when the specs change and review the diff.
+
+Each module also declares its records as typed ``NamedTuple`` classes (one per struct, and one
+per message carrying ``version``: one type per API, not per version), so the type checker sees
+every field. They are the runtime classes too: ``Message`` checks that their fields and
+defaults are the declaration's and decodes into them, so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -170,7 +175,7 @@ def struct_names(fields: list[dict], out: list[str]) -> None:
             struct_names(f["fields"], out)
 
 
-def emit_message(spec: dict, var: str, names: list[str]) -> list[str]:
+def emit_message(spec: dict, var: str, names: list[str], records: list[str]) -> list[str]:
     lines = [f"{var} = Message("]
     lines.append(f"    {spec['name']!r},")
     lines.append(f"    api_key={spec.get('apiKey')},")
@@ -191,9 +196,89 @@ def emit_message(spec: dict, var: str, names: list[str]) -> list[str]:
             names.append(c["name"])
             struct_names(c["fields"], names)
         lines.append("    ),")
+    lines.append(f"    records=({', '.join(records)},),")
     lines.append(")")
     struct_names(spec["fields"], names)
     return lines
+
+
+_PY_TYPES = {
+    "int8": "int", "int16": "int", "int32": "int", "int64": "int", "uint16": "int",
+    "uint32": "int", "float64": "float", "bool": "bool", "string": "str", "bytes": "bytes",
+    "records": "bytes", "uuid": "uuid.UUID",
+}
+_TYPE_DEFAULTS = {"int": "0", "float": "0.0", "bool": "False", "str": "''", "bytes": "b''",
+                  "uuid.UUID": "ZERO_UUID"}
+#: field names that shadow a tuple method: legal in a namedtuple, flagged by mypy
+_TUPLE_ATTRS = {"count", "index"}
+
+
+def annotation(f: dict) -> tuple[str, str]:
+    """The field's Python type and default, as source text (the schema's defaults:
+    kmeta.protocol.schema._type_default)."""
+    element = f["type"].lstrip("[]")
+    py = _PY_TYPES.get(element, element)
+    nullable = "nullableVersions" in f
+    spec_default = default_of(f)
+    if f["type"].startswith("[]"):
+        py, default = f"Sequence[{py}]", "()"
+    elif element in _PY_TYPES:
+        default = _TYPE_DEFAULTS[py]
+    else:  # a nested struct: None unless given
+        default = "None"
+    if spec_default is not None:
+        default = spec_default
+    if nullable or default == "None":
+        py += " | None"
+    return py, default
+
+
+def emit_record(name: str, fields: list[dict], doc: str, version: int | None = None) -> list[str]:
+    lines = [f"class {name}(NamedTuple):", f'    """{doc}"""', ""]
+    if version is not None:
+        lines.append(f"    version: int = {version}")
+    for f in fields:
+        py, default = annotation(f)
+        ignore = "  # type: ignore[assignment]" if snake(f["name"]) in _TUPLE_ATTRS else ""
+        lines.append(f"    {snake(f['name'])}: {py} = {default}{ignore}")
+    return lines
+
+
+def records_of(spec: dict) -> list[tuple[str, list[dict]]]:
+    """(struct name, fields) for every struct of ``spec``, in declaration order."""
+    out: list[tuple[str, list[dict]]] = []
+
+    def walk(fields: list[dict]) -> None:
+        for f in fields:
+            if "fields" in f:
+                out.append((f["type"].lstrip("[]"), f["fields"]))
+                walk(f["fields"])
+
+    walk(spec["fields"])
+    for c in spec.get("commonStructs", []):
+        out.append((c["name"], c["fields"]))
+        walk(c["fields"])
+    return out
+
+
+def emit_records(req: dict, resp: dict) -> tuple[list[str], list[str], list[str]]:
+    """The typed records of both messages; and the names each message is built with."""
+    lines: list[str] = []
+    seen: dict[str, list[dict]] = {}
+    names: dict[str, list[str]] = {"req": [], "resp": []}
+    for side, spec, title in (("req", req, "request"), ("resp", resp, "response")):
+        top = int(spec["validVersions"].split("-")[-1])
+        lines += ["", "", *emit_record(spec["name"], spec["fields"], f"The {title}, at ``version``.", top)]
+        names[side].append(spec["name"])
+        for struct, fields in records_of(spec):
+            names[side].append(struct)
+            if struct in seen:
+                if seen[struct] != fields:
+                    raise SystemExit(f"{struct}: two different structs of one name")
+                continue
+            seen[struct] = fields
+            lines += ["", "", *emit_record(struct, fields, f"{struct} ({title}).")]
+    return lines, list(dict.fromkeys(names["req"])), list(dict.fromkeys(names["resp"]))
 
 
 def pick(spec_dir: pathlib.Path, newer: pathlib.Path | None, name: str) -> pathlib.Path:
@@ -222,24 +307,21 @@ def main() -> None:
                 doc += [f"* {n}" if n[:7] == "Version" else f"  {n}" for n in notes]
                 doc.append("")
         names: list[str] = []
-        body = [*emit_message(req, "REQUEST", names), "", "", *emit_message(resp, "RESPONSE", names)]
-        req_names = []
-        struct_names(req["fields"], req_names)
-        req_names += [c["name"] for c in req.get("commonStructs", [])]
+        typed, req_records, resp_records = emit_records(req, resp)
+        body = [*emit_message(req, "REQUEST", names, req_records), "", "",
+                *emit_message(resp, "RESPONSE", names, resp_records)]
         # E501 is off project-wide, so the generated files need no noqa; S only when used.
         uses_common = bool(req.get("commonStructs") or resp.get("commonStructs"))
         imports = "F, Message, S" if uses_common else "F, Message"
+        source = "\n".join(typed)
         text = ['"""' + "\n".join(doc).rstrip().replace('"""', "'''") + '\n"""', "",
-                f"from kmeta.protocol.schema import {imports}", ""]
-        text += body
-        text += ["", f"{req['name']} = REQUEST.cls", f"{resp['name']} = RESPONSE.cls"]
-        seen = set()
-        for n in names:
-            if n in seen:
-                continue
-            seen.add(n)
-            owner = "REQUEST" if n in req_names or n in [s["name"] for s in req.get("commonStructs", [])] else "RESPONSE"
-            text.append(f"{n} = {owner}.classes[{n!r}]")
+                "from __future__ import annotations", ""]
+        text += ["import uuid"] if "uuid.UUID" in source else []
+        text += ["from collections.abc import Sequence"] if "Sequence[" in source else []
+        text += ["from typing import NamedTuple", "", f"from kmeta.protocol.schema import {imports}"]
+        text += ["from kmeta.protocol.types import ZERO_UUID"] if "ZERO_UUID" in source else []
+        text += typed
+        text += ["", "", *body]
         (out_dir / f"{module}.py").write_text("\n".join(text) + "\n")
         print("wrote", module)
 

@@ -87,9 +87,9 @@ def answer_error(response: Any) -> ErrorCode:
         parts = [*(response.partition_errors or ())]
         for t in response.topics or ():
             parts += t.partition_errors
-        for e in parts:
-            if e.error_code and e.error_code != ErrorCode.STALE_CONTROLLER_EPOCH:
-                return _error(e.error_code)
+        for part in parts:
+            if part.error_code and part.error_code != ErrorCode.STALE_CONTROLLER_EPOCH:
+                return _error(part.error_code)
     return ErrorCode.NONE
 
 

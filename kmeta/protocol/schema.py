@@ -5,7 +5,9 @@
 
 * the record classes: one namedtuple per struct, with every field of every version and the
   spec's defaults; the top-level class also carries ``version`` (one type per API, not per
-  version);
+  version). A module may declare them itself as typed ``NamedTuple`` classes (``records=``,
+  as tools/gen_messages.py writes them) so the type checker sees every field; they are
+  checked here against the fields, so the declared types cannot drift from the wire format;
 * the interpreted construct (:meth:`Message.struct`), the definition of the wire format;
 * the compiled codec (:meth:`Message.codec`), generated from that construct.
 
@@ -164,6 +166,7 @@ class Message:
         flexible: str,
         fields: Sequence[Field],
         common: Sequence[tuple[str, tuple[Field, ...]]] = (),
+        records: Sequence[type[tuple[Any, ...]]] = (),
     ) -> None:
         self.name = name
         self.api_key = api_key
@@ -172,13 +175,18 @@ class Message:
         self.min_version, self.max_version = self.valid.low, self.valid.high
         self.structs: dict[str, tuple[Field, ...]] = dict(common)
         self._collect(tuple(fields))
+        declared = {cls.__name__: cls for cls in records}
         self.classes: dict[str, Any] = {}
         for struct_name, struct_fields in self.structs.items():
-            self.classes[struct_name] = self._make_class(struct_name, struct_fields)
+            self.classes[struct_name] = self._record(
+                struct_name,
+                tuple(f.name for f in struct_fields),
+                tuple(_type_default(f) for f in struct_fields),
+                declared,
+            )
         top = ("version", *(f.name for f in fields))
         defaults = (self.max_version, *(_type_default(f) for f in fields))
-        self.cls: Any = namedtuple(name, top, defaults=defaults)  # type: ignore[misc]
-        self.cls.__module__ = "kmeta.protocol.messages"
+        self.cls: Any = self._record(name, top, defaults, declared)
         self.fields = tuple(fields)
         self._struct = cache(self._make_struct)
         self._codec = cache(self._make_codec)
@@ -190,9 +198,19 @@ class Message:
                 self.structs[f.element] = f.fields
                 self._collect(f.fields)
 
-    def _make_class(self, name: str, fields: tuple[Field, ...]) -> Any:
-        cls = namedtuple(name, [f.name for f in fields], defaults=[_type_default(f) for f in fields])  # type: ignore[misc]
-        cls.__module__ = "kmeta.protocol.messages"
+    @staticmethod
+    def _record(
+        name: str, fields: tuple[str, ...], defaults: tuple[Any, ...], declared: dict[str, Any]
+    ) -> Any:
+        """The declared record class of ``name`` when it matches the fields, else a new one."""
+        cls = declared.get(name)
+        if cls is None:
+            made = namedtuple(name, fields, defaults=defaults)  # type: ignore[misc]
+            made.__module__ = "kmeta.protocol.messages"
+            return made
+        given = getattr(cls, "_field_defaults", {})
+        if cls._fields != fields or tuple(given.get(n, _MISSING) for n in fields) != defaults:
+            raise TypeError(f"record {name} does not match its fields {fields} = {defaults}")
         return cls
 
     # -- construct, per version ---------------------------------------------------------------

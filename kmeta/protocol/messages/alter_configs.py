@@ -13,7 +13,53 @@ Response versions:
 * Version 2 enables flexible versions.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class AlterConfigsRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 2
+    resources: Sequence[AlterConfigsResource] = ()
+    validate_only: bool = False
+
+
+class AlterConfigsResource(NamedTuple):
+    """AlterConfigsResource (request)."""
+
+    resource_type: int = 0
+    resource_name: str = ''
+    configs: Sequence[AlterableConfig] = ()
+
+
+class AlterableConfig(NamedTuple):
+    """AlterableConfig (request)."""
+
+    name: str = ''
+    value: str | None = ''
+
+
+class AlterConfigsResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 2
+    throttle_time_ms: int = 0
+    responses: Sequence[AlterConfigsResourceResponse] = ()
+
+
+class AlterConfigsResourceResponse(NamedTuple):
+    """AlterConfigsResourceResponse (response)."""
+
+    error_code: int = 0
+    error_message: str | None = ''
+    resource_type: int = 0
+    resource_name: str = ''
+
 
 REQUEST = Message(
     'AlterConfigsRequest',
@@ -31,6 +77,7 @@ REQUEST = Message(
         ),
         F('validate_only', 'bool', '0+'),
     ),
+    records=(AlterConfigsRequest, AlterConfigsResource, AlterableConfig,),
 )
 
 
@@ -48,10 +95,5 @@ RESPONSE = Message(
             F('resource_name', 'string', '0+'),
         ),
     ),
+    records=(AlterConfigsResponse, AlterConfigsResourceResponse,),
 )
-
-AlterConfigsRequest = REQUEST.cls
-AlterConfigsResponse = RESPONSE.cls
-AlterConfigsResource = REQUEST.classes['AlterConfigsResource']
-AlterableConfig = REQUEST.classes['AlterableConfig']
-AlterConfigsResourceResponse = RESPONSE.classes['AlterConfigsResourceResponse']

@@ -20,7 +20,58 @@ Response versions:
 * Version 4 fixes KAFKA-17011, which blocked SupportedFeatures.MinVersion from being 0.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class ApiVersionsRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 4
+    client_software_name: str = ''
+    client_software_version: str = ''
+
+
+class ApiVersionsResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 4
+    error_code: int = 0
+    api_keys: Sequence[ApiVersion] = ()
+    throttle_time_ms: int = 0
+    supported_features: Sequence[SupportedFeatureKey] = ()
+    finalized_features_epoch: int = -1
+    finalized_features: Sequence[FinalizedFeatureKey] = ()
+    zk_migration_ready: bool = False
+
+
+class ApiVersion(NamedTuple):
+    """ApiVersion (response)."""
+
+    api_key: int = 0
+    min_version: int = 0
+    max_version: int = 0
+
+
+class SupportedFeatureKey(NamedTuple):
+    """SupportedFeatureKey (response)."""
+
+    name: str = ''
+    min_version: int = 0
+    max_version: int = 0
+
+
+class FinalizedFeatureKey(NamedTuple):
+    """FinalizedFeatureKey (response)."""
+
+    name: str = ''
+    max_version_level: int = 0
+    min_version_level: int = 0
+
 
 REQUEST = Message(
     'ApiVersionsRequest',
@@ -31,6 +82,7 @@ REQUEST = Message(
         F('client_software_name', 'string', '3+'),
         F('client_software_version', 'string', '3+'),
     ),
+    records=(ApiVersionsRequest,),
 )
 
 
@@ -62,10 +114,5 @@ RESPONSE = Message(
         ),
         F('zk_migration_ready', 'bool', '3+', tag=3, tagged='3+', default=False),
     ),
+    records=(ApiVersionsResponse, ApiVersion, SupportedFeatureKey, FinalizedFeatureKey,),
 )
-
-ApiVersionsRequest = REQUEST.cls
-ApiVersionsResponse = RESPONSE.cls
-ApiVersion = RESPONSE.classes['ApiVersion']
-SupportedFeatureKey = RESPONSE.classes['SupportedFeatureKey']
-FinalizedFeatureKey = RESPONSE.classes['FinalizedFeatureKey']

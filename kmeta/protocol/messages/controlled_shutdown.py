@@ -15,7 +15,36 @@ Response versions:
 * Versions 1 and 2 are the same as version 0.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class ControlledShutdownRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 3
+    broker_id: int = 0
+    broker_epoch: int = -1
+
+
+class ControlledShutdownResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 3
+    error_code: int = 0
+    remaining_partitions: Sequence[RemainingPartition] = ()
+
+
+class RemainingPartition(NamedTuple):
+    """RemainingPartition (response)."""
+
+    topic_name: str = ''
+    partition_index: int = 0
+
 
 REQUEST = Message(
     'ControlledShutdownRequest',
@@ -26,6 +55,7 @@ REQUEST = Message(
         F('broker_id', 'int32', '0+'),
         F('broker_epoch', 'int64', '2+', default=-1),
     ),
+    records=(ControlledShutdownRequest,),
 )
 
 
@@ -41,8 +71,5 @@ RESPONSE = Message(
             F('partition_index', 'int32', '0+'),
         ),
     ),
+    records=(ControlledShutdownResponse, RemainingPartition,),
 )
-
-ControlledShutdownRequest = REQUEST.cls
-ControlledShutdownResponse = RESPONSE.cls
-RemainingPartition = RESPONSE.classes['RemainingPartition']

@@ -15,7 +15,47 @@ Response versions:
 * Version 3 adds user resource type.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class CreateAclsRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 3
+    creations: Sequence[AclCreation] = ()
+
+
+class AclCreation(NamedTuple):
+    """AclCreation (request)."""
+
+    resource_type: int = 0
+    resource_name: str = ''
+    resource_pattern_type: int = 3
+    principal: str = ''
+    host: str = ''
+    operation: int = 0
+    permission_type: int = 0
+
+
+class CreateAclsResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 3
+    throttle_time_ms: int = 0
+    results: Sequence[AclCreationResult] = ()
+
+
+class AclCreationResult(NamedTuple):
+    """AclCreationResult (response)."""
+
+    error_code: int = 0
+    error_message: str | None = ''
+
 
 REQUEST = Message(
     'CreateAclsRequest',
@@ -33,6 +73,7 @@ REQUEST = Message(
             F('permission_type', 'int8', '0+'),
         ),
     ),
+    records=(CreateAclsRequest, AclCreation,),
 )
 
 
@@ -48,9 +89,5 @@ RESPONSE = Message(
             F('error_message', 'string', '0+', nullable='0+'),
         ),
     ),
+    records=(CreateAclsResponse, AclCreationResult,),
 )
-
-CreateAclsRequest = REQUEST.cls
-CreateAclsResponse = RESPONSE.cls
-AclCreation = REQUEST.classes['AclCreation']
-AclCreationResult = RESPONSE.classes['AclCreationResult']

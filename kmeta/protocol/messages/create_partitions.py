@@ -17,7 +17,52 @@ Response versions:
   in the response if the partitions creation is throttled (KIP-599).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class CreatePartitionsRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 3
+    topics: Sequence[CreatePartitionsTopic] = ()
+    timeout_ms: int = 0
+    validate_only: bool = False
+
+
+class CreatePartitionsTopic(NamedTuple):
+    """CreatePartitionsTopic (request)."""
+
+    name: str = ''
+    count: int = 0  # type: ignore[assignment]
+    assignments: Sequence[CreatePartitionsAssignment] | None = ()
+
+
+class CreatePartitionsAssignment(NamedTuple):
+    """CreatePartitionsAssignment (request)."""
+
+    broker_ids: Sequence[int] = ()
+
+
+class CreatePartitionsResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 3
+    throttle_time_ms: int = 0
+    results: Sequence[CreatePartitionsTopicResult] = ()
+
+
+class CreatePartitionsTopicResult(NamedTuple):
+    """CreatePartitionsTopicResult (response)."""
+
+    name: str = ''
+    error_code: int = 0
+    error_message: str | None = None
+
 
 REQUEST = Message(
     'CreatePartitionsRequest',
@@ -36,6 +81,7 @@ REQUEST = Message(
         F('timeout_ms', 'int32', '0+'),
         F('validate_only', 'bool', '0+'),
     ),
+    records=(CreatePartitionsRequest, CreatePartitionsTopic, CreatePartitionsAssignment,),
 )
 
 
@@ -52,10 +98,5 @@ RESPONSE = Message(
             F('error_message', 'string', '0+', nullable='0+', default=None),
         ),
     ),
+    records=(CreatePartitionsResponse, CreatePartitionsTopicResult,),
 )
-
-CreatePartitionsRequest = REQUEST.cls
-CreatePartitionsResponse = RESPONSE.cls
-CreatePartitionsTopic = REQUEST.classes['CreatePartitionsTopic']
-CreatePartitionsAssignment = REQUEST.classes['CreatePartitionsAssignment']
-CreatePartitionsTopicResult = RESPONSE.classes['CreatePartitionsTopicResult']

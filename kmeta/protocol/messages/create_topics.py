@@ -25,7 +25,79 @@ Response versions:
 * Version 7 returns the topic ID of the newly created topic if creation is successful.
 """
 
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+from kmeta.protocol.types import ZERO_UUID
+
+
+class CreateTopicsRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 7
+    topics: Sequence[CreatableTopic] = ()
+    timeout_ms: int = 60000
+    validate_only: bool = False
+
+
+class CreatableTopic(NamedTuple):
+    """CreatableTopic (request)."""
+
+    name: str = ''
+    num_partitions: int = 0
+    replication_factor: int = 0
+    assignments: Sequence[CreatableReplicaAssignment] = ()
+    configs: Sequence[CreatableTopicConfig] = ()
+
+
+class CreatableReplicaAssignment(NamedTuple):
+    """CreatableReplicaAssignment (request)."""
+
+    partition_index: int = 0
+    broker_ids: Sequence[int] = ()
+
+
+class CreatableTopicConfig(NamedTuple):
+    """CreatableTopicConfig (request)."""
+
+    name: str = ''
+    value: str | None = ''
+
+
+class CreateTopicsResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 7
+    throttle_time_ms: int = 0
+    topics: Sequence[CreatableTopicResult] = ()
+
+
+class CreatableTopicResult(NamedTuple):
+    """CreatableTopicResult (response)."""
+
+    name: str = ''
+    topic_id: uuid.UUID = ZERO_UUID
+    error_code: int = 0
+    error_message: str | None = ''
+    topic_config_error_code: int = 0
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Sequence[CreatableTopicConfigs] | None = ()
+
+
+class CreatableTopicConfigs(NamedTuple):
+    """CreatableTopicConfigs (response)."""
+
+    name: str = ''
+    value: str | None = ''
+    read_only: bool = False
+    config_source: int = -1
+    is_sensitive: bool = False
+
 
 REQUEST = Message(
     'CreateTopicsRequest',
@@ -49,6 +121,7 @@ REQUEST = Message(
         F('timeout_ms', 'int32', '0+', default=60000),
         F('validate_only', 'bool', '1+', default=False),
     ),
+    records=(CreateTopicsRequest, CreatableTopic, CreatableReplicaAssignment, CreatableTopicConfig,),
 )
 
 
@@ -77,12 +150,5 @@ RESPONSE = Message(
             ),
         ),
     ),
+    records=(CreateTopicsResponse, CreatableTopicResult, CreatableTopicConfigs,),
 )
-
-CreateTopicsRequest = REQUEST.cls
-CreateTopicsResponse = RESPONSE.cls
-CreatableTopic = REQUEST.classes['CreatableTopic']
-CreatableReplicaAssignment = REQUEST.classes['CreatableReplicaAssignment']
-CreatableTopicConfig = REQUEST.classes['CreatableTopicConfig']
-CreatableTopicResult = RESPONSE.classes['CreatableTopicResult']
-CreatableTopicConfigs = RESPONSE.classes['CreatableTopicConfigs']

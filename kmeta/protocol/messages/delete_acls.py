@@ -16,7 +16,62 @@ Response versions:
 * Version 3 adds the user resource type.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class DeleteAclsRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 3
+    filters: Sequence[DeleteAclsFilter] = ()
+
+
+class DeleteAclsFilter(NamedTuple):
+    """DeleteAclsFilter (request)."""
+
+    resource_type_filter: int = 0
+    resource_name_filter: str | None = ''
+    pattern_type_filter: int = 3
+    principal_filter: str | None = ''
+    host_filter: str | None = ''
+    operation: int = 0
+    permission_type: int = 0
+
+
+class DeleteAclsResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 3
+    throttle_time_ms: int = 0
+    filter_results: Sequence[DeleteAclsFilterResult] = ()
+
+
+class DeleteAclsFilterResult(NamedTuple):
+    """DeleteAclsFilterResult (response)."""
+
+    error_code: int = 0
+    error_message: str | None = ''
+    matching_acls: Sequence[DeleteAclsMatchingAcl] = ()
+
+
+class DeleteAclsMatchingAcl(NamedTuple):
+    """DeleteAclsMatchingAcl (response)."""
+
+    error_code: int = 0
+    error_message: str | None = ''
+    resource_type: int = 0
+    resource_name: str = ''
+    pattern_type: int = 3
+    principal: str = ''
+    host: str = ''
+    operation: int = 0
+    permission_type: int = 0
+
 
 REQUEST = Message(
     'DeleteAclsRequest',
@@ -34,6 +89,7 @@ REQUEST = Message(
             F('permission_type', 'int8', '0+'),
         ),
     ),
+    records=(DeleteAclsRequest, DeleteAclsFilter,),
 )
 
 
@@ -60,10 +116,5 @@ RESPONSE = Message(
             ),
         ),
     ),
+    records=(DeleteAclsResponse, DeleteAclsFilterResult, DeleteAclsMatchingAcl,),
 )
-
-DeleteAclsRequest = REQUEST.cls
-DeleteAclsResponse = RESPONSE.cls
-DeleteAclsFilter = REQUEST.classes['DeleteAclsFilter']
-DeleteAclsFilterResult = RESPONSE.classes['DeleteAclsFilterResult']
-DeleteAclsMatchingAcl = RESPONSE.classes['DeleteAclsMatchingAcl']

@@ -23,7 +23,48 @@ Response versions:
   the topic ID was not found.
 """
 
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+from kmeta.protocol.types import ZERO_UUID
+
+
+class DeleteTopicsRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 6
+    topics: Sequence[DeleteTopicState] = ()
+    topic_names: Sequence[str] = ()
+    timeout_ms: int = 0
+
+
+class DeleteTopicState(NamedTuple):
+    """DeleteTopicState (request)."""
+
+    name: str | None = None
+    topic_id: uuid.UUID = ZERO_UUID
+
+
+class DeleteTopicsResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 6
+    throttle_time_ms: int = 0
+    responses: Sequence[DeletableTopicResult] = ()
+
+
+class DeletableTopicResult(NamedTuple):
+    """DeletableTopicResult (response)."""
+
+    name: str | None = ''
+    topic_id: uuid.UUID = ZERO_UUID
+    error_code: int = 0
+    error_message: str | None = None
+
 
 REQUEST = Message(
     'DeleteTopicsRequest',
@@ -38,6 +79,7 @@ REQUEST = Message(
         F('topic_names', '[]string', '0-5'),
         F('timeout_ms', 'int32', '0+'),
     ),
+    records=(DeleteTopicsRequest, DeleteTopicState,),
 )
 
 
@@ -55,9 +97,5 @@ RESPONSE = Message(
             F('error_message', 'string', '5+', nullable='5+', default=None),
         ),
     ),
+    records=(DeleteTopicsResponse, DeletableTopicResult,),
 )
-
-DeleteTopicsRequest = REQUEST.cls
-DeleteTopicsResponse = RESPONSE.cls
-DeleteTopicState = REQUEST.classes['DeleteTopicState']
-DeletableTopicResult = RESPONSE.classes['DeletableTopicResult']

@@ -16,7 +16,54 @@ Response versions:
 * Version 3 adds user resource type.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class DescribeAclsRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 3
+    resource_type_filter: int = 0
+    resource_name_filter: str | None = ''
+    pattern_type_filter: int = 3
+    principal_filter: str | None = ''
+    host_filter: str | None = ''
+    operation: int = 0
+    permission_type: int = 0
+
+
+class DescribeAclsResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 3
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = ''
+    resources: Sequence[DescribeAclsResource] = ()
+
+
+class DescribeAclsResource(NamedTuple):
+    """DescribeAclsResource (response)."""
+
+    resource_type: int = 0
+    resource_name: str = ''
+    pattern_type: int = 3
+    acls: Sequence[AclDescription] = ()
+
+
+class AclDescription(NamedTuple):
+    """AclDescription (response)."""
+
+    principal: str = ''
+    host: str = ''
+    operation: int = 0
+    permission_type: int = 0
+
 
 REQUEST = Message(
     'DescribeAclsRequest',
@@ -32,6 +79,7 @@ REQUEST = Message(
         F('operation', 'int8', '0+'),
         F('permission_type', 'int8', '0+'),
     ),
+    records=(DescribeAclsRequest,),
 )
 
 
@@ -56,9 +104,5 @@ RESPONSE = Message(
             ),
         ),
     ),
+    records=(DescribeAclsResponse, DescribeAclsResource, AclDescription,),
 )
-
-DescribeAclsRequest = REQUEST.cls
-DescribeAclsResponse = RESPONSE.cls
-DescribeAclsResource = RESPONSE.classes['DescribeAclsResource']
-AclDescription = RESPONSE.classes['AclDescription']

@@ -12,7 +12,44 @@ Response versions:
   UNSUPPORTED_ENDPOINT_TYPE valid top-level response error codes.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class DescribeClusterRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 1
+    include_cluster_authorized_operations: bool = False
+    endpoint_type: int = 1
+
+
+class DescribeClusterResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 1
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    endpoint_type: int = 1
+    cluster_id: str = ''
+    controller_id: int = -1
+    brokers: Sequence[DescribeClusterBroker] = ()
+    cluster_authorized_operations: int = -2147483648
+
+
+class DescribeClusterBroker(NamedTuple):
+    """DescribeClusterBroker (response)."""
+
+    broker_id: int = 0
+    host: str = ''
+    port: int = 0
+    rack: str | None = None
+
 
 REQUEST = Message(
     'DescribeClusterRequest',
@@ -23,6 +60,7 @@ REQUEST = Message(
         F('include_cluster_authorized_operations', 'bool', '0+'),
         F('endpoint_type', 'int8', '1+', default=1),
     ),
+    records=(DescribeClusterRequest,),
 )
 
 
@@ -46,8 +84,5 @@ RESPONSE = Message(
         ),
         F('cluster_authorized_operations', 'int32', '0+', default=-2147483648),
     ),
+    records=(DescribeClusterResponse, DescribeClusterBroker,),
 )
-
-DescribeClusterRequest = REQUEST.cls
-DescribeClusterResponse = RESPONSE.cls
-DescribeClusterBroker = RESPONSE.classes['DescribeClusterBroker']

@@ -15,7 +15,70 @@ Response versions:
 * Version 4 enables flexible versions.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class DescribeConfigsRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 4
+    resources: Sequence[DescribeConfigsResource] = ()
+    include_synonyms: bool = False
+    include_documentation: bool = False
+
+
+class DescribeConfigsResource(NamedTuple):
+    """DescribeConfigsResource (request)."""
+
+    resource_type: int = 0
+    resource_name: str = ''
+    configuration_keys: Sequence[str] | None = ()
+
+
+class DescribeConfigsResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 4
+    throttle_time_ms: int = 0
+    results: Sequence[DescribeConfigsResult] = ()
+
+
+class DescribeConfigsResult(NamedTuple):
+    """DescribeConfigsResult (response)."""
+
+    error_code: int = 0
+    error_message: str | None = ''
+    resource_type: int = 0
+    resource_name: str = ''
+    configs: Sequence[DescribeConfigsResourceResult] = ()
+
+
+class DescribeConfigsResourceResult(NamedTuple):
+    """DescribeConfigsResourceResult (response)."""
+
+    name: str = ''
+    value: str | None = ''
+    read_only: bool = False
+    is_default: bool = False
+    config_source: int = -1
+    is_sensitive: bool = False
+    synonyms: Sequence[DescribeConfigsSynonym] = ()
+    config_type: int = 0
+    documentation: str | None = ''
+
+
+class DescribeConfigsSynonym(NamedTuple):
+    """DescribeConfigsSynonym (response)."""
+
+    name: str = ''
+    value: str | None = ''
+    source: int = 0
+
 
 REQUEST = Message(
     'DescribeConfigsRequest',
@@ -31,6 +94,7 @@ REQUEST = Message(
         F('include_synonyms', 'bool', '1+', default=False),
         F('include_documentation', 'bool', '3+', default=False),
     ),
+    records=(DescribeConfigsRequest, DescribeConfigsResource,),
 )
 
 
@@ -63,11 +127,5 @@ RESPONSE = Message(
             ),
         ),
     ),
+    records=(DescribeConfigsResponse, DescribeConfigsResult, DescribeConfigsResourceResult, DescribeConfigsSynonym,),
 )
-
-DescribeConfigsRequest = REQUEST.cls
-DescribeConfigsResponse = RESPONSE.cls
-DescribeConfigsResource = REQUEST.classes['DescribeConfigsResource']
-DescribeConfigsResult = RESPONSE.classes['DescribeConfigsResult']
-DescribeConfigsResourceResult = RESPONSE.classes['DescribeConfigsResourceResult']
-DescribeConfigsSynonym = RESPONSE.classes['DescribeConfigsSynonym']

@@ -13,7 +13,53 @@ Response versions:
 * Version 2 is the first flexible version.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class ElectLeadersRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 2
+    election_type: int = 0
+    topic_partitions: Sequence[TopicPartitions] | None = ()
+    timeout_ms: int = 60000
+
+
+class TopicPartitions(NamedTuple):
+    """TopicPartitions (request)."""
+
+    topic: str = ''
+    partitions: Sequence[int] = ()
+
+
+class ElectLeadersResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 2
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    replica_election_results: Sequence[ReplicaElectionResult] = ()
+
+
+class ReplicaElectionResult(NamedTuple):
+    """ReplicaElectionResult (response)."""
+
+    topic: str = ''
+    partition_result: Sequence[PartitionResult] = ()
+
+
+class PartitionResult(NamedTuple):
+    """PartitionResult (response)."""
+
+    partition_id: int = 0
+    error_code: int = 0
+    error_message: str | None = ''
+
 
 REQUEST = Message(
     'ElectLeadersRequest',
@@ -29,6 +75,7 @@ REQUEST = Message(
         ),
         F('timeout_ms', 'int32', '0+', default=60000),
     ),
+    records=(ElectLeadersRequest, TopicPartitions,),
 )
 
 
@@ -49,10 +96,5 @@ RESPONSE = Message(
             ),
         ),
     ),
+    records=(ElectLeadersResponse, ReplicaElectionResult, PartitionResult,),
 )
-
-ElectLeadersRequest = REQUEST.cls
-ElectLeadersResponse = RESPONSE.cls
-TopicPartitions = REQUEST.classes['TopicPartitions']
-ReplicaElectionResult = RESPONSE.classes['ReplicaElectionResult']
-PartitionResult = RESPONSE.classes['PartitionResult']

@@ -11,7 +11,54 @@ Response versions:
 * Version 1 is the first flexible version.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class IncrementalAlterConfigsRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 1
+    resources: Sequence[AlterConfigsResource] = ()
+    validate_only: bool = False
+
+
+class AlterConfigsResource(NamedTuple):
+    """AlterConfigsResource (request)."""
+
+    resource_type: int = 0
+    resource_name: str = ''
+    configs: Sequence[AlterableConfig] = ()
+
+
+class AlterableConfig(NamedTuple):
+    """AlterableConfig (request)."""
+
+    name: str = ''
+    config_operation: int = 0
+    value: str | None = ''
+
+
+class IncrementalAlterConfigsResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 1
+    throttle_time_ms: int = 0
+    responses: Sequence[AlterConfigsResourceResponse] = ()
+
+
+class AlterConfigsResourceResponse(NamedTuple):
+    """AlterConfigsResourceResponse (response)."""
+
+    error_code: int = 0
+    error_message: str | None = ''
+    resource_type: int = 0
+    resource_name: str = ''
+
 
 REQUEST = Message(
     'IncrementalAlterConfigsRequest',
@@ -30,6 +77,7 @@ REQUEST = Message(
         ),
         F('validate_only', 'bool', '0+'),
     ),
+    records=(IncrementalAlterConfigsRequest, AlterConfigsResource, AlterableConfig,),
 )
 
 
@@ -47,10 +95,5 @@ RESPONSE = Message(
             F('resource_name', 'string', '0+'),
         ),
     ),
+    records=(IncrementalAlterConfigsResponse, AlterConfigsResourceResponse,),
 )
-
-IncrementalAlterConfigsRequest = REQUEST.cls
-IncrementalAlterConfigsResponse = RESPONSE.cls
-AlterConfigsResource = REQUEST.classes['AlterConfigsResource']
-AlterableConfig = REQUEST.classes['AlterableConfig']
-AlterConfigsResourceResponse = RESPONSE.classes['AlterConfigsResourceResponse']

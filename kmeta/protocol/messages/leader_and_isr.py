@@ -22,7 +22,86 @@ Response versions:
   the partitions by topic, as described by KIP-516.
 """
 
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message, S
+from kmeta.protocol.types import ZERO_UUID
+
+
+class LeaderAndIsrRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 7
+    controller_id: int = 0
+    is_kraft_controller: bool = False
+    controller_epoch: int = 0
+    broker_epoch: int = -1
+    type: int = 0
+    ungrouped_partition_states: Sequence[LeaderAndIsrPartitionState] = ()
+    topic_states: Sequence[LeaderAndIsrTopicState] = ()
+    live_leaders: Sequence[LeaderAndIsrLiveLeader] = ()
+
+
+class LeaderAndIsrTopicState(NamedTuple):
+    """LeaderAndIsrTopicState (request)."""
+
+    topic_name: str = ''
+    topic_id: uuid.UUID = ZERO_UUID
+    partition_states: Sequence[LeaderAndIsrPartitionState] = ()
+
+
+class LeaderAndIsrLiveLeader(NamedTuple):
+    """LeaderAndIsrLiveLeader (request)."""
+
+    broker_id: int = 0
+    host_name: str = ''
+    port: int = 0
+
+
+class LeaderAndIsrPartitionState(NamedTuple):
+    """LeaderAndIsrPartitionState (request)."""
+
+    topic_name: str = ''
+    partition_index: int = 0
+    controller_epoch: int = 0
+    leader: int = 0
+    leader_epoch: int = 0
+    isr: Sequence[int] = ()
+    partition_epoch: int = 0
+    replicas: Sequence[int] = ()
+    adding_replicas: Sequence[int] = ()
+    removing_replicas: Sequence[int] = ()
+    is_new: bool = False
+    leader_recovery_state: int = 0
+
+
+class LeaderAndIsrResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 7
+    error_code: int = 0
+    partition_errors: Sequence[LeaderAndIsrPartitionError] = ()
+    topics: Sequence[LeaderAndIsrTopicError] = ()
+
+
+class LeaderAndIsrTopicError(NamedTuple):
+    """LeaderAndIsrTopicError (response)."""
+
+    topic_id: uuid.UUID = ZERO_UUID
+    partition_errors: Sequence[LeaderAndIsrPartitionError] = ()
+
+
+class LeaderAndIsrPartitionError(NamedTuple):
+    """LeaderAndIsrPartitionError (response)."""
+
+    topic_name: str = ''
+    partition_index: int = 0
+    error_code: int = 0
+
 
 REQUEST = Message(
     'LeaderAndIsrRequest',
@@ -63,6 +142,7 @@ REQUEST = Message(
             F('leader_recovery_state', 'int8', '6+', default=0),
         ),
     ),
+    records=(LeaderAndIsrRequest, LeaderAndIsrTopicState, LeaderAndIsrLiveLeader, LeaderAndIsrPartitionState,),
 )
 
 
@@ -86,12 +166,5 @@ RESPONSE = Message(
             F('error_code', 'int16', '0+'),
         ),
     ),
+    records=(LeaderAndIsrResponse, LeaderAndIsrTopicError, LeaderAndIsrPartitionError,),
 )
-
-LeaderAndIsrRequest = REQUEST.cls
-LeaderAndIsrResponse = RESPONSE.cls
-LeaderAndIsrPartitionState = REQUEST.classes['LeaderAndIsrPartitionState']
-LeaderAndIsrTopicState = REQUEST.classes['LeaderAndIsrTopicState']
-LeaderAndIsrLiveLeader = REQUEST.classes['LeaderAndIsrLiveLeader']
-LeaderAndIsrPartitionError = RESPONSE.classes['LeaderAndIsrPartitionError']
-LeaderAndIsrTopicError = RESPONSE.classes['LeaderAndIsrTopicError']

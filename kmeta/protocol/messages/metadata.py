@@ -21,7 +21,77 @@ Response versions:
 * Version 13 supports top-level error code in the response.
 """
 
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+from kmeta.protocol.types import ZERO_UUID
+
+
+class MetadataRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 13
+    topics: Sequence[MetadataRequestTopic] | None = ()
+    allow_auto_topic_creation: bool = True
+    include_cluster_authorized_operations: bool = False
+    include_topic_authorized_operations: bool = False
+
+
+class MetadataRequestTopic(NamedTuple):
+    """MetadataRequestTopic (request)."""
+
+    topic_id: uuid.UUID = ZERO_UUID
+    name: str | None = ''
+
+
+class MetadataResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 13
+    throttle_time_ms: int = 0
+    brokers: Sequence[MetadataResponseBroker] = ()
+    cluster_id: str | None = None
+    controller_id: int = -1
+    topics: Sequence[MetadataResponseTopic] = ()
+    cluster_authorized_operations: int = -2147483648
+    error_code: int = 0
+
+
+class MetadataResponseBroker(NamedTuple):
+    """MetadataResponseBroker (response)."""
+
+    node_id: int = 0
+    host: str = ''
+    port: int = 0
+    rack: str | None = None
+
+
+class MetadataResponseTopic(NamedTuple):
+    """MetadataResponseTopic (response)."""
+
+    error_code: int = 0
+    name: str | None = ''
+    topic_id: uuid.UUID = ZERO_UUID
+    is_internal: bool = False
+    partitions: Sequence[MetadataResponsePartition] = ()
+    topic_authorized_operations: int = -2147483648
+
+
+class MetadataResponsePartition(NamedTuple):
+    """MetadataResponsePartition (response)."""
+
+    error_code: int = 0
+    partition_index: int = 0
+    leader_id: int = 0
+    leader_epoch: int = -1
+    replica_nodes: Sequence[int] = ()
+    isr_nodes: Sequence[int] = ()
+    offline_replicas: Sequence[int] = ()
+
 
 REQUEST = Message(
     'MetadataRequest',
@@ -38,6 +108,7 @@ REQUEST = Message(
         F('include_cluster_authorized_operations', 'bool', '8-10'),
         F('include_topic_authorized_operations', 'bool', '8+'),
     ),
+    records=(MetadataRequest, MetadataRequestTopic,),
 )
 
 
@@ -75,11 +146,5 @@ RESPONSE = Message(
         F('cluster_authorized_operations', 'int32', '8-10', default=-2147483648),
         F('error_code', 'int16', '13+'),
     ),
+    records=(MetadataResponse, MetadataResponseBroker, MetadataResponseTopic, MetadataResponsePartition,),
 )
-
-MetadataRequest = REQUEST.cls
-MetadataResponse = RESPONSE.cls
-MetadataRequestTopic = REQUEST.classes['MetadataRequestTopic']
-MetadataResponseBroker = RESPONSE.classes['MetadataResponseBroker']
-MetadataResponseTopic = RESPONSE.classes['MetadataResponseTopic']
-MetadataResponsePartition = RESPONSE.classes['MetadataResponsePartition']

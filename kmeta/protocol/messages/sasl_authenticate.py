@@ -13,7 +13,29 @@ Response versions:
 * Version 2 adds flexible version support
 """
 
+from __future__ import annotations
+
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class SaslAuthenticateRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 2
+    auth_bytes: bytes = b''
+
+
+class SaslAuthenticateResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 2
+    error_code: int = 0
+    error_message: str | None = ''
+    auth_bytes: bytes = b''
+    session_lifetime_ms: int = 0
+
 
 REQUEST = Message(
     'SaslAuthenticateRequest',
@@ -23,6 +45,7 @@ REQUEST = Message(
     fields=(
         F('auth_bytes', 'bytes', '0+'),
     ),
+    records=(SaslAuthenticateRequest,),
 )
 
 
@@ -37,7 +60,5 @@ RESPONSE = Message(
         F('auth_bytes', 'bytes', '0+'),
         F('session_lifetime_ms', 'int64', '1+', default=0),
     ),
+    records=(SaslAuthenticateResponse,),
 )
-
-SaslAuthenticateRequest = REQUEST.cls
-SaslAuthenticateResponse = RESPONSE.cls

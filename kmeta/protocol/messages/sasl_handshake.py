@@ -17,7 +17,28 @@ Response versions:
   See https://issues.apache.org/jira/browse/KAFKA-9577
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class SaslHandshakeRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 1
+    mechanism: str = ''
+
+
+class SaslHandshakeResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 1
+    error_code: int = 0
+    mechanisms: Sequence[str] = ()
+
 
 REQUEST = Message(
     'SaslHandshakeRequest',
@@ -27,6 +48,7 @@ REQUEST = Message(
     fields=(
         F('mechanism', 'string', '0+'),
     ),
+    records=(SaslHandshakeRequest,),
 )
 
 
@@ -39,7 +61,5 @@ RESPONSE = Message(
         F('error_code', 'int16', '0+'),
         F('mechanisms', '[]string', '0+'),
     ),
+    records=(SaslHandshakeResponse,),
 )
-
-SaslHandshakeRequest = REQUEST.cls
-SaslHandshakeResponse = RESPONSE.cls

@@ -17,7 +17,72 @@ Response versions:
 * Version 3 returns FENCED_LEADER_EPOCH if the epoch of the leader is stale (KIP-570).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message
+
+
+class StopReplicaRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 4
+    controller_id: int = 0
+    is_kraft_controller: bool = False
+    controller_epoch: int = 0
+    broker_epoch: int = -1
+    delete_partitions: bool = False
+    ungrouped_partitions: Sequence[StopReplicaPartitionV0] = ()
+    topics: Sequence[StopReplicaTopicV1] = ()
+    topic_states: Sequence[StopReplicaTopicState] = ()
+
+
+class StopReplicaPartitionV0(NamedTuple):
+    """StopReplicaPartitionV0 (request)."""
+
+    topic_name: str = ''
+    partition_index: int = 0
+
+
+class StopReplicaTopicV1(NamedTuple):
+    """StopReplicaTopicV1 (request)."""
+
+    name: str = ''
+    partition_indexes: Sequence[int] = ()
+
+
+class StopReplicaTopicState(NamedTuple):
+    """StopReplicaTopicState (request)."""
+
+    topic_name: str = ''
+    partition_states: Sequence[StopReplicaPartitionState] = ()
+
+
+class StopReplicaPartitionState(NamedTuple):
+    """StopReplicaPartitionState (request)."""
+
+    partition_index: int = 0
+    leader_epoch: int = -1
+    delete_partition: bool = False
+
+
+class StopReplicaResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 4
+    error_code: int = 0
+    partition_errors: Sequence[StopReplicaPartitionError] = ()
+
+
+class StopReplicaPartitionError(NamedTuple):
+    """StopReplicaPartitionError (response)."""
+
+    topic_name: str = ''
+    partition_index: int = 0
+    error_code: int = 0
+
 
 REQUEST = Message(
     'StopReplicaRequest',
@@ -47,6 +112,7 @@ REQUEST = Message(
             ),
         ),
     ),
+    records=(StopReplicaRequest, StopReplicaPartitionV0, StopReplicaTopicV1, StopReplicaTopicState, StopReplicaPartitionState,),
 )
 
 
@@ -63,12 +129,5 @@ RESPONSE = Message(
             F('error_code', 'int16', '0+'),
         ),
     ),
+    records=(StopReplicaResponse, StopReplicaPartitionError,),
 )
-
-StopReplicaRequest = REQUEST.cls
-StopReplicaResponse = RESPONSE.cls
-StopReplicaPartitionV0 = REQUEST.classes['StopReplicaPartitionV0']
-StopReplicaTopicV1 = REQUEST.classes['StopReplicaTopicV1']
-StopReplicaTopicState = REQUEST.classes['StopReplicaTopicState']
-StopReplicaPartitionState = REQUEST.classes['StopReplicaPartitionState']
-StopReplicaPartitionError = RESPONSE.classes['StopReplicaPartitionError']

@@ -17,7 +17,110 @@ Response versions:
 * Versions 1, 2, 3, 4, and 5 are the same as version 0
 """
 
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from kmeta.protocol.schema import F, Message, S
+from kmeta.protocol.types import ZERO_UUID
+
+
+class UpdateMetadataRequest(NamedTuple):
+    """The request, at ``version``."""
+
+    version: int = 8
+    controller_id: int = 0
+    is_kraft_controller: bool = False
+    type: int = 0
+    controller_epoch: int = 0
+    broker_epoch: int = -1
+    ungrouped_partition_states: Sequence[UpdateMetadataPartitionState] = ()
+    topic_states: Sequence[UpdateMetadataTopicState] = ()
+    live_brokers: Sequence[UpdateMetadataBroker] = ()
+    kmeta_acls: Sequence[KmetaAcl] | None = None
+    kmeta_scram_credentials: Sequence[KmetaScramCredential] | None = None
+
+
+class UpdateMetadataTopicState(NamedTuple):
+    """UpdateMetadataTopicState (request)."""
+
+    topic_name: str = ''
+    topic_id: uuid.UUID = ZERO_UUID
+    partition_states: Sequence[UpdateMetadataPartitionState] = ()
+    kmeta_topic_configs: Sequence[KmetaTopicConfig] | None = None
+
+
+class KmetaTopicConfig(NamedTuple):
+    """KmetaTopicConfig (request)."""
+
+    name: str = ''
+    value: str = ''
+
+
+class UpdateMetadataBroker(NamedTuple):
+    """UpdateMetadataBroker (request)."""
+
+    id: int = 0
+    v0_host: str = ''
+    v0_port: int = 0
+    endpoints: Sequence[UpdateMetadataEndpoint] = ()
+    rack: str | None = ''
+
+
+class UpdateMetadataEndpoint(NamedTuple):
+    """UpdateMetadataEndpoint (request)."""
+
+    port: int = 0
+    host: str = ''
+    listener: str = ''
+    security_protocol: int = 0
+
+
+class KmetaAcl(NamedTuple):
+    """KmetaAcl (request)."""
+
+    resource_type: int = 0
+    resource_name: str = ''
+    pattern_type: int = 0
+    principal: str = ''
+    host: str = ''
+    operation: int = 0
+    permission_type: int = 0
+
+
+class KmetaScramCredential(NamedTuple):
+    """KmetaScramCredential (request)."""
+
+    name: str = ''
+    mechanism: int = 0
+    salt: bytes = b''
+    stored_key: bytes = b''
+    server_key: bytes = b''
+    iterations: int = 0
+
+
+class UpdateMetadataPartitionState(NamedTuple):
+    """UpdateMetadataPartitionState (request)."""
+
+    topic_name: str = ''
+    partition_index: int = 0
+    controller_epoch: int = 0
+    leader: int = 0
+    leader_epoch: int = 0
+    isr: Sequence[int] = ()
+    zk_version: int = 0
+    replicas: Sequence[int] = ()
+    offline_replicas: Sequence[int] = ()
+
+
+class UpdateMetadataResponse(NamedTuple):
+    """The response, at ``version``."""
+
+    version: int = 8
+    error_code: int = 0
+
 
 REQUEST = Message(
     'UpdateMetadataRequest',
@@ -86,6 +189,7 @@ REQUEST = Message(
             F('offline_replicas', '[]int32', '4+'),
         ),
     ),
+    records=(UpdateMetadataRequest, UpdateMetadataTopicState, KmetaTopicConfig, UpdateMetadataBroker, UpdateMetadataEndpoint, KmetaAcl, KmetaScramCredential, UpdateMetadataPartitionState,),
 )
 
 
@@ -97,14 +201,5 @@ RESPONSE = Message(
     fields=(
         F('error_code', 'int16', '0+'),
     ),
+    records=(UpdateMetadataResponse,),
 )
-
-UpdateMetadataRequest = REQUEST.cls
-UpdateMetadataResponse = RESPONSE.cls
-UpdateMetadataPartitionState = REQUEST.classes['UpdateMetadataPartitionState']
-UpdateMetadataTopicState = REQUEST.classes['UpdateMetadataTopicState']
-KmetaTopicConfig = REQUEST.classes['KmetaTopicConfig']
-UpdateMetadataBroker = REQUEST.classes['UpdateMetadataBroker']
-UpdateMetadataEndpoint = REQUEST.classes['UpdateMetadataEndpoint']
-KmetaAcl = REQUEST.classes['KmetaAcl']
-KmetaScramCredential = REQUEST.classes['KmetaScramCredential']
