@@ -6,18 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewTopic
 
 from kmeta.cli.zookeeper import LocalZooKeeper
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
-from tests.e2e.test_controller_quorum import Quorum, _wait
+from tests.e2e.test_controller_quorum import ZK_SESSION_MS, Quorum, _wait
 
 pytestmark = pytest.mark.e2e
 
@@ -105,3 +111,107 @@ async def test_a_fenced_write_is_answered_not_controller_and_the_controller_resi
     assert "before" in md.topics
     assert q.zkc.exists("/brokers/ids/2") is None
     assert q.active() == (99, new_epoch)
+
+
+#: how late past the session timeout a cut-off controller may still act, or a standby not
+#: yet be active, on a loaded machine (kazoo's and ZooKeeper's own ticks, process start-up)
+CUT_MARGIN_S = 3.0
+
+
+class Proxy:
+    """kmeta.testing.tcp_proxy as a process: the cut controller's only way to ZooKeeper."""
+
+    def __init__(self, target: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kmeta.testing.tcp_proxy", target],
+            stdout=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # "listening PORT"
+        assert line.startswith("listening "), line
+        self.address = f"127.0.0.1:{int(line.split()[1])}"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+def _applied(state_log: Path) -> list[dict[str, object]]:
+    """The control requests a broker applied (its state-change log)."""
+    if not state_log.exists():
+        return []
+    return [json.loads(line) for line in state_log.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.timeout(120)
+def test_the_active_controller_cut_off_from_zookeeper_is_deposed_within_the_session_timeout(
+    zookeeper: LocalZooKeeper, tmp_path: Path
+) -> None:
+    q = Quorum(zookeeper, tmp_path)
+    proxy = Proxy(zookeeper.connect_string)
+    state_logs = {b: tmp_path / f"broker-{b}.state.jsonl" for b in (1, 2)}
+    try:
+        q.start_controller(3001, zookeeper=proxy.address)  # through the proxy, active first
+        _wait(lambda: q.active()[0] == 3001, 30, "controller 3001 active")
+        q.start_controller(3002)
+        q.start_controller(3003)
+        for b, state_log in state_logs.items():
+            q.start_broker(b, "--state-change-log", str(state_log))
+        admin = q.admin()
+        _wait(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 30, "two brokers")
+        _wait(lambda: len(q.zkc.get_children("/kmeta/controllers")) == 3, 30, "3 members")
+        admin.create_topics([NewTopic("before", 2, 2)])["before"].result(timeout=30)
+        _, epoch = q.active()
+        cut_port = q.ctl_ports[3001]
+        assert not _refuses(cut_port)
+
+        os.kill(proxy.proc.pid, signal.SIGSTOP)  # the link to ZooKeeper goes silent
+        cut = time.monotonic()
+        session_s = ZK_SESSION_MS / 1000.0
+        # it stops acting (senders, then its listener) before its session can expire
+        _wait(lambda: _refuses(cut_port), session_s + CUT_MARGIN_S, "the cut controller resigns")
+        resigned = time.monotonic() - cut
+        # ZooKeeper expires its session; a standby is elected at a higher epoch
+        _wait(lambda: q.active()[0] in (3002, 3003), session_s + 2 * CUT_MARGIN_S, "a standby")
+        elected = time.monotonic() - cut
+        new_node, new_epoch = q.active()
+        assert new_epoch == epoch + 1
+        assert resigned <= session_s + CUT_MARGIN_S, (resigned, elected)
+        print(json.dumps({"cut_to_resigned_s": round(resigned, 2), "cut_to_elected_s": round(elected, 2)}))
+
+        os.kill(proxy.proc.pid, signal.SIGCONT)  # the cut heals
+        healed_ms = time.time() * 1000.0
+        # the old controller's kazoo finds its session expired: it stands by on a new one
+        _wait(lambda: q.zkc.exists("/kmeta/controllers/3001") is not None, 20, "3001 back")
+        deadline = time.monotonic() + 30
+        while True:  # NOT_CONTROLLER while the brokers move on to the new controller
+            try:
+                admin.create_topics([NewTopic("after", 2, 2)])["after"].result(timeout=30)
+                break
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.NOT_CONTROLLER:
+                    raise
+            assert time.monotonic() < deadline, "brokers never reached the new controller"
+            time.sleep(0.2)
+        time.sleep(1.0)  # (anything the old controller might still push would show by now)
+
+        assert q.active() == (new_node, new_epoch)
+        assert _refuses(cut_port)
+        log = (tmp_path / "controller-3001.log").read_text()
+        assert log.count("active on") == 1, "the cut controller was elected again"
+        # nothing from the old epoch after the heal: ZooKeeper's states and what the brokers
+        # applied are all the new controller's
+        for p in (0, 1):
+            state = json.loads(q.zkc.get(f"/brokers/topics/after/partitions/{p}/state")[0])
+            assert state["controller_epoch"] == new_epoch
+        for b, state_log in state_logs.items():
+            since = [r for r in _applied(state_log) if float(str(r["ts_ms"])) > healed_ms]
+            assert since, f"broker {b} applied nothing after the heal"
+            new = (new_node, new_epoch)
+            stale = [r for r in since if (r["controller_id"], r["controller_epoch"]) != new]
+            assert not stale, f"broker {b} applied requests of another controller: {stale}"
+    finally:
+        proxy.close()
+        q.close()

@@ -65,22 +65,23 @@ class Quorum:
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
 
-    def start_controller(self, node: int) -> None:
+    def start_controller(self, node: int, zookeeper: str | None = None) -> None:
         self._spawn(f"controller-{node}", [
-            "controller", "--zookeeper", self.zk.connect_string, "--node-id", str(node),
+            "controller", "--zookeeper", zookeeper or self.zk.connect_string,
+            "--node-id", str(node),
             "--listeners", f"CONTROLLER://127.0.0.1:{self.ctl_ports[node]}",
             "--data-dir", str(self.tmp / f"c{node}"), "--cluster-id", self.cluster_id,
             "--zookeeper-session-timeout-ms", str(ZK_SESSION_MS), "--session-timeout-ms", "6000",
         ])  # fmt: skip
 
-    def start_broker(self, broker: int) -> None:
+    def start_broker(self, broker: int, *extra: str) -> None:
         control = _free_ports(1)[0]
         self._spawn(f"broker-{broker}", [
             "broker", "--broker-id", str(broker),
             "--listeners", f"PLAINTEXT://127.0.0.1:{self.client_ports[broker]},"
                            f"CONTROL://127.0.0.1:{control}",
             "--controller", ",".join(f"127.0.0.1:{p}" for p in self.ctl_ports.values()),
-            "--heartbeat-interval-ms", "250", "--cluster-id", self.cluster_id,
+            "--heartbeat-interval-ms", "250", "--cluster-id", self.cluster_id, *extra,
         ])  # fmt: skip
 
     def active(self) -> tuple[int | None, int]:
