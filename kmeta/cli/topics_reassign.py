@@ -22,18 +22,14 @@ from typing import Any
 import click
 
 from kmeta.cli.topics import TIMEOUT_MS, _bootstrap, _run, fetch_metadata
+from kmeta.metadata.model import TopicPartition
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 
-TopicPartition = tuple[str, int]
 Assignment = dict[TopicPartition, tuple[int, ...]]
 MAX_JSON_BYTES = 64 * 1024 * 1024
-
-
-def _name(tp: TopicPartition) -> str:
-    return f"{tp[0]}-{tp[1]}"
 
 
 def read_reassignment_json(path: str) -> Assignment:
@@ -44,7 +40,10 @@ def read_reassignment_json(path: str) -> Assignment:
             raise click.BadParameter("file too large", param_hint=hint)
         data = json.loads(file.read_text())
         entries = [
-            ((str(e["topic"]), int(e["partition"])), tuple(int(r) for r in e["replicas"]))
+            (
+                TopicPartition(str(e["topic"]), int(e["partition"])),
+                tuple(int(r) for r in e["replicas"]),
+            )
             for e in data["partitions"]
         ]
     except OSError as exc:
@@ -67,7 +66,11 @@ def read_plan(plan_dir: str) -> Assignment:
         topics = read_planned_topics(plan_dir)
     except (OSError, ValueError) as exc:
         raise click.BadParameter(str(exc), param_hint="--plan") from None
-    return {(t.name, p): replicas for t in topics for p, replicas in enumerate(t.assignment)}
+    return {
+        TopicPartition(t.name, p): replicas
+        for t in topics
+        for p, replicas in enumerate(t.assignment)
+    }
 
 
 def assignment_json(assignment: Assignment) -> str:
@@ -94,7 +97,7 @@ async def _current(conn: KafkaConnection, tps: list[TopicPartition]) -> Assignme
     response = await fetch_metadata(conn, sorted({t for t, _ in tps}))
     wanted = set(tps)
     return {
-        (t.name, p.partition_index): tuple(p.replica_nodes)
+        TopicPartition(t.name, p.partition_index): tuple(p.replica_nodes)
         for t in response.topics
         if t.error_code == 0
         for p in t.partitions
@@ -130,7 +133,9 @@ async def _in_progress(conn: KafkaConnection, tps: list[TopicPartition]) -> set[
         raise click.ClickException(
             f"ListPartitionReassignments: {_error(response.error_code, response.error_message)}"
         )
-    return {(t.name, p.partition_index) for t in response.topics for p in t.partitions}
+    return {
+        TopicPartition(t.name, p.partition_index) for t in response.topics for p in t.partitions
+    }
 
 
 def _error(code: int, message: str | None) -> str:
@@ -161,7 +166,7 @@ async def execute(conn: KafkaConnection, proposed: Assignment) -> list[str]:
     refused = _refused(await _alter(conn, dict(proposed)))
     if not refused:
         s = "" if len(proposed) == 1 else "s"
-        names = ",".join(_name(tp) for tp in sorted(proposed))
+        names = ",".join(map(str, sorted(proposed)))
         click.echo(f"Successfully started partition reassignment{s} for {names}")
     return refused
 
@@ -172,14 +177,14 @@ async def verify(conn: KafkaConnection, proposed: Assignment) -> list[str]:
     click.echo("Status of partition reassignment:")
     for tp, target in sorted(proposed.items()):
         if tp in running:
-            click.echo(f"Reassignment of partition {_name(tp)} is still in progress.")
+            click.echo(f"Reassignment of partition {tp} is still in progress.")
         elif tp not in current:
-            click.echo(f"Partition {_name(tp)} does not exist.")
+            click.echo(f"Partition {tp} does not exist.")
         elif current[tp] == target:
-            click.echo(f"Reassignment of partition {_name(tp)} is completed.")
+            click.echo(f"Reassignment of partition {tp} is completed.")
         else:
             click.echo(
-                f"There is no active reassignment of partition {_name(tp)}, but replica set is "
+                f"There is no active reassignment of partition {tp}, but replica set is "
                 f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, target))}."
             )
     return []
@@ -194,8 +199,7 @@ async def cancel(conn: KafkaConnection, proposed: Assignment) -> list[str]:
     if not refused:
         s = "" if len(running) == 1 else "s"
         click.echo(
-            f"Successfully cancelled partition reassignment{s} for: "
-            + ",".join(_name(tp) for tp in running)
+            f"Successfully cancelled partition reassignment{s} for: " + ",".join(map(str, running))
         )
     return refused
 

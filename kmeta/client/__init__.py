@@ -1,11 +1,12 @@
 """The asyncio metadata client: Kafka's Metadata / NetworkClient / waitOnMetadata semantics.
 
 Talks to any Kafka-protocol broker (ApiVersions + Metadata v1-13); imports only
-``kmeta.net`` and ``kmeta.protocol``.
+``kmeta.net``, ``kmeta.protocol`` and the shared vocabulary of ``kmeta.metadata``
+(``TopicPartition``, host:port parsing).
 """
 
 from kmeta.client.client import MetadataClient
-from kmeta.client.cluster import Cluster, Node, PartitionInfo, TopicPartition
+from kmeta.client.cluster import Cluster, Node, PartitionInfo
 from kmeta.client.config import ClientConfig, parse_bootstrap_servers
 from kmeta.client.connection_states import (
     ClusterConnectionStates,
@@ -23,6 +24,7 @@ from kmeta.client.errors import (
 )
 from kmeta.client.metadata import Metadata
 from kmeta.client.network_client import NetworkClient
+from kmeta.metadata.model import TopicPartition
 
 __all__ = [
     "ClientConfig",

@@ -11,8 +11,9 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
+from kmeta.metadata.model import TopicPartition
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.types import ZERO_UUID
 
@@ -35,14 +36,6 @@ class Node:
     def __str__(self) -> str:
         rack = f" rack: {self.rack}" if self.rack else ""
         return f"{self.host}:{self.port} (id: {self.id}{rack})"
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True, slots=True)

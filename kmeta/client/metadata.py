@@ -29,13 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kmeta.client.backoff import ExponentialBackoff
-from kmeta.client.cluster import (
-    Cluster,
-    PartitionInfo,
-    TopicPartition,
-    partition_from_response,
-)
+from kmeta.client.cluster import Cluster, PartitionInfo, partition_from_response
 from kmeta.client.errors import MetadataClosedError
+from kmeta.metadata.model import TopicPartition
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.types import ZERO_UUID
 

@@ -15,8 +15,9 @@ from typing import Any, Protocol
 from kmeta.controller.admin import TopicPlan, plan_create_partitions, plan_create_topics
 from kmeta.controller.barrier import Barrier, DeletionBarrier
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import PartitionState, TopicInfo, TopicPartition
+from kmeta.controller.model import PartitionState, TopicInfo
 from kmeta.metadata.log_config import ConfigError, validate
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
 
@@ -45,7 +46,7 @@ class AdminManager:
         if validate_only or not ok:
             return plans, {}, None
         ids: dict[str, uuid.UUID] = {}
-        new_tps: list[TopicPartition] = []
+        new_tps: list[TopicPartitionKey] = []
         with self.host.store.transaction():
             for plan in ok:
                 info = TopicInfo(plan.name, uuid.uuid4())
@@ -87,7 +88,7 @@ class AdminManager:
                 plan.fail(ErrorCode.INVALID_CONFIG, str(exc))
         return out
 
-    def _announce(self, tps: list[TopicPartition], forwarder: int | None) -> Barrier:
+    def _announce(self, tps: list[TopicPartitionKey], forwarder: int | None) -> Barrier:
         barrier = Barrier(self.host.barriers)
         lair = [(self.host.state.partition(tp).replicas, tp, True) for tp in tps]
         targets = self.host.send(
@@ -104,7 +105,7 @@ class AdminManager:
         ok = [p for p in plans if p.error == 0]
         if validate_only or not ok:
             return plans, None
-        new_tps: list[TopicPartition] = []
+        new_tps: list[TopicPartitionKey] = []
         with self.host.store.transaction():
             for plan in ok:
                 info = self.host.state.topics[plan.name]

@@ -21,15 +21,10 @@ from kmeta.controller.barrier import Barrier
 from kmeta.controller.election import add_replica, remove_replicas
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import (
-    BrokerInfo,
-    ClusterState,
-    Endpoint,
-    PartitionState,
-    TopicPartition,
-)
+from kmeta.controller.model import BrokerInfo, ClusterState, Endpoint, PartitionState
 from kmeta.controller.request_batch import UM_FULL
 from kmeta.controller.sessions import BrokerHeartbeatManager
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -120,8 +115,8 @@ class BrokerLifecycleManager:
                     broker_id, incarnation_id, old.incarnation_id, old.epoch,
                 )  # fmt: skip
             return ErrorCode.DUPLICATE_BROKER_REGISTRATION, -1
-        failed: dict[TopicPartition, PartitionState] = {}
-        before: dict[TopicPartition, PartitionState] = {}
+        failed: dict[TopicPartitionKey, PartitionState] = {}
+        before: dict[TopicPartitionKey, PartitionState] = {}
         if old is not None and old.alive:
             # Bounced: fail the old incarnation first. What that changes goes out below with
             # the re-registration (one push of the final states, not two of 100k partitions).
@@ -132,7 +127,7 @@ class BrokerLifecycleManager:
             self.host.state.brokers[broker_id] = broker
             self.host.store.put_broker(broker)
             hosted = live_partitions_on(self.host.state, broker_id)
-            changed: dict[TopicPartition, PartitionState] = {}
+            changed: dict[TopicPartitionKey, PartitionState] = {}
             alive = set(self.host.state.live_broker_ids()).__contains__  # C-level, 100k calls
             for tp in hosted:
                 st = self.host.state.partition(tp)
@@ -168,8 +163,8 @@ class BrokerLifecycleManager:
         self,
         broker_id: int,
         epoch: int,
-        hosted: list[TopicPartition],
-        changed: list[TopicPartition],
+        hosted: list[TopicPartitionKey],
+        changed: list[TopicPartitionKey],
     ) -> None:
         """LeaderAndIsr for a newly registered broker's replicas, and the partitions its
         return changed (ISR, leader) to every replica and the other brokers. Reads the state
@@ -179,7 +174,7 @@ class BrokerLifecycleManager:
             return  # the registration was refused (its commit failed), or is stale
         topics = self.host.state.topics
 
-        def exists(tp: TopicPartition) -> bool:
+        def exists(tp: TopicPartitionKey) -> bool:
             info = topics.get(tp[0])
             return (
                 info is not None
@@ -188,7 +183,7 @@ class BrokerLifecycleManager:
             )
 
         changed = [tp for tp in changed if exists(tp)]
-        lair: list[tuple[Iterable[int], TopicPartition, bool]] = [
+        lair: list[tuple[Iterable[int], TopicPartitionKey, bool]] = [
             ([broker_id], tp, False) for tp in hosted if exists(tp)
         ]
         lair += [(self.host.state.partition(tp).replicas, tp, False) for tp in changed]
@@ -199,8 +194,8 @@ class BrokerLifecycleManager:
 
     def _drop_round_trips(
         self,
-        changed: dict[TopicPartition, PartitionState],
-        before: dict[TopicPartition, PartitionState],
+        changed: dict[TopicPartitionKey, PartitionState],
+        before: dict[TopicPartitionKey, PartitionState],
     ) -> None:
         """A bounced broker's partitions that end with the leader and ISR they had (it was a
         follower, left the ISR and rejoined it) keep their old state: nothing to write or send
@@ -218,8 +213,8 @@ class BrokerLifecycleManager:
         dead: list[int],
         barrier: Barrier | None = None,
         send: bool = True,
-        before: dict[TopicPartition, PartitionState] | None = None,
-    ) -> dict[TopicPartition, PartitionState]:
+        before: dict[TopicPartitionKey, PartitionState] | None = None,
+    ) -> dict[TopicPartitionKey, PartitionState]:
         """Fence ``dead``, re-elect and shrink ISRs; returns the changed partitions.
 
         ``send=False``: the caller sends them in its own batch (a bounced broker's
@@ -230,7 +225,7 @@ class BrokerLifecycleManager:
                 broker = self.host.state.brokers[broker_id]
                 broker.alive = False
                 self.host.store.put_broker(broker)
-            changed: dict[TopicPartition, PartitionState] = {}
+            changed: dict[TopicPartitionKey, PartitionState] = {}
             deleting = self.host.state.deleting
             for topic in self.host.state.topics.values():
                 if topic.name in deleting:
@@ -268,7 +263,7 @@ class BrokerLifecycleManager:
 
     def controlled_shutdown(
         self, broker_id: int, broker_epoch: int, peer: object
-    ) -> tuple[int, list[TopicPartition], Barrier | None]:
+    ) -> tuple[int, list[TopicPartitionKey], Barrier | None]:
         """ControlledShutdown event: (error code, partitions it still leads, barrier).
 
         Only from the session's owner (:meth:`BrokerHeartbeatManager.owns_session`): an epoch other than the
@@ -295,7 +290,7 @@ class BrokerLifecycleManager:
         return 0, remaining, barrier
 
 
-def live_partitions_on(state: ClusterState, broker_id: int) -> list[TopicPartition]:
+def live_partitions_on(state: ClusterState, broker_id: int) -> list[TopicPartitionKey]:
     """The partitions with a replica on ``broker_id``, but those of topics being deleted."""
     deleting = state.deleting
     hosted = state.partitions_on(broker_id)

@@ -45,11 +45,7 @@ from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.fault_reactions import FaultReactions
 from kmeta.controller.faults import FaultInjector, configured_faults
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import (
-    ClusterState,
-    PartitionState,
-    TopicPartition,
-)
+from kmeta.controller.model import ClusterState, PartitionState
 from kmeta.controller.reassignment import ReassignmentManager
 from kmeta.controller.replica_election import ReplicaElectionManager
 from kmeta.controller.request_batch import (
@@ -61,6 +57,7 @@ from kmeta.controller.scram_users import ScramUserManager
 from kmeta.controller.state_log import StateChangeLog
 from kmeta.controller.store import STORE_RETRY_S, ClusterStore, ControllerStore
 from kmeta.controller.topic_configs import TopicConfigManager
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.authorizer import Authorizer
 from kmeta.net.security.scram import ScramCredentials
 
@@ -247,9 +244,9 @@ class KafkaController:
         self,
         *,
         um_to: Iterable[int] = (),
-        um_partitions: Iterable[TopicPartition] = (),
-        lair: Iterable[tuple[Iterable[int], TopicPartition, bool]] = (),
-        stop: Iterable[tuple[Iterable[int], TopicPartition, bool]] = (),
+        um_partitions: Iterable[TopicPartitionKey] = (),
+        lair: Iterable[tuple[Iterable[int], TopicPartitionKey, bool]] = (),
+        stop: Iterable[tuple[Iterable[int], TopicPartitionKey, bool]] = (),
         um_type: int = 1,
         barrier: Barrier | None = None,
         stop_callback: Callback | None = None,
@@ -271,7 +268,7 @@ class KafkaController:
         )
 
     def persist_partitions(
-        self, changed: dict[TopicPartition, PartitionState], write: bool = True
+        self, changed: dict[TopicPartitionKey, PartitionState], write: bool = True
     ) -> None:
         """Set ``changed`` in memory and (``write``) in the store's open transaction."""
         by_topic: dict[str, list[tuple[int, PartitionState]]] = {}

@@ -32,8 +32,8 @@ from typing import Any
 
 from kmeta.controller.barrier import Barrier, DeletionBarrier
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import TopicPartition
 from kmeta.controller.store import STORE_RETRY_S
+from kmeta.metadata.model import TopicPartitionKey
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class TopicDeletionManager:
                 for name in unmarked:
                     c.state.deleting.add(name)
                     c.store.put_topic(c.state.topics[name], deleting=True)
-        tps: list[TopicPartition] = []
+        tps: list[TopicPartitionKey] = []
         for name in names:
             by_broker: dict[int, set[int]] = {}
             for p, st in c.state.topics[name].partitions.items():
@@ -92,9 +92,9 @@ class TopicDeletionManager:
 
     def stops_for(
         self, names: Iterable[str] | None = None, broker_id: int | None = None
-    ) -> list[tuple[list[int], TopicPartition, bool]]:
+    ) -> list[tuple[list[int], TopicPartitionKey, bool]]:
         """The StopReplica(delete) still due, for ``names`` (all) and ``broker_id`` (all)."""
-        out: list[tuple[list[int], TopicPartition, bool]] = []
+        out: list[tuple[list[int], TopicPartitionKey, bool]] = []
         for name in self.pending if names is None else names:
             for b, parts in self.pending.get(name, {}).items():
                 if broker_id is None or b == broker_id:

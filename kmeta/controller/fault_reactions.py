@@ -14,8 +14,8 @@ from typing import Any, Protocol
 from kmeta.controller.brokers import live_partitions_on
 from kmeta.controller.faults import Fault
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import TopicPartition
 from kmeta.controller.request_batch import UM_FULL
+from kmeta.metadata.model import TopicPartitionKey
 
 
 class Channels(Protocol):
@@ -25,7 +25,7 @@ class Channels(Protocol):
 class PendingDeletions(Protocol):
     def stops_for(
         self, names: Iterable[str] | None = None, broker_id: int | None = None
-    ) -> list[tuple[list[int], TopicPartition, bool]]: ...
+    ) -> list[tuple[list[int], TopicPartitionKey, bool]]: ...
 
     def stop_replica_answered(self, response: Any, broker_id: int) -> None: ...
 

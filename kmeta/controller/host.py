@@ -15,11 +15,12 @@ from typing import Protocol, TypeVar
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.channel_manager import Callback
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.model import ClusterState, PartitionState, TopicPartition
+from kmeta.controller.model import ClusterState, PartitionState
 from kmeta.controller.store import ClusterStore
+from kmeta.metadata.model import TopicPartitionKey
 
 #: (replicas to send to, partition, is_new / delete) as the batch takes them
-Targets = Iterable[tuple[Iterable[int], TopicPartition, bool]]
+Targets = Iterable[tuple[Iterable[int], TopicPartitionKey, bool]]
 
 
 T = TypeVar("T")
@@ -46,7 +47,7 @@ class ControllerHost(Protocol):
         self,
         *,
         um_to: Iterable[int] = (),
-        um_partitions: Iterable[TopicPartition] = (),
+        um_partitions: Iterable[TopicPartitionKey] = (),
         lair: Targets = (),
         stop: Targets = (),
         um_type: int = 1,
@@ -56,7 +57,7 @@ class ControllerHost(Protocol):
     ) -> list[int]: ...
 
     def persist_partitions(
-        self, changed: dict[TopicPartition, PartitionState], write: bool = True
+        self, changed: dict[TopicPartitionKey, PartitionState], write: bool = True
     ) -> None:
         """Set ``changed`` in memory and (``write``) in the store's open transaction."""
 

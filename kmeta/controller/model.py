@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.acl import AclBinding
 
 #: leader id meaning "no leader" (Kafka's LeaderAndIsr.NoLeader)
@@ -54,9 +55,6 @@ class PartitionState(NamedTuple):
     partition_epoch: int = 0  # ZooKeeper's zkVersion: bumped on every change
 
 
-TopicPartition = tuple[str, int]
-
-
 @dataclass(slots=True)
 class TopicInfo:
     name: str
@@ -87,13 +85,13 @@ class ClusterState:
         broker = self.brokers.get(broker_id)
         return broker is not None and broker.alive
 
-    def partition(self, tp: TopicPartition) -> PartitionState:
+    def partition(self, tp: TopicPartitionKey) -> PartitionState:
         return self.topics[tp[0]].partitions[tp[1]]
 
-    def all_partitions(self) -> list[TopicPartition]:
+    def all_partitions(self) -> list[TopicPartitionKey]:
         return [(t.name, p) for t in self.topics.values() for p in t.partitions]
 
-    def partitions_on(self, broker_id: int) -> list[TopicPartition]:
+    def partitions_on(self, broker_id: int) -> list[TopicPartitionKey]:
         return [
             (t.name, p)
             for t in self.topics.values()

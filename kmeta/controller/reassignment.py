@@ -44,7 +44,8 @@ from typing import Any, NamedTuple
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.election import reassign_election, with_replicas
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import NO_LEADER, PartitionState, TopicPartition
+from kmeta.controller.model import NO_LEADER, PartitionState
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -92,19 +93,19 @@ def invalid_target(target: tuple[int, ...]) -> str | None:
     return None
 
 
-class _Current(Mapping[TopicPartition, Reassignment]):
+class _Current(Mapping[TopicPartitionKey, Reassignment]):
     """The reassignments whose topic still exists as it was (what the request batch reads)."""
 
     def __init__(self, manager: ReassignmentManager) -> None:
         self._m = manager
 
-    def __getitem__(self, tp: TopicPartition) -> Reassignment:
+    def __getitem__(self, tp: TopicPartitionKey) -> Reassignment:
         r = self._m._current(tp)
         if r is None:
             raise KeyError(tp)
         return r
 
-    def get(self, tp: TopicPartition, default: Any = None) -> Any:
+    def get(self, tp: TopicPartitionKey, default: Any = None) -> Any:
         """A dict lookup first: the batch asks for every partition it sends (100k on a resync)."""
         if tp not in self._m.ongoing:
             return default
@@ -114,18 +115,18 @@ class _Current(Mapping[TopicPartition, Reassignment]):
     def __len__(self) -> int:
         return len(self._m.ongoing)
 
-    def __iter__(self) -> Iterator[TopicPartition]:
+    def __iter__(self) -> Iterator[TopicPartitionKey]:
         return iter([tp for tp in self._m.ongoing if self._m._current(tp) is not None])
 
 
 class ReassignmentManager:
     def __init__(self, host: ControllerHost) -> None:
         self.host = host
-        self.ongoing: dict[TopicPartition, Reassignment] = {}
+        self.ongoing: dict[TopicPartitionKey, Reassignment] = {}
         #: ``ongoing`` without the reassignments of deleted (or re-created) topics
-        self.current: Mapping[TopicPartition, Reassignment] = _Current(self)
+        self.current: Mapping[TopicPartitionKey, Reassignment] = _Current(self)
         #: partitions waiting for their adding replicas to catch up -> when (monotonic)
-        self._due: dict[TopicPartition, float] = {}
+        self._due: dict[TopicPartitionKey, float] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -183,12 +184,12 @@ class ReassignmentManager:
         state = host.state
         alive = set(state.live_broker_ids())
         results: list[AlterResult] = []
-        changed: dict[TopicPartition, PartitionState] = {}
-        new_replicas: list[tuple[tuple[int, ...], TopicPartition, bool]] = []
-        stops: list[tuple[list[int], TopicPartition, bool]] = []
+        changed: dict[TopicPartitionKey, PartitionState] = {}
+        new_replicas: list[tuple[tuple[int, ...], TopicPartitionKey, bool]] = []
+        stops: list[tuple[list[int], TopicPartitionKey, bool]] = []
         #: the outcome per partition (a partition listed twice: the last entry's)
-        started: dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-        finished: list[TopicPartition] = []
+        started: dict[TopicPartitionKey, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        finished: list[TopicPartitionKey] = []
         with host.store.transaction():
             for topic, p, target in entries:
                 tp = (topic, p)
@@ -289,8 +290,8 @@ class ReassignmentManager:
 
     # -- ListPartitionReassignments ---------------------------------------------------------
     def in_progress(
-        self, asked: Iterable[TopicPartition] | None
-    ) -> list[tuple[TopicPartition, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+        self, asked: Iterable[TopicPartitionKey] | None
+    ) -> list[tuple[TopicPartitionKey, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
         """(partition, RS, AR, RR) of the reassignments in progress among ``asked`` (all)."""
         out = []
         for tp in sorted(self.ongoing) if asked is None else dict.fromkeys(asked):
@@ -300,7 +301,7 @@ class ReassignmentManager:
         return out
 
     # -- catch-up and completion ------------------------------------------------------------
-    def _current(self, tp: TopicPartition) -> Reassignment | None:
+    def _current(self, tp: TopicPartitionKey) -> Reassignment | None:
         """The reassignment of ``tp`` if its topic still exists as it was (not deleted, not
         being deleted, not re-created under the same name)."""
         r = self.ongoing.get(tp)
@@ -312,7 +313,7 @@ class ReassignmentManager:
             return None
         return r if tp[1] in info.partitions else None
 
-    def _forget(self, tps: Iterable[TopicPartition]) -> None:
+    def _forget(self, tps: Iterable[TopicPartitionKey]) -> None:
         """Drop the reassignments of ``tps`` (inside the caller's transaction)."""
         gone = [tp for tp in tps if self.ongoing.pop(tp, None) is not None]
         for tp in tps:
@@ -320,7 +321,7 @@ class ReassignmentManager:
         if gone:
             self.host.store.delete_reassignments(gone)
 
-    def _arm(self, tps: Iterable[TopicPartition]) -> None:
+    def _arm(self, tps: Iterable[TopicPartitionKey]) -> None:
         when = time.monotonic() + self._catch_up_s
         for tp in tps:
             self._due[tp] = when
@@ -345,16 +346,16 @@ class ReassignmentManager:
             except Exception:  # (the event manager logged it; the next registration re-arms)
                 log.exception("reassignment catch-up of %d partition(s) failed", len(due))
 
-    def caught_up(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+    def caught_up(self, tps: list[TopicPartitionKey]) -> list[TopicPartitionKey]:
         """The catch-up event: live adding replicas join the ISR (one step, sent), then the
         partitions whose whole target is in the ISR complete (phase B, sent). Returns those."""
         host = self.host
         state = host.state
         alive = set(state.live_broker_ids()).__contains__
-        expanded: dict[TopicPartition, PartitionState] = {}
-        complete: dict[TopicPartition, PartitionState] = {}
-        stops: list[tuple[list[int], TopicPartition, bool]] = []
-        gone: list[TopicPartition] = []
+        expanded: dict[TopicPartitionKey, PartitionState] = {}
+        complete: dict[TopicPartitionKey, PartitionState] = {}
+        stops: list[tuple[list[int], TopicPartitionKey, bool]] = []
+        gone: list[TopicPartitionKey] = []
         with host.store.transaction():
             for tp in tps:
                 r = self._current(tp)

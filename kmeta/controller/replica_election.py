@@ -31,7 +31,8 @@ from collections.abc import Callable
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.election import preferred_replica_election, unclean_election
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import NO_LEADER, PartitionState, TopicPartition
+from kmeta.controller.model import NO_LEADER, PartitionState
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class ReplicaElectionManager:
     def elect(
         self,
         election_type: int,
-        partitions: list[TopicPartition] | None,
+        partitions: list[TopicPartitionKey] | None,
         forwarder: int | None,
     ) -> tuple[list[ElectionResult], Barrier | None]:
         """The ElectLeaders event: results per partition and the barrier of the new leaders."""
@@ -65,7 +66,7 @@ class ReplicaElectionManager:
         if partitions is None:
             partitions = [tp for tp in state.all_partitions() if tp[0] not in state.deleting]
         results: list[ElectionResult] = []
-        changed: dict[TopicPartition, PartitionState] = {}
+        changed: dict[TopicPartitionKey, PartitionState] = {}
         alive = set(state.live_broker_ids()).__contains__
         for tp in dict.fromkeys(partitions):  # (a set in Kafka; keeps the request's order)
             info = state.topics.get(tp[0])
@@ -116,7 +117,7 @@ class ReplicaElectionManager:
         return ErrorCode.NONE, new
 
     def _apply(
-        self, changed: dict[TopicPartition, PartitionState], forwarder: int | None
+        self, changed: dict[TopicPartitionKey, PartitionState], forwarder: int | None
     ) -> Barrier:
         host = self.host
         with host.store.transaction():
@@ -150,11 +151,11 @@ class ReplicaElectionManager:
             with contextlib.suppress(Exception):  # a failed event is logged by the manager
                 await self.host.enqueue("AutoPreferredReplicaLeaderElection", self.rebalance)
 
-    def rebalance(self) -> list[TopicPartition]:
+    def rebalance(self) -> list[TopicPartitionKey]:
         """Kafka's checkAndTriggerAutoLeaderRebalance; returns the partitions it moved."""
         state = self.host.state
         threshold = self.host.config.leader_imbalance_per_broker_percentage / 100.0
-        by_preferred: dict[int, list[tuple[TopicPartition, PartitionState]]] = {}
+        by_preferred: dict[int, list[tuple[TopicPartitionKey, PartitionState]]] = {}
         for topic in state.topics.values():
             if topic.name in state.deleting:
                 continue
@@ -162,7 +163,7 @@ class ReplicaElectionManager:
                 if st.replicas:
                     by_preferred.setdefault(st.replicas[0], []).append(((topic.name, p), st))
         alive = set(state.live_broker_ids()).__contains__
-        changed: dict[TopicPartition, PartitionState] = {}
+        changed: dict[TopicPartitionKey, PartitionState] = {}
         for broker_id, parts in by_preferred.items():
             elsewhere = [(tp, st) for tp, st in parts if st.leader != broker_id]
             if len(elsewhere) / len(parts) <= threshold:

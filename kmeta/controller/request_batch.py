@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kmeta.controller.channel_manager import Callback, ControllerChannelManager
-from kmeta.controller.model import LEADER_DURING_DELETE, ClusterState, TopicPartition
+from kmeta.controller.model import LEADER_DURING_DELETE, ClusterState
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.connection import api_of_instance
 from kmeta.net.security.scram import MECHANISM_IDS, ScramCredentials
 from kmeta.protocol.messages import leader_and_isr as lair
@@ -94,7 +95,7 @@ class BatchContext:
     #: clients a live broker as the controller and forward admin requests to us (as KRaft)
     controller_id: int
     #: the partitions being reassigned (their adding/removing replicas go in LeaderAndIsr)
-    reassigning: Mapping[TopicPartition, AddingRemoving] = field(default_factory=dict)
+    reassigning: Mapping[TopicPartitionKey, AddingRemoving] = field(default_factory=dict)
     #: every UpdateMetadata carries the whole credential set (kmeta_scram_credentials), so a
     #: broker that (re)registers holds it from its first full update on
     credentials: ScramCredentials | None = None
@@ -103,10 +104,10 @@ class BatchContext:
 class ControllerBrokerRequestBatch:
     def __init__(self, ctx: BatchContext) -> None:
         self.ctx = ctx
-        self._lair: dict[int, dict[TopicPartition, tuple[Any, bool]]] = {}
+        self._lair: dict[int, dict[TopicPartitionKey, tuple[Any, bool]]] = {}
         self._um_brokers: set[int] = set()
-        self._um_partitions: dict[TopicPartition, Any] = {}
-        self._stop: dict[int, dict[TopicPartition, bool]] = {}
+        self._um_partitions: dict[TopicPartitionKey, Any] = {}
+        self._stop: dict[int, dict[TopicPartitionKey, bool]] = {}
         #: the UpdateMetadata carries the whole ACL set (always on a FULL one)
         self._with_acls = False
 
@@ -119,7 +120,7 @@ class ControllerBrokerRequestBatch:
 
     # -- adding ---------------------------------------------------------------------------------
     def add_leader_and_isr(
-        self, broker_ids: Iterable[int], tp: TopicPartition, is_new: bool = False
+        self, broker_ids: Iterable[int], tp: TopicPartitionKey, is_new: bool = False
     ) -> None:
         state = self.ctx.state
         st = state.topics[tp[0]].partitions[tp[1]]
@@ -133,7 +134,7 @@ class ControllerBrokerRequestBatch:
                 parts[tp] = (st, is_new)
 
     def add_update_metadata(
-        self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] = ()
+        self, broker_ids: Iterable[int], partitions: Iterable[TopicPartitionKey] = ()
     ) -> None:
         """``broker_ids`` get the live brokers plus ``partitions`` (none: a brokers-only update)."""
         state = self.ctx.state
@@ -161,7 +162,9 @@ class ControllerBrokerRequestBatch:
         """This batch's UpdateMetadata carries the cluster's whole ACL set."""
         self._with_acls = True
 
-    def add_stop_replica(self, broker_ids: Iterable[int], tp: TopicPartition, delete: bool) -> None:
+    def add_stop_replica(
+        self, broker_ids: Iterable[int], tp: TopicPartitionKey, delete: bool
+    ) -> None:
         for b in broker_ids:
             if self.ctx.state.is_alive(b):
                 self._stop.setdefault(b, {})[tp] = delete
@@ -214,7 +217,7 @@ class ControllerBrokerRequestBatch:
     def _send_leader_and_isr(self, update_id: int) -> None:
         # Brokers that get the same partitions (every broker, when all hold all replicas) get
         # the same request but for their epoch: build and encode it once for all of them.
-        groups: list[tuple[dict[TopicPartition, tuple[Any, bool]], list[int]]] = []
+        groups: list[tuple[dict[TopicPartitionKey, tuple[Any, bool]], list[int]]] = []
         for broker_id, parts in self._lair.items():
             for group_parts, members in groups:
                 if group_parts == parts:
@@ -237,7 +240,7 @@ class ControllerBrokerRequestBatch:
                 )
 
     def _leader_and_isr(
-        self, parts: dict[TopicPartition, tuple[Any, bool]]
+        self, parts: dict[TopicPartitionKey, tuple[Any, bool]]
     ) -> tuple[Any, list[str]]:
         ctx = self.ctx
         by_topic: dict[str, list[Any]] = {}

@@ -29,8 +29,8 @@ from collections.abc import Mapping
 
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import TopicPartition
 from kmeta.metadata.log_config import TOPIC_CONFIGS, ConfigError, validate
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
 #: (error code, error message) of one resource
@@ -95,7 +95,7 @@ class TopicConfigManager:
                 host.store.put_topic_configs(topic, configs)
         for topic, configs in changed.items():  # (after the commit: a refused one changes nothing)
             host.state.topics[topic].configs = dict(configs)
-        tps: list[TopicPartition] = [
+        tps: list[TopicPartitionKey] = [
             (topic, p) for topic in changed for p in host.state.topics[topic].partitions
         ]
         barrier = Barrier(host.barriers)

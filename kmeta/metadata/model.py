@@ -72,8 +72,26 @@ class Broker:
 
 
 class TopicPartition(NamedTuple):
+    """One partition of one topic (Kafka's ``org.apache.kafka.common.TopicPartition``).
+
+    The one name for a partition across layers: the broker's cache, the client and the CLI.
+    A NamedTuple, so it hashes and compares equal to the plain pair ``TopicPartitionKey``.
+    """
+
     topic: str
     partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+#: A partition as the plain ``(topic, partition)`` pair, for code that makes partition keys by
+#: the million: the controller's state, events and request batches. ``TopicPartition`` is a
+#: subtype, so either is accepted where this is. Why not the NamedTuple there: a tuple
+#: subclass stays tracked by the garbage collector while an exact tuple of a str and an int is
+#: untracked at its first collection, and building one costs a Python-level ``__new__``:
+#: ``ClusterState.all_partitions()`` over 1M partitions took 2.5-10x as long with it.
+TopicPartitionKey = tuple[str, int]
 
 
 class PartitionState(NamedTuple):
