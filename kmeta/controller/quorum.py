@@ -18,12 +18,18 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import signal
 import uuid
 from pathlib import Path
 from typing import Any
 
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.daemon import ControllerDaemon, ControllerStartError, stop_on_signals
+from kmeta.controller.daemon import (
+    ControllerDaemon,
+    ControllerStartError,
+    reload_faults,
+    stop_on_signals,
+)
 from kmeta.controller.store import StorageError
 from kmeta.controller.zk_election import ControllerElection
 from kmeta.controller.zk_store import ZooKeeperStore
@@ -83,6 +89,16 @@ async def serve_quorum(config: ControllerConfig, ready: asyncio.Event | None = N
         ready.set()
     log.info("controller %d standing by (ZooKeeper %s)", config.node_id, config.zookeeper)
     loop = asyncio.get_running_loop()
+    #: the active term's daemon: SIGHUP re-reads the fault file into it (a standby reads the
+    #: file when elected), as a single controller does
+    active: list[ControllerDaemon] = []
+
+    def on_sighup() -> None:
+        if active:
+            reload_faults(active[0].controller)
+
+    if config.fault_file is not None:
+        loop.add_signal_handler(signal.SIGHUP, on_sighup)
     try:
         while not stop.is_set():
             elected = loop.create_task(election.elect())
@@ -98,11 +114,13 @@ async def serve_quorum(config: ControllerConfig, ready: asyncio.Event | None = N
                 await daemon.start()
             except (StorageError, OSError) as exc:
                 raise ControllerStartError(str(exc)) from exc
+            active[:] = [daemon]
             log.info(
                 "controller %d active on %s (epoch %d)",
                 config.node_id, ", ".join(config.listeners), election.epoch,
             )  # fmt: skip
             await _first(loop.create_task(deposed.wait()), loop.create_task(stop.wait()))
+            active.clear()
             if deposed.is_set():
                 election.active = False
                 log.error("controller %d deposed (epoch %d): resigning", config.node_id,

@@ -330,9 +330,7 @@ class ControllerLink:
         """Send an admin request to the controller at its own version; return the answer."""
         async with self._admin_lock:
             if self._admin_conn is None or not self._admin_conn.is_open:
-                self._admin_conn, self._admin_versions = await _open(
-                    self.host, self.port, self.client_id, self._ssl, self._sasl
-                )
+                self._admin_conn, self._admin_versions = await self._open_admin()
             conn = self._admin_conn
             key = api_of_instance(request).key
             if request.version not in self._admin_versions.get(key, range(0)):
@@ -345,6 +343,22 @@ class ControllerLink:
         except TimeoutError:
             conn.close()
             raise
+
+
+    async def _open_admin(self) -> tuple[KafkaConnection, dict[int, range]]:
+        """A connection to the active controller for forwarding: each controller once, from
+        the one the link talks to. Only the active one of a quorum listens, and the link may
+        not have found it yet after a failover; a client should not pay NOT_CONTROLLER for
+        that (a Kafka broker's forwarding also waits for the new controller)."""
+        failed: BaseException | None = None
+        for k in range(len(self.endpoints)):
+            host, port = self.endpoints[(self._at + k) % len(self.endpoints)]
+            try:
+                return await _open(host, port, self.client_id, self._ssl, self._sasl)
+            except _NET_ERRORS as exc:
+                failed = exc
+        assert failed is not None
+        raise failed
 
 
 #: extra time over the request's timeout_ms for the controller's answer to come back

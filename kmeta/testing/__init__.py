@@ -12,13 +12,13 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kmeta.testing.cluster import QUORUM_UNAVAILABLE, Cluster
+    from kmeta.testing.cluster import Cluster
     from kmeta.testing.requests import BrokerView, KafkaRequestError, PartitionView
 
-__all__ = ["QUORUM_UNAVAILABLE", "BrokerView", "Cluster", "KafkaRequestError", "PartitionView"]
+__all__ = ["BrokerView", "Cluster", "KafkaRequestError", "PartitionView"]
 
 _HOMES = {
-    "QUORUM_UNAVAILABLE": "cluster", "Cluster": "cluster", "BrokerView": "requests",
+    "Cluster": "cluster", "BrokerView": "requests",
     "KafkaRequestError": "requests", "PartitionView": "requests",
 }  # fmt: skip
 

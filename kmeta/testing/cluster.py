@@ -1,17 +1,10 @@
 """``kmeta.testing.Cluster``: a real kmeta cluster as a handle a test can hold.
 
-A controller and N brokers start as processes of their own (``python -m kmeta ...``, built by
-the same code as ``kmeta cluster up``: :mod:`kmeta.cli.cluster`, :mod:`kmeta.cli.launch`) on
-ports the OS picked on loopback, in a new temporary data dir. Entering the context manager
-(``with`` or ``async with``) returns once every broker serves the whole cluster; leaving it
-(also on a failure or Ctrl-C) kills every daemon and removes the data dir. Each method says
-which Kafka event it imitates. Every daemon writes its log to ``<data dir>/logs/<name>.log``.
-
-``secure=True`` puts the client listeners behind SASL as ``kmeta cluster up --secure`` does
-(SASL_PLAINTEXT, SASL_SSL with ``ssl``; an admin super user, SCRAM-SHA-512); the handle's own
-requests authenticate as that user and :meth:`Cluster.client_config` gives a client the same.
-Not available yet: a controller quorum (``controllers`` > 1); asking for it raises ValueError
-rather than pretending.
+A controller (or a quorum on a local ZooKeeper) and N brokers start as processes of their own,
+built by the same code as ``kmeta cluster up`` (:mod:`kmeta.cli.cluster`, :mod:`kmeta.cli.launch`),
+on ports the OS picked on loopback, in a new temporary data dir; leaving the context manager
+kills them all and removes the dir. docs/testing.md says what each option does and which Kafka
+event each method imitates.
 """
 
 from __future__ import annotations
@@ -22,42 +15,25 @@ import os
 import signal
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from types import TracebackType
 
 from kmeta.cli.cluster import ClusterConfig
 from kmeta.net.tls import TlsConfig
 from kmeta.protocol.errors import ErrorCode
 from kmeta.testing import requests
-from kmeta.testing.processes import ClusterProcesses, run_sync
-from kmeta.testing.requests import BrokerView, KafkaRequestError, PartitionView, unsettled
-
-QUORUM_UNAVAILABLE = (
-    "controllers > 1: a controller quorum is not available in kmeta yet (issue 'Controller "
-    "quorum'); a Cluster runs one controller"
-)
-
+from kmeta.testing.controllers import ClusterControllers
+from kmeta.testing.requests import KafkaRequestError, PartitionView
 
 #: what the admin user of ``secure`` authenticates with (its credential is SCRAM-SHA-512)
 SASL_MECHANISMS = ("SCRAM-SHA-512", "PLAIN")
 
 
-class Cluster(ClusterProcesses):
-    """A controller and ``brokers`` brokers (ids 1..N) on loopback; see the module docstring.
-
-    Options: ``racks`` (broker i gets ``racks[(i-1) % len(racks)]``), ``partitions`` (the
-    controller's num.partitions), ``barrier`` (admin calls answer once every live broker has
-    the change; False: Kafka's behaviour), ``ssl`` (client listeners as SSL:// with this
-    certificate; TlsConfig(certfile, keyfile, cafile)), ``session_timeout_ms`` (how long a
-    killed broker stays alive in the controller's eyes; 3 s by default to keep tests short),
-    ``log_level`` of the daemons, ``keep`` (keep the data dir at close), ``parent_dir`` (where
-    the data dir is made; default: the system's temp dir), ``closed_control_plane`` (as
-    `kmeta cluster up` by default: the controller and brokers authenticate to each other with
-    a generated SCRAM credential; off here so tests can drive the control plane), ``secure``
-    (as ``kmeta cluster up --secure``: SASL client listeners, Kafka's ACL authorizer, an admin
-    super user; implies the closed control plane), ``sasl_mechanism`` (SCRAM-SHA-512 or PLAIN:
-    how the handle and :meth:`client_config` authenticate).
-    """
+class Cluster(ClusterControllers):
+    """A controller (``controllers`` > 1: a quorum) and ``brokers`` brokers (ids 1..N) on
+    loopback. Options (see docs/testing.md): ``racks``, ``partitions`` (num.partitions),
+    ``barrier``, ``ssl``, ``secure``, ``sasl_mechanism``, ``controllers``,
+    ``session_timeout_ms``, ``zookeeper_session_timeout_ms``, ``log_level``, ``keep``,
+    ``parent_dir``, ``closed_control_plane``."""
 
     def __init__(
         self,
@@ -71,6 +47,7 @@ class Cluster(ClusterProcesses):
         sasl_mechanism: str = "SCRAM-SHA-512",
         controllers: int = 1,
         session_timeout_ms: int = 3_000,
+        zookeeper_session_timeout_ms: int = 2_000,
         heartbeat_interval_ms: int | None = None,
         log_level: str = "INFO",
         start_timeout_s: float = 30.0,
@@ -79,8 +56,8 @@ class Cluster(ClusterProcesses):
         host: str = "127.0.0.1",
         closed_control_plane: bool = False,
     ) -> None:
-        if controllers != 1:
-            raise ValueError(QUORUM_UNAVAILABLE)
+        if controllers < 1:
+            raise ValueError("a cluster needs at least one controller")
         if sasl_mechanism not in SASL_MECHANISMS:
             raise ValueError(f"sasl_mechanism: one of {', '.join(SASL_MECHANISMS)}")
         if brokers < 1:
@@ -91,7 +68,8 @@ class Cluster(ClusterProcesses):
             brokers=brokers, racks=tuple(racks), default_partitions=partitions,
             propagation_barrier=barrier, ssl=ssl, session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms, log_level=log_level, host=host,
-            closed=closed_control_plane or secure, secure=secure,
+            closed=closed_control_plane or secure, secure=secure, controllers=controllers,
+            zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
         )  # fmt: skip
         super().__init__(base, start_timeout_s=start_timeout_s, keep=keep, parent_dir=parent_dir)
         self._faults: dict[int, str] = {}
@@ -212,12 +190,7 @@ class Cluster(ClusterProcesses):
             raise KafkaRequestError(f"{what} {topic!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return partitions
 
-    # -- what brokers serve ---------------------------------------------------------------------
-    def metadata(self, broker_id: int) -> BrokerView:
-        """What that broker serves now: its Metadata answer for every topic."""
-        address, security = self.address(broker_id), self.security
-        return run_sync(lambda: requests.fetch_view(broker_id, address, security))
-
+    # -- clients ------------------------------------------------------------------------------
     def client_config(self, *, kafka_python: bool = False) -> dict[str, str]:
         """What a Kafka client needs to connect: ``bootstrap.servers``, ``security.protocol``
         and, with ``secure``, ``sasl.mechanism`` / ``sasl.username`` / ``sasl.password`` as the
@@ -261,113 +234,10 @@ class Cluster(ClusterProcesses):
         if self.running(name):
             raise RuntimeError(f"{name} is running")
         self._spawn(name)
-        if wait and self.running("controller"):
+        if wait and self.active_controller() is not None:
             self._await_serving(self.live_brokers)
 
     def restart_broker(self, broker_id: int, *, kill: bool = False) -> None:
         """A rolling restart of one broker: controlled stop (or SIGKILL with ``kill``), start."""
         (self.kill_broker if kill else self.stop_broker)(broker_id)
         self.start_broker(broker_id)
-
-    def stop_controller(self) -> None:
-        """SIGTERM the controller: no active controller, as between a Kafka controller's
-        resignation and the next election. Brokers keep serving the metadata they have; admin
-        requests get NOT_CONTROLLER (retriable) until :meth:`start_controller`."""
-        self._signal("controller", signal.SIGTERM)
-
-    def kill_controller(self) -> None:
-        """SIGKILL the controller (a crash): what it committed is kept on disk."""
-        self._signal("controller", signal.SIGKILL)
-
-    def start_controller(self, *, wait: bool = True) -> None:
-        """A controller failover: it starts on the same data dir with a higher controller
-        epoch; brokers re-register and get the full metadata. Returns once every running broker
-        is registered again and has caught up (with a fault in force: once they registered);
-        ``wait=False``: once the process is started (the caller watches the recovery itself:
-        the convergence check reads every broker's whole metadata, too heavy at 1M partitions)."""
-        if self.running("controller"):
-            raise RuntimeError("the controller is running")
-        self._spawn("controller")
-        if not wait:
-            return
-        if not self._faults:
-            self.wait_converged(self.start_timeout_s)
-            return
-        deadline = time.monotonic() + self.start_timeout_s
-        while True:
-            try:
-                status = self.controller_status()
-                if (
-                    sorted(b["id"] for b in status["brokers"] if b["state"] == "alive")
-                    == self.live_brokers
-                ):
-                    return
-            except OSError:  # not listening yet
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError("brokers did not register with the restarted controller")
-            time.sleep(0.02)
-
-    # -- fault injection (controller -> broker updates) -----------------------------------------
-    def fault(
-        self, broker_id: int, *, delay: float | None = None, drop: bool = False, pause: bool = False
-    ) -> None:
-        """Delay (seconds), drop or pause the controller's UpdateMetadata, LeaderAndIsr and
-        StopReplica to one broker: a broker that lags behind the controller (slow network,
-        long GC pause, partitioned from the controller) and serves stale metadata meanwhile.
-        Returns once the controller applies it (see ``kmeta controller --fault-file``). With
-        the barrier on, admin calls wait for a delayed or paused broker: under ``pause`` each
-        ends in REQUEST_TIMED_OUT (committed anyway) after 30 s; pause with ``barrier=False``."""
-        chosen = [s for s, on in ((f"delay={delay}s", delay is not None), ("drop", drop), ("pause", pause)) if on]  # fmt: skip
-        if len(chosen) != 1:
-            raise ValueError("give exactly one of delay=<seconds>, drop=True, pause=True")
-        self._faults[self._check_id(broker_id)] = chosen[0]
-        self._apply_faults()
-
-    def clear_faults(self, broker_id: int | None = None) -> None:
-        """End one broker's fault, or every fault: paused updates go out in order, a dropped
-        broker gets the full state again (as after a registration)."""
-        if broker_id is None:
-            self._faults.clear()
-        else:
-            self._faults.pop(broker_id, None)
-        self._apply_faults()
-
-    def _apply_faults(self) -> None:
-        path = Path(self.config.fault_file or "")
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(f"broker={b},{f}\n" for b, f in sorted(self._faults.items())))
-        os.replace(tmp, path)  # the controller never reads half a file
-        if not self.running("controller"):
-            return  # read when it starts
-        self._procs["controller"].send_signal(signal.SIGHUP)
-        want = set(self._faults)
-        deadline = time.monotonic() + 10
-        while {int(b) for b in self.controller_status().get("faults", {})} != want:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the controller did not apply the faults {self._faults}")
-            time.sleep(0.01)
-
-    # -- convergence ---------------------------------------------------------------------------
-    def wait_converged(self, timeout_s: float = 10.0) -> None:
-        """Wait until the cluster settled after a change: the controller (if running) sees
-        exactly the running brokers alive with nothing unacknowledged, and every running broker
-        serves the same metadata listing exactly the running brokers. TimeoutError (with the
-        difference) if not; under a ``drop`` fault it does not settle."""
-        deadline = time.monotonic() + timeout_s
-        why = ""
-        while True:
-            try:
-                why = self._unsettled()
-            except OSError as exc:  # a daemon not listening (yet)
-                why = repr(exc)
-            if not why:
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"not converged within {timeout_s} s: {why}")
-            time.sleep(0.02)
-
-    def _unsettled(self) -> str:
-        live = self.live_brokers
-        status = self.controller_status() if self.running("controller") else None
-        return unsettled(live, status, [self.metadata(i) for i in live])

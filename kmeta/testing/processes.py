@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
-import json
 import os
 import shutil
 import signal
@@ -20,7 +19,6 @@ import ssl as ssl_module
 import subprocess
 import tempfile
 import threading
-import urllib.request
 import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import Any, Self, TypeVar
 
 from kmeta.cli.cluster import ADMIN_USER, ClusterConfig, broker_argv, controller_argv, credential_of
 from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
+from kmeta.cli.zookeeper import LocalZooKeeper
 from kmeta.net.security.sasl_client import ClientCredential, read_credential_file
 from kmeta.testing.requests import ClientSecurity
 
@@ -38,6 +37,11 @@ _PORT_TAKEN = "address already in use"
 _START_ATTEMPTS = 3
 #: log lines of each daemon in the error of a failed start
 _LOG_LINES = 20
+#: the local ZooKeeper of a controller quorum, among the daemons (killed with them)
+ZOOKEEPER = "zookeeper"
+#: node id of the single controller (``kmeta controller``'s default) and of quorum member j:
+#: 3000 + j, as ``kmeta cluster up --controllers N`` numbers them
+SINGLE_CONTROLLER_ID = 3000
 
 
 def run_sync(make: Callable[[], Awaitable[T]]) -> T:
@@ -70,7 +74,8 @@ def _finalize(procs: dict[str, subprocess.Popen[bytes]], data_dir: Path, keep: b
 
 
 class ClusterProcesses:
-    """One cluster's data dir and daemon processes (``controller``, ``broker-<id>``)."""
+    """One cluster's data dir and daemon processes (``controller``, or ``controller-<node id>``
+    and ``zookeeper`` for a quorum; ``broker-<id>``)."""
 
     #: how clients (and the handle) authenticate as the admin user with ``secure``; the
     #: brokers accept each of SCRAM-SHA-512 (the credential's own) and PLAIN for that user
@@ -87,6 +92,8 @@ class ClusterProcesses:
         #: completed with the data dir and ports at start
         self._base = base
         self.brokers = base.brokers
+        self.controllers = base.controllers
+        self._zookeeper: LocalZooKeeper | None = None
         self.keep = keep
         self.start_timeout_s = start_timeout_s
         self._parent_dir = parent_dir
@@ -113,14 +120,17 @@ class ClusterProcesses:
             self._cfg = dataclasses.replace(
                 self._base,
                 data_dir=str(self.data_dir),
-                ports=Ports.free(self.brokers, self._base.host),
+                ports=Ports.free(self.brokers, self._base.host, self.controllers),
                 fault_file=str(self.data_dir / "faults"),
             )
             try:
                 with self._lock:
                     if self._closed:
                         raise RuntimeError("the Cluster was closed while starting")
-                    self._spawn("controller")
+                    if self._base.quorum and self._zookeeper is None:
+                        self._start_zookeeper()
+                    for name in self.controller_names:
+                        self._spawn(name)
                     for i in self.broker_ids:
                         self._spawn(f"broker-{i}")
                 self._await_serving(self.broker_ids)
@@ -130,8 +140,11 @@ class ClusterProcesses:
                 if attempt == _START_ATTEMPTS or not port_taken:
                     self._start_failed(exc)
                     raise
-                _kill(self._procs)  # lost a port race to another process: new ports
-                self._procs.clear()
+                # lost a port race to another process: new ports (ZooKeeper keeps its own)
+                daemons = {n: p for n, p in self._procs.items() if n != ZOOKEEPER}
+                _kill(daemons)
+                for name in daemons:
+                    del self._procs[name]
             except BaseException as exc:
                 self._start_failed(exc)
                 raise
@@ -190,11 +203,15 @@ class ClusterProcesses:
 
     @property
     def controller_address(self) -> str:
-        return f"{self.config.host}:{self.config.controller_port}"
+        """``host:port`` of the controller (a quorum: every controller's, comma-separated,
+        as brokers get them)."""
+        return self.config.controller_endpoints
 
     def log_path(self, name: str) -> Path:
-        """``controller`` or ``broker-<id>``: where that daemon's output goes."""
+        """A name of :attr:`daemons`: where that daemon's output goes."""
         assert self.data_dir is not None
+        if name == ZOOKEEPER:  # (where LocalZooKeeper writes it)
+            return self.data_dir / ZOOKEEPER / "zookeeper.out"
         return self.data_dir / "logs" / f"{name}.log"
 
     def log_tail(self, name: str, lines: int = 20) -> str:
@@ -205,8 +222,30 @@ class ClusterProcesses:
         return "\n".join(text.splitlines()[-lines:])
 
     @property
+    def controller_ids(self) -> list[int]:
+        """Node ids of the controllers: 3000 alone, 3001..300N in a quorum."""
+        if not self._base.quorum:
+            return [SINGLE_CONTROLLER_ID]
+        return [SINGLE_CONTROLLER_ID + j for j in range(1, self.controllers + 1)]
+
+    def controller_name(self, node_id: int) -> str:
+        if node_id not in self.controller_ids:
+            raise ValueError(f"no controller {node_id}: controllers are {self.controller_ids}")
+        return "controller" if not self._base.quorum else f"controller-{node_id}"
+
+    @property
+    def controller_names(self) -> list[str]:
+        return [self.controller_name(n) for n in self.controller_ids]
+
+    @property
     def daemons(self) -> list[str]:
-        return ["controller", *(f"broker-{i}" for i in self.broker_ids)]
+        zookeeper = [ZOOKEEPER] if self._base.quorum else []
+        return [*zookeeper, *self.controller_names, *(f"broker-{i}" for i in self.broker_ids)]
+
+    @property
+    def zookeeper_connect(self) -> str | None:
+        """``host:port`` of the quorum's local ZooKeeper (None: one controller)."""
+        return None if self._zookeeper is None else self._zookeeper.connect_string
 
     def running(self, name: str) -> bool:
         proc = self._procs.get(name)
@@ -222,13 +261,6 @@ class ClusterProcesses:
     def live_brokers(self) -> list[int]:
         """Brokers whose process runs now."""
         return [i for i in self.broker_ids if self.running(f"broker-{i}")]
-
-    def controller_status(self) -> dict[str, Any]:
-        """The controller's ``GET /status`` (epochs, liveness, lag per broker, faults)."""
-        url = f"http://{self.config.host}:{self.config.controller_metrics_port}/status"
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            status: dict[str, Any] = json.loads(answer.read())
-        return status
 
     @property
     def sasl_credential(self) -> ClientCredential | None:
@@ -262,9 +294,21 @@ class ClusterProcesses:
 
     def _argv(self, name: str) -> list[str]:
         assert self.data_dir is not None
-        if name == "controller":
-            return controller_argv(self.config, self.data_dir)
+        if name.startswith("controller"):  # quorum member j is node 3000 + j
+            j = self.controller_names.index(name) + 1
+            return controller_argv(self.config, self.data_dir, j, self.zookeeper_connect)
         return broker_argv(self.config, self.data_dir, int(name.split("-")[1]))
+
+    def _start_zookeeper(self) -> None:
+        """The quorum's ZooKeeper, as ``kmeta cluster up`` runs one when given none: its data
+        in the data dir; its process among the daemons, so every way a cluster ends kills it."""
+        assert self.data_dir is not None
+        self._zookeeper = LocalZooKeeper(self.data_dir / ZOOKEEPER)
+        try:
+            self._zookeeper.start(self.start_timeout_s)
+        finally:
+            if self._zookeeper.process is not None:
+                self._procs[ZOOKEEPER] = self._zookeeper.process
 
     def _spawn(self, name: str) -> None:
         self._procs[name] = spawn(self._argv(name), os.environ, self.log_path(name))
@@ -283,6 +327,6 @@ class ClusterProcesses:
 
     def _await_serving(self, broker_ids: list[int]) -> None:
         ports = {i: self.config.client_port(i) for i in broker_ids}
-        procs = {n: p for n, p in self._procs.items() if p.poll() is None or n == "controller"}
+        procs = {n: p for n, p in self._procs.items() if p.poll() is None}
         host, timeout_s, sasl = self.config.host, self.start_timeout_s, self.sasl_credential
         run_sync(lambda: await_serving(host, ports, procs, timeout_s, self._ssl, sasl))
