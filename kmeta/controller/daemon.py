@@ -35,7 +35,7 @@ from kmeta.net.tls import uses_sasl, uses_tls
 log = logging.getLogger(__name__)
 
 
-def controller_metrics(controller: KafkaController, listeners: list[Listener]) -> MetricsServer:
+def controller_metrics(controller: KafkaController, listeners: list[Listener[KafkaController]]) -> MetricsServer:
     """Meter the listeners into the controller's registry; build /metrics + /status."""
     config = controller.config
     assert config.metrics_port is not None

@@ -68,16 +68,18 @@ API_MODULES: tuple[str, ...] = (
 )
 
 
-def controller_of(ctx: RequestContext) -> KafkaController:
-    """The controller a request is for, typed: kmeta.net carries the daemon's state object
-    opaquely (``RequestContext.state``); the controller daemon puts itself there."""
-    state = ctx.state
-    if not isinstance(state, KafkaController):
-        raise TypeError(f"not a controller's request: state is {type(state).__name__}")
-    return state
+#: a request's context on the controller: the controller daemon puts itself in ``ctx.state``
+ControllerContext = RequestContext[KafkaController]
+#: the controller's handlers (one per api key, kmeta.controller.apis)
+ControllerRegistry = HandlerRegistry[KafkaController]
 
 
-def forwarder_of(ctx: RequestContext) -> int | None:
+def controller_of(ctx: ControllerContext) -> KafkaController:
+    """The controller a request is for."""
+    return ctx.state
+
+
+def forwarder_of(ctx: ControllerContext) -> int | None:
     m = _BROKER_CLIENT.match(ctx.header.client_id or "")
     return int(m.group(1)) if m else None
 
@@ -99,7 +101,7 @@ async def wait_for(barrier: Barrier | None, timeout_ms: int) -> bool:
     return await barrier.wait(timeout_ms / 1000.0)
 
 
-def cluster_action(ctx: RequestContext, what: str, broker_id: int) -> bool:
+def cluster_action(ctx: ControllerContext, what: str, broker_id: int) -> bool:
     """Kafka's CLUSTER_ACTION check on the broker-to-controller APIs (with --authorizer acl):
     a principal without it is answered CLUSTER_AUTHORIZATION_FAILED and changes nothing."""
     if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
@@ -113,8 +115,8 @@ def cluster_action(ctx: RequestContext, what: str, broker_id: int) -> bool:
     return False
 
 
-def build_registry() -> HandlerRegistry:
-    registry = HandlerRegistry()
+def build_registry() -> ControllerRegistry:
+    registry = ControllerRegistry()
     api_versions.register(registry)
     for name in API_MODULES:  # (imported here: they import this module's helpers)
         importlib.import_module(f"kmeta.controller.apis.{name}").register(registry)
@@ -123,14 +125,14 @@ def build_registry() -> HandlerRegistry:
     return registry
 
 
-def _forwarder_check(api_key: int, refuse: ErrorResponse) -> Callable[[RequestContext, Any], Any]:
+def _forwarder_check(api_key: int, refuse: ErrorResponse) -> Callable[[ControllerContext, Any], Any]:
     """The admin APIs come from brokers, which authorized their clients (as Kafka's
     forwarding with an Envelope, whose sender needs CLUSTER_ACTION): with an authorizer, a
     principal without CLUSTER_ACTION that sends one straight to the controller is answered
     CLUSTER_AUTHORIZATION_FAILED everywhere and nothing changes."""
     what = ApiKey(api_key).name
 
-    def check(ctx: RequestContext, request: Any) -> Any:
+    def check(ctx: ControllerContext, request: Any) -> Any:
         if cluster_action(ctx, what, -1):
             return None
         return refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

@@ -12,21 +12,25 @@ always 0.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Sequence
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.dispatch import HandlerRegistry, RequestContext, S
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.messages.api_versions import ApiVersion, ApiVersionsResponse
+from kmeta.protocol.messages.api_versions import (
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+)
 
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def _api_keys(registry: HandlerRegistry) -> tuple[Any, ...]:
+def _api_keys(registry: HandlerRegistry[S]) -> Sequence[ApiVersion]:
     return tuple(ApiVersion(h.api.key, h.min_version, h.max_version) for h in registry)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext[S], request: ApiVersionsRequest) -> ApiVersionsResponse:
     error = ErrorCode.NONE
     if request.version >= 3 and not (
         _SOFTWARE.fullmatch(request.client_software_name)
@@ -38,7 +42,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def unsupported_version(ctx: RequestContext) -> Any:
+def unsupported_version(ctx: RequestContext[S]) -> ApiVersionsResponse:
     own = ctx.registry.get(ApiKey.API_VERSIONS)
     assert own is not None
     return ApiVersionsResponse(
@@ -48,5 +52,5 @@ def unsupported_version(ctx: RequestContext) -> Any:
     )
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: HandlerRegistry[S]) -> None:
     registry.register(ApiKey.API_VERSIONS, handle, unsupported_version=unsupported_version)

@@ -5,8 +5,11 @@ API key. Each handler's version range comes from :mod:`kmeta.protocol.registry` 
 narrow it), so the ApiVersions answer built from this registry can never advertise a version
 that cannot be decoded.
 
-A handler is ``handle(ctx, request) -> result`` or ``-> Awaitable[result]``, where ``result`` is
-a response record (encoded at its own ``version``), the already-encoded response body
+A handler is ``handle(ctx, request) -> result`` or ``-> Awaitable[result]``, typed
+``HandleFn[S, Req, Resp]``: ``ctx`` is a ``RequestContext[S]`` (``S``: the daemon's state, one
+type per registry: the broker's BrokerState, the controller), ``request`` the API's request
+record (kmeta.protocol.messages), and ``result`` a response record ``Resp`` (encoded at its
+own ``version``), the already-encoded response body
 (``bytes``/``bytearray``, at the request's version), or ``EncodedPieces`` of the body
 (written without joining them: large cached blocks are never copied). Synchronous handlers are the fast path;
 asynchronous ones (forwarding to the controller) are awaited while later requests on the same
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from kmeta.net.hooks import RequestGate
 from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
@@ -40,6 +43,7 @@ from kmeta.protocol.header import (
     response_header_version,
 )
 from kmeta.protocol.registry import Api, api_for
+from kmeta.protocol.schema import Record
 
 
 class EncodedPieces(tuple[bytes, ...]):
@@ -48,16 +52,26 @@ class EncodedPieces(tuple[bytes, ...]):
     __slots__ = ()
 
 
+#: the daemon's state, one type per registry (the broker's BrokerState, the controller)
+S = TypeVar("S")
+#: an API's request and response records (kmeta.protocol.messages)
+Req = TypeVar("Req")
+Resp = TypeVar("Resp", bound=Record)
+#: (host, port) of an IPv4 peer, (host, port, flowinfo, scope id) of an IPv6 one, as the
+#: transport reports it; None before it is known (or for a transport without one)
+Peer = tuple[str, int] | tuple[str, int, int, int] | None
+
+
 @dataclass(frozen=True, slots=True)
-class RequestContext:
+class RequestContext(Generic[S]):
     """What a handler knows about the request besides its body."""
 
     header: RequestHeader
     listener: str  # the listener name the request came in on ("PLAINTEXT", "CONTROL", ...)
     is_control: bool
-    peer: Any  # (host, port) of the client, as the transport reports it
-    state: Any  # the daemon's state object (the broker's BrokerState)
-    registry: HandlerRegistry
+    peer: Peer
+    state: S  # the daemon's state object (the broker's BrokerState, the controller)
+    registry: HandlerRegistry[S]
     #: the connection's RequestGate (its authenticator), if its listener attaches one: the
     #: SASL handlers drive it, authorization reads the principal it established
     gate: RequestGate | None = None
@@ -66,9 +80,14 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS
 
 
-HandleFn = Callable[[RequestContext, Any], "Any | Awaitable[Any]"]
-RefuseFn = Callable[[Any, ErrorCode], Any]
-UnsupportedFn = Callable[[RequestContext], Any]
+#: a response as a handler gives it: the record, or its body already encoded at the request's
+#: version
+Reply: TypeAlias = Resp | bytes | bytearray | EncodedPieces
+#: ``handle(ctx, request)``: the reply, or an awaitable of it (answered in order all the same)
+HandleFn: TypeAlias = Callable[[RequestContext[S], Req], Reply[Resp] | Awaitable[Reply[Resp]]]
+#: the error response for a request refused on a listener
+RefuseFn: TypeAlias = Callable[[Req, ErrorCode], Resp]
+UnsupportedFn: TypeAlias = Callable[[RequestContext[S]], Resp]
 #: an encoded response as a memo keeps it: small ones framed once (then only the correlation id
 #: is copied in), large ones as pieces (never copied)
 Answer = EncodedPieces | FramedResponse
@@ -127,44 +146,54 @@ class AnswerMemo:
 
 
 #: ``(state, api version, listener) -> AnswerMemo``: the memo for the state's current snapshot
-MemoFn = Callable[[Any, int, str], AnswerMemo]
+MemoFn: TypeAlias = Callable[[S, int, str], AnswerMemo]
 
 
 @dataclass(frozen=True, slots=True)
-class Handler:
+class Handler(Generic[S, Req, Resp]):
+    """One API's handler: ``Handler[S, Req, Resp]`` serves ``Req`` records with ``Resp`` ones."""
+
     api: Api
-    handle: HandleFn
+    handle: HandleFn[S, Req, Resp]
     min_version: int
     max_version: int
     on_client: bool
     on_control: bool
     #: builds the error response for a request refused on this listener (None: close instead)
-    refuse: RefuseFn | None
+    refuse: RefuseFn[Req, Resp] | None
     #: answers a version above max_version without decoding the body (ApiVersions only)
-    unsupported_version: UnsupportedFn | None
+    unsupported_version: UnsupportedFn[S, Resp] | None
     #: the response header version for each request version (index = version)
     response_header_versions: tuple[int, ...]
     #: answers memoised by request body (see the module docstring); None: always decoded
-    memo: MemoFn | None = None
+    memo: MemoFn[S] | None = None
 
     def serves(self, is_control: bool) -> bool:
         return self.on_control if is_control else self.on_client
 
 
-class HandlerRegistry:
+#: a handler as the registry keeps it, by api key: the api key chooses both the codec that
+#: decodes the request (``api.request``) and the handler, so what it decodes is the handler's
+#: ``Req``; this one seam (the connection's decode) is where the request type is not spelled
+AnyHandler: TypeAlias = Handler[S, Any, Record]
+
+
+class HandlerRegistry(Generic[S]):
+    """The handlers of one daemon, whose state is ``S``."""
+
     def __init__(self) -> None:
-        self._handlers: dict[int, Handler] = {}
+        self._handlers: dict[int, AnyHandler[S]] = {}
 
     def register(
         self,
         api_key: int,
-        handle: HandleFn,
+        handle: HandleFn[S, Req, Resp],
         *,
         on_client: bool = True,
         on_control: bool = True,
-        refuse: RefuseFn | None = None,
-        unsupported_version: UnsupportedFn | None = None,
-        memo: MemoFn | None = None,
+        refuse: RefuseFn[Req, Resp] | None = None,
+        unsupported_version: UnsupportedFn[S, Resp] | None = None,
+        memo: MemoFn[S] | None = None,
         min_version: int | None = None,
         max_version: int | None = None,
     ) -> None:
@@ -178,27 +207,28 @@ class HandlerRegistry:
         if api_key in self._handlers:
             raise ValueError(f"api {api_key} already has a handler")
         header_versions = tuple(response_header_version(api_key, v) for v in range(high + 1))
-        self._handlers[api_key] = Handler(
+        handler: AnyHandler[S] = Handler(
             api, handle, low, high, on_client, on_control, refuse, unsupported_version,
             header_versions, memo,
         )  # fmt: skip
+        self._handlers[api_key] = handler
 
-    def guard(self, api_key: int, check: Callable[[RequestContext, Any], Any]) -> None:
+    def guard(self, api_key: int, check: Callable[[RequestContext[S], Req], Record | None]) -> None:
         """Run ``check(ctx, request)`` before the handler of ``api_key``: a result other than
         None is the answer and the handler is not called (authorization, as a hook)."""
         handler = self._handlers[api_key]
         inner = handler.handle
 
-        def handle(ctx: RequestContext, request: Any) -> Any:
+        def handle(ctx: RequestContext[S], request: Req) -> Reply[Record] | Awaitable[Reply[Record]]:
             refused = check(ctx, request)
             return inner(ctx, request) if refused is None else refused
 
         self._handlers[api_key] = replace(handler, handle=handle)
 
-    def get(self, api_key: int) -> Handler | None:
+    def get(self, api_key: int) -> AnyHandler[S] | None:
         return self._handlers.get(api_key)
 
-    def __iter__(self) -> Iterator[Handler]:
+    def __iter__(self) -> Iterator[AnyHandler[S]]:
         return iter(sorted(self._handlers.values(), key=lambda h: h.api.key))
 
     def __len__(self) -> int:

@@ -22,10 +22,10 @@ import os
 import socket
 import ssl as ssl_module
 from collections import Counter
-from typing import Any
+from typing import Generic
 
 from kmeta.net import zerocopy
-from kmeta.net.dispatch import HandlerRegistry
+from kmeta.net.dispatch import HandlerRegistry, S
 from kmeta.net.hooks import NO_HOOKS, ConnectionHooks
 from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.server_connection import ServerConnection
@@ -36,7 +36,7 @@ log = logging.getLogger("kmeta.net.listener")
 _BACKLOG = 1024
 
 
-class Listener:
+class Listener(Generic[S]):
     def __init__(
         self,
         name: str,
@@ -44,8 +44,8 @@ class Listener:
         port: int,
         *,
         is_control: bool,
-        registry: HandlerRegistry,
-        state: Any,
+        registry: HandlerRegistry[S],
+        state: S,
         limits: ConnectionLimits | None = None,
         ssl: ssl_module.SSLContext | None = None,
         zero_copy: bool = True,

@@ -39,6 +39,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from kmeta.net.dispatch import S
 from kmeta.net.hooks import FaultKind
 from kmeta.net.listener import Listener
 from kmeta.net.memory_pool import RequestMemoryPool
@@ -279,7 +280,7 @@ class DaemonMetrics:
         self.requests.listeners.append(lm)
         return lm
 
-    def instrument(self, listeners: Iterable[Listener]) -> None:
+    def instrument(self, listeners: Iterable[Listener[S]]) -> None:
         """Meter every connection these listeners accept from now on."""
         for lst in listeners:
             if lst.info.pool is not None:

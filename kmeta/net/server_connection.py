@@ -43,9 +43,11 @@ from kmeta.net import zerocopy
 from kmeta.net.dispatch import (
     Answer,
     AnswerMemo,
+    AnyHandler,
     EncodedPieces,
-    Handler,
     MemoFn,
+    Peer,
+    Reply,
     RequestContext,
 )
 from kmeta.net.flow_control import FlowControl
@@ -78,6 +80,7 @@ from kmeta.protocol.header import (
     response_header_rest,
     response_header_version,
 )
+from kmeta.protocol.schema import Record
 
 log = logging.getLogger("kmeta.net.server")
 
@@ -88,7 +91,7 @@ _FLUSH_AT = 1024 * 1024
 class _AsyncSlot:
     __slots__ = ("future", "handler", "header")
 
-    def __init__(self, future: asyncio.Future[Any], header: RequestHeader, handler: Handler) -> None:
+    def __init__(self, future: asyncio.Future[Any], header: RequestHeader, handler: AnyHandler[Any]) -> None:
         self.future = future
         self.header = header
         self.handler = handler
@@ -99,7 +102,7 @@ _BIG = 32 * 1024  # pieces at least this large are handed to the transport, not 
 Chunks = list[bytes | bytearray]
 
 
-def encode_answer(header: RequestHeader, handler: Handler, result: Any, out: Chunks) -> None:
+def encode_answer(header: RequestHeader, handler: AnyHandler[Any], result: Reply[Record], out: Chunks) -> None:
     """Append the framed response for ``result`` to the chunks ``out``.
 
     ``result``: a record (encoded at its own version, straight into the last chunk), or an
@@ -166,15 +169,19 @@ class _KnownHeader:
     prefix: bytes  # api key and version
     body_pos: int
     rest: bytes  # the header bytes after the correlation id (client id, tags)
-    memo: MemoFn
+    memo: MemoFn[Any]
     version: int
     response_header_version: int
 
 
 class ServerConnection(asyncio.Protocol):
+    """One client connection. It hands ``info.state`` to the handlers of ``info.registry``
+    without reading it, so it keeps ``info`` with the state's type erased (``Any``): the
+    listener that makes it is typed by the daemon's state."""
+
     def __init__(
         self,
-        info: ServingInfo,
+        info: ServingInfo[Any],
         on_close: Callable[[ServerConnection], None],
         admit: Callable[[ServerConnection], bool] | None = None,
         hooks: ConnectionHooks = NO_HOOKS,
@@ -208,7 +215,7 @@ class ServerConnection(asyncio.Protocol):
         self.admitted = False
         self._known: _KnownHeader | None = None
         self._memo: AnswerMemo | None = None  # the memo of ``_known``, while current
-        self.peer: Any = None
+        self.peer: Peer = None
         self._socket_writer: zerocopy.SocketWriter | None = None  # with info.zero_copy
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.requests_handled = 0
@@ -495,7 +502,7 @@ class ServerConnection(asyncio.Protocol):
         self._answer(header, handler, result, out)
         return None
 
-    def _answer(self, header: RequestHeader, handler: Handler, result: Any, out: Chunks) -> None:
+    def _answer(self, header: RequestHeader, handler: AnyHandler[Any], result: Reply[Record], out: Chunks) -> None:
         if not self._pending:
             encode_answer(header, handler, result, out)
             return

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic
 
-from kmeta.net.dispatch import HandlerRegistry
+from kmeta.net.dispatch import HandlerRegistry, S
 from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
@@ -29,13 +29,14 @@ class ConnectionLimits:
 
 
 @dataclass(frozen=True, slots=True)
-class ServingInfo:
-    """What every connection of one listener shares."""
+class ServingInfo(Generic[S]):
+    """What every connection of one listener shares: ``registry``'s handlers get ``state``
+    in their contexts."""
 
     listener: str
     is_control: bool
-    registry: HandlerRegistry
-    state: Any
+    registry: HandlerRegistry[S]
+    state: S
     limits: ConnectionLimits
     #: large cached pieces leave by sendfile (plain TCP only; see kmeta.net.zerocopy)
     zero_copy: bool = False

@@ -23,7 +23,7 @@ from collections import namedtuple
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 from construct import ConstructError
 
@@ -66,6 +66,14 @@ _MISSING: Any = object()
 #: frames larger than this are decoded with the cyclic GC paused (see ``Message.decode_from``);
 #: from about a thousand partitions on, collections during the decode cost it a third or more
 _GC_PAUSE_BYTES = 1 << 16
+
+
+class Record(Protocol):
+    """A message's record (a request or a response), as layers above hand it around: every
+    message type (kmeta.protocol.messages) carries the version it is encoded at."""
+
+    @property
+    def version(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

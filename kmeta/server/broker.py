@@ -122,11 +122,11 @@ class Broker:
         raise KeyError(listener)
 
     @property
-    def _client_listeners(self) -> list[Listener]:
+    def _client_listeners(self) -> list[Listener[BrokerState]]:
         return [lst for lst in self.listeners if not lst.info.is_control]
 
     async def start(self) -> None:
-        started: list[Listener] = []
+        started: list[Listener[BrokerState]] = []
         wait = self.config.controller is not None  # clients wait for the controller's state
         try:
             for lst in self.listeners:

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 from kmeta import __version__
 from kmeta.net.connection import KafkaConnection, api_of_instance
-from kmeta.net.dispatch import RequestContext
 from kmeta.net.security.sasl_client import ClientCredential, authenticate
 from kmeta.net.tls import SECURITY_PROTOCOLS, uses_sasl, uses_tls
 from kmeta.protocol.api_keys import ApiKey
@@ -43,6 +42,7 @@ from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs
 from kmeta.protocol.registry import highest_common, peer_versions
+from kmeta.server.state import BrokerContext
 
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker
@@ -366,7 +366,7 @@ FORWARD_MARGIN_S = 5.0
 
 
 async def forward(
-    ctx: RequestContext,
+    ctx: BrokerContext,
     request: Any,
     timeout_ms: int,
     error_response: Callable[[Any, ErrorCode], Any],

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from kmeta.metadata.cache import MetadataCache
+from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.metrics import PlainHistogram
 from kmeta.net.security.authorizer import Authorizer
 from kmeta.net.security.scram import MECHANISM_NAMES, ScramCredential, ScramCredentials
@@ -107,3 +108,9 @@ class BrokerState:
     def close(self) -> None:
         if self.state_log is not None:
             self.state_log.close()
+
+
+#: a request's context on a broker: ``ctx.state`` is the broker's BrokerState
+BrokerContext = RequestContext[BrokerState]
+#: the broker's handlers (one per api key, kmeta.server.handlers)
+BrokerRegistry = HandlerRegistry[BrokerState]

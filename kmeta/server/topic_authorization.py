@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from kmeta.net.dispatch import RequestContext
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, cluster_allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.controller_link import forward
+from kmeta.server.state import BrokerContext
 
 AUTHORIZATION_FAILED = "Authorization failed."
 
@@ -21,7 +21,7 @@ ErrorResponse = Callable[[Any, Any], Any]
 
 
 async def forward_authorized(
-    ctx: RequestContext,
+    ctx: BrokerContext,
     request: Any,
     *,
     items: str,
@@ -72,7 +72,7 @@ async def forward_authorized(
 _TOPIC_CONFIGS, _BROKER_CONFIGS, _BROKER_LOGGER = 2, 4, 8
 
 
-def configs_allowed(ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool:
+def configs_allowed(ctx: BrokerContext, operation: int, resource_type: int, name: str) -> bool:
     """Kafka's config APIs: the operation on the topic (TOPIC) or on the cluster (BROKER,
     BROKER_LOGGER); other types go on to the handler's own error."""
     if resource_type == _TOPIC_CONFIGS:
@@ -94,7 +94,7 @@ CONFIG_ALTER_TIMEOUT_MS = 30_000
 
 
 async def forward_config_alteration(
-    ctx: RequestContext,
+    ctx: BrokerContext,
     request: Any,
     resource_response: Callable[[int, str | None, int, str], Any],
     error_response: ErrorResponse,

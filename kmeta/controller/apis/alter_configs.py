@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.controller.apis.config_requests import Change, alter, preprocess
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.controller.handlers import ControllerContext, ControllerRegistry
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import alter_configs as ac
 
@@ -31,7 +31,7 @@ def _change(resource: Any) -> Change:
     return lambda _current: dict(wanted)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: Any) -> Any:
     resources = request.resources
     outcomes = preprocess(resources, lambda _c: False)
     changes = [None if o is not None else _change(r) for r, o in zip(resources, outcomes, strict=True)]
@@ -45,5 +45,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.ALTER_CONFIGS, handle)

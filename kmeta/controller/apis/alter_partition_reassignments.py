@@ -20,10 +20,16 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.controller.apis.topic_requests import too_large
-from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
+from kmeta.controller.handlers import (
+    ControllerContext,
+    ControllerRegistry,
+    controller_of,
+    forwarder_of,
+    refusal_code,
+    wait_for,
+)
 from kmeta.controller.reassignment import AlterResult
 from kmeta.controller.store import StorageError
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr
@@ -43,7 +49,7 @@ def _response(request: Any, results: list[AlterResult]) -> Any:
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: Any) -> Any:
     c = controller_of(ctx)
     entries = [
         (t.name, p.partition_index, None if p.replicas is None else tuple(p.replicas))
@@ -72,5 +78,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return _response(request, results)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, handle)

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
+from kmeta.controller.handlers import (
+    ControllerContext,
+    ControllerRegistry,
+    controller_of,
+    forwarder_of,
+    refusal_code,
+    wait_for,
+)
 from kmeta.controller.scram_users import Outcome
 from kmeta.controller.store import StorageError
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_user_scram_credentials as aus
@@ -28,7 +34,7 @@ def _response(request: Any, outcomes: dict[str, Outcome]) -> Any:
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: Any) -> Any:
     c = controller_of(ctx)
     forwarder = forwarder_of(ctx)
     users = dict.fromkeys(
@@ -47,5 +53,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return _response(request, outcomes)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, handle)

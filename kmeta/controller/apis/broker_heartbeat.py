@@ -14,14 +14,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.handlers import cluster_action, controller_of
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.controller.handlers import (
+    ControllerContext,
+    ControllerRegistry,
+    cluster_action,
+    controller_of,
+)
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh
 
 
-def handle(ctx: RequestContext, req: Any) -> Any:
+def handle(ctx: ControllerContext, req: Any) -> Any:
     c = controller_of(ctx)
     if not cluster_action(ctx, "BrokerHeartbeat", req.broker_id):
         return bh.BrokerHeartbeatResponse(
@@ -40,5 +44,5 @@ def handle(ctx: RequestContext, req: Any) -> Any:
     )
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.BROKER_HEARTBEAT, handle)

@@ -16,10 +16,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kmeta.controller.handlers import cluster_action, controller_of, refusal_code
+from kmeta.controller.handlers import (
+    ControllerContext,
+    ControllerRegistry,
+    cluster_action,
+    controller_of,
+    refusal_code,
+)
 from kmeta.controller.model import Endpoint
 from kmeta.controller.store import StorageError
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br
@@ -52,7 +57,7 @@ def _listeners_error(req: Any) -> str | None:
     return None
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
+async def handle(ctx: ControllerContext, req: Any) -> Any:
     """KRaft's order: the cluster id first (empty or another: INCONSISTENT_CLUSTER_ID, when
     this controller knows its id), then the id's session (DUPLICATE_BROKER_REGISTRATION, in
     the event). PreviousBrokerEpoch (v3+, KIP-966) is accepted and not acted on: Kafka's
@@ -105,5 +110,5 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     return br.BrokerRegistrationResponse(version=req.version, error_code=0, broker_epoch=epoch)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.BROKER_REGISTRATION, handle)

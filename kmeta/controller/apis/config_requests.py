@@ -11,11 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
+from kmeta.controller.handlers import (
+    ControllerContext,
+    controller_of,
+    forwarder_of,
+    refusal_code,
+    wait_for,
+)
 from kmeta.controller.store import StorageError
 from kmeta.controller.topic_configs import Outcome, invalid_config
 from kmeta.metadata.log_config import ConfigError
-from kmeta.net.dispatch import RequestContext
 from kmeta.protocol.errors import ErrorCode
 
 TOPIC = 2  # ConfigResource.Type ids
@@ -54,7 +59,7 @@ def preprocess(resources: Sequence[Any], null_ok: Callable[[Any], bool]) -> list
 
 
 async def alter(
-    ctx: RequestContext,
+    ctx: ControllerContext,
     resources: Sequence[Any],
     outcomes: list[Outcome | None],
     changes: list[Change | None],

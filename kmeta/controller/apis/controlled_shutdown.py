@@ -13,15 +13,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.handlers import cluster_action, controller_of, refusal_code, wait_for
+from kmeta.controller.handlers import (
+    ControllerContext,
+    ControllerRegistry,
+    cluster_action,
+    controller_of,
+    refusal_code,
+    wait_for,
+)
 from kmeta.controller.store import StorageError
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import controlled_shutdown as cs
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
+async def handle(ctx: ControllerContext, req: Any) -> Any:
     c = controller_of(ctx)
     if not cluster_action(ctx, "ControlledShutdown", req.broker_id):
         return cs.ControlledShutdownResponse(
@@ -46,5 +52,5 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     )
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.CONTROLLED_SHUTDOWN, handle)

@@ -21,9 +21,15 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.controller.acls import MAX_ACLS_PER_REQUEST
-from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
+from kmeta.controller.handlers import (
+    ControllerContext,
+    ControllerRegistry,
+    controller_of,
+    forwarder_of,
+    refusal_code,
+    wait_for,
+)
 from kmeta.controller.store import StorageError
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclBinding, PatternType
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
@@ -45,7 +51,7 @@ def response(request: Any, results: list[tuple[int, str | None]]) -> Any:
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: Any) -> Any:
     c = controller_of(ctx)
     creations = request.creations
     if len(creations) > MAX_ACLS_PER_REQUEST:
@@ -66,5 +72,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return response(request, results)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.CREATE_ACLS, handle)

@@ -22,15 +22,21 @@ from kmeta.controller.apis.topic_requests import (
     too_large,
 )
 from kmeta.controller.barrier import Barrier
-from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
+from kmeta.controller.handlers import (
+    ControllerContext,
+    ControllerRegistry,
+    controller_of,
+    forwarder_of,
+    refusal_code,
+    wait_for,
+)
 from kmeta.controller.store import StorageError
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
+async def handle(ctx: ControllerContext, req: Any) -> Any:
     c = controller_of(ctx)
     cfg = c.config
 
@@ -74,5 +80,5 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     return cp.CreatePartitionsResponse(version=req.version, results=tuple(results))
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.CREATE_PARTITIONS, handle)

@@ -19,17 +19,23 @@ from kmeta.controller.apis.topic_requests import (
     requested,
     too_large,
 )
-from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
+from kmeta.controller.handlers import (
+    ControllerContext,
+    ControllerRegistry,
+    controller_of,
+    forwarder_of,
+    refusal_code,
+    wait_for,
+)
 from kmeta.controller.store import StorageError
 from kmeta.controller.topic_configs import created_configs
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.schema import uuid_or_zero
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
+async def handle(ctx: ControllerContext, req: Any) -> Any:
     c = controller_of(ctx)
     cfg = c.config
     asked = sum(
@@ -100,5 +106,5 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     return ct.CreateTopicsResponse(version=req.version, topics=tuple(results))
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.CREATE_TOPICS, handle)

@@ -19,16 +19,22 @@ from kmeta.controller.apis.topic_requests import (
     too_large,
 )
 from kmeta.controller.barrier import Barrier
-from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
+from kmeta.controller.handlers import (
+    ControllerContext,
+    ControllerRegistry,
+    controller_of,
+    forwarder_of,
+    refusal_code,
+    wait_for,
+)
 from kmeta.controller.store import StorageError
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.schema import uuid_or_zero
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
+async def handle(ctx: ControllerContext, req: Any) -> Any:
     c = controller_of(ctx)
     if req.version >= 6:
         entries = [(t.name, t.topic_id) for t in req.topics]
@@ -122,5 +128,5 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     return dt.DeleteTopicsResponse(version=req.version, responses=tuple(out))
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.DELETE_TOPICS, handle)

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.handlers import controller_of
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.controller.handlers import ControllerContext, ControllerRegistry, controller_of
 from kmeta.net.security.describe_scram import describe
 from kmeta.protocol.api_keys import ApiKey
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: ControllerContext, request: Any) -> Any:
     return describe(controller_of(ctx).credentials, request)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, handle)

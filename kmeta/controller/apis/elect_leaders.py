@@ -20,10 +20,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.handlers import controller_of, forwarder_of, refusal_code, wait_for
+from kmeta.controller.handlers import (
+    ControllerContext,
+    ControllerRegistry,
+    controller_of,
+    forwarder_of,
+    refusal_code,
+    wait_for,
+)
 from kmeta.controller.replica_election import PREFERRED, UNCLEAN, ElectionResult
 from kmeta.controller.store import StorageError
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import elect_leaders as el
@@ -45,7 +51,7 @@ def _response(request: Any, error: int, results: list[ElectionResult]) -> Any:
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: Any) -> Any:
     c = controller_of(ctx)
     election_type = request.election_type if request.version >= 1 else PREFERRED
     asked: list[tuple[str, int]] | None = None
@@ -76,5 +82,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return _response(request, 0, results)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.ELECT_LEADERS, handle)

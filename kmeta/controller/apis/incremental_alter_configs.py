@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.controller.apis.config_requests import Change, alter, preprocess
+from kmeta.controller.handlers import ControllerContext, ControllerRegistry
 from kmeta.metadata.log_config import APPEND, DELETE, SET, SUBTRACT, apply_incremental
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import incremental_alter_configs as iac
@@ -36,7 +36,7 @@ def _change(resource: Any) -> Change:
     return lambda current: apply_incremental(current, ops)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: Any) -> Any:
     resources = request.resources
     outcomes = preprocess(resources, lambda c: c.config_operation == DELETE)
     for i, r in enumerate(resources):
@@ -54,5 +54,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.INCREMENTAL_ALTER_CONFIGS, handle)

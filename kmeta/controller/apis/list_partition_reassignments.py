@@ -12,14 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.controller.handlers import controller_of, refusal_code
+from kmeta.controller.handlers import (
+    ControllerContext,
+    ControllerRegistry,
+    controller_of,
+    refusal_code,
+)
 from kmeta.controller.store import StorageError
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: Any) -> Any:
     c = controller_of(ctx)
     asked = None
     if request.topics is not None:
@@ -50,5 +54,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, handle)

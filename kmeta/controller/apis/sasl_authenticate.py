@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kmeta.net.dispatch import HandlerRegistry
+from kmeta.controller.handlers import ControllerRegistry
 from kmeta.net.security.sasl import handle_authenticate
 from kmeta.protocol.api_keys import ApiKey
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     registry.register(ApiKey.SASL_AUTHENTICATE, handle_authenticate)

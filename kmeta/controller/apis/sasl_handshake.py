@@ -3,11 +3,11 @@ admin clients authenticate on a SASL_PLAINTEXT / SASL_SSL controller listener.""
 
 from __future__ import annotations
 
-from kmeta.net.dispatch import HandlerRegistry
+from kmeta.controller.handlers import ControllerRegistry
 from kmeta.net.security.sasl import handle_handshake
 from kmeta.protocol.api_keys import ApiKey
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: ControllerRegistry) -> None:
     # v0: raw tokens without Kafka framing follow (clients older than Kafka 1.0); see sasl.py
     registry.register(ApiKey.SASL_HANDSHAKE, handle_handshake)

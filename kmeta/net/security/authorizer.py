@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from kmeta.net.dispatch import RequestContext
 from kmeta.net.security.acl import (
@@ -179,19 +180,29 @@ def client_host(peer: object) -> str:
     return ""
 
 
-def allowed(ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool:
+class SecuredState(Protocol):
+    """A daemon's state as authorization reads it (the broker's BrokerState, the controller)."""
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        """None without ``--authorizer acl``."""
+
+
+Secured = TypeVar("Secured", bound=SecuredState)
+
+
+def allowed(ctx: RequestContext[Secured], operation: int, resource_type: int, name: str) -> bool:
     """May ``ctx.principal`` do ``operation`` on the resource? True when the daemon (its
     state's ``authorizer``) has no authorizer, as Kafka without authorizer.class.name."""
-    authorizer = getattr(ctx.state, "authorizer", None)
-    if not isinstance(authorizer, Authorizer):
+    authorizer = ctx.state.authorizer
+    if authorizer is None:
         return True
     return authorizer.authorize(ctx.principal, client_host(ctx.peer), operation, resource_type, name)
 
 
-def cluster_allowed(ctx: RequestContext, operation: int) -> bool:
+def cluster_allowed(ctx: RequestContext[Secured], operation: int) -> bool:
     return allowed(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def authorizer_of(ctx: RequestContext) -> Authorizer | None:
-    authorizer = getattr(ctx.state, "authorizer", None)
-    return authorizer if isinstance(authorizer, Authorizer) else None
+def authorizer_of(ctx: RequestContext[Secured]) -> Authorizer | None:
+    return ctx.state.authorizer

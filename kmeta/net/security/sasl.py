@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from scramp import ScramException, ScramMechanism
 
-from kmeta.net.dispatch import RequestContext
+from kmeta.net.dispatch import RequestContext, S
 from kmeta.net.hooks import AuthenticationFailedError
 from kmeta.net.security.principal import USER_TYPE, KafkaPrincipal
 from kmeta.net.security.scram import MECHANISM_IDS, ScramCredentials
@@ -132,7 +132,7 @@ def sasl_gate(
     return lambda conn: SaslAuthenticator(conn, enabled, credentials)
 
 
-def handle_handshake(ctx: RequestContext, request: sh.SaslHandshakeRequest) -> sh.SaslHandshakeResponse:
+def handle_handshake(ctx: RequestContext[S], request: sh.SaslHandshakeRequest) -> sh.SaslHandshakeResponse:
     gate = ctx.gate
     if not isinstance(gate, SaslAuthenticator):
         # not a SASL listener: Kafka's KafkaApis answers so (no authenticator took it)
@@ -167,7 +167,7 @@ Evaluation = tuple[ErrorCode, str | None, bytes]
 
 
 def handle_authenticate(
-    ctx: RequestContext, request: sa.SaslAuthenticateRequest
+    ctx: RequestContext[S], request: sa.SaslAuthenticateRequest
 ) -> sa.SaslAuthenticateResponse:
     gate = ctx.gate
     evaluation: Evaluation

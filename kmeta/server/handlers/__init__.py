@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-from kmeta.net.dispatch import HandlerRegistry
+from kmeta.server.state import BrokerRegistry
 
 HANDLER_MODULES: tuple[str, ...] = (
     "api_versions",
@@ -36,8 +36,8 @@ HANDLER_MODULES: tuple[str, ...] = (
 )
 
 
-def build_registry(modules: tuple[str, ...] = HANDLER_MODULES) -> HandlerRegistry:
-    registry = HandlerRegistry()
+def build_registry(modules: tuple[str, ...] = HANDLER_MODULES) -> BrokerRegistry:
+    registry = BrokerRegistry()
     for name in modules:
         importlib.import_module(f"kmeta.server.handlers.{name}").register(registry)
     return registry

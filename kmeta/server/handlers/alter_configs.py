@@ -20,20 +20,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import alter_configs as ac
+from kmeta.server.state import BrokerContext, BrokerRegistry
 from kmeta.server.topic_authorization import forward_config_alteration
 
 error_response = error_responses.alter_configs
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: Any) -> Any:
     return await forward_config_alteration(
         ctx, request, ac.AlterConfigsResourceResponse, error_response
     )
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.ALTER_CONFIGS, handle, on_control=False)

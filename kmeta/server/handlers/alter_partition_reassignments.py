@@ -18,22 +18,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.controller_link import forward
+from kmeta.server.state import BrokerContext, BrokerRegistry
 
 error_response = error_responses.alter_partition_reassignments
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: Any) -> Any:
     if not cluster_allowed(ctx, AclOperation.ALTER):  # Kafka: authorizeClusterOperation(ALTER)
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await forward(ctx, request, request.timeout_ms, error_response)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, handle, on_control=False)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.controller_link import forward
+from kmeta.server.state import BrokerContext, BrokerRegistry
 
 #: AlterUserScramCredentials has no timeout of its own: the controller's request timeout
 TIMEOUT_MS = 30_000
@@ -22,11 +22,11 @@ TIMEOUT_MS = 30_000
 
 error_response = error_responses.alter_user_scram_credentials
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: Any) -> Any:
     if not cluster_allowed(ctx, AclOperation.ALTER):  # Kafka: ALTER on the cluster
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await forward(ctx, request, TIMEOUT_MS, error_response)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, handle, on_control=False)

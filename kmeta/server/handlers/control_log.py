@@ -6,13 +6,12 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from kmeta.net.dispatch import RequestContext
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.state import BrokerState
+from kmeta.server.state import BrokerContext, BrokerState
 
 
 def log_apply(
-    ctx: RequestContext,
+    ctx: BrokerContext,
     request: Any,
     api_key: int,
     *,

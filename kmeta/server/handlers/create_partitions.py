@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
+from kmeta.server.state import BrokerContext, BrokerRegistry
 from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized
 
 error_response = error_responses.create_partitions
@@ -34,7 +34,7 @@ def _refused(topic: Any) -> Any:
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: Any) -> Any:
     # Kafka: ALTER on each topic; the others TOPIC_AUTHORIZATION_FAILED, not forwarded
     denied = [not allowed(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name) for t in request.topics]
     return await forward_authorized(
@@ -43,5 +43,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )  # fmt: skip
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.CREATE_PARTITIONS, handle, on_control=False)

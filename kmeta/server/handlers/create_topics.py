@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, authorizer_of, cluster_allowed
 from kmeta.protocol import error_responses
@@ -28,6 +27,7 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.server.controller_link import forward
+from kmeta.server.state import BrokerContext, BrokerRegistry
 from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized
 
 error_response = error_responses.create_topics
@@ -39,7 +39,7 @@ def _refused(topic: Any) -> Any:
     )
 
 
-def _hide_configs(ctx: RequestContext, answer: Any) -> Any:
+def _hide_configs(ctx: BrokerContext, answer: Any) -> Any:
     """v5+: a created topic's configs only for a principal with DESCRIBE_CONFIGS on it."""
     if answer.version < 5:
         return answer
@@ -51,7 +51,7 @@ def _hide_configs(ctx: RequestContext, answer: Any) -> Any:
     return answer._replace(topics=topics)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: Any) -> Any:
     if authorizer_of(ctx) is None:
         return await forward(ctx, request, request.timeout_ms, error_response)
     # Kafka: CREATE on the cluster allows every topic; else CREATE on each topic
@@ -67,5 +67,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return _hide_configs(ctx, answer)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.CREATE_TOPICS, handle, on_control=False)

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import authorizer_of, cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.controller_link import forward
+from kmeta.server.state import BrokerContext, BrokerRegistry
 
 TIMEOUT_MS = 30_000  # request.timeout.ms default: the controller's answer is awaited this long
 
@@ -30,7 +30,7 @@ TIMEOUT_MS = 30_000  # request.timeout.ms default: the controller's answer is aw
 error_response = error_responses.delete_acls
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: Any) -> Any:
     if not cluster_allowed(ctx, AclOperation.ALTER):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if authorizer_of(ctx) is None:
@@ -38,5 +38,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return await forward(ctx, request, TIMEOUT_MS, error_response)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.DELETE_ACLS, handle, on_control=False)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, authorizer_of
 from kmeta.protocol import error_responses
@@ -26,12 +25,13 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.controller_link import forward
+from kmeta.server.state import BrokerContext, BrokerRegistry
 from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized
 
 error_response = error_responses.delete_topics
 
 
-def _name(ctx: RequestContext, request: Any, item: Any) -> str | None:
+def _name(ctx: BrokerContext, request: Any, item: Any) -> str | None:
     """The topic an entry names (v6 by id: the name this broker knows for it, if any)."""
     if request.version < 6:
         return str(item)
@@ -41,7 +41,7 @@ def _name(ctx: RequestContext, request: Any, item: Any) -> str | None:
     return str(item.name)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: Any) -> Any:
     if authorizer_of(ctx) is None:
         return await forward(ctx, request, request.timeout_ms, error_response)
     # Kafka: DESCRIBE then DELETE on each topic; an id this broker does not know goes on to
@@ -80,5 +80,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )  # fmt: skip
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.DELETE_TOPICS, handle, on_control=False)

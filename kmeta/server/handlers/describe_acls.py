@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclBinding, AclFilter, AclOperation, PatternType
 from kmeta.net.security.authorizer import authorizer_of, cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_acls as da
+from kmeta.server.state import BrokerContext, BrokerRegistry
 
 
 def error_response(request: Any, error: ErrorCode, message: str | None = None) -> Any:
@@ -43,7 +43,7 @@ def resources(acls: list[AclBinding]) -> tuple[Any, ...]:
     )
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: Any) -> Any:
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     authorizer = authorizer_of(ctx)
@@ -71,5 +71,5 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.DESCRIBE_ACLS, handle, on_control=False)

@@ -24,20 +24,20 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.metadata.snapshot import MetadataSnapshot
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import CLUSTER_NAME, ResourceType
 from kmeta.net.security.authorizer import authorizer_of, client_host
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_cluster as dc
 from kmeta.server.handlers.metadata import CLUSTER_OPERATIONS, OPERATIONS_NOT_ASKED
+from kmeta.server.state import BrokerContext, BrokerRegistry
 
 #: Kafka's EndpointType ids (org.apache.kafka.common.message.EndpointType)
 ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}
 BROKER_ENDPOINT = 1
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: Any) -> Any:
     snap: MetadataSnapshot = ctx.state.cache.snapshot
     version: int = request.version
     wanted: int = request.endpoint_type
@@ -72,7 +72,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def _operations(ctx: RequestContext) -> int:
+def _operations(ctx: BrokerContext) -> int:
     """Every cluster operation without an authorizer; else the principal's (Kafka's
     authorizedOperations on the cluster resource)."""
     authorizer = authorizer_of(ctx)
@@ -81,5 +81,5 @@ def _operations(ctx: RequestContext) -> int:
     return authorizer.operations(ctx.principal, client_host(ctx.peer), ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.DESCRIBE_CLUSTER, handle)

@@ -37,13 +37,13 @@ from kmeta.metadata.log_config import (
     TOPIC_CONFIGS,
 )
 from kmeta.metadata.snapshot import MetadataSnapshot
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_configs as dcf
 from kmeta.server.config import BrokerConfig
 from kmeta.server.handlers.metadata import MAX_TOPIC_NAME, is_valid_topic_name
+from kmeta.server.state import BrokerContext, BrokerRegistry
 from kmeta.server.topic_authorization import configs_allowed, configs_authorization_error
 
 TOPIC, BROKER = 2, 4
@@ -166,7 +166,7 @@ def _refused(resource: Any) -> Any:
     )  # fmt: skip
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: Any) -> Any:
     snap: MetadataSnapshot = ctx.state.cache.snapshot
     config: BrokerConfig = ctx.state.config
     version: int = request.version
@@ -182,5 +182,5 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.DESCRIBE_CONFIGS, handle)

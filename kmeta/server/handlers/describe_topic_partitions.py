@@ -35,7 +35,6 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.metadata.snapshot import MetadataSnapshot
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import authorizer_of, client_host
 from kmeta.protocol.api_keys import ApiKey
@@ -48,6 +47,7 @@ from kmeta.server.handlers.metadata import (
     TOPIC_OPERATIONS,
     is_valid_topic_name,
 )
+from kmeta.server.state import BrokerContext, BrokerRegistry
 
 #: Kafka's max.request.partition.size.limit default: the most partitions one answer carries
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
@@ -94,7 +94,7 @@ def _partitions(snap: MetadataSnapshot, topic: str, start: int, max_count: int, 
     return out, upper if upper < len(parts) else -1
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: Any) -> Any:
     snap: MetadataSnapshot = ctx.state.cache.snapshot
     cursor = request.cursor
     first = cursor.topic_name if cursor is not None else ""
@@ -171,5 +171,5 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.DESCRIBE_TOPIC_PARTITIONS, handle)

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.net.security.describe_scram import describe
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_user_scram_credentials as dus
-from kmeta.server.state import BrokerState
+from kmeta.server.state import BrokerContext, BrokerRegistry, BrokerState
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: Any) -> Any:
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):  # Kafka: DESCRIBE on the cluster
         error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         # Kafka's getErrorResponse: the error at the top and once per user asked (no name)
@@ -29,5 +28,5 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return describe(state.credentials, request)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, handle, on_control=False)

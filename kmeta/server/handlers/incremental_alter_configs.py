@@ -20,20 +20,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import incremental_alter_configs as iac
+from kmeta.server.state import BrokerContext, BrokerRegistry
 from kmeta.server.topic_authorization import forward_config_alteration
 
 error_response = error_responses.incremental_alter_configs
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: Any) -> Any:
     return await forward_config_alteration(
         ctx, request, iac.AlterConfigsResourceResponse, error_response
     )
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.INCREMENTAL_ALTER_CONFIGS, handle, on_control=False)

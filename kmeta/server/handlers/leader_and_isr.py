@@ -26,7 +26,6 @@ import time
 import uuid
 from typing import Any
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
@@ -34,7 +33,14 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.handlers.control_log import log_apply
-from kmeta.server.state import FOLLOWER, LEADER, BrokerState, ReplicaState
+from kmeta.server.state import (
+    FOLLOWER,
+    LEADER,
+    BrokerContext,
+    BrokerRegistry,
+    BrokerState,
+    ReplicaState,
+)
 
 
 def _grouped(request: Any) -> list[tuple[str, uuid.UUID, list[Any]]]:
@@ -107,7 +113,7 @@ def _apply_topic(
         errors[key] = ErrorCode.NONE
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: Any) -> Any:
     state: BrokerState = ctx.state
     start = time.monotonic()
     if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):  # (before fencing: no epoch is raised)
@@ -134,5 +140,5 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return response
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.LEADER_AND_ISR, handle, on_client=False, refuse=refuse)

@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kmeta.metadata.snapshot import MetadataSnapshot
-from kmeta.net.dispatch import EncodedPieces, HandlerRegistry, RequestContext
+from kmeta.net.dispatch import EncodedPieces
 from kmeta.net.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kmeta.net.security.authorizer import Authorizer, client_host
 from kmeta.protocol.api_keys import ApiKey
@@ -62,6 +62,7 @@ from kmeta.server.metadata_blocks import (
     sendable,
     splice,
 )
+from kmeta.server.state import BrokerContext, BrokerRegistry
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -204,7 +205,7 @@ def _malformed(requested: Any, version: int) -> bool:
 
 
 def _authorized(
-    ctx: RequestContext, authorizer: Authorizer, blocks: MetadataBlocks, view: View, request: Any, cluster_ops: bool
+    ctx: BrokerContext, authorizer: Authorizer, blocks: MetadataBlocks, view: View, request: Any, cluster_ops: bool
 ) -> Any:
     """The answer for the connection's principal (Kafka's handleTopicMetadataRequest with an
     authorizer): topics it may not DESCRIBE are left out of all-topics answers and answered
@@ -277,7 +278,7 @@ def _authorized(
     return EncodedPieces((blocks.head(version, ctx.listener), splice(version).count(len(parts)), *parts, tail))
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: Any) -> Any:
     """The response: a record (error path) or the encoded body pieces.
 
     The one entry point. Its answers depend only on the snapshot, the listener, the version
@@ -307,5 +308,5 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return EncodedPieces((head, splice(version).count(len(parts)), *parts, tail))
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.METADATA, handle, memo=metadata_blocks.answer_memo)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kmeta.net.dispatch import HandlerRegistry
 from kmeta.net.security.sasl import handle_authenticate
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.server.state import BrokerRegistry
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.SASL_AUTHENTICATE, handle_authenticate)

@@ -6,11 +6,11 @@ that is not SASL it answers ILLEGAL_SASL_STATE, as Kafka's KafkaApis does.
 
 from __future__ import annotations
 
-from kmeta.net.dispatch import HandlerRegistry
 from kmeta.net.security.sasl import handle_handshake
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.server.state import BrokerRegistry
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     # v0: raw tokens without Kafka framing follow (clients older than Kafka 1.0); see sasl.py
     registry.register(ApiKey.SASL_HANDSHAKE, handle_handshake)

@@ -22,14 +22,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.server.handlers.control_log import log_apply
-from kmeta.server.state import BrokerState
+from kmeta.server.state import BrokerContext, BrokerRegistry, BrokerState
 
 NO_EPOCH = -1
 EPOCH_DURING_DELETE = -2
@@ -69,7 +68,7 @@ def _stop(state: BrokerState, topic: str, partition: int, epoch: int) -> ErrorCo
     return ErrorCode.NONE
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: Any) -> Any:
     state: BrokerState = ctx.state
     start = time.monotonic()
     if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):  # (before fencing: no epoch is raised)
@@ -95,5 +94,5 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return response
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.STOP_REPLICA, handle, on_client=False, refuse=refuse)

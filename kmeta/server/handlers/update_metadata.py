@@ -26,13 +26,12 @@ import time
 from typing import Any
 
 from kmeta.metadata.cache import FULL_UPDATE
-from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclBinding, AclOperation
 from kmeta.net.security.authorizer import AclSet, cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages.update_metadata import UpdateMetadataResponse
-from kmeta.server.state import BrokerState
+from kmeta.server.state import BrokerContext, BrokerRegistry, BrokerState
 
 
 def partition_states(request: Any) -> list[Any]:
@@ -51,7 +50,7 @@ def refuse(request: Any, error: ErrorCode) -> Any:
     return UpdateMetadataResponse(version=request.version, error_code=error)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: Any) -> Any:
     state: BrokerState = ctx.state
     start = time.monotonic()
     if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
@@ -80,5 +79,5 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return refuse(request, error)
 
 
-def register(registry: HandlerRegistry) -> None:
+def register(registry: BrokerRegistry) -> None:
     registry.register(ApiKey.UPDATE_METADATA, handle, on_client=False, refuse=refuse)
