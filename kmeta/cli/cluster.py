@@ -32,8 +32,13 @@ from pathlib import Path
 
 import click
 
+from kmeta.cli.cluster_quorum import (
+    NODE_ID_BASE,
+    ControllerRestarts,
+    quorum_info,
+    start_zookeeper,
+)
 from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
-from kmeta.cli.zookeeper import LocalZooKeeper, ZooKeeperUnavailable
 from kmeta.controller.faults import parse_fault
 from kmeta.net.security.sasl_client import (
     ClientCredential,
@@ -330,6 +335,9 @@ def up(
     else:
         names |= {controllers[0].pid: "controller"}
     stopping = False
+    restarts = ControllerRestarts(
+        controllers, lambda j: spawn(controller_argv(cfg, data_dir, j, zookeeper), env)
+    )
 
     def on_signal(signum: int, _frame: object) -> None:
         nonlocal stopping
@@ -369,7 +377,12 @@ def up(
         click.echo(
             f"metrics (/metrics, /status): controller {h}:{cfg.controller_metrics_port}, {ports}"
         )
-        click.echo(f"status: kmeta status --controller {h}:{cfg.controller_metrics_port} --watch")
+        if not cfg.quorum:
+            click.echo(
+                f"status: kmeta status --controller {h}:{cfg.controller_metrics_port} --watch"
+            )
+    if cfg.quorum:  # (the active controller moves: ask ZooKeeper which one it is)
+        click.echo(f"status: kmeta status --zookeeper {zookeeper}")
     click.echo("Ctrl-C stops the cluster.")
     try:
         # every start waits for the cluster to serve: a daemon that exits first (a busy port,
@@ -392,13 +405,16 @@ def up(
                 if p.poll() is not None:
                     click.echo(f"{names[p.pid]} (pid {p.pid}) exited with {p.returncode}", err=True)
                     procs.remove(p)
-                    left = sum(1 for c in controllers if c.poll() is None)
-                    if cfg.quorum and p in controllers and left:
-                        click.echo(
-                            f"the controller quorum carries on with {left} of {cfg.controllers}"
-                        )
+                    if cfg.quorum and p in controllers:
+                        restarts.died(p)
                     break
-            if not procs:
+            for proc in restarts.start_due():  # back as standbys of the quorum
+                procs.append(proc)
+                names[proc.pid] = f"controller {controllers.index(proc) + 1 + NODE_ID_BASE}"
+                if ready_file is not None:  # (its new pid)
+                    info = ready_info(cfg, data_dir) | quorum_info(cfg, zookeeper, controllers)
+                    write_ready_file(ready_file, info)
+            if not procs and not restarts.pending:
                 return
             time.sleep(0.2)
     except KeyboardInterrupt:
@@ -414,42 +430,6 @@ def up(
         if start_failed and made_data_dir:  # nothing worth keeping: remove what we created
             shutil.rmtree(data_dir, ignore_errors=True)
         click.echo("cluster stopped")
-
-
-def start_zookeeper(cfg: ClusterConfig, data_dir: Path) -> tuple[LocalZooKeeper | None, str | None]:
-    """The quorum's ZooKeeper: ``cfg.zookeeper``, or a local server (data in the data dir) when
-    none is given; (None, None) for a single controller."""
-    if not cfg.quorum:
-        return None, None
-    if cfg.zookeeper is not None:
-        return None, cfg.zookeeper
-    server = LocalZooKeeper(data_dir / "zookeeper")
-    try:
-        server.start()
-    except ZooKeeperUnavailable as exc:
-        raise click.ClickException(str(exc)) from None
-    except BaseException:  # Ctrl-C while it starts: no server left behind
-        server.stop()
-        raise
-    return server, server.connect_string
-
-
-def quorum_info(
-    cfg: ClusterConfig, zookeeper: str | None, controllers: list[subprocess.Popen[bytes]]
-) -> dict[str, object]:
-    """The ready file's quorum part: ZooKeeper and every controller (node id, address, pid)."""
-    return {
-        "zookeeper": zookeeper,
-        "controllers": [
-            {
-                "node_id": 3000 + j,
-                "address": f"{cfg.host}:{cfg.controller_port_of(j)}",
-                "metrics_port": cfg.controller_metrics_port_of(j) if cfg.metrics else None,
-                "pid": proc.pid,
-            }
-            for j, proc in enumerate(controllers, 1)
-        ],
-    }
 
 
 def cluster_ports(cfg: ClusterConfig) -> list[tuple[int, str]]:

@@ -1,8 +1,10 @@
 """`kmeta cluster up --controllers 3`: a controller quorum on a ZooKeeper server the command
-runs itself; kill -9 of the active controller leaves a cluster that still creates topics."""
+runs itself; kill -9 of the active controller leaves a cluster that still creates topics, and
+the killed controller is started again as a standby."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -17,6 +19,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from kmeta.cli.cluster_quorum import RestartPolicy
 from kmeta.cli.zookeeper import ZOOKEEPER_JAR
 from kmeta.controller.zk_election import active_controller
 from tests.cli.test_cluster_up_ready import _wait_file
@@ -70,7 +73,15 @@ def _create(admin: AdminClient, name: str, timeout_s: float = 20) -> None:
         time.sleep(0.1)
 
 
-@pytest.mark.timeout(90)
+def _quorum_status(zookeeper: str) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, "-m", "kmeta", "status", "--zookeeper", zookeeper, "--json"],
+        capture_output=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    return dict(json.loads(out)["quorum"])
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.skipif(not ZOOKEEPER_JAR.exists(), reason="ZooKeeper is not installed")
 def test_quorum_survives_kill_9_of_the_active_controller(tmp_path: Path) -> None:
     ready = tmp_path / "ready.json"
@@ -78,7 +89,7 @@ def test_quorum_survives_kill_9_of_the_active_controller(tmp_path: Path) -> None
         [sys.executable, "-m", "kmeta", "cluster", "up", "--controllers", "3", "--brokers", "2",
          "--base-port", str(_free_base_port(2, 3)), "--data-dir", str(tmp_path / "data"),
          "--zookeeper-session-timeout-ms", "2000", "--ready-file", str(ready),
-         "--exit-after", "15"],
+         "--exit-after", "60"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -100,10 +111,23 @@ def test_quorum_survives_kill_9_of_the_active_controller(tmp_path: Path) -> None
             assert active_controller(zk)[1] > epoch
             _create(admin, "after")
             assert {"before", "after"} <= set(admin.list_topics(timeout=10).topics)
+            # cluster up started the killed controller again (a new pid in the ready file):
+            # it is back as a standby
+            deadline = time.monotonic() + 20
+            while True:
+                now = {c["node_id"]: c["pid"] for c in json.loads(ready.read_text())["controllers"]}
+                status = _quorum_status(info["zookeeper"])
+                if now[node] != pids[node] and node in status["standbys"]:  # type: ignore[operator]
+                    break
+                assert time.monotonic() < deadline, f"controller {node} not back: {status}"
+                time.sleep(0.2)
+            assert _alive(now[node])
+            assert status["active"] != node
         finally:
             zk.stop()
             zk.close()
-        out, err = proc.communicate(timeout=60)  # --exit-after stops it by itself
+        proc.send_signal(signal.SIGTERM)  # as Ctrl-C: it stops its daemons and ZooKeeper
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:  # SIGTERM: it stops its daemons (own sessions) and ZooKeeper
             proc.terminate()
@@ -111,9 +135,14 @@ def test_quorum_survives_kill_9_of_the_active_controller(tmp_path: Path) -> None
     assert proc.returncode == 0, err
     assert f"controller {node} (pid {pids[node]}) exited with -9" in err
     assert "the controller quorum carries on with 2 of 3" in out
+    assert f"restarting controller {node} in 1 s" in err
+    assert f"controller {node} restarted (pid {now[node]})" in err
+    # a quorum's status comes from ZooKeeper (the active controller moves)
+    assert f"status: kmeta status --zookeeper {info['zookeeper']}" in out
+    assert "kmeta status --controller" not in out
     assert "cluster stopped" in out
     # nothing left behind: no controller, no broker, no ZooKeeper (each names the data dir)
-    assert not [pid for pid in pids.values() if _alive(pid)]
+    assert not [pid for pid in [*pids.values(), now[node]] if _alive(pid)]
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "data")], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
     assert not ready.exists()
@@ -135,3 +164,11 @@ def test_bad_quorum_flags_are_one_line_errors(args: list[str], hint: str) -> Non
     assert bad.returncode == 2, bad.stderr
     assert hint in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_restarts_back_off_and_stop_for_a_controller_that_keeps_dying() -> None:
+    policy = RestartPolicy(max_restarts=3, window_s=60.0, first_backoff_s=1.0, max_backoff_s=3.0)
+    assert [policy.backoff(1, t) for t in (0.0, 1.0, 2.0)] == [1.0, 2.0, 3.0]
+    assert policy.backoff(1, 3.0) is None  # a 4th death within the window: it stays down
+    assert policy.backoff(2, 3.0) == 1.0  # another controller has its own count
+    assert policy.backoff(1, 61.0) == 2.0  # the window moved on: only the death at 2.0 counts

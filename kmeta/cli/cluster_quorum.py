@@ -1,0 +1,131 @@
+"""``kmeta cluster up --controllers N``'s quorum: its ZooKeeper (given, or a local server),
+the ready file's quorum part, and the controllers that die, started again as a process
+supervisor would: after a backoff that doubles with each death, and not at all once one died
+too often in a while (a controller that cannot start, a bad flag or a busy port, is not
+restarted forever). They come back as standbys.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from kmeta.cli.zookeeper import LocalZooKeeper, ZooKeeperUnavailable
+
+if TYPE_CHECKING:  # (cluster imports this module)
+    from kmeta.cli.cluster import ClusterConfig
+
+#: a quorum's controller j (1-based) has node id 3000 + j
+NODE_ID_BASE = 3000
+
+
+def start_zookeeper(cfg: ClusterConfig, data_dir: Path) -> tuple[LocalZooKeeper | None, str | None]:
+    """The quorum's ZooKeeper: ``cfg.zookeeper``, or a local server (data in the data dir) when
+    none is given; (None, None) for a single controller."""
+    if not cfg.quorum:
+        return None, None
+    if cfg.zookeeper is not None:
+        return None, cfg.zookeeper
+    server = LocalZooKeeper(data_dir / "zookeeper")
+    try:
+        server.start()
+    except ZooKeeperUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    except BaseException:  # Ctrl-C while it starts: no server left behind
+        server.stop()
+        raise
+    return server, server.connect_string
+
+
+def quorum_info(
+    cfg: ClusterConfig, zookeeper: str | None, controllers: list[subprocess.Popen[bytes]]
+) -> dict[str, object]:
+    """The ready file's quorum part: ZooKeeper and every controller (node id, address, pid)."""
+    return {
+        "zookeeper": zookeeper,
+        "controllers": [
+            {
+                "node_id": NODE_ID_BASE + j,
+                "address": f"{cfg.host}:{cfg.controller_port_of(j)}",
+                "metrics_port": cfg.controller_metrics_port_of(j) if cfg.metrics else None,
+                "pid": proc.pid,
+            }
+            for j, proc in enumerate(controllers, 1)
+        ],
+    }
+
+
+@dataclass
+class RestartPolicy:
+    #: restarts of one daemon within ``window_s``; one more death and it stays down
+    max_restarts: int = 5
+    window_s: float = 60.0
+    first_backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    _restarts: dict[int, list[float]] = field(default_factory=dict)
+
+    def backoff(self, daemon: int, died_at: float) -> float | None:
+        """Seconds to wait before starting ``daemon`` again, which died at ``died_at``
+        (monotonic); None when it was restarted ``max_restarts`` times within the window."""
+        recent = [t for t in self._restarts.get(daemon, []) if died_at - t < self.window_s]
+        if len(recent) >= self.max_restarts:
+            self._restarts[daemon] = recent
+            return None
+        recent.append(died_at)
+        self._restarts[daemon] = recent
+        return min(self.first_backoff_s * 2.0 ** (len(recent) - 1), self.max_backoff_s)
+
+
+class ControllerRestarts:
+    """The quorum's controllers (``controllers[j - 1]`` is controller j), restarted when they
+    die: ``start(j)`` starts controller j's process."""
+
+    def __init__(
+        self,
+        controllers: list[subprocess.Popen[bytes]],
+        start: Callable[[int], subprocess.Popen[bytes]],
+        policy: RestartPolicy | None = None,
+    ) -> None:
+        self.controllers = controllers
+        self._start = start
+        self.policy = policy or RestartPolicy()
+        self._due: dict[int, float] = {}  # controller j -> when it starts again
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._due)
+
+    def died(self, proc: subprocess.Popen[bytes]) -> None:
+        """``proc``, one of the controllers, exited: say so, and when it starts again."""
+        j = self.controllers.index(proc) + 1
+        left = sum(1 for c in self.controllers if c.poll() is None)
+        if left:
+            click.echo(f"the controller quorum carries on with {left} of {len(self.controllers)}")
+        backoff = self.policy.backoff(j, time.monotonic())
+        node = NODE_ID_BASE + j
+        if backoff is None:
+            click.echo(
+                f"controller {node} died {self.policy.max_restarts + 1} times in "
+                f"{self.policy.window_s:g} s: not restarting it",
+                err=True,
+            )
+            return
+        click.echo(f"restarting controller {node} in {backoff:g} s", err=True)
+        self._due[j] = time.monotonic() + backoff
+
+    def start_due(self) -> list[subprocess.Popen[bytes]]:
+        """Start the controllers whose backoff is over (they join the quorum as standbys)."""
+        started = []
+        for j, when in list(self._due.items()):
+            if time.monotonic() >= when:
+                del self._due[j]
+                proc = self.controllers[j - 1] = self._start(j)
+                click.echo(f"controller {NODE_ID_BASE + j} restarted (pid {proc.pid})", err=True)
+                started.append(proc)
+        return started
