@@ -28,9 +28,10 @@ change was not kept and is answered NOT_CONTROLLER (Kafka's ControllerMovedExcep
 controller cannot tell whether it still leads. From then on every write is refused at once.
 
 The active controller is the only writer, so the engine keeps a mirror of the znodes it
-manages, read once when it becomes active: a reload (after a refused event) needs no network
-round trip, and a commit knows which znodes to create, set or delete. A group's writes are
-split into multi-ops of at most :data:`MAX_MULTI_BYTES` (ZooKeeper's jute.maxbuffer is 1 MiB);
+manages, read once when it becomes active (in a few multi-reads: :mod:`zk_requests`): a
+reload (after a refused event) needs no network round trip, and a commit knows which znodes
+to create, set or delete. A group's writes are split into multi-ops of at most
+:data:`MAX_MULTI_BYTES` (ZooKeeper's jute.maxbuffer is 1 MiB), a few in flight at once;
 parents come before children, so a group cut short leaves no znode without its parent, and a
 topic whose partition states are not all written is not loaded (it was never acknowledged).
 """
@@ -38,24 +39,35 @@ topic whose partition states are not all written is not loaded (it was never ack
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import uuid
 from base64 import b64decode, b64encode
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, RolledBackError
+from kazoo.interfaces import IAsyncResult
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from kmeta.controller.model import BrokerInfo, ClusterState, Endpoint, PartitionState, TopicInfo
 from kmeta.controller.store import ControllerMovedError, StorageError
+from kmeta.controller.zk_requests import (
+    CHECK,
+    CREATE,
+    DELETE,
+    SET_DATA,
+    TOPICS,
+    encode_acl,
+    multi_write_async,
+    read_tree,
+)
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import MECHANISM_IDS, ScramCredential
 
 CONTROLLER_EPOCH = "/controller_epoch"
-TOPICS = "/brokers/topics"
 BROKER_IDS = "/brokers/ids"
 DELETE_TOPICS = "/admin/delete_topics"
 TOPIC_CONFIGS = "/config/topics"
@@ -74,7 +86,13 @@ MAX_MULTI_BYTES = 900_000
 #: connection whose answer takes longer than 2/3 of the session timeout (on a loaded machine
 #: 9,000 creates can): smaller multi-ops, pipelined, answer sooner for the same total
 MAX_MULTI_OPS = 2_000
+#: multi-ops in flight at once: enough to keep ZooKeeper's request pipeline busy, few enough
+#: that kazoo's ping, queued behind them, is answered well within its read timeout
+MAX_IN_FLIGHT = 8
 _OP_OVERHEAD = 48  # per op: type, header, path and data lengths, version, ACL
+#: one op of a multi-op: (CREATE | SET_DATA | DELETE, path, data, version)
+_Op = tuple[int, str, bytes, int]
+_OP_NAMES = {CREATE: "create", SET_DATA: "set", DELETE: "delete"}
 
 #: a pending delete in an overlay
 _DELETED: None = None
@@ -96,46 +114,6 @@ def _acl_path(b: AclBinding) -> str:
     return f"{ACLS}/{b.pattern_type}/{b.resource_type}/{quote(b.resource_name, safe='')}"
 
 
-def _read_all(client: KazooClient, paths: Iterable[str]) -> dict[str, bytes]:
-    """The data of ``paths`` (those that exist), requests pipelined."""
-    sent = [(path, client.get_async(path)) for path in paths]
-    out: dict[str, bytes] = {}
-    for path, result in sent:
-        with contextlib.suppress(NoNodeError):
-            out[path] = result.get()[0] or b""
-    return out
-
-
-def read_tree(client: KazooClient, roots: Iterable[str]) -> dict[str, bytes]:
-    """Every znode under ``roots`` (not the roots), pipelined level by level. Below a topic,
-    the assignment names the partitions: their state znodes are read without listing each
-    partition's children (a failover reads one request per partition, not three)."""
-    tree: dict[str, bytes] = {}
-    level = list(roots)
-    while level:
-        children = [(path, client.get_children_async(path)) for path in level]
-        level = []
-        for path, result in children:
-            with contextlib.suppress(NoNodeError):
-                level.extend(f"{path.rstrip('/')}/{name}" for name in result.get())
-        found = _read_all(client, level)
-        tree.update(found)
-        topics = [p for p in found if p.startswith(TOPICS + "/") and p.count("/") == 3]
-        level = [p for p in found if p not in topics]
-        states = [
-            f"{topic}/partitions/{p}/state"
-            for topic in topics
-            for p in json.loads(found[topic])["partitions"]
-        ]
-        found = _read_all(client, states)
-        tree.update(found)
-        # a state's parents exist; where a state is missing (a group cut short) ask for them
-        missing = [s.rsplit("/", 1)[0] for s in states if s not in found]
-        tree.update(_read_all(client, [*missing, *(f"{t}/partitions" for t in topics)]))
-        tree.update({s.rsplit("/", 1)[0]: b"" for s in found})
-    return tree
-
-
 class ZooKeeperStore:
     """The store of an active controller of a quorum; the same interface as ControllerStore."""
 
@@ -151,7 +129,12 @@ class ZooKeeperStore:
         #: /controller_epoch's version written by this controller's election: the fence
         self.epoch_zk_version = epoch_zk_version
         self.on_fenced = on_fenced
-        self._zk: dict[str, bytes] = read_tree(client, PERSISTENT_PATHS)  # committed
+        #: every create's ACL: the client's default, else open (as kazoo's create gives)
+        self._acl = encode_acl(client.default_acl or OPEN_ACL_UNSAFE)
+        try:
+            self._zk: dict[str, bytes] = read_tree(client, PERSISTENT_PATHS)  # committed
+        except KazooException as exc:  # the session lost meanwhile, or a ZooKeeper before 3.6
+            raise StorageError(f"cannot read the cluster state from ZooKeeper: {exc!r}") from exc
         self._pending: dict[str, bytes | None] = {}  # this group's writes, in order
         self._event: dict[str, bytes | None] = {}  # the current event's writes
         self._in_tx = False
@@ -178,6 +161,10 @@ class ZooKeeperStore:
         self._event[path] = data
 
     def _view(self) -> dict[str, bytes]:
+        """Read-only: the mirror itself when no write is open (a failover's load at 100k
+        partitions copies no 200k-entry dict)."""
+        if not self._pending and not self._event:
+            return self._zk
         view = dict(self._zk)
         for layer in (self._pending, self._event):
             for path, data in layer.items():
@@ -238,49 +225,50 @@ class ZooKeeperStore:
         await asyncio.to_thread(self._commit_now)
 
     def _commit_now(self) -> None:
-        """Every multi-op of the group sent at once (ZooKeeper applies one session's requests
-        in order, so parents still precede children), then their answers awaited in order."""
+        """The group's multi-ops pipelined, at most MAX_IN_FLIGHT at a time (ZooKeeper applies
+        one session's requests in order, so parents still precede children); answers in
+        order. After a refused one nothing more is sent: the rest would fail the same way."""
         pending, self._pending = self._pending, {}
-        sent = []
-        for batch in self._batches(pending):
-            tx = self.client.transaction()
-            tx.check(CONTROLLER_EPOCH, self.epoch_zk_version)
-            for op, path, data in batch:
-                if op == "delete":
-                    tx.delete(path)
-                elif op == "set":
-                    tx.set_data(path, data or b"")
-                else:
-                    tx.create(path, data or b"")
-            sent.append((batch, tx.commit_async()))
+        check = (CHECK, CONTROLLER_EPOCH, b"", self.epoch_zk_version)
+        in_flight: deque[tuple[list[_Op], IAsyncResult]] = deque()
         failure: StorageError | None = None
-        for batch, result in sent:
+
+        def answered() -> None:
+            nonlocal failure
+            batch, result = in_flight.popleft()
             try:
-                try:
-                    answer = result.get()
-                except KazooException as exc:  # connection or session lost meanwhile
-                    answer = exc
+                answer: list[bool | Exception] | Exception = result.get()
+            except KazooException as exc:  # connection or session lost meanwhile
+                answer = exc
+            try:
                 self._committed(batch, answer)
             except StorageError as exc:
                 failure = failure or exc
+
+        for batch in self._batches(pending):
+            if len(in_flight) >= MAX_IN_FLIGHT:
+                answered()
+            if failure is not None:
+                break
+            in_flight.append((batch, multi_write_async(self.client, [check, *batch], self._acl)))
+        while in_flight:
+            answered()
         if failure is not None:
             raise failure
 
-    def _batches(
-        self, pending: dict[str, bytes | None]
-    ) -> Iterable[list[tuple[str, str, bytes | None]]]:
-        """(op, path, data) in multi-ops within MAX_MULTI_BYTES: deletes deepest first, then
-        creates and sets parents first."""
+    def _batches(self, pending: dict[str, bytes | None]) -> Iterable[list[_Op]]:
+        """(op, path, data, version) in multi-ops within MAX_MULTI_BYTES and MAX_MULTI_OPS:
+        deletes deepest first, then creates and sets parents first."""
         deletes = [p for p, d in pending.items() if d is None and p in self._zk]
         writes = [p for p, d in pending.items() if d is not None and self._zk.get(p) != d]
         deletes.sort(key=lambda p: -p.count("/"))
         writes.sort(key=lambda p: p.count("/"))
-        ops: list[tuple[str, str, bytes | None]] = [("delete", p, None) for p in deletes]
-        ops += [("set" if p in self._zk else "create", p, pending[p]) for p in writes]
-        batch: list[tuple[str, str, bytes | None]] = []
+        ops: list[_Op] = [(DELETE, p, b"", -1) for p in deletes]
+        ops += [(SET_DATA if p in self._zk else CREATE, p, pending[p] or b"", -1) for p in writes]
+        batch: list[_Op] = []
         size = 0
         for op in ops:
-            op_size = _OP_OVERHEAD + len(op[1]) + len(op[2] or b"")
+            op_size = _OP_OVERHEAD + len(op[1]) + len(op[2])
             if batch and (size + op_size > MAX_MULTI_BYTES or len(batch) >= MAX_MULTI_OPS):
                 yield batch
                 batch, size = [], 0
@@ -289,9 +277,9 @@ class ZooKeeperStore:
         if batch:
             yield batch
 
-    def _committed(self, batch: list[tuple[str, str, bytes | None]], results: Any) -> None:
+    def _committed(self, batch: list[_Op], results: list[bool | Exception] | Exception) -> None:
         """One multi-op's answer: its writes join the mirror, or StorageError."""
-        if isinstance(results, KazooException):  # connection or session lost: it may be
+        if isinstance(results, Exception):  # connection or session lost: it may be
             raise self._moved_on(  # committed or not, and another controller elected
                 f"ZooKeeper session or connection lost during a write "
                 f"({type(results).__name__}): controller epoch {self.epoch} resigns"
@@ -310,13 +298,15 @@ class ZooKeeperStore:
             None,
         )
         if failed is not None:
-            (op, path, _), error = failed
-            raise self._failed(f"ZooKeeper multi-op failed: {op} {path}: {type(error).__name__}")
-        for op, path, data in batch:  # this multi-op is committed: so is the mirror
-            if op == "delete":
+            (op, path, _, _), error = failed
+            raise self._failed(
+                f"ZooKeeper multi-op failed: {_OP_NAMES[op]} {path}: {type(error).__name__}"
+            )
+        for op, path, data, _ in batch:  # this multi-op is committed: so is the mirror
+            if op == DELETE:
                 self._zk.pop(path, None)
             else:
-                self._zk[path] = data or b""
+                self._zk[path] = data
 
     def _moved_on(self, why: str) -> ControllerMovedError:
         """This controller no longer leads: it resigns, and writes nothing more."""
@@ -389,9 +379,7 @@ class ZooKeeperStore:
             "removing_replicas": {},
         }
         znode["topic_id"] = str(t.topic_id)
-        znode["partitions"].update(
-            {str(p): list(st.replicas) for p, st in t.partitions.items()}
-        )
+        znode["partitions"].update({str(p): list(st.replicas) for p, st in t.partitions.items()})
         self._put(topic_path(t.name), _dumps(znode))
         self._put(f"{topic_path(t.name)}/partitions", b"")
         self._put(f"{DELETE_TOPICS}/{t.name}", b"" if deleting else _DELETED)
@@ -480,7 +468,8 @@ class ZooKeeperStore:
 
     def put_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
         self._put(
-            f"{TOPIC_CONFIGS}/{topic}", _dumps({"version": 1, "config": dict(sorted(configs.items()))})
+            f"{TOPIC_CONFIGS}/{topic}",
+            _dumps({"version": 1, "config": dict(sorted(configs.items()))}),
         )
 
     def _edit_acls(self, bindings: Iterable[AclBinding], add: bool) -> None:
@@ -512,7 +501,10 @@ class ZooKeeperStore:
 
     def _put_user_config(self, user: str, config: dict[str, str]) -> None:
         path = f"{USER_CONFIGS}/{quote(user, safe='')}"
-        self._put(path, _dumps({"version": 1, "config": dict(sorted(config.items()))}) if config else _DELETED)
+        self._put(
+            path,
+            _dumps({"version": 1, "config": dict(sorted(config.items()))}) if config else _DELETED,
+        )
 
     def put_scram_credential(self, user: str, credential: ScramCredential) -> None:
         c = credential
@@ -567,21 +559,24 @@ class ZooKeeperStore:
                 state.brokers[bid] = BrokerInfo(
                     bid, b["broker_epoch"], b["incarnation_id"], listeners, b["rack"], b["alive"]
                 )
+        # most state znodes hold one of a few values (a creation writes equal ones): each value
+        # is parsed once
+        parsed: dict[bytes, tuple[tuple[int, ...], int, int, int]] = {}
         for name in self._topic_names(view):
             znode = json.loads(view[topic_path(name)])
             info = TopicInfo(name, uuid.UUID(znode["topic_id"]))
+            prefix = f"{TOPICS}/{name}/partitions/"
             for p, replicas in znode["partitions"].items():
-                state_data = view.get(partition_state_path(name, int(p)))
+                state_data = view.get(f"{prefix}{p}/state")
                 if state_data is None:
                     break  # a group cut short: the topic was never acknowledged
-                st = json.loads(state_data)
-                info.partitions[int(p)] = PartitionState(
-                    tuple(replicas),
-                    tuple(st["isr"]),
-                    st["leader"],
-                    st["leader_epoch"],
-                    st["partition_epoch"],
-                )
+                st = parsed.get(state_data)
+                if st is None:
+                    j = json.loads(state_data)
+                    st = parsed[state_data] = (
+                        tuple(j["isr"]), j["leader"], j["leader_epoch"], j["partition_epoch"]
+                    )  # fmt: skip
+                info.partitions[int(p)] = PartitionState(tuple(replicas), *st)
             else:
                 info.partitions = dict(sorted(info.partitions.items()))
                 configs = view.get(f"{TOPIC_CONFIGS}/{name}")
@@ -595,6 +590,8 @@ class ZooKeeperStore:
                 _, _, pattern, rtype, name = path.split("/")
                 for principal, host, op, perm in json.loads(data)["acls"]:
                     state.acls.add(
-                        AclBinding(int(rtype), unquote(name), int(pattern), principal, host, op, perm)
+                        AclBinding(
+                            int(rtype), unquote(name), int(pattern), principal, host, op, perm
+                        )
                     )
         return state
