@@ -2,11 +2,11 @@
 
 Talks to any Kafka-protocol broker (ApiVersions + Metadata v1-13); imports only
 ``kmeta.net``, ``kmeta.protocol`` and the shared vocabulary of ``kmeta.metadata``
-(``TopicPartition``, host:port parsing).
+(``TopicPartition``, ``Node``, host:port parsing).
 """
 
 from kmeta.client.client import MetadataClient
-from kmeta.client.cluster import Cluster, Node, PartitionInfo
+from kmeta.client.cluster import Cluster, PartitionInfo
 from kmeta.client.config import ClientConfig, parse_bootstrap_servers
 from kmeta.client.connection_states import (
     ClusterConnectionStates,
@@ -24,7 +24,7 @@ from kmeta.client.errors import (
 )
 from kmeta.client.metadata import Metadata
 from kmeta.client.network_client import NetworkClient
-from kmeta.metadata.model import TopicPartition
+from kmeta.metadata.model import Node, TopicPartition
 
 __all__ = [
     "ClientConfig",

@@ -13,29 +13,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from kmeta.metadata.model import TopicPartition
+from kmeta.metadata.model import Node, TopicPartition
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.types import ZERO_UUID
 
 NO_LEADER = -1
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    """A broker as a Metadata response names it. Bootstrap placeholders have negative ids."""
-
-    id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def __str__(self) -> str:
-        rack = f" rack: {self.rack}" if self.rack else ""
-        return f"{self.host}:{self.port} (id: {self.id}{rack})"
 
 
 @dataclass(frozen=True, slots=True)

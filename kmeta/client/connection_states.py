@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kmeta.client.backoff import ExponentialBackoff
-from kmeta.client.cluster import Node
+from kmeta.metadata.model import Node
 
 
 class ConnectionState(enum.Enum):

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kmeta import __version__
-from kmeta.client.cluster import Node
 from kmeta.client.config import MIN_METADATA_VERSION, ClientConfig
 from kmeta.client.connection_states import (
     ClusterConnectionStates,
@@ -34,6 +33,7 @@ from kmeta.client.connection_states import (
 )
 from kmeta.client.errors import ClientError
 from kmeta.client.metadata import Metadata, MetadataRequestAndVersion
+from kmeta.metadata.model import Node
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, ProtocolError

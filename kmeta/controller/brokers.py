@@ -21,10 +21,10 @@ from kmeta.controller.barrier import Barrier
 from kmeta.controller.election import add_replica, remove_replicas
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import BrokerInfo, ClusterState, Endpoint, PartitionState
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionState
 from kmeta.controller.request_batch import UM_FULL
 from kmeta.controller.sessions import BrokerHeartbeatManager
-from kmeta.metadata.model import TopicPartitionKey
+from kmeta.metadata.model import Endpoint, TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -42,8 +42,8 @@ from typing import Any
 
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import Endpoint
 from kmeta.controller.state_log import StateChangeLog, wall_ms
+from kmeta.metadata.model import Endpoint
 from kmeta.net.connection import KafkaConnection, api_of_instance
 from kmeta.net.security.sasl_client import (
     ClientCredential,
@@ -307,7 +307,7 @@ class ControllerChannelManager:
             return
         if broker_id in self._channels:
             return
-        endpoint = next((ep for ep in listeners if ep.name == self.listener_name), None)
+        endpoint = next((ep for ep in listeners if ep.listener == self.listener_name), None)
         endpoint = endpoint or listeners[0]
         ch = _BrokerChannel(self, broker_id, endpoint)
         self._channels[broker_id] = ch
@@ -339,7 +339,7 @@ class ControllerChannelManager:
             return
         if self.sasl is None:
             raise SaslAuthenticationError(
-                f"{endpoint.name} is {endpoint.security_protocol}: no --cluster-credential-file"
+                f"{endpoint.listener} is {endpoint.security_protocol}: no --cluster-credential-file"
             )
         await authenticate(conn, self.sasl, self.request_timeout_s)
 

@@ -14,20 +14,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kmeta.metadata.model import TopicPartitionKey
+from kmeta.metadata.model import Endpoint, TopicPartitionKey
 from kmeta.net.security.acl import AclBinding
 
 #: leader id meaning "no leader" (Kafka's LeaderAndIsr.NoLeader)
 NO_LEADER = -1
 #: leader id that tells brokers the partition is being deleted (LeaderAndIsr.LeaderDuringDelete)
 LEADER_DURING_DELETE = -2
-
-
-class Endpoint(NamedTuple):
-    name: str
-    host: str
-    port: int
-    security_protocol: int = 0  # PLAINTEXT
 
 
 @dataclass(slots=True)
@@ -42,7 +35,7 @@ class BrokerInfo:
     def endpoint(self, name: str | None) -> Endpoint | None:
         """The listener called ``name``; with None, the first one."""
         for ep in self.listeners:
-            if name is None or ep.name == name:
+            if name is None or ep.listener == name:
                 return ep
         return None
 

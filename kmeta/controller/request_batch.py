@@ -294,7 +294,7 @@ class ControllerBrokerRequestBatch:
                         id=b.broker_id,
                         endpoints=tuple(
                             um.UpdateMetadataEndpoint(
-                                ep.port, ep.host, ep.name, ep.security_protocol
+                                ep.port, ep.host, ep.listener, ep.security_protocol
                             )
                             for ep in b.listeners
                         ),

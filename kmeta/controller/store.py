@@ -25,13 +25,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from kmeta.controller.model import (
-    BrokerInfo,
-    ClusterState,
-    Endpoint,
-    PartitionState,
-    TopicInfo,
-)
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionState, TopicInfo
+from kmeta.metadata.model import Endpoint
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import ScramCredential
 

@@ -52,7 +52,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, Rolle
 from kazoo.interfaces import IAsyncResult
 from kazoo.security import OPEN_ACL_UNSAFE
 
-from kmeta.controller.model import BrokerInfo, ClusterState, Endpoint, PartitionState, TopicInfo
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionState, TopicInfo
 from kmeta.controller.store import ControllerMovedError, StorageError
 from kmeta.controller.zk_requests import (
     CHECK,
@@ -64,6 +64,7 @@ from kmeta.controller.zk_requests import (
     multi_write_async,
     read_tree,
 )
+from kmeta.metadata.model import Endpoint
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import MECHANISM_IDS, ScramCredential
 
@@ -348,7 +349,7 @@ class ZooKeeperStore:
 
     # -- writes -----------------------------------------------------------------------------------
     def put_broker(self, b: BrokerInfo) -> None:
-        endpoints = [f"{ep.name}://{ep.host}:{ep.port}" for ep in b.listeners]
+        endpoints = [f"{ep.listener}://{ep.host}:{ep.port}" for ep in b.listeners]
         first = b.listeners[0] if b.listeners else Endpoint("", "", -1)
         self._put(
             f"{BROKER_IDS}/{b.broker_id}",

@@ -32,24 +32,38 @@ def listener_for_security_protocol(protocol: int) -> str:
     return SECURITY_PROTOCOL_NAMES.get(protocol, f"UNKNOWN_SECURITY_PROTOCOL_{protocol}")
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """One listener of a broker."""
+class Endpoint(NamedTuple):
+    """One listener of a broker (Kafka's ``EndPoint``; the fields of ``UpdateMetadataEndpoint``).
+
+    What the controller registers for a broker and what the broker's cache keeps. A NamedTuple
+    because the controller's stores keep it as the JSON list ``[listener, host, port,
+    security_protocol]`` (``list(ep)`` / ``Endpoint(*ep)``).
+    """
 
     listener: str
     host: str
     port: int
-    security_protocol: int
+    security_protocol: int = 0  # PLAINTEXT
 
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """A broker as seen on one listener (what a Metadata response lists)."""
+    """A broker as seen on one listener (Kafka's ``org.apache.kafka.common.Node``): what a
+    Metadata response lists, what the client connects to. Bootstrap placeholders (client side)
+    have negative ids."""
 
     id: int
     host: str
     port: int
-    rack: str | None
+    rack: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        rack = f" rack: {self.rack}" if self.rack else ""
+        return f"{self.host}:{self.port} (id: {self.id}{rack})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,10 @@ import uuid
 
 from kmeta.controller.channel_manager import ControllerChannelManager
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import BrokerInfo, ClusterState, Endpoint, PartitionState, TopicInfo
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionState, TopicInfo
 from kmeta.controller.request_batch import BatchContext, ControllerBrokerRequestBatch
 from kmeta.controller.state_log import StateChangeLog
+from kmeta.metadata.model import Endpoint
 from kmeta.net.dispatch import HandlerRegistry
 from kmeta.net.listener import Listener
 from kmeta.protocol.api_keys import ApiKey

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from kmeta.controller.model import BrokerInfo, Endpoint, PartitionState, TopicInfo
+from kmeta.controller.model import BrokerInfo, PartitionState, TopicInfo
 from kmeta.controller.store import ControllerStore
+from kmeta.metadata.model import Endpoint
 
 
 def test_state_survives_reopen(tmp_path):

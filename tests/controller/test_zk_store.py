@@ -13,10 +13,11 @@ from kazoo.security import OPEN_ACL_UNSAFE
 
 from kmeta.cli.zookeeper import LocalZooKeeper
 from kmeta.controller import zk_requests
-from kmeta.controller.model import BrokerInfo, Endpoint, PartitionState, TopicInfo
+from kmeta.controller.model import BrokerInfo, PartitionState, TopicInfo
 from kmeta.controller.store import StorageError
 from kmeta.controller.zk_election import CONTROLLER, ControllerElection, active_controller
 from kmeta.controller.zk_store import MAX_MULTI_BYTES, ZooKeeperStore, partition_state_path
+from kmeta.metadata.model import Endpoint
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import make_credential
 

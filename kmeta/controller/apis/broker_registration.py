@@ -23,8 +23,8 @@ from kmeta.controller.handlers import (
     controller_of,
     refusal_code,
 )
-from kmeta.controller.model import Endpoint
 from kmeta.controller.store import StorageError
+from kmeta.metadata.model import Endpoint
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br
