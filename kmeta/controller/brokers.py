@@ -12,7 +12,6 @@ collaborators that react to a registration, each through a one-method protocol.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Iterable
 from typing import Protocol
@@ -21,9 +20,10 @@ from kmeta.controller.barrier import Barrier
 from kmeta.controller.election import add_replica, remove_replicas
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionState
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionState, TopicInfo
 from kmeta.controller.request_batch import UM_FULL
 from kmeta.controller.sessions import BrokerHeartbeatManager
+from kmeta.controller.slices import in_slices
 from kmeta.metadata.model import Endpoint, TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
@@ -143,54 +143,52 @@ class BrokerLifecycleManager:
         others = [b for b in self.host.state.live_broker_ids() if b != broker_id]
         # Kafka's onBrokerStartup order: the others learn of the broker, the new broker gets
         # the full partition set (it serves clients from then on), then LeaderAndIsr for its
-        # replicas. The last two are a follow-up event: with 100k partitions, building and
-        # encoding them takes seconds, and the full set goes out meanwhile (while this
-        # event's commit runs), instead of after them.
+        # replicas. The LeaderAndIsr are follow-up events in slices: with 1M partitions,
+        # building and encoding them takes seconds, and the full set goes out meanwhile
+        # (while this event's commit runs), instead of after them.
         self.host.send(um_to=others)
-        self.host.send(
-            um_to=[broker_id], um_partitions=self.host.state.all_partitions(), um_type=UM_FULL
-        )
-        hosted_only = [tp for tp in hosted if tp not in changed]
-        follow_up = functools.partial(
-            self._registration_follow_up, broker_id, epoch, hosted_only, list(changed)
-        )
-        self.host.enqueue("BrokerRegistrationLeaderAndIsr", follow_up)
+        self.host.send(um_to=[broker_id], um_type=UM_FULL)
+        self._registration_follow_up(broker_id, epoch, set(changed))
         self.reassignments.broker_registered(broker_id)
         log.info("broker %d registered with epoch %d", broker_id, epoch)
         return ErrorCode.NONE, epoch
 
     def _registration_follow_up(
-        self,
-        broker_id: int,
-        epoch: int,
-        hosted: list[TopicPartitionKey],
-        changed: list[TopicPartitionKey],
+        self, broker_id: int, epoch: int, changed: set[TopicPartitionKey]
     ) -> None:
         """LeaderAndIsr for a newly registered broker's replicas, and the partitions its
-        return changed (ISR, leader) to every replica and the other brokers. Reads the state
-        now: an event in between may have changed or deleted some of them."""
-        broker = self.host.state.brokers.get(broker_id)
-        if broker is None or not broker.alive or broker.epoch != epoch:
-            return  # the registration was refused (its commit failed), or is stale
-        topics = self.host.state.topics
+        return changed (ISR, leader) to every replica and the other brokers, in slices of
+        topics (:mod:`slices`), each reading the state as it is then, then the deletions that
+        waited for the broker (Kafka: resumeDeletionForTopics)."""
 
-        def exists(tp: TopicPartitionKey) -> bool:
-            info = topics.get(tp[0])
-            return (
-                info is not None
-                and tp[1] in info.partitions
-                and tp[0] not in self.host.state.deleting
-            )
+        def valid() -> bool:
+            # the registration was refused (its commit failed), or is stale
+            broker = self.host.state.brokers.get(broker_id)
+            return broker is not None and broker.alive and broker.epoch == epoch
 
-        changed = [tp for tp in changed if exists(tp)]
-        lair: list[tuple[Iterable[int], TopicPartitionKey, bool]] = [
-            ([broker_id], tp, False) for tp in hosted if exists(tp)
-        ]
-        lair += [(self.host.state.partition(tp).replicas, tp, False) for tp in changed]
-        others = [b for b in self.host.state.live_broker_ids() if b != broker_id]
-        self.host.send(um_to=others, um_partitions=changed, lair=lair)
-        # then the deletions that waited for it (Kafka: resumeDeletionForTopics)
-        self.deletion.resume_for(broker_id)
+        def each(infos: list[TopicInfo]) -> None:
+            lair: list[tuple[Iterable[int], TopicPartitionKey, bool]] = []
+            moved: list[TopicPartitionKey] = []
+            for info in infos:
+                name = info.name
+                for p, st in info.partitions.items():
+                    tp = (name, p)
+                    if tp in changed:
+                        lair.append((st.replicas, tp, False))
+                        moved.append(tp)
+                    elif broker_id in st.replicas:
+                        lair.append(([broker_id], tp, False))
+            others = [b for b in self.host.state.live_broker_ids() if b != broker_id]
+            self.host.send(um_to=others if moved else (), um_partitions=moved, lair=lair)
+
+        in_slices(
+            self.host,
+            "BrokerRegistrationLeaderAndIsr",
+            list(self.host.state.topics),
+            each,
+            valid,
+            then=lambda: self.deletion.resume_for(broker_id),
+        )
 
     def _drop_round_trips(
         self,
@@ -258,8 +256,51 @@ class BrokerLifecycleManager:
         return changed
 
     def _fence(self, broker_id: int) -> None:
-        """A BrokerExpiration event found the broker's session expired."""
-        self._on_broker_failure([broker_id])
+        """A BrokerExpiration event found the broker's session expired: it is fenced now (not
+        alive, written; its channel and session end), and the re-elections and ISR shrinks
+        of its partitions follow in slices of topics (:mod:`slices`), this event doing the
+        first. At 1M partitions they are seconds of work, which one event would hold the loop
+        for (no heartbeat read: the livelock of issue 17). A partition not reached yet is as
+        it was before the fencing (its leader unreachable) for that long; if the broker
+        registers again meanwhile, the rest stop (it is back in their ISRs)."""
+        state = self.host.state
+        broker = state.brokers[broker_id]
+        epoch = broker.epoch
+        with self.host.store.transaction():
+            broker.alive = False
+            self.host.store.put_broker(broker)
+        self.sessions.end(broker_id)
+        self.channels.remove_broker(broker_id)
+        for waiting in list(self.host.barriers):
+            waiting.broker_gone(broker_id)
+        gone = {broker_id}.__contains__
+        first = [True]
+
+        def valid() -> bool:
+            now = self.host.state.brokers.get(broker_id)
+            return now is not None and not now.alive and now.epoch == epoch
+
+        def each(infos: list[TopicInfo]) -> None:
+            changed: dict[TopicPartitionKey, PartitionState] = {}
+            for info in infos:
+                for p, st in info.partitions.items():
+                    if broker_id in st.replicas:
+                        changed[(info.name, p)] = remove_replicas(st, gone)
+            if changed:
+                with self.host.store.transaction():
+                    self.host.persist_partitions(changed)
+            elif not first[0]:
+                return
+            first[0] = False  # (the first tells the live brokers of the new broker set)
+            lair = [(st.replicas, tp, False) for tp, st in changed.items()]
+            live = self.host.state.live_broker_ids()
+            self.host.send(um_to=live, um_partitions=changed, lair=lair)
+
+        in_slices(
+            self.host, "BrokerFailurePartitions", list(state.topics), each, valid, first_here=True
+        )
+        if first[0]:  # no topics at all: the live brokers still learn of the new broker set
+            self.host.send(um_to=self.host.state.live_broker_ids())
 
     def controlled_shutdown(
         self, broker_id: int, broker_epoch: int, peer: object

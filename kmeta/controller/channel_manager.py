@@ -112,8 +112,9 @@ class QueueItem:
     topics: list[str] = field(default_factory=list)
     partitions: int = 0
     send_time: float = 0.0
-    #: ``request`` already encoded (one big body shared by several brokers), or None
-    encoded: bytes | None = None
+    #: ``request`` already encoded (one big body shared by several brokers; pieces: the
+    #: broker's own head, then the part every broker's request shares), or None
+    encoded: bytes | tuple[bytes, ...] | None = None
 
 
 class _BrokerChannel:
@@ -366,7 +367,7 @@ class ControllerChannelManager:
         update_id: int = 0,
         topics: list[str] | None = None,
         partitions: int = 0,
-        encoded: bytes | None = None,
+        encoded: bytes | tuple[bytes, ...] | None = None,
     ) -> QueueItem | None:
         """Enqueue ``request`` for ``broker_id`` (held: once released); returns the item
         (None: unknown broker)."""

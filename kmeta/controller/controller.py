@@ -50,12 +50,15 @@ from kmeta.controller.reassignment import ReassignmentManager
 from kmeta.controller.replica_election import ReplicaElectionManager
 from kmeta.controller.request_batch import (
     UM_FULL,
+    UPDATE_METADATA_VERSION,
     BatchContext,
     ControllerBrokerRequestBatch,
 )
 from kmeta.controller.scram_users import ScramUserManager
+from kmeta.controller.slices import in_slices, push_leader_and_isr
 from kmeta.controller.state_log import StateChangeLog
 from kmeta.controller.store import STORE_RETRY_S, ClusterStore, ControllerStore
+from kmeta.controller.topic_blocks import UpdateMetadataBlocks
 from kmeta.controller.topic_configs import TopicConfigManager
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.authorizer import Authorizer
@@ -146,6 +149,8 @@ class KafkaController:
             )
         )
         self.scram_users = ScramUserManager(self, self.credentials)
+        #: each topic's encoded UpdateMetadata entry, shared by brokers and requests
+        self.topic_blocks = UpdateMetadataBlocks(UPDATE_METADATA_VERSION)
         self._update_id = 0
         self._event_update_id = 0
         self.epoch = 0
@@ -177,14 +182,34 @@ class KafkaController:
         self.store.close()
 
     def _startup(self) -> None:
-        """The Startup event, again after STORE_RETRY_S if it is refused."""
+        """The Startup event, after its full update's topic blocks were encoded in slices of
+        topics (:mod:`slices`: with 1M partitions that is seconds of work, which one event
+        would hold the loop for), then its LeaderAndIsr in slices. Again after STORE_RETRY_S
+        if it is refused (the blocks are then already encoded)."""
 
         def done(future: asyncio.Future[Any]) -> None:
-            if not future.cancelled() and future.exception() is not None:
+            if future.cancelled():
+                return
+            if future.exception() is not None:
                 log.error("controller startup failed (%s); retrying", future.exception())
                 asyncio.get_running_loop().call_later(STORE_RETRY_S, self._startup)
+                return
+            push_leader_and_isr(
+                self,
+                "StartupLeaderAndIsr",
+                list(self.state.topics),
+                lambda info: [
+                    (st.replicas, (info.name, p), False) for p, st in info.partitions.items()
+                ],
+            )
 
-        self.enqueue("Startup", self._on_startup).add_done_callback(done)
+        in_slices(
+            self,
+            "StartupEncodeUpdateMetadata",
+            list(self.state.topics),
+            lambda infos: self._batch().encode_update_metadata(infos),
+            then=lambda: self.enqueue("Startup", self._on_startup).add_done_callback(done),
+        )
 
     def _rolled_back(self) -> None:
         """A refused or failed event: memory becomes the store's state again (the events'
@@ -231,6 +256,7 @@ class KafkaController:
                 self.config.node_id,
                 self.reassignments.current,
                 self.credentials,
+                self.topic_blocks,
             )
         )
 
@@ -258,7 +284,10 @@ class KafkaController:
             batch.add_acls()
         for brokers, tp, is_new in lair:
             batch.add_leader_and_isr(brokers, tp, is_new)
-        batch.add_update_metadata(um_to, um_partitions)
+        if um_type == UM_FULL:  # every partition, whatever ``um_partitions`` says
+            batch.add_update_metadata_full(um_to)
+        else:
+            batch.add_update_metadata(um_to, um_partitions)
         for brokers, tp, delete in stop:
             batch.add_stop_replica(brokers, tp, delete)
         if batch.is_empty():
@@ -313,23 +342,13 @@ class KafkaController:
 
         Brokers registered before the restart stay registered (the store holds them, as
         ZooKeeper held Kafka's broker registrations) with their epochs and a fresh session;
-        one that died meanwhile expires after the session timeout. Every live broker gets
-        LeaderAndIsr for the partitions it hosts (the replica state machine's startup) and the
-        full partition set with the live brokers (sendUpdateMetadataRequest), all stamped
-        with the new controller epoch, which fences any request of the previous controller.
+        one that died meanwhile expires after the session timeout. As Kafka, the live brokers
+        first get the full partition set with the live brokers (sendUpdateMetadataRequest),
+        spliced from the topic blocks encoded before this event, then LeaderAndIsr for the
+        partitions they host (the replica state machine's startup, in slices after this
+        event), all stamped with the new controller epoch, which fences any request of the
+        previous controller.
         """
         self.brokers.resume_sessions()
-        live = self.state.live_broker_ids()
-        partitions = self.state.all_partitions()
-        deleting = self.state.deleting
-        self.send(
-            um_to=live,
-            um_partitions=partitions,
-            lair=[
-                (self.state.partition(tp).replicas, tp, False)
-                for tp in partitions
-                if tp[0] not in deleting
-            ],
-            um_type=UM_FULL,
-        )
+        self.send(um_to=self.state.live_broker_ids(), um_type=UM_FULL)
         self.deletion.resume()  # Kafka resumes the topics still under /admin/delete_topics

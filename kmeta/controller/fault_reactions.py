@@ -55,7 +55,6 @@ class FaultReactions:
         hosted = live_partitions_on(state, broker_id)
         self.host.send(
             um_to=[broker_id],
-            um_partitions=state.all_partitions(),
             lair=[([broker_id], tp, False) for tp in hosted],
             stop=self.deletion.stops_for(broker_id=broker_id),
             um_type=UM_FULL,

@@ -4,8 +4,10 @@ As Kafka's batch: the event adds partitions to LeaderAndIsr (per target broker),
 UpdateMetadata (one partition set for a set of brokers) and StopReplica (per broker), then
 ``send_requests_to_brokers`` enqueues, per broker, LeaderAndIsr first, then UpdateMetadata,
 then StopReplica, each stamped with the controller epoch and the target broker's epoch.
-Partition states are read from the cluster state when added; a topic queued for deletion goes
-out with leader -2 (LeaderDuringDelete) so brokers drop it. Each UpdateMetadata topic state
+LeaderAndIsr partition states are read from the cluster state when added, UpdateMetadata ones
+when sent (the same event, which adds and sends at once); a topic queued for deletion goes
+out with leader -2 (LeaderDuringDelete) so brokers drop it. UpdateMetadata bodies are spliced
+from per-topic blocks (:mod:`kmeta.controller.topic_blocks`) shared by every broker. Each UpdateMetadata topic state
 also carries the topic's config overrides (kmeta's tagged field ``kmeta_topic_configs``).
 """
 
@@ -17,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kmeta.controller.channel_manager import Callback, ControllerChannelManager
-from kmeta.controller.model import LEADER_DURING_DELETE, ClusterState
+from kmeta.controller.model import ClusterState, TopicInfo
+from kmeta.controller.topic_blocks import UpdateMetadataBlocks
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.connection import api_of_instance
 from kmeta.net.security.scram import MECHANISM_IDS, ScramCredentials
@@ -99,6 +102,10 @@ class BatchContext:
     #: every UpdateMetadata carries the whole credential set (kmeta_scram_credentials), so a
     #: broker that (re)registers holds it from its first full update on
     credentials: ScramCredentials | None = None
+    #: the encoded topic entries kept between batches (the controller's; else this batch's)
+    blocks: UpdateMetadataBlocks = field(
+        default_factory=lambda: UpdateMetadataBlocks(UPDATE_METADATA_VERSION)
+    )
 
 
 class ControllerBrokerRequestBatch:
@@ -106,7 +113,9 @@ class ControllerBrokerRequestBatch:
         self.ctx = ctx
         self._lair: dict[int, dict[TopicPartitionKey, tuple[Any, bool]]] = {}
         self._um_brokers: set[int] = set()
-        self._um_partitions: dict[TopicPartitionKey, Any] = {}
+        #: topic -> its partition indexes to send (insertion-ordered, no repeats)
+        self._um_partitions: dict[str, dict[int, None]] = {}
+        self._um_full = False
         self._stop: dict[int, dict[TopicPartitionKey, bool]] = {}
         #: the UpdateMetadata carries the whole ACL set (always on a FULL one)
         self._with_acls = False
@@ -136,27 +145,22 @@ class ControllerBrokerRequestBatch:
     def add_update_metadata(
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartitionKey] = ()
     ) -> None:
-        """``broker_ids`` get the live brokers plus ``partitions`` (none: a brokers-only update)."""
-        state = self.ctx.state
-        epoch = self.ctx.controller_epoch
-        # The hot loop of a full resync (100k partitions): locals, one liveness set, and
-        # tuple.__new__ (a NamedTuple's __new__ is a Python-level wrapper).
-        alive = {b.broker_id for b in state.brokers.values() if b.alive}
-        topics, deleting, out = state.topics, state.deleting, self._um_partitions
-        make, cls = tuple.__new__, um.UpdateMetadataPartitionState
-        for tp in partitions:
-            name, index = tp
-            st = topics[name].partitions[index]
-            replicas = st.replicas
-            offline = (
-                () if alive.issuperset(replicas) else tuple(r for r in replicas if r not in alive)
-            )
-            leader = LEADER_DURING_DELETE if name in deleting else st.leader
-            out[tp] = make(cls, (
-                name, index, epoch, leader, st.leader_epoch, st.isr, st.partition_epoch,
-                replicas, offline,
-            ))  # fmt: skip
-        self._um_brokers.update(b for b in broker_ids if b in alive)
+        """``broker_ids`` get the live brokers plus ``partitions`` (none: a brokers-only update).
+
+        A topic whose every partition is added goes out as its shared block
+        (:mod:`kmeta.controller.topic_blocks`), the others partition by partition."""
+        out = self._um_partitions
+        for name, index in partitions:
+            indexes = out.get(name)
+            if indexes is None:
+                indexes = out[name] = {}
+            indexes[index] = None
+        self._um_brokers.update(b for b in broker_ids if self.ctx.state.is_alive(b))
+
+    def add_update_metadata_full(self, broker_ids: Iterable[int]) -> None:
+        """``broker_ids`` get every partition (a FULL update replaces all they hold)."""
+        self._um_full = True
+        self._um_brokers.update(b for b in broker_ids if self.ctx.state.is_alive(b))
 
     def add_acls(self) -> None:
         """This batch's UpdateMetadata carries the cluster's whole ACL set."""
@@ -188,6 +192,7 @@ class ControllerBrokerRequestBatch:
             self._lair.clear()
             self._um_brokers.clear()
             self._um_partitions.clear()
+            self._um_full = False
             self._stop.clear()
             self._with_acls = False
 
@@ -309,44 +314,91 @@ class ControllerBrokerRequestBatch:
         if not self._um_brokers:
             return []
         ctx = self.ctx
-        by_topic: dict[str, list[Any]] = {}
-        for (topic, _), ps in self._um_partitions.items():
-            by_topic.setdefault(topic, []).append(ps)
-        topic_states = tuple(
-            um.UpdateMetadataTopicState(t, self._topic_id(t), tuple(ps), self._topic_configs(t))
-            for t, ps in by_topic.items()
-        )
-        base = um.UpdateMetadataRequest(
-            version=UPDATE_METADATA_VERSION,
-            controller_id=ctx.controller_id,
-            is_kraft_controller=True,
-            type=um_type,
-            controller_epoch=ctx.controller_epoch,
-            topic_states=topic_states,
-            live_brokers=self.live_brokers(),
-            kmeta_acls=self._acls() if self._with_acls or um_type == UM_FULL else None,
-            kmeta_scram_credentials=None if ctx.credentials is None else tuple(
-                um.KmetaScramCredential(
-                    user, MECHANISM_IDS[c.mechanism], c.salt, c.stored_key, c.server_key,
-                    c.iterations,
-                )
-                for user, c in ctx.credentials.items()
-            ),
+        state = ctx.state
+        blocks = ctx.blocks
+        alive = frozenset(b.broker_id for b in state.brokers.values() if b.alive)
+        epoch = ctx.controller_epoch
+        topics = list(state.topics) if self._um_full else list(self._um_partitions)
+        pieces: list[bytes] = [blocks.splice.count(len(topics))]
+        count = 0
+        for name in topics:
+            info = state.topics[name]
+            indexes = None if self._um_full else self._um_partitions[name]
+            parts = info.partitions
+            if indexes is None or len(indexes) == len(parts):
+                pieces.append(self._topic_block(info, alive))
+                count += len(parts)
+            else:
+                deleting, configs = name in state.deleting, self._topic_configs(name)
+                key = (epoch, alive, deleting, info.topic_id, configs)
+                some = ((p, parts[p]) for p in indexes)
+                pieces.append(blocks.encode(name, info.topic_id, some, key))
+                count += len(indexes)
+        if self._um_full:
+            blocks.keep_only(topics)
+        acls = self._acls() if self._with_acls or um_type == UM_FULL else None
+        credentials = None if ctx.credentials is None else tuple(
+            um.KmetaScramCredential(
+                user, MECHANISM_IDS[c.mechanism], c.salt, c.stored_key, c.server_key,
+                c.iterations,
+            )
+            for user, c in ctx.credentials.items()
         )  # fmt: skip
-        topics = list(by_topic)
+        live_brokers = self.live_brokers()
+        pieces.append(
+            blocks.splice.tail(
+                live_brokers=live_brokers,
+                type=um_type,
+                kmeta_acls=acls,
+                kmeta_scram_credentials=credentials,
+            )
+        )
+        # everything after the broker epoch is one object every broker's request shares
+        shared = b"".join(pieces)
+        del pieces
         targets = sorted(self._um_brokers)
-        epochs = {b: self._broker_epoch(b) for b in targets}
-        for broker_id, (request, body) in encode_for_brokers(base, epochs).items():
+        for broker_id in targets:
+            broker_epoch = self._broker_epoch(broker_id)
+            request = um.UpdateMetadataRequest(
+                version=UPDATE_METADATA_VERSION,
+                controller_id=ctx.controller_id,
+                is_kraft_controller=True,
+                type=um_type,
+                controller_epoch=epoch,
+                broker_epoch=broker_epoch,
+                topic_states=(),  # (on the wire: ``encoded``)
+                live_brokers=live_brokers,
+                kmeta_acls=acls,
+            )
+            head = blocks.splice.head(
+                controller_id=ctx.controller_id,
+                is_kraft_controller=True,
+                controller_epoch=epoch,
+                broker_epoch=broker_epoch,
+            )
             ctx.channel.send_request(
                 broker_id,
                 request,
                 callback,
                 update_id=update_id,
                 topics=topics,
-                partitions=len(self._um_partitions),
-                encoded=body,
+                partitions=count,
+                encoded=(head, shared),
             )
         return targets
+
+    def _topic_block(self, info: TopicInfo, alive: frozenset[int]) -> bytes:
+        ctx = self.ctx
+        deleting = info.name in ctx.state.deleting
+        configs = self._topic_configs(info.name)
+        return ctx.blocks.block(info, ctx.controller_epoch, alive, deleting, configs)
+
+    def encode_update_metadata(self, topics: Iterable[TopicInfo]) -> None:
+        """Encode (or check) these topics' shared blocks now, so a full update later only
+        splices them (a controller start does this in slices, see :mod:`slices`)."""
+        alive = frozenset(self.ctx.state.live_broker_ids())
+        for info in topics:
+            self._topic_block(info, alive)
 
     def _send_stop_replica(self, update_id: int, callback: Callback | None) -> None:
         ctx = self.ctx

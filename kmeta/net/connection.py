@@ -135,12 +135,18 @@ class KafkaConnection(asyncio.Protocol):
         return self._transport.get_extra_info("peername") if self._transport else None
 
     def send(
-        self, request: Any, *, header: RequestHeader | None = None, body: bytes | None = None
+        self,
+        request: Any,
+        *,
+        header: RequestHeader | None = None,
+        body: bytes | tuple[bytes, ...] | None = None,
     ) -> asyncio.Future[Any]:
         """Write ``request`` (a message instance carrying its version); the future gets the response.
 
         ``body``: ``request`` already encoded (the controller encodes one big request once and
-        sends it to several brokers); it is written as is instead of encoding ``request``.
+        sends it to several brokers); it is written as is instead of encoding ``request``. A
+        tuple of pieces is written one after the other (each broker's own head, then the
+        part every broker shares: one object, not a copy per broker while it waits).
         """
         if not self.is_open:
             raise ConnectionClosedError(f"connection is closed: {self.close_reason}")
@@ -153,6 +159,9 @@ class KafkaConnection(asyncio.Protocol):
         encode_request_header(head, out)
         if body is None:
             api.request.encode_into(request, out)
+        elif isinstance(body, tuple):
+            for piece in body:
+                out += piece
         else:
             out += body
         out[0:4] = (len(out) - 4).to_bytes(4, "big")

@@ -92,16 +92,18 @@ async def test_restarted_controller_sends_leader_and_isr_and_full_metadata(tmp_p
         for i, b in brokers.items():
             await b.wait_for(lambda b=b: len(b.received) >= 2)
             first, second = b.received[:2]
-            # LeaderAndIsr for the partitions it hosts, then the full partition set
-            assert isinstance(first, lair.LeaderAndIsrRequest)
-            assert set(_lair_parts(first)) == hosted[i]
-            assert first.controller_epoch == old_epoch + 1
-            assert first.broker_epoch == epochs[i]  # registrations survive the restart
-            assert isinstance(second, um.UpdateMetadataRequest)
-            assert second.type == UM_FULL
+            # as Kafka's onControllerFailover: the full partition set with the live brokers
+            # (brokers need them before LeaderAndIsr), then LeaderAndIsr for what it hosts
+            assert isinstance(second, lair.LeaderAndIsrRequest)
+            assert set(_lair_parts(second)) == hosted[i]
             assert second.controller_epoch == old_epoch + 1
-            assert set(_um_parts(second)) == {("t", 0), ("t", 1), ("t", 2)}
-            assert sorted(x.id for x in second.live_brokers) == [1, 2, 3]
+            assert second.broker_epoch == epochs[i]  # registrations survive the restart
+            assert isinstance(first, um.UpdateMetadataRequest)
+            assert first.type == UM_FULL
+            assert first.controller_epoch == old_epoch + 1
+            assert first.broker_epoch == epochs[i]
+            assert set(_um_parts(first)) == {("t", 0), ("t", 1), ("t", 2)}
+            assert sorted(x.id for x in first.live_brokers) == [1, 2, 3]
         # registrations survive the restart: a session belongs to the connection that
         # registered it, so the broker registers again on its new connection, same epoch
         hb = await _request(

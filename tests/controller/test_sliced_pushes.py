@@ -1,0 +1,130 @@
+"""The pushes over every partition (a controller's start, a broker's fencing and return) run
+as events of one slice of topics each, so none holds the event loop for long, and together
+they still change and send every partition, each to the brokers that need it."""
+
+from __future__ import annotations
+
+import gc
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kmeta.controller import slices
+from kmeta.protocol.messages import create_topics as ct
+from kmeta.protocol.messages import leader_and_isr as lair
+from kmeta.protocol.messages import update_metadata as um
+from tests.controller.helpers import expire_session, start_controller, wait_until
+from tests.controller.test_controller_flows import _brokers, _lair_parts, _request
+
+TOPICS, PER_TOPIC = 40, 500  # 20k partitions, RF 3 on 3 brokers
+#: no slice event may hold the loop longer: a slice is ~30 ms of work on an idle core, the
+#: unsliced follow-up of 20k partitions ~0.3 s (and it grows with the partition count);
+#: loose, as the shared 2-core box deschedules a process for tens of ms at times
+SLICE_LIMIT_S = 0.25
+
+
+def _create_all() -> Any:
+    return ct.CreateTopicsRequest(
+        version=7,
+        topics=tuple(
+            ct.CreatableTopic(name=f"t{i}", num_partitions=PER_TOPIC, replication_factor=3)
+            for i in range(TOPICS)
+        ),
+        timeout_ms=30_000,
+    )
+
+
+def _told(broker: Any) -> set[tuple[str, int]]:
+    return {tp for r in broker.of(lair.LeaderAndIsrRequest) for tp in _lair_parts(r)}
+
+
+def _timed(ctl: Any) -> list[tuple[str, float]]:
+    """Each event's processing time from now on. The cyclic GC is first told the objects
+    alive now are permanent: this process also holds the recording brokers' decoded
+    requests (20k partitions each), and a full collection over them is no controller step."""
+    gc.collect()
+    gc.freeze()
+    out: list[tuple[str, float]] = []
+    hook = ctl.controller.events.on_processed
+
+    def record(event: Any, queue_s: float, process_s: float) -> None:
+        out.append((event.name, process_s))
+        hook(event, queue_s, process_s)
+
+    ctl.controller.events.on_processed = record
+    return out
+
+
+async def test_a_fenced_broker_and_its_return_are_pushed_in_short_slices(tmp_path: Path) -> None:
+    ctl = await start_controller(tmp_path)
+    brokers = await _brokers(ctl.port)
+    try:
+        created = await _request(ctl.port, _create_all())
+        assert all(t.error_code == 0 for t in created.topics)
+        times = _timed(ctl)
+        await expire_session(ctl, 3)  # killed: fenced, then a new incarnation registers
+        state = ctl.controller.state
+
+        def shrunk() -> bool:
+            return all(
+                3 not in st.isr and st.leader != 3
+                for info in state.topics.values()
+                for st in info.partitions.values()
+            )
+
+        await wait_until(shrunk, 30.0, 0.2)
+        fenced = [s for name, s in times if name in ("BrokerExpiration", "BrokerFailurePartitions")]
+        assert len(fenced) >= TOPICS * PER_TOPIC // slices.SLICE_PARTITIONS
+        assert max(fenced) < SLICE_LIMIT_S, fenced
+        assert all(ctl.controller.state.is_alive(b) for b in (1, 2))
+        brokers[3].received.clear()
+        brokers[3].incarnation_id = uuid.uuid4()
+        start = time.monotonic()
+        await brokers[3].register(ctl.port)
+        await wait_until(lambda: len(_told(brokers[3])) == TOPICS * PER_TOPIC, 30.0, 0.2)
+        elapsed = time.monotonic() - start
+        # the full set first (it serves clients from then on), then every replica it hosts
+        first = brokers[3].received[0]
+        assert isinstance(first, um.UpdateMetadataRequest)
+        assert first.type == 2
+        followed = [s for name, s in times if name == "BrokerRegistrationLeaderAndIsr"]
+        assert len(followed) >= TOPICS * PER_TOPIC // slices.SLICE_PARTITIONS
+        sizes = [len(_lair_parts(r)) for r in brokers[3].of(lair.LeaderAndIsrRequest)]
+        assert max(sizes) <= slices.SLICE_PARTITIONS
+        assert max(followed) < SLICE_LIMIT_S, (max(followed), elapsed)
+    finally:
+        gc.unfreeze()
+        for b in brokers.values():
+            await b.stop()
+        await ctl.stop()
+
+
+async def test_a_restarted_controller_pushes_everything_in_short_slices(tmp_path: Path) -> None:
+    ctl = await start_controller(tmp_path)
+    brokers = await _brokers(ctl.port)
+    try:
+        created = await _request(ctl.port, _create_all())
+        assert all(t.error_code == 0 for t in created.topics)
+        await ctl.stop()
+        for b in brokers.values():
+            b.received.clear()
+        ctl = await start_controller(tmp_path, listeners=(f"CONTROLLER://127.0.0.1:{ctl.port}",))
+        times = _timed(ctl)
+        for b in brokers.values():
+            await wait_until(lambda b=b: len(_told(b)) == TOPICS * PER_TOPIC, 30.0, 0.2)
+            first = b.received[0]
+            assert isinstance(first, um.UpdateMetadataRequest)
+            assert first.type == 2
+            assert sum(len(t.partition_states) for t in first.topic_states) == TOPICS * PER_TOPIC
+        for b in brokers.values():
+            sizes = [len(_lair_parts(r)) for r in b.of(lair.LeaderAndIsrRequest)]
+            assert max(sizes) <= slices.SLICE_PARTITIONS
+        sliced = [s for name, s in times if name.startswith("Startup")]
+        assert len(sliced) >= 2 * TOPICS * PER_TOPIC // slices.SLICE_PARTITIONS
+        assert max(sliced) < SLICE_LIMIT_S, sliced
+    finally:
+        gc.unfreeze()
+        for b in brokers.values():
+            await b.stop()
+        await ctl.stop()
