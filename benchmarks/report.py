@@ -385,6 +385,15 @@ SCALE_BYTES = tuple(
 SCALE_METADATA = tuple(
     (f"broker-{b}", ("metadata", f"broker-{b}", "median_ms")) for b in (1, 2, 3)
 )
+#: while brokers apply big updates: the longest event-loop stall (the broker's own probe) and
+#: the Metadata p99 a polling client saw, during create (every broker) and broker 3's restart
+SCALE_DURING = (
+    ("create: loop stall max, broker-1", ("create", "during", "broker-1", "loop_stall_max_ms")),
+    ("create: Metadata p99, broker-1", ("create", "during", "broker-1", "p99_ms")),
+    ("restart: loop stall max, broker-3",
+     ("broker_restart", "during", "broker-3", "loop_stall_max_ms")),
+    ("restart: Metadata p99, broker-1", ("broker_restart", "during", "broker-1", "p99_ms")),
+)  # fmt: skip
 
 
 def _cell(row: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -399,10 +408,11 @@ def _cell(row: dict[str, Any], path: tuple[str, ...]) -> Any:
 def scale(doc: dict[str, Any], charts: Charts) -> str:
     rows = _scale_rows(doc)
     first = doc["result"]["median"] if "median" in doc["result"] else doc["result"]
-    figures = SCALE_TIMES + SCALE_BYTES + SCALE_METADATA[:1]
+    figures = SCALE_TIMES + SCALE_BYTES + SCALE_METADATA[:1] + SCALE_DURING
     header = ["partitions", *(f"{label} (s)" for label, _ in SCALE_TIMES),
               *(f"{label} B/partition" for label, _ in SCALE_BYTES),
-              "all-topics Metadata ms (broker-1)", "timed out"]  # fmt: skip
+              "all-topics Metadata ms (broker-1)", *(f"{label} (ms)" for label, _ in SCALE_DURING),
+              "timed out"]  # fmt: skip
     out = [
         "A controller and 3 broker processes hold N partitions at RF 3 "
         f"({first['per_topic']} per topic, CreateTopics of {first['batch_topics']} topics); every "
@@ -424,6 +434,7 @@ def scale(doc: dict[str, Any], charts: Charts) -> str:
         ("scale_memory.png", "RSS per partition", "bytes / partition", SCALE_BYTES, False),
         ("scale_metadata.png", "All-topics Metadata round trip", "ms, median (log)",
          SCALE_METADATA, True),
+        ("scale_during_apply.png", "While brokers apply updates", "ms (log)", SCALE_DURING, True),
     ):  # fmt: skip
         fig, ax = plt.subplots(figsize=(6.4, 4))
         for label, path in series:

@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import json
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,99 @@ async def metadata_rtt(cluster: Cluster, broker: int, rounds: int) -> dict[str, 
         "max_ms": round(times[-1], 2),
         "response_bytes": size + 4,
     }
+
+
+class MetadataPoller:
+    """A client polling Metadata for the sentinel topics on each broker while a phase runs.
+
+    One connection per broker sends the next request as soon as the answer arrives (raw
+    frames, no client decoding), so a broker that holds its loop delays the answers it owes
+    by that long: the p99 and max are what a client saw while the broker applied an update.
+    A broker that is down or not serving clients yet is retried every 50 ms (not counted).
+    """
+
+    def __init__(self, cluster: Cluster, brokers: tuple[int, ...], topics: list[str]) -> None:
+        self.cluster = cluster
+        self.request = metadata_request(topics)
+        self.samples: dict[int, list[float]] = {b: [] for b in brokers}
+        self._tasks = [asyncio.create_task(self._poll(b)) for b in brokers]
+        self.t_wall = time.time()
+
+    async def _poll(self, broker: int) -> None:
+        api = api_of_instance(self.request)
+        times = self.samples[broker]
+        while True:
+            try:
+                host, port = self.cluster.address(broker)
+                reader, writer = await asyncio.open_connection(host, port, limit=2**20)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            try:
+                for i in range(2**31 - 1):
+                    out = bytearray(4)
+                    header = RequestHeader(api.key, self.request.version, i, "bench-scale-poll")
+                    encode_request_header(header, out)
+                    api.request.encode_into(self.request, out)
+                    out[0:4] = (len(out) - 4).to_bytes(4, "big")
+                    t0 = time.perf_counter()
+                    writer.write(out)
+                    size = int.from_bytes(await reader.readexactly(4), "big")
+                    await reader.readexactly(size)
+                    times.append((time.perf_counter() - t0) * 1000)
+                    await asyncio.sleep(0.005)
+            except (OSError, asyncio.IncompleteReadError):
+                await asyncio.sleep(0.05)
+            finally:
+                writer.close()
+
+    async def stop(self) -> dict[str, Any]:
+        """Per broker: answers, p50/p99/max in ms; and each broker's loop stalls meanwhile."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        out: dict[str, Any] = {}
+        for b, times in self.samples.items():
+            times = sorted(times)
+            stalls = await asyncio.to_thread(loop_stalls, self.cluster, b, self.t_wall)
+            out[f"broker-{b}"] = {
+                "answers": len(times),
+                "p50_ms": round(times[len(times) // 2], 2) if times else None,
+                "p99_ms": round(times[min(len(times) - 1, len(times) * 99 // 100)], 2)
+                if times
+                else None,
+                "max_ms": round(times[-1], 2) if times else None,
+                **stalls,
+            }
+        return out
+
+
+def loop_stalls(cluster: Cluster, broker: int, since_wall: float) -> dict[str, Any]:
+    """The broker's event-loop stalls (its /status loop_lag, kmeta.server.loop_lag) that ended
+    after ``since_wall``: the longest and how many were over 100 ms."""
+    url = f"http://{cluster.config.host}:{cluster.config.metrics_port(broker)}/status"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            lag = json.loads(answer.read()).get("loop_lag") or {}
+    except (OSError, ValueError):
+        return {"loop_stall_max_ms": None, "loop_stalls_over_100ms": None}
+    held = [ms for at, ms in lag.get("stalls", ()) if at >= since_wall]
+    return {
+        "loop_stall_max_ms": max(held, default=0.0),
+        "loop_stalls_over_100ms": sum(1 for ms in held if ms > 100.0),
+    }
+
+
+async def polled(
+    cluster: Cluster, brokers: tuple[int, ...], topics: list[str], run: Awaitable[dict[str, Any]]
+) -> dict[str, Any]:
+    """``run``'s result plus ``during``: what a polling client and the loop probes saw."""
+    poller = MetadataPoller(cluster, brokers, topics)
+    try:
+        result = await run
+    finally:
+        during = await poller.stop()
+    return {**result, "during": during}
 
 
 async def phase(
@@ -341,9 +435,9 @@ async def one_size(a: argparse.Namespace, n: int) -> dict[str, Any]:
         out["start_s"] = round(time.perf_counter() - t0, 3)
         base = memory(cluster)
         try:
-            await phase(
-                "create", a.phase_timeout_s, out, lambda: create_all(cluster, a, sizes, sentinels)
-            )
+            await phase("create", a.phase_timeout_s, out,
+                        lambda: polled(cluster, BROKERS, sentinels[:1],
+                                       create_all(cluster, a, sizes, sentinels)))  # fmt: skip
             after = memory(cluster)
             out["memory"] = {
                 name: {
@@ -364,7 +458,8 @@ async def one_size(a: argparse.Namespace, n: int) -> dict[str, Any]:
 
             await phase("metadata", a.phase_timeout_s, out, rtts)
             await phase("broker_restart", a.phase_timeout_s + a.session_timeout_ms / 1000, out,
-                        lambda: broker_restart(cluster, a, sizes, sentinels))  # fmt: skip
+                        lambda: polled(cluster, BROKERS, sentinels[:1],
+                                       broker_restart(cluster, a, sizes, sentinels)))  # fmt: skip
             await phase("controller_restart", a.phase_timeout_s, out,
                         lambda: controller_restart(cluster, a))  # fmt: skip
         except PhaseTimeout as exc:

@@ -25,8 +25,12 @@ Rules (Kafka 3.x ``ZkMetadataCache.updateMetadata``):
   is, except in a FULL update, which carries every topic's set (null: no overrides); a topic
   that is gone (or never arrived) keeps no configs.
 
-Cost: an update touching K partitions in T topics copies those T topics' partition dicts
-and a CowMap overlay (O(sqrt(topics)) at most), never the whole partition set.
+Storage: each topic's partitions are one column block (:class:`kmeta.metadata.partitions
+.TopicPartitions`, ~36 bytes per partition, states made on access), and an update is built by
+:class:`kmeta.metadata.update.MetadataUpdate`, which a broker can feed topic by topic.
+
+Cost: an update touching K partitions in T topics copies those T topics' column blocks (C
+speed) and a CowMap overlay (O(sqrt(topics)) at most), never the whole partition set.
 """
 
 from __future__ import annotations
@@ -36,9 +40,7 @@ import uuid
 from collections.abc import Iterable, KeysView, Mapping, Sequence
 from typing import Any, overload
 
-from kmeta.metadata.cowmap import DELETED, CowMap, _Deleted
 from kmeta.metadata.model import (
-    LEADER_DURING_DELETE,
     Broker,
     Endpoint,
     Node,
@@ -46,15 +48,12 @@ from kmeta.metadata.model import (
     TopicPartition,
     listener_for_security_protocol,
 )
-from kmeta.metadata.snapshot import MetadataSnapshot, TopicNames
-from kmeta.protocol.types import ZERO_UUID
+from kmeta.metadata.snapshot import MetadataSnapshot
+from kmeta.metadata.update import FULL_UPDATE as FULL_UPDATE
+from kmeta.metadata.update import MetadataUpdate
 
 log = logging.getLogger("kmeta.metadata")
 
-FULL_UPDATE = 2  # UpdateMetadata v8 Type: 0 unknown, 1 incremental, 2 full (KIP-866)
-# Replica/ISR tuples are interned so identical replica sets share one tuple; past this many
-# distinct sets the table is dropped and rebuilt (sharing is an optimisation, not a rule).
-_INTERN_LIMIT = 100_000
 
 
 class MetadataCache:
@@ -63,7 +62,8 @@ class MetadataCache:
     def __init__(self, broker_id: int, cluster_id: str | None = None) -> None:
         self.broker_id = broker_id
         self.snapshot: MetadataSnapshot = MetadataSnapshot.empty(cluster_id)
-        self._interned: dict[tuple[int, ...], tuple[int, ...]] = {}
+        #: replica/ISR sets shared by every topic's partitions (kmeta.metadata.partitions)
+        self.interned: dict[tuple[int, ...], tuple[int, ...]] = {}
         # the last live_brokers seen and what they became: most updates repeat them
         self._last_live: tuple[int, Any, dict[int, Broker], dict[int, dict[str, Node]]] | None = (
             None
@@ -136,142 +136,33 @@ class MetadataCache:
 
         Builds the next snapshot from the current one and publishes it with one assignment.
         """
-        old = self.snapshot
         version: int = request.version
-        brokers, nodes = self._live_brokers(request.live_brokers, version)
-        topics = _topic_groups(request, version)
+        update = self.begin_update(version)
+        configs = version >= 6
+        for name, topic_id, parts, pushed in _topic_groups(request, version):
+            if configs:
+                update.add_topic(name, topic_id, parts, pushed)
+            else:
+                update.add_topic(name, topic_id, parts)
+        return update.finish(correlation_id, request)
 
-        controller_id: int | None = request.controller_id if request.controller_id >= 0 else None
-        kraft_controller_id = None
-        if version >= 8 and request.is_kraft_controller:
-            kraft_controller_id, controller_id = controller_id, min(brokers, default=None)
+    def begin_update(self, version: int) -> MetadataUpdate:
+        """An update of UpdateMetadata ``version`` applied topic by topic, published by its
+        ``finish`` (see :mod:`kmeta.metadata.update`)."""
+        return MetadataUpdate(self, version)
 
-        id_changes: dict[str, uuid.UUID | _Deleted] = {}
-        if version >= 5:
-            for name, topic_id, _ in topics:
-                id_changes[name] = DELETED if topic_id in (None, ZERO_UUID) else topic_id
-
-        full = version >= 8 and request.type == FULL_UPDATE
-        deleted: dict[TopicPartition, None] = {}  # ordered set
-        states = old.partition_states
-        topic_index = old.topic_index
-        if full or any(parts for _, _, parts in topics):
-            work = self._apply_partitions(old.partition_states, topics, full, deleted, id_changes)
-            changes: dict[str, Mapping[int, PartitionState] | _Deleted] = {}
-            for name, parts in work.items():
-                if parts is not None:
-                    changes[name] = parts
-                elif name in states:
-                    changes[name] = DELETED
-            if any((v is DELETED) or (k not in states) for k, v in changes.items()):
-                topic_index = TopicNames()  # the topic set changed
-            states = _evolve(states, changes)
-
-        self.snapshot = MetadataSnapshot(
-            partition_states=states,
-            topic_configs=_evolve_configs(
-                old.topic_configs, request, version, states, topic_index is not old.topic_index, full
-            ),
-            topic_ids=_evolve_ids(old.topic_ids, id_changes),
-            controller_id=controller_id,
-            alive_brokers=brokers,
-            alive_nodes=nodes,
-            cluster_id=old.cluster_id,
-            version=old.version + 1,
-            kraft_controller_id=kraft_controller_id,
-            topic_index=topic_index,
-        )
+    def log_applied(
+        self, snap: MetadataSnapshot, request: Any, correlation_id: int, topics: int, deleted: int,
+        brokers: int,
+    ) -> None:  # fmt: skip
         log.debug(
             "metadata v%d from controller %s epoch %s (correlation id %d): %d topics, %d deleted "
             "partitions, %d live brokers",
-            self.snapshot.version, request.controller_id, request.controller_epoch,
-            correlation_id, len(topics), len(deleted), len(brokers),
+            snap.version, request.controller_id, request.controller_epoch, correlation_id,
+            topics, deleted, brokers,
         )  # fmt: skip
-        return list(deleted)
 
-    def _apply_partitions(
-        self,
-        current: Mapping[str, Mapping[int, PartitionState]],
-        topics: Sequence[tuple[str, uuid.UUID | None, Sequence[Any]]],
-        full: bool,
-        deleted: dict[TopicPartition, None],
-        id_changes: dict[str, uuid.UUID | _Deleted],
-    ) -> dict[str, dict[int, PartitionState] | None]:
-        """Apply the request's partition states to working copies of the touched topics.
-
-        Returns topic -> new partition dict, or None for a topic that no longer exists.
-        """
-        work: dict[str, dict[int, PartitionState] | None] = {}
-        if full:
-            self._drop_unmentioned(current, topics, work, deleted, id_changes)
-        # The hot loop of a big update: locals, a cached dict lookup before the interning
-        # call, and tuple.__new__ (NamedTuple.__new__ is a Python-level wrapper).
-        intern = self._intern
-        shared = self._interned.get
-        make = tuple.__new__
-        for name, _, parts in topics:
-            if name in work:
-                topic_parts = work[name]
-            else:
-                cur = current.get(name)
-                topic_parts = work[name] = None if cur is None else dict(cur)
-            for p in parts:
-                index: int = p.partition_index
-                if p.leader == LEADER_DURING_DELETE:
-                    if topic_parts is not None:
-                        topic_parts.pop(index, None)
-                        if not topic_parts:
-                            topic_parts = work[name] = None
-                            id_changes[name] = DELETED
-                    deleted[TopicPartition(name, index)] = None
-                    continue
-                if topic_parts is None:
-                    topic_parts = work[name] = {}
-                isr, replicas, offline = p.isr, p.replicas, p.offline_replicas
-                topic_parts[index] = make(PartitionState, (
-                    name, index, p.controller_epoch, p.leader, p.leader_epoch,
-                    shared(isr) or intern(isr), p.zk_version,
-                    shared(replicas) or intern(replicas), offline and (shared(offline) or intern(offline)),
-                ))  # fmt: skip
-                if deleted:
-                    deleted.pop(TopicPartition(name, index), None)
-        return work
-
-    @staticmethod
-    def _drop_unmentioned(
-        current: Mapping[str, Mapping[int, PartitionState]],
-        topics: Sequence[tuple[str, uuid.UUID | None, Sequence[Any]]],
-        work: dict[str, dict[int, PartitionState] | None],
-        deleted: dict[TopicPartition, None],
-        id_changes: dict[str, uuid.UUID | _Deleted],
-    ) -> None:
-        """FULL update: remove every cached partition the request does not mention."""
-        mentioned: dict[str, set[int]] = {}
-        for name, _, parts in topics:
-            mentioned.setdefault(name, set()).update(p.partition_index for p in parts)
-        for name, cached in current.items():
-            keep = mentioned.get(name, ())
-            gone = [i for i in cached if i not in keep]
-            if not gone:
-                continue
-            deleted.update(dict.fromkeys(TopicPartition(name, i) for i in gone))
-            remaining = {i: s for i, s in cached.items() if i in keep}
-            work[name] = remaining or None
-            if not remaining:
-                id_changes[name] = DELETED
-
-    def _intern(self, ids: Iterable[int]) -> tuple[int, ...]:
-        t = tuple(ids)
-        interned = self._interned
-        shared = interned.get(t)
-        if shared is not None:
-            return shared
-        if len(interned) >= _INTERN_LIMIT:
-            interned.clear()
-        interned[t] = t
-        return t
-
-    def _live_brokers(
+    def live_brokers_of(
         self, live: Any, version: int
     ) -> tuple[dict[int, Broker], dict[int, dict[str, Node]]]:
         """Brokers and nodes for ``live``, reused when equal to the previous update's.
@@ -325,81 +216,21 @@ def _live_brokers(
     return brokers, nodes
 
 
-def _topic_groups(request: Any, version: int) -> list[tuple[str, uuid.UUID | None, Sequence[Any]]]:
-    """(topic, topic id or None, partition states) per topic, in request order.
+def _topic_groups(
+    request: Any, version: int
+) -> list[tuple[str, uuid.UUID | None, Sequence[Any], Any]]:
+    """(topic, topic id or None, partition states, pushed configs) per topic, in request order.
 
     v0-4 list partitions ungrouped with their topic name; grouping keeps each topic's order,
     which is all that matters (states of different topics do not interact).
     """
     if version >= 5:
         return [
-            (ts.topic_name, ts.topic_id if version >= 7 else None, ts.partition_states)
+            (ts.topic_name, ts.topic_id if version >= 7 else None, ts.partition_states,
+             ts.kmeta_topic_configs if version >= 6 else None)
             for ts in request.topic_states
         ]
     grouped: dict[str, list[Any]] = {}
     for p in request.ungrouped_partition_states:
         grouped.setdefault(p.topic_name, []).append(p)
-    return [(name, None, parts) for name, parts in grouped.items()]
-
-
-def _evolve_configs(
-    configs: Mapping[str, Mapping[str, str]],
-    request: Any,
-    version: int,
-    states: Mapping[str, Mapping[int, PartitionState]],
-    topic_set_changed: bool,
-    full: bool,
-) -> Mapping[str, Mapping[str, str]]:
-    """The topic configs after ``request``. A topic state's list replaces the topic's set;
-    null keeps it, except in a FULL update, which carries every topic's set (null: none).
-    Topics that no longer exist keep none. O(topic states), plus O(configured topics) when
-    the topic set changed or the update is FULL."""
-    changes: dict[str, Mapping[str, str] | _Deleted] = {}
-    said: set[str] = set()
-    if version >= 6:
-        for ts in request.topic_states:
-            pushed = ts.kmeta_topic_configs
-            if pushed is None:
-                continue
-            name = ts.topic_name
-            said.add(name)
-            if pushed and name in states:
-                new = {c.name: c.value for c in pushed}
-                if configs.get(name) != new:
-                    changes[name] = new
-            elif name in configs:
-                changes[name] = DELETED
-    if topic_set_changed or full:
-        for name in configs:
-            if name not in states or (full and name not in said):
-                changes[name] = DELETED
-    if not changes:
-        return configs
-    base = configs if isinstance(configs, CowMap) else CowMap(configs)
-    return base.evolve(changes)
-
-
-def _evolve(
-    states: Mapping[str, Mapping[int, PartitionState]],
-    changes: Mapping[str, Mapping[int, PartitionState] | _Deleted],
-) -> Mapping[str, Mapping[int, PartitionState]]:
-    if isinstance(states, CowMap):
-        return states.evolve(changes)
-    return CowMap(states).evolve(changes)
-
-
-def _evolve_ids(
-    ids: Mapping[str, uuid.UUID], changes: Mapping[str, uuid.UUID | _Deleted]
-) -> Mapping[str, uuid.UUID]:
-    """Only real differences go into the overlay (most updates repeat known ids)."""
-    real: dict[str, uuid.UUID | _Deleted] = {}
-    for k, v in changes.items():
-        if v is DELETED:
-            if k in ids:
-                real[k] = v
-        elif ids.get(k) != v:
-            real[k] = v
-    if not real:
-        return ids
-    base = ids if isinstance(ids, CowMap) else CowMap(ids)
-    return base.evolve(real)
+    return [(name, None, parts, None) for name, parts in grouped.items()]

@@ -46,7 +46,9 @@ class MetadataSnapshot:
     """
 
     partition_states: Mapping[str, Mapping[int, PartitionState]]
-    """topic -> partition index -> state. Every topic present has at least one partition."""
+    """topic -> partition index -> state. Every topic present has at least one partition.
+    Each topic's mapping is a :class:`kmeta.metadata.partitions.TopicPartitions` (columns;
+    its ``derived`` memo lives as long as the topic is unchanged, across snapshots)."""
     topic_ids: Mapping[str, uuid.UUID]
     """topic -> id (UpdateMetadata v7+); a topic without a known id is absent."""
     controller_id: int | None

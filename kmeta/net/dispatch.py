@@ -147,6 +147,8 @@ class AnswerMemo:
 
 #: ``(state, api version, listener) -> AnswerMemo``: the memo for the state's current snapshot
 MemoFn: TypeAlias = Callable[[S, int, str], AnswerMemo]
+#: ``(frame, api version, body position) -> request``: a handler's own reading of its body
+DecodeFn: TypeAlias = Callable[[bytes, int, int], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +169,10 @@ class Handler(Generic[S, Req, Resp]):
     response_header_versions: tuple[int, ...]
     #: answers memoised by request body (see the module docstring); None: always decoded
     memo: MemoFn[S] | None = None
+    #: reads the body instead of the API's whole-message decoder (None: that decoder). A broker
+    #: reads a million-partition UpdateMetadata in steps from the frame with it (the handler
+    #: gets what this returns); a frame it cannot read raises ProtocolError as decode does.
+    decode: DecodeFn | None = None
 
     def serves(self, is_control: bool) -> bool:
         return self.on_control if is_control else self.on_client
@@ -194,6 +200,7 @@ class HandlerRegistry(Generic[S]):
         refuse: RefuseFn[Req, Resp] | None = None,
         unsupported_version: UnsupportedFn[S, Resp] | None = None,
         memo: MemoFn[S] | None = None,
+        decode: DecodeFn | None = None,
         min_version: int | None = None,
         max_version: int | None = None,
     ) -> None:
@@ -209,7 +216,7 @@ class HandlerRegistry(Generic[S]):
         header_versions = tuple(response_header_version(api_key, v) for v in range(high + 1))
         handler: AnyHandler[S] = Handler(
             api, handle, low, high, on_client, on_control, refuse, unsupported_version,
-            header_versions, memo,
+            header_versions, memo, decode,
         )  # fmt: skip
         self._handlers[api_key] = handler
 

@@ -476,7 +476,8 @@ class ServerConnection(asyncio.Protocol):
             self._answer(header, handler, handler.unsupported_version(ctx), out)
             return None
         if handler.serves(info.is_control):
-            result = handler.handle(ctx, handler.api.request.decode(frame, version, pos))
+            decode = handler.decode or handler.api.request.decode
+            result = handler.handle(ctx, decode(frame, version, pos))
             memo = handler.memo
             if memo is not None:
                 # Only the header-known path above reads the memo: this one decodes anyway,

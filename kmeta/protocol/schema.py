@@ -30,6 +30,7 @@ from construct import ConstructError
 from kmeta.protocol.compiler import Codec, compile_struct
 from kmeta.protocol.errors import CorruptMessageError, UnsupportedVersionError
 from kmeta.protocol.splice import Splice
+from kmeta.protocol.stream import Stream
 from kmeta.protocol.types import (
     ZERO_UUID,
     Bool,
@@ -199,6 +200,7 @@ class Message:
         self._struct = cache(self._make_struct)
         self._codec = cache(self._make_codec)
         self._splice = cache(self._make_splice)
+        self._stream = cache(self._make_stream)
 
     def _collect(self, fields: tuple[Field, ...]) -> None:
         for f in fields:
@@ -289,6 +291,15 @@ class Message:
 
     def _make_splice(self, version: int, field: str) -> Splice:
         return Splice(self._struct(version), field, f"{self.name} v{version}")
+
+    def stream(self, version: int, field: str) -> Stream:
+        """This version read in steps around its top-level array ``field`` (see
+        :mod:`kmeta.protocol.stream`)."""
+        self._check(version)
+        return self._stream(version, field)
+
+    def _make_stream(self, version: int, field: str) -> Stream:
+        return Stream(self._struct(version), field, f"{self.name} v{version}")
 
     def decode(self, data: bytes | bytearray | memoryview, version: int, pos: int = 0) -> Any:
         """Decode one message body; bytes after the last field are ignored, as Kafka does."""

@@ -35,6 +35,7 @@ from kmeta.net.serving import ConnectionLimits
 from kmeta.net.tls import uses_sasl, uses_tls
 from kmeta.server.config import BrokerConfig
 from kmeta.server.handlers import build_registry
+from kmeta.server.loop_lag import LoopLagProbe
 from kmeta.server.metrics import broker_metrics
 from kmeta.server.state import BrokerState
 
@@ -100,7 +101,10 @@ class Broker:
         #: /metrics and /status (only with config.metrics_port; off: nothing is counted)
         self.metrics: DaemonMetrics | None = None
         self.metrics_server: MetricsServer | None = None
+        #: how long the event loop is held (run with /metrics; see kmeta.server.loop_lag)
+        self.loop_lag: LoopLagProbe | None = None
         if config.metrics_port is not None:
+            self.loop_lag = LoopLagProbe()
             self.metrics, self.metrics_server = broker_metrics(self)
         self._service_factories = tuple(services)
         self.services: list[Service] = []
@@ -138,6 +142,8 @@ class Broker:
             for lst in started:
                 await lst.shutdown(0.1)
             raise
+        if self.loop_lag is not None:
+            self.loop_lag.start()
         if wait:
             self._await_initial_metadata()
         else:
@@ -207,6 +213,8 @@ class Broker:
                 log.exception("service %r failed to stop", service)
         if self.metrics_server is not None:
             await self.metrics_server.stop()
+        if self.loop_lag is not None:
+            await self.loop_lag.stop()
         self.state.close()
         log.info("broker %d stopped", self.config.broker_id)
 

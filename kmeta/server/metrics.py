@@ -5,7 +5,9 @@ Read at scrape time from the current snapshot (nothing is counted on the request
 * ``kmeta_broker_snapshot_version``: the MetadataCache snapshot version (+1 per applied update);
 * ``kmeta_broker_topics`` / ``kmeta_broker_partitions``: what the cache holds;
 * ``kmeta_broker_alive_brokers``, ``kmeta_broker_epoch``, ``kmeta_broker_controller_epoch``;
-* ``kmeta_broker_update_apply_seconds``: time to apply one UpdateMetadata to the cache.
+* ``kmeta_broker_update_apply_seconds``: time to apply one UpdateMetadata to the cache;
+* ``kmeta_broker_loop_lag_seconds``: how late the event loop woke a 20 ms timer (the time it
+  was held; :mod:`kmeta.server.loop_lag`); /status has its maximum and the recent stalls.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from kmeta.net.metrics_http import MetricsServer
 
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker
+    from kmeta.server.loop_lag import LoopLagProbe
     from kmeta.server.state import BrokerState
 
 
@@ -28,7 +31,7 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value)
 
 
-def broker_status(state: BrokerState) -> dict[str, Any]:
+def broker_status(state: BrokerState, loop_lag: LoopLagProbe | None = None) -> dict[str, Any]:
     """This broker's view (its cache), for GET /status."""
     snap = state.cache.snapshot
     controller = state.config.controller
@@ -44,12 +47,14 @@ def broker_status(state: BrokerState) -> dict[str, Any]:
         # the controller's first full UpdateMetadata since start was applied (with a
         # controller, client listeners open then or at --initial-metadata-timeout-ms)
         "holds_full_metadata": state.holds_full_metadata,
+        "loop_lag": None if loop_lag is None else loop_lag.status(),
     }
 
 
 class BrokerCollector(Collector):
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: BrokerState, loop_lag: LoopLagProbe | None = None) -> None:
         self.state = state
+        self.loop_lag = loop_lag
 
     def collect(self) -> Iterator[Metric]:
         state = self.state
@@ -76,6 +81,13 @@ class BrokerCollector(Collector):
             [([], state.update_apply)],
             [],
         )
+        if self.loop_lag is not None:
+            yield plain_histogram_family(
+                "kmeta_broker_loop_lag_seconds",
+                "How late the event loop woke a 20 ms timer (time it was held)",
+                [([], self.loop_lag.lag)],
+                [],
+            )
 
 
 def broker_metrics(broker: Broker) -> tuple[DaemonMetrics, MetricsServer]:
@@ -84,11 +96,11 @@ def broker_metrics(broker: Broker) -> tuple[DaemonMetrics, MetricsServer]:
     assert config.metrics_port is not None
     metrics = DaemonMetrics()
     metrics.instrument(broker.listeners)
-    metrics.registry.register(BrokerCollector(broker.state))
+    metrics.registry.register(BrokerCollector(broker.state, broker.loop_lag))
     server = MetricsServer(
         metrics.registry,
         config.metrics_host,
         config.metrics_port,
-        status=lambda: broker_status(broker.state),
+        status=lambda: broker_status(broker.state, broker.loop_lag),
     )
     return metrics, server

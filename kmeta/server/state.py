@@ -24,6 +24,7 @@ from kmeta.net.security.authorizer import Authorizer
 from kmeta.net.security.scram import MECHANISM_NAMES, ScramCredential, ScramCredentials
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.config import BrokerConfig
+from kmeta.server.control_order import ControlOrder
 from kmeta.server.state_log import StateChangeLog
 
 LEADER = "leader"
@@ -53,6 +54,8 @@ class BrokerState:
         self.broker_epoch = -1
         self.controller_epoch = 0  # Kafka's KafkaController.InitialControllerEpoch
         self.replicas: dict[tuple[str, int], ReplicaState] = {}
+        #: control requests apply one at a time, in order (a large update takes steps)
+        self.control_order = ControlOrder()
         #: the ACL authorizer (--authorizer acl), holding the ACLs the controller pushed;
         #: None: every request is allowed and the ACL APIs answer SECURITY_DISABLED
         self.authorizer: Authorizer | None = (

@@ -201,6 +201,14 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
         assert all(m["rss_after"] > 0 for m in s["memory"].values())
         for b in ("broker-1", "broker-2", "broker-3"):
             assert 0 < s["metadata"][b]["min_ms"] <= s["metadata"][b]["median_ms"]
+        # a client polled Metadata on every broker meanwhile; each broker's loop probe answered
+        for phase_name in ("create", "broker_restart"):
+            during = s[phase_name]["during"]
+            assert set(during) == {"broker-1", "broker-2", "broker-3"}
+            for b in ("broker-1", "broker-2"):
+                assert during[b]["answers"] > 0
+                assert 0 < during[b]["p50_ms"] <= during[b]["p99_ms"] <= during[b]["max_ms"]
+            assert all(d["loop_stall_max_ms"] is not None for d in during.values())
         restart = s["broker_restart"]
         assert restart["session_timeout_ms"] == 1000
         assert 0 < restart["restart_to_listening_s"] <= restart["restart_to_serving_s"]
@@ -223,7 +231,8 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
     text = out.read_text()
     assert "## Scale: N partitions from creation to restart" in text
     assert "| 3,000 |" in text
-    for png in ("scale_times.png", "scale_memory.png", "scale_metadata.png"):
+    assert "create: loop stall max, broker-1 (ms)" in text
+    for png in ("scale_times.png", "scale_memory.png", "scale_metadata.png", "scale_during_apply.png"):
         png_path = tmp_path / "benchmarks" / "charts" / png
         assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -32,6 +32,7 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.protocol.types import ZERO_UUID
+from kmeta.server.control_order import in_turn
 from kmeta.server.handlers.control_log import log_apply
 from kmeta.server.state import (
     FOLLOWER,
@@ -114,6 +115,11 @@ def _apply_topic(
 
 
 def handle(ctx: BrokerContext, request: Any) -> Any:
+    """Applied now, or after a control request still being applied in steps."""
+    return in_turn(ctx.state.control_order, lambda: _apply(ctx, request))
+
+
+def _apply(ctx: BrokerContext, request: Any) -> Any:
     state: BrokerState = ctx.state
     start = time.monotonic()
     if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):  # (before fencing: no epoch is raised)

@@ -27,6 +27,7 @@ from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import stop_replica as sr
+from kmeta.server.control_order import in_turn
 from kmeta.server.handlers.control_log import log_apply
 from kmeta.server.state import BrokerContext, BrokerRegistry, BrokerState
 
@@ -69,6 +70,11 @@ def _stop(state: BrokerState, topic: str, partition: int, epoch: int) -> ErrorCo
 
 
 def handle(ctx: BrokerContext, request: Any) -> Any:
+    """Applied now, or after a control request still being applied in steps."""
+    return in_turn(ctx.state.control_order, lambda: _apply(ctx, request))
+
+
+def _apply(ctx: BrokerContext, request: Any) -> Any:
     state: BrokerState = ctx.state
     start = time.monotonic()
     if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):  # (before fencing: no epoch is raised)

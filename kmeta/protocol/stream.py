@@ -1,0 +1,102 @@
+"""A message body decoded in steps: ``head``, then the elements of one array, then ``tail``.
+
+The decode-side counterpart of :mod:`kmeta.protocol.splice`. A broker that receives an
+UpdateMetadata of a million partitions (a ~45 MB body) cannot decode it in one call without
+holding its event loop for about a second, and without every decoded record alive at once.
+:meth:`kmeta.protocol.schema.Message.stream` gives, for one top-level array field at one
+version, a :class:`Stream` that reads the fields before the array (:meth:`Stream.head`), the
+array's elements one at a time (:meth:`Stream.elements`; the caller decides how many per step
+and applies them as it goes), and then the fields after it together with the message's tag
+section (:meth:`Stream.tail`; a tagged field that precedes the array in the spec is read
+there too, since it is on the wire only at the end). The element decoder is the very compiled
+one the whole-message decoder inlines, and every bound of that decoder holds: tests hold the
+values read in steps equal to ``decode`` of the same bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import namedtuple
+from collections.abc import Iterator
+from typing import Any
+
+from kmeta.protocol.codegen import compact_len, short_read
+from kmeta.protocol.compiler import Codec, compile_struct
+from kmeta.protocol.errors import CorruptMessageError
+from kmeta.protocol.types import KArray, KStruct, TaggedField
+
+_INT32 = struct.Struct(">i")
+
+
+class Stream:
+    """How one version of a message is read around its top-level array ``field``."""
+
+    __slots__ = ("_element", "_head", "_tail", "array", "field", "head_fields", "tail_fields")
+
+    def __init__(self, ks: KStruct, field: str, label: str) -> None:
+        before: list[tuple[str, Any, Any]] = []
+        after: list[tuple[str, Any, Any]] = []
+        array: KArray | None = None
+        for name, wire, default in ks.fields:
+            if name == field:
+                if not isinstance(wire, KArray) or not isinstance(wire.element, KStruct):
+                    raise ValueError(f"{label}: {field} is not an array of structs on the wire")
+                array = wire
+            elif array is None and wire is not None:
+                before.append((name, wire, default))
+            elif array is not None:
+                after.append((name, wire, default))
+        if array is None:
+            raise ValueError(f"{label} has no field {field}")
+        assert isinstance(array.element, KStruct)
+        self.array = array
+        self.field = field
+        # every tagged field is read with the tail, wherever the spec lists it
+        names = [name for name, _, _ in ks.fields]
+        tagged_names = {t.name for t in ks.tagged}
+        after += [(name, None, d) for name, _, d in ks.fields[: names.index(field)] if name in tagged_names]
+        after_names = [name for name, _, _ in after]
+        tagged = [
+            TaggedField(after_names.index(t.name), t.name, t.tag, t.type, t.default) for t in ks.tagged
+        ]
+        self.head_fields: tuple[str, ...] = tuple(name for name, _, _ in before)
+        self.tail_fields: tuple[str, ...] = tuple(after_names)
+        head_cls = namedtuple("Head", self.head_fields)  # type: ignore[misc]
+        tail_cls = namedtuple("Tail", self.tail_fields)  # type: ignore[misc]
+        self._head: Codec = compile_struct(KStruct(head_cls, before), f"{label} head")
+        self._tail: Codec = compile_struct(
+            KStruct(tail_cls, after, tagged, ks.flexible), f"{label} tail"
+        )
+        self._element: Codec = compile_struct(array.element, f"{label} {field}[]")
+
+    def head(self, buf: bytes, pos: int) -> tuple[Any, int, int]:
+        """The fields before the array (a namedtuple), the array's element count (-1: null)
+        and the position of its first element."""
+        head, pos = self._head.decode_from(buf, pos)
+        end = len(buf)
+        if self.array.compact:
+            if pos >= end:
+                raise short_read(1, 0)
+            n, pos = compact_len(buf, pos, end, self.array.nullable, "array")
+        else:
+            if end - pos < 4:
+                raise short_read(4, end - pos)
+            (n,) = _INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < -1 or (n == -1 and not self.array.nullable):
+                raise CorruptMessageError(f"bad array length {n}")
+        if n * self.array.unit > end - pos:
+            raise short_read(n * self.array.unit, end - pos)
+        return head, n, pos
+
+    def elements(self, buf: bytes, pos: int, count: int) -> Iterator[tuple[Any, int]]:
+        """``count`` elements from ``pos``, each with the position after it."""
+        decode = self._element.decode_from
+        for _ in range(count):
+            value, pos = decode(buf, pos)
+            yield value, pos
+
+    def tail(self, buf: bytes, pos: int) -> Any:
+        """The fields after the array and every tagged field (a namedtuple)."""
+        value, _ = self._tail.decode_from(buf, pos)
+        return value
