@@ -229,3 +229,33 @@ async def test_deleted_topic_disappears() -> None:
     resp = plain.request(md.MetadataRequest(version=12, topics=None))
     assert "ok" not in {t.name for t in resp.topics}
     assert _topic(plain.request(_req(12, "ok")), "ok").error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_an_update_re_encodes_only_the_topics_it_changed() -> None:
+    """Encoded topic blocks outlive the snapshot while their topic, its id and the live nodes
+    are unchanged; a changed topic (or a change of live brokers) is encoded afresh."""
+    state = broker_state()
+    ctl = ConnectionPair(state, CONTROL, is_control=True)
+    client = ConnectionPair(state, PLAINTEXT)
+    live = [live_broker(1, {PLAINTEXT: ("h1", 9001)}), live_broker(2, {PLAINTEXT: ("h2", 9002)})]
+    topics = {"a": [partition(0, 1, (1, 2))], "b": [partition(0, 2, (2, 1))]}
+    assert ctl.request(update_metadata(live, topics)).error_code == 0
+
+    def blocks() -> dict[str, bytes]:
+        (table,) = MetadataBlocks.of(state.cache.snapshot).topics.values()
+        return table
+
+    client.request(_req(12, "a", "b"))
+    first = dict(blocks())
+    assert ctl.request(update_metadata(live, {"a": [partition(0, 2, (1, 2), leader_epoch=3)]})).error_code == 0
+    resp = client.request(_req(12, "a", "b"))
+    assert _topic(resp, "a").partitions[0].leader_id == 2  # type: ignore[attr-defined]
+    second = blocks()
+    assert second["b"] is first["b"]  # kept
+    assert second["a"] != first["a"]  # the changed topic, encoded again
+    # broker 2 leaves: every block that names it must say so, so nothing is kept
+    assert ctl.request(update_metadata(live[:1], {})).error_code == 0
+    resp = client.request(_req(12, "a", "b"))
+    (gone,) = _topic(resp, "b").partitions  # type: ignore[attr-defined]
+    assert (gone.error_code, gone.leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
+    assert blocks()["b"] is not second["b"]

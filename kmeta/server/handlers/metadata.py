@@ -117,19 +117,38 @@ def _ops(topic_ops: bool) -> int:
     return TOPIC_OPERATIONS if topic_ops else OPERATIONS_NOT_ASKED
 
 
+#: views (version, listener, topic_ops) whose blocks a topic keeps across snapshots
+TOPIC_MEMO_VIEWS = 2
+
+
 def _topic_block(blocks: MetadataBlocks, view: View, table: dict[str, bytes], name: str) -> bytes:
+    """``name``'s encoded block for ``view``: from this snapshot's table, else from the topic's
+    own memo (``TopicPartitions.derived``: it outlives snapshots while the topic is unchanged,
+    so an update of some topics re-encodes those only, not the other 999,000 partitions),
+    else encoded now. A memo entry counts only with the same live nodes and topic id."""
     block = table.get(name)
     if block is None:
         snap = blocks.snap
+        parts = snap.partition_states[name]
+        topic_id = snap.topic_ids.get(name, ZERO_UUID)
+        memo: dict[Any, Any] | None = getattr(parts, "derived", None)
+        kept = None if memo is None else memo.get(view)
+        if kept is not None and kept[0] is snap.alive_nodes and kept[1] == topic_id:
+            block = table[name] = kept[2]
+            return block
         record = md.MetadataResponseTopic(
             ErrorCode.NONE,
             name,
-            snap.topic_ids.get(name, ZERO_UUID),
+            topic_id,
             name in INTERNAL_TOPICS,
             partitions(snap, name, view.version, view.listener),
             _ops(view.topic_ops),
         )
         block = table[name] = splice(view.version).element(record)
+        if memo is not None:
+            if len(memo) >= TOPIC_MEMO_VIEWS:  # bounded: each view is ~42 B per partition
+                memo.pop(next(iter(memo)))
+            memo[view] = (snap.alive_nodes, topic_id, block)
     return block
 
 
