@@ -53,7 +53,9 @@ def test_a_cached_partition_costs_under_60_bytes() -> None:
     assert isinstance(parts, TopicPartitions)
     state = parts[999]
     assert (state.topic_name, state.partition_index, state.leader, state.leader_epoch) == ("t042", 999, 1, 3)
-    assert state.replicas == (1, 2, 3) and state.isr == (1, 2, 3) and state.zk_version == 2
+    assert state.replicas == (1, 2, 3)
+    assert state.isr == (1, 2, 3)
+    assert state.zk_version == 2
     assert list(parts)[:3] == [0, 1, 2]
     # equal replica sets are one tuple across every topic
     assert cache.snapshot.partition_states["t000"][0].replicas is parts[0].replicas

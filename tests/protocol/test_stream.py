@@ -55,7 +55,7 @@ def test_truncated_or_lying_bodies_are_corrupt_in_every_step() -> None:
     )
     body = um.REQUEST.encode(request)
     stream = um.REQUEST.stream(8, "topic_states")
-    head, count, pos = stream.head(body, 0)
+    _, count, pos = stream.head(body, 0)
     assert count == 1
     with pytest.raises(CorruptMessageError):
         stream.head(body[: pos - 1], 0)  # the count is missing

@@ -18,7 +18,14 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.server.broker import Broker
-from tests.server.helpers import CONTROL, PLAINTEXT, encode_frame, live_broker, loopback_config, read_frame
+from tests.server.helpers import (
+    CONTROL,
+    PLAINTEXT,
+    encode_frame,
+    live_broker,
+    loopback_config,
+    read_frame,
+)
 
 TOPICS, PER_TOPIC = 100, 1000
 BROKERS = (1, 2, 3)

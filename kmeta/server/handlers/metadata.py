@@ -131,7 +131,7 @@ def _topic_block(blocks: MetadataBlocks, view: View, table: dict[str, bytes], na
         snap = blocks.snap
         parts = snap.partition_states[name]
         topic_id = snap.topic_ids.get(name, ZERO_UUID)
-        memo: dict[Any, Any] | None = getattr(parts, "derived", None)
+        memo: dict[View, tuple[object, uuid.UUID, bytes]] | None = getattr(parts, "derived", None)
         kept = None if memo is None else memo.get(view)
         if kept is not None and kept[0] is snap.alive_nodes and kept[1] == topic_id:
             block = table[name] = kept[2]
