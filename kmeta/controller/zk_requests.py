@@ -24,7 +24,6 @@ loop.
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import Iterable, Sequence
 
@@ -229,9 +228,11 @@ def get_children(client: KazooClient, paths: Sequence[str]) -> dict[str, list[st
 
 
 def read_tree(client: KazooClient, roots: Iterable[str]) -> dict[str, bytes]:
-    """Every znode under ``roots`` (not the roots), level by level. Below a topic, the
-    assignment names the partitions: their state znodes are read without listing each
-    partition's children (one op per partition, not three)."""
+    """Every znode under ``roots`` (not the roots), level by level. Below a topic, one listing
+    of its partitions, then their state znodes, without listing each partition's children
+    (a few ops per topic plus one per partition, not three per partition). The listing, not
+    the assignment, names the partitions: a write group cut short may have left partitions
+    the assignment does not name yet, and the mirror must know every znode that exists."""
     tree: dict[str, bytes] = {}
     level = list(roots)
     while level:
@@ -241,17 +242,9 @@ def read_tree(client: KazooClient, roots: Iterable[str]) -> dict[str, bytes]:
         tree.update(found)
         topics = [p for p in found if p.startswith(TOPICS + "/") and p.count("/") == 3]
         level = [p for p in found if p not in topics]
-        states = [
-            f"{topic}/partitions/{p}/state"
-            for topic in topics
-            for p in json.loads(found[topic])["partitions"]
-        ]
-        found = get_data(client, states, MAX_READ_OPS)
-        tree.update(found)
-        # a state's parents exist; where a state is missing (a group cut short) ask for them
-        missing = [s.rsplit("/", 1)[0] for s in states if s not in found]
-        tree.update(
-            get_data(client, [*missing, *(f"{t}/partitions" for t in topics)], MAX_READ_OPS)
-        )
-        tree.update({s.rsplit("/", 1)[0]: b"" for s in found})
+        parts = get_children(client, [f"{t}/partitions" for t in topics])
+        tree.update(dict.fromkeys(parts, b""))  # (written empty, as each partition's znode)
+        dirs = [f"{path}/{p}" for path, names in parts.items() for p in names]
+        tree.update(dict.fromkeys(dirs, b""))
+        tree.update(get_data(client, [f"{d}/state" for d in dirs], MAX_READ_OPS))
     return tree

@@ -33,7 +33,10 @@ reload (after a refused event) needs no network round trip, and a commit knows w
 to create, set or delete. A group's writes are split into multi-ops of at most
 :data:`MAX_MULTI_BYTES` (ZooKeeper's jute.maxbuffer is 1 MiB), a few in flight at once;
 parents come before children, so a group cut short leaves no znode without its parent, and a
-topic whose partition states are not all written is not loaded (it was never acknowledged).
+topic's assignment comes after its partitions' znodes (a new topic's znode is created naming
+no partition first), so a group cut short leaves each topic as it was, or whole: nothing it
+did not finish is loaded (and none of it was acknowledged). A topic whose assignment names a
+partition without a state is not loaded either.
 """
 
 from __future__ import annotations
@@ -101,6 +104,15 @@ _DELETED: None = None
 
 def _dumps(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _is_topic(path: str) -> bool:
+    return path.startswith(TOPICS + "/") and path.count("/") == 3
+
+
+def _unassigned(topic_znode: bytes | None) -> bytes:
+    """A new topic's znode before its partitions are written: no partition named yet."""
+    return _dumps({**json.loads(topic_znode or b"{}"), "partitions": {}})
 
 
 def topic_path(topic: str) -> str:
@@ -265,7 +277,17 @@ class ZooKeeperStore:
         deletes.sort(key=lambda p: -p.count("/"))
         writes.sort(key=lambda p: p.count("/"))
         ops: list[_Op] = [(DELETE, p, b"", -1) for p in deletes]
-        ops += [(SET_DATA if p in self._zk else CREATE, p, pending[p] or b"", -1) for p in writes]
+        # A topic's assignment last, once its partitions' znodes are written: a group cut
+        # short between multi-ops leaves each topic as it was, or whole. A new topic's znode
+        # (the partitions' parent) is first created naming no partition: not loaded.
+        assignments = [p for p in writes if _is_topic(p)]
+        ops += [(CREATE, p, _unassigned(pending[p]), -1) for p in assignments if p not in self._zk]
+        ops += [
+            (SET_DATA if p in self._zk else CREATE, p, pending[p] or b"", -1)
+            for p in writes
+            if not _is_topic(p)
+        ]
+        ops += [(SET_DATA, p, pending[p] or b"", -1) for p in assignments]
         batch: list[_Op] = []
         size = 0
         for op in ops:
@@ -565,12 +587,14 @@ class ZooKeeperStore:
         parsed: dict[bytes, tuple[tuple[int, ...], int, int, int]] = {}
         for name in self._topic_names(view):
             znode = json.loads(view[topic_path(name)])
+            if not znode["partitions"]:
+                continue  # created by a group cut short before its assignment: never acked
             info = TopicInfo(name, uuid.UUID(znode["topic_id"]))
             prefix = f"{TOPICS}/{name}/partitions/"
             for p, replicas in znode["partitions"].items():
                 state_data = view.get(f"{prefix}{p}/state")
                 if state_data is None:
-                    break  # a group cut short: the topic was never acknowledged
+                    break  # its deletion cut short (states are deleted first)
                 st = parsed.get(state_data)
                 if st is None:
                     j = json.loads(state_data)

@@ -12,16 +12,20 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import NewPartitions, NewTopic
 
 from kmeta.cli.zookeeper import LocalZooKeeper
+from kmeta.controller.zk_requests import read_tree
+from kmeta.controller.zk_store import MAX_MULTI_OPS, ZooKeeperStore
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct
 from tests.e2e.test_controller_quorum import ZK_SESSION_MS, Quorum, _wait
 
@@ -214,4 +218,131 @@ def test_the_active_controller_cut_off_from_zookeeper_is_deposed_within_the_sess
             assert not stale, f"broker {b} applied requests of another controller: {stale}"
     finally:
         proxy.close()
+        q.close()
+
+
+def _kill_when(q: Quorum, node: int, path: str, timeout_s: float = 60) -> None:
+    """kill -9 controller ``node`` as soon as ``path`` shows in ZooKeeper: its write group's
+    first multi-ops are committed, the rest not yet."""
+    deadline = time.monotonic() + timeout_s
+    while q.zkc.exists(path) is None:
+        assert time.monotonic() < deadline, f"{path} never written"
+        time.sleep(0.005)
+    proc = q.procs[f"controller-{node}"]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def _as_a_new_controller_loads(q: Quorum) -> dict[str, int]:
+    """Topic -> partition count, as an elected controller loads the state from ZooKeeper."""
+    state = ZooKeeperStore(q.zkc, 0, -1).load()
+    return {name: len(t.partitions) for name, t in state.topics.items()}
+
+
+async def _send(port: int, request: object) -> object:
+    conn = await KafkaConnection.open("127.0.0.1", port, timeout_s=5.0)
+    try:
+        return await conn.request(request, 60.0)
+    finally:
+        conn.close()
+
+
+async def _retrying(change: Callable[[], Future[None]], timeout_s: float = 30) -> None:
+    """An admin change through the brokers, again while they answer NOT_CONTROLLER."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            await asyncio.to_thread(change().result, 30)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.NOT_CONTROLLER:
+                raise
+        assert time.monotonic() < deadline, "no change acknowledged after the failover"
+        await asyncio.sleep(0.2)
+
+
+@pytest.mark.timeout(180)
+async def test_a_write_group_cut_between_multi_ops_leaves_each_topic_whole_or_absent(
+    zookeeper: LocalZooKeeper, tmp_path: Path
+) -> None:
+    """Creations of many partitions span several multi-ops (MAX_MULTI_OPS each): kill -9 of
+    the active controller once the first are committed leaves each topic as it was, or
+    whole, never partial or lost; and none of it was acknowledged."""
+    q = Quorum(zookeeper, tmp_path)
+    try:
+        q.start_controller(3001)
+        await asyncio.to_thread(_wait, lambda: q.active()[0] == 3001, 30, "3001 active")
+        q.start_controller(3002)
+        q.start_broker(1)
+        admin = q.admin()
+        await asyncio.to_thread(
+            _wait, lambda: len(admin.list_topics(timeout=5).brokers) == 1, 30, "broker 1"
+        )
+        admin.create_topics([NewTopic("grow", 1, 1)])["grow"].result(timeout=30)
+        await asyncio.to_thread(
+            _wait, lambda: q.zkc.exists("/kmeta/controllers/3002") is not None, 30, "3002"
+        )
+        many = MAX_MULTI_OPS * 15  # (30 multi-ops or more: more than are ever in flight)
+
+        # an existing topic extended by many partitions: kept as it was, or whole
+        extend = cp.CreatePartitionsRequest(
+            version=3,
+            topics=(cp.CreatePartitionsTopic(name="grow", count=1 + many, assignments=None),),
+            timeout_ms=30_000,
+            validate_only=False,
+        )
+        sent = asyncio.ensure_future(_send(q.ctl_ports[3001], extend))
+        await asyncio.to_thread(_kill_when, q, 3001, "/brokers/topics/grow/partitions/1")
+        answer = await asyncio.gather(sent, return_exceptions=True)
+        assert isinstance(answer[0], Exception), f"acknowledged: {answer}"  # killed first
+        tree = read_tree(q.zkc, ["/brokers/topics"])
+        assigned = json.loads(tree["/brokers/topics/grow"])["partitions"]
+        states = [p for p in range(1 + many) if f"/brokers/topics/grow/partitions/{p}/state" in tree]
+        assert len(assigned) < 1 + many or len(states) < 1 + many, "not cut"
+        loaded = _as_a_new_controller_loads(q)
+        assert loaded.get("grow") in (1, 1 + many), loaded
+
+        # many topics in one request: each absent, or whole
+        await asyncio.to_thread(_wait, lambda: q.active()[0] == 3002, 30, "3002 active")
+        q.start_controller(3001)  # back as a standby
+        await asyncio.to_thread(
+            _wait, lambda: q.zkc.exists("/kmeta/controllers/3001") is not None, 30, "3001"
+        )
+        create = ct.CreateTopicsRequest(
+            version=7,
+            topics=tuple(
+                ct.CreatableTopic(name=f"m{i}", num_partitions=10, replication_factor=1)
+                for i in range(many // 10)
+            ),
+            timeout_ms=30_000,
+        )
+        sent = asyncio.ensure_future(_send(q.ctl_ports[3002], create))
+        await asyncio.to_thread(_kill_when, q, 3002, "/brokers/topics/m0/partitions/0")
+        answer = await asyncio.gather(sent, return_exceptions=True)
+        assert isinstance(answer[0], Exception), f"acknowledged: {answer}"
+        loaded = _as_a_new_controller_loads(q)
+        assert loaded.get("grow") in (1, 1 + many), loaded
+        partial = {t: n for t, n in loaded.items() if t.startswith("m") and n != 10}
+        assert not partial, f"partial topics: {partial}"
+        assert sum(t.startswith("m") for t in loaded) < many // 10, "not cut"
+
+        # the surviving controller takes over and serves that state
+        await asyncio.to_thread(_wait, lambda: q.active()[0] == 3001, 30, "3001 active again")
+        deadline = time.monotonic() + 30
+        while True:
+            md = await asyncio.to_thread(admin.list_topics, timeout=10)
+            if "grow" in md.topics:
+                break
+            assert time.monotonic() < deadline, "grow lost"
+            await asyncio.sleep(0.2)
+        assert len(md.topics["grow"].partitions) == loaded["grow"]
+        # what the cut groups left (partitions no assignment names, topics naming none) does
+        # not stand in the way: the same changes succeed now
+        grown = loaded["grow"] + 2
+        await _retrying(lambda: admin.create_partitions([NewPartitions("grow", grown)])["grow"])
+        await _retrying(lambda: admin.create_topics([NewTopic("m0", 10, 1)])["m0"])
+        loaded = _as_a_new_controller_loads(q)
+        assert (loaded["grow"], loaded["m0"]) == (grown, 10)
+        assert q.active()[0] == 3001  # (no refused write made it resign)
+    finally:
         q.close()
