@@ -1,8 +1,10 @@
 """Extract for ``plan``: read an assignment (reassignment JSON, CSV or Parquet) into one shape.
 
-Every input column is read as text and parsed here, the same way for all three formats, so a
-bad value becomes a reject reason instead of a silent null or a failed job. The result has the
-raw text (for the rejects output) next to the parsed values:
+Every input column is parsed here as text, the same way for all three formats, so a bad value
+becomes a reject reason instead of a silent null or a failed job. A Parquet column already typed
+``int`` or ``array<int>`` is not turned into text and parsed back (most of the extract's cost on
+a large file): it is taken as it is, with the bounds the text rules would have put on it. The
+result has the raw text (for the rejects output) next to the parsed values:
 
     row_id long, topic string, partition int, replicas array<int>, leader int, isr array<int>,
     raw_partition, raw_replicas, raw_leader, raw_isr string, parse_errors array<string>
@@ -19,6 +21,9 @@ from kmeta.pipeline.config import InputFormat
 _RAW_COLUMNS = ("topic", "partition", "replicas", "leader", "isr")
 # At most 9 digits, so the cast can never overflow an int (and never fails under ANSI mode).
 _INT = r"^\s*-?\d{1,9}\s*$"
+_INT_MAX_DIGITS = 999_999_999
+# a list element is at most 10 characters long (sign included), as _parse_int_list reads it
+_LIST_ELEMENT_MIN = -999_999_999
 _INT_LIST = r"^\s*\[?\s*(-?\d+(\s*[,;|\s]\s*-?\d+)*)?\s*\]?\s*$"
 
 
@@ -38,19 +43,35 @@ def read_assignment(spark: SparkSession, path: str, fmt: InputFormat) -> DataFra
     missing = {"topic", "partition", "replicas"} - {c.lower() for c in rows.columns}
     if missing:
         raise ValueError(f"{path}: required columns missing: {', '.join(sorted(missing))}")
-    return rows.select(
-        *(
-            (F.col(c).cast("string") if c in rows.columns else F.lit(None).cast("string")).alias(c)
-            for c in _RAW_COLUMNS
-        )
-    )
+    typed = {f.name: f.dataType for f in rows.schema.fields}
+    return rows.select(*(_raw_column(c, typed.get(c)).alias(c) for c in _RAW_COLUMNS))
 
 
-def _parse_int(raw: Column) -> Column:
+def _raw_column(name: str, dtype: T.DataType | None) -> Column:
+    """The column as text, or as it is when it is already an int (partition, leader) or a list of
+    ints (replicas, isr)."""
+    if dtype is None:
+        return F.lit(None).cast("string")
+    if name in ("partition", "leader") and isinstance(dtype, T.IntegerType):
+        return F.col(name)
+    if (
+        name in ("replicas", "isr")
+        and isinstance(dtype, T.ArrayType)
+        and isinstance(dtype.elementType, T.IntegerType)
+    ):
+        return F.col(name)
+    return F.col(name).cast("string")
+
+
+def _parse_int(raw: Column, dtype: T.DataType) -> Column:
+    if isinstance(dtype, T.IntegerType):  # what the text rule accepts: at most 9 digits
+        return F.when(raw.between(-_INT_MAX_DIGITS, _INT_MAX_DIGITS), raw)
     return F.when(raw.rlike(_INT), F.trim(raw).cast("int"))
 
 
-def _parse_int_list(raw: Column) -> Column:
+def _parse_int_list(raw: Column, dtype: T.DataType) -> Column:
+    if isinstance(dtype, T.ArrayType):  # array<int>: a longer element would not parse as text
+        return F.transform(raw, lambda x: F.when(x >= _LIST_ELEMENT_MIN, x))
     tokens = F.regexp_extract_all(raw, F.lit(r"(-?\d+)"), 1)
     return F.when(
         raw.rlike(_INT_LIST),
@@ -64,14 +85,15 @@ def _all_ints(parsed: Column) -> Column:
 
 def normalize_assignment(raw: DataFrame) -> DataFrame:
     """Parse the text columns; a value that does not parse leaves a reason in ``parse_errors``."""
+    typed = {f.name: f.dataType for f in raw.schema.fields}
     parsed = raw.select(
         F.monotonically_increasing_id().alias("row_id"),
         F.col("topic"),
-        _parse_int(F.col("partition")).alias("partition"),
-        _parse_int_list(F.col("replicas")).alias("replicas"),
-        _parse_int(F.col("leader")).alias("leader"),
-        _parse_int_list(F.col("isr")).alias("isr"),
-        *(F.col(c).alias(f"raw_{c}") for c in _RAW_COLUMNS[1:]),
+        _parse_int(F.col("partition"), typed["partition"]).alias("partition"),
+        _parse_int_list(F.col("replicas"), typed["replicas"]).alias("replicas"),
+        _parse_int(F.col("leader"), typed["leader"]).alias("leader"),
+        _parse_int_list(F.col("isr"), typed["isr"]).alias("isr"),
+        *(F.col(c).cast("string").alias(f"raw_{c}") for c in _RAW_COLUMNS[1:]),
     )
     errors = [
         F.when(F.col("topic").isNull(), F.lit("missing_topic: no topic name")),

@@ -67,8 +67,7 @@ def run_plan(spark: SparkSession, config: PlanConfig) -> dict[str, Any]:
     stages = _Stages()
     out = Path(config.out)
     raw = plan_extract.read_assignment(spark, config.input, config.format)
-    # read twice by the validation (rows and their per-topic aggregate): cached once
-    rows = plan_extract.normalize_assignment(raw).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = plan_extract.normalize_assignment(raw)
     validated = plan_validate.validate(rows, config.brokers, config.require_rack_spread)
     states = plan_transform.with_states(validated, config.brokers).persist(
         StorageLevel.MEMORY_AND_DISK
@@ -107,7 +106,6 @@ def run_plan(spark: SparkSession, config: PlanConfig) -> dict[str, Any]:
     stages.done("broker_load")
 
     states.unpersist()
-    rows.unpersist()
     live = [b for b in brokers if b["replica_skew"] is not None]
     summary: dict[str, Any] = {
         "input": config.input,

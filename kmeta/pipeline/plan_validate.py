@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from kmeta.pipeline.config import BrokerSpec
@@ -117,54 +117,71 @@ def row_checks(
     )
 
 
-def duplicate_checks(rows: DataFrame) -> DataFrame:
-    """Add ``dup_reasons``: repeated (topic, partition) rows."""
-    w = Window.partitionBy("topic", "partition")
-    keyed = F.col("topic").isNotNull() & F.col("partition").isNotNull()
-    copies = F.count(F.lit(1)).over(w)
-    variants = F.size(F.collect_set(F.struct("replicas", "leader", "isr")).over(w))
-    first = F.min("row_id").over(w)
-    return rows.withColumn(
-        "dup_reasons",
+
+
+def _no_reasons() -> Column:
+    return F.array().cast("array<string>")
+
+
+def _fields(row: Column, names: Sequence[str]) -> list[Column]:
+    return [row[n].alias(n) for n in names]
+
+
+def _dup_reasons(row: Column, rows: Column, has_dups: Column) -> Column:
+    """``dup_reasons`` of one row of its topic: repeated (topic, partition) rows.
+
+    Only a topic with a repeated partition number pays for the comparison with its other rows.
+    """
+    copies = F.filter(rows, lambda o: o["partition"] == row["partition"])
+    n = F.size(copies)
+    variants = F.size(
+        F.array_distinct(
+            F.transform(copies, lambda o: F.struct(o["replicas"], o["leader"], o["isr"]))
+        )
+    )
+    first = F.array_min(F.transform(copies, lambda o: o["row_id"]))
+    keyed = row["topic"].isNotNull() & row["partition"].isNotNull()
+    return F.when(
+        has_dups & keyed,
         _reasons(
             F.when(
-                keyed & (variants > 1),
+                variants > 1,
                 F.format_string(
                     "conflicting_duplicate: partition listed %d times with different assignments",
-                    copies,
+                    n,
                 ),
             ),
             F.when(
-                keyed & (variants == 1) & (F.col("row_id") != first),
+                (variants == 1) & (row["row_id"] != first),
                 F.lit("duplicate: same as an earlier row"),
             ),
         ),
-    )
+    ).otherwise(_no_reasons())
 
 
-def topic_checks(rows: DataFrame) -> DataFrame:
-    """Add ``topic_reasons``: what is wrong with the topic as a whole."""
-    own_fault = F.size("row_reasons") + F.size(
-        F.filter("dup_reasons", lambda r: ~r.startswith("duplicate:"))
-    )
-    per_topic = (
-        rows.where(F.col("topic").isNotNull())
-        .groupBy("topic")
-        .agg(
-            F.array_sort(F.collect_set("partition")).alias("_parts"),
-            F.array_sort(F.collect_set(F.size("replicas"))).alias("_rfs"),
-            F.collect_set(F.when(own_fault > 0, F.struct("partition"))).alias("_bad_parts"),
+def _own_fault(row: Column) -> Column:
+    """Rejected on its own account (a plain duplicate's copy is not: its first row stands)."""
+    conflicts = F.filter(row["dup_reasons"], lambda d: ~d.startswith("duplicate:"))
+    return (F.size(row["row_reasons"]) + F.size(conflicts)) > 0
+
+
+def _topic_facts(rows: Column) -> dict[str, Column]:
+    """What the reasons of a topic's rows depend on, computed once per topic."""
+    keyed_parts = F.filter(F.transform(rows, lambda r: r["partition"]), lambda p: p.isNotNull())
+    parts = F.array_sort(F.array_distinct(keyed_parts))
+    rfs = F.array_sort(
+        F.array_distinct(
+            F.filter(F.transform(rows, lambda r: F.size(r["replicas"])), lambda n: n > 0)
         )
     )
-    parts, rfs = F.col("_parts"), F.filter("_rfs", lambda n: n > 0)
     n = F.size(parts)
     contiguous = (n == 0) | (
         (F.try_element_at(parts, F.lit(1)) == 0) & (F.array_max(parts) == n - 1)
     )
-    per_topic = per_topic.select(
-        "topic",
-        "_bad_parts",
-        _reasons(
+    return {
+        "_named": F.try_element_at(rows, F.lit(1))["topic"].isNotNull(),
+        "_has_dups": F.size(keyed_parts) > n,
+        "_topic_reasons": _reasons(
             F.when(
                 ~contiguous & F.forall(parts, lambda p: p >= 0),
                 F.format_string(
@@ -174,55 +191,110 @@ def topic_checks(rows: DataFrame) -> DataFrame:
                     F.array_max(parts),
                 ),
             ),
+            F.when(F.size(rfs) > 1, F.concat(F.lit("mixed_replication_factor: "), _join(rfs))),
+            # Kafka: topics whose names differ only by '.' vs '_' collide in metric names.
             F.when(
-                F.size(rfs) > 1,
-                F.concat(F.lit("mixed_replication_factor: "), _join(rfs)),
-            ),
-        ).alias("_topic_reasons"),
-    )
-    # Kafka: topics whose names differ only by '.' vs '_' collide in metric names.
-    collisions = (
-        per_topic.select("topic", F.translate("topic", ".", "_").alias("_key"))
-        .groupBy("_key")
-        .agg(F.array_sort(F.collect_set("topic")).alias("_names"))
-        .where(F.size("_names") > 1)
-        .select(F.explode("_names").alias("topic"), "_names")
-    )
-    joined = rows.join(per_topic, "topic", "left").join(collisions, "topic", "left")
-    # other partitions of the topic that were rejected (a bad copy of this row's own
-    # partition is already this row's reason)
-    others = F.size(
-        F.filter("_bad_parts", lambda b: ~b["partition"].eqNullSafe(F.col("partition")))
-    )
-    return joined.select(
-        *rows.columns,
-        F.concat(
-            F.coalesce(F.col("_topic_reasons"), F.array().cast("array<string>")),
-            _reasons(
-                F.when(
-                    F.col("_names").isNotNull(),
-                    F.concat(
-                        F.lit("topic_collision: '.' and '_' collide among "),
-                        F.array_join("_names", ","),
-                    ),
-                ),
-                F.when(
-                    others > 0,
-                    F.format_string(
-                        "topic_incomplete: %d other partition(s) of this topic were rejected",
-                        others,
-                    ),
+                F.size("_names") > 1,
+                F.concat(
+                    F.lit("topic_collision: '.' and '_' collide among "),
+                    F.array_join("_names", ","),
                 ),
             ),
-        ).alias("topic_reasons"),
+        ),
+    }
+
+
+def group_checks(rows: DataFrame) -> DataFrame:
+    """Add ``dup_reasons`` and ``topic_reasons``: repeated partitions and what is wrong with the
+    topic as a whole, in one aggregation of each topic's rows (no window, no join back).
+
+    Rows are grouped by the topic name with '.' read as '_', so that topics whose names collide
+    meet in one group; within it each topic is judged on its own rows. A row without a topic is
+    a group of its own (keyed by its row id): it has no topic to be judged with.
+    """
+    fields = rows.columns
+    groups = rows.groupBy(
+        F.col("topic").isNull().alias("_unnamed"),
+        F.coalesce(F.translate("topic", ".", "_"), F.col("row_id").cast("string")).alias("_key"),
+    ).agg(
+        F.collect_list(F.struct(*fields)).alias("_rows"),
+        F.array_sort(F.collect_set("topic")).alias("_names"),
     )
+    # one row per topic: the group as it is when it holds one topic (nearly always)
+    topics = groups.select(
+        "_names",
+        F.explode(
+            F.when(F.size("_names") <= 1, F.array("_rows")).otherwise(
+                F.transform("_names", lambda t: F.filter("_rows", lambda r: r["topic"] == t))
+            )
+        ).alias("_rows"),
+    )
+    topics = topics.withColumns(_topic_facts(F.col("_rows")))
+    # each row's own dup reasons and whether it is rejected on its own account
+    with_dups = topics.select(
+        "_named",
+        "_topic_reasons",
+        F.transform(
+            "_rows",
+            lambda r: F.struct(
+                *_fields(r, fields),
+                _dup_reasons(r, F.col("_rows"), F.col("_has_dups")).alias("dup_reasons"),
+            ),
+        ).alias("_rows"),
+        "_has_dups",
+    )
+    with_faults = with_dups.select(
+        "_named",
+        "_topic_reasons",
+        "_has_dups",
+        "_rows",
+        # the partitions (null included) that hold a row rejected on its own account
+        F.array_distinct(
+            F.transform(F.filter("_rows", _own_fault), lambda r: r["partition"])
+        ).alias("_bad_parts"),
+    )
+
+    def topic_reasons(r: Column) -> Column:
+        # a bad copy of this row's own partition is already this row's reason: count the others
+        own_bad = F.when(
+            F.col("_has_dups"), F.exists("_bad_parts", lambda b: b.eqNullSafe(r["partition"]))
+        ).otherwise(_own_fault(r))
+        others = F.size("_bad_parts") - own_bad.cast("int")
+        return F.when(
+            F.col("_named"),
+            F.concat(
+                F.col("_topic_reasons"),
+                _reasons(
+                    F.when(
+                        others > 0,
+                        F.format_string(
+                            "topic_incomplete: %d other partition(s) of this topic were rejected",
+                            others,
+                        ),
+                    )
+                ),
+            ),
+        ).otherwise(_no_reasons())
+
+    checked = with_faults.select(
+        F.inline(
+            F.transform(
+                "_rows",
+                lambda r: F.struct(
+                    *_fields(r, (*fields, "dup_reasons")),
+                    topic_reasons(r).alias("topic_reasons"),
+                ),
+            )
+        )
+    )
+    return checked
 
 
 def validate(
     rows: DataFrame, brokers: Sequence[BrokerSpec], require_rack_spread: bool = False
 ) -> DataFrame:
     """All rows with ``reasons`` (empty when accepted) and ``warnings`` (accepted anyway)."""
-    checked = topic_checks(duplicate_checks(row_checks(rows, brokers, require_rack_spread)))
+    checked = group_checks(row_checks(rows, brokers, require_rack_spread))
     return checked.select(
         *rows.columns,
         F.concat("row_reasons", "dup_reasons", "topic_reasons").alias("reasons"),

@@ -91,6 +91,45 @@ def test_require_rack_spread_makes_the_warning_a_rule(spark) -> None:
     assert [(len(r.reasons), len(r.warnings)) for r in warned] == [(0, 1), (0, 0), (0, 0), (0, 0)]
 
 
+def test_typed_parquet_columns_parse_as_their_text_would(spark, tmp_path) -> None:
+    """int and array<int> Parquet columns skip the text parse; every value, the int32 edges
+    included, comes out as the text rules give it (bad_* reasons and raw text alike)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    big, small = 2**31 - 1, -(2**31)
+    ints = [0, 5, -1, None, 999_999_999, 1_000_000_000, -999_999_999, -1_000_000_000, big, small]
+    lists = [[1, 2], [], None, [1, None], [big], [small], [-999_999_999], [-1_000_000_000], [7]]
+    lists.append([3, 3])
+    path = tmp_path / "typed.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "topic": [f"t{i}" for i in range(len(ints))],
+                "partition": pa.array(ints, pa.int32()),
+                "replicas": pa.array(lists, pa.list_(pa.int32())),
+                "leader": pa.array(ints[::-1], pa.int32()),
+                "isr": pa.array(lists[::-1], pa.list_(pa.int32())),
+            }
+        ),
+        path,
+    )
+    typed = plan_extract.read_assignment(spark, str(path), "parquet")
+    assert dict(typed.dtypes)["replicas"] == "array<int>"  # the typed path is the one tested
+    as_text = typed.select(*(typed[c].cast("string").alias(c) for c in typed.columns))
+    assert dict(as_text.dtypes)["replicas"] == "string"
+
+    def parsed(raw):
+        return plan_extract.normalize_assignment(raw).drop("row_id").orderBy("topic").collect()
+
+    got, want = parsed(typed), parsed(as_text)
+    assert got == want
+    assert {e.split(":")[0] for r in got for e in r.parse_errors} == {
+        "bad_partition", "bad_replicas", "bad_leader", "bad_isr", "missing_partition",
+        "missing_replicas",
+    }  # fmt: skip
+
+
 def test_check_balance_raises_when_rows_go_missing() -> None:
     with pytest.raises(plan_validate.PlanIntegrityError):
         plan_validate.check_balance(10, 6, 3)
