@@ -17,8 +17,6 @@ from kmeta.metadata.model import Node, TopicPartition
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.types import ZERO_UUID
 
-NO_LEADER = -1
-
 
 @dataclass(frozen=True, slots=True)
 class PartitionInfo:

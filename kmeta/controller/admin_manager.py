@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from kmeta.controller.admin import TopicPlan, plan_create_partitions, plan_create_topics
 from kmeta.controller.barrier import Barrier, DeletionBarrier
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import PartitionState, TopicInfo
+from kmeta.controller.model import PartitionRegistration, TopicInfo
 from kmeta.metadata.log_config import ConfigError, validate
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
@@ -53,7 +53,7 @@ class AdminManager:
                 for p, replicas in sorted(plan.assignment.items()):
                     live = tuple(r for r in replicas if self.host.state.is_alive(r))
                     leader = live[0] if live else -1
-                    info.partitions[p] = PartitionState(
+                    info.partitions[p] = PartitionRegistration(
                         tuple(replicas), live or tuple(replicas[:1]), leader
                     )
                     new_tps.append((plan.name, p))
@@ -112,7 +112,7 @@ class AdminManager:
                 added = []
                 for p, replicas in sorted(plan.assignment.items()):
                     live = tuple(r for r in replicas if self.host.state.is_alive(r))
-                    st = PartitionState(
+                    st = PartitionRegistration(
                         tuple(replicas), live or tuple(replicas[:1]), live[0] if live else -1
                     )
                     info.partitions[p] = st

@@ -20,7 +20,7 @@ from kmeta.controller.barrier import Barrier
 from kmeta.controller.election import add_replica, remove_replicas
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionState, TopicInfo
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.request_batch import UM_FULL
 from kmeta.controller.sessions import BrokerHeartbeatManager
 from kmeta.controller.slices import in_slices
@@ -115,8 +115,8 @@ class BrokerLifecycleManager:
                     broker_id, incarnation_id, old.incarnation_id, old.epoch,
                 )  # fmt: skip
             return ErrorCode.DUPLICATE_BROKER_REGISTRATION, -1
-        failed: dict[TopicPartitionKey, PartitionState] = {}
-        before: dict[TopicPartitionKey, PartitionState] = {}
+        failed: dict[TopicPartitionKey, PartitionRegistration] = {}
+        before: dict[TopicPartitionKey, PartitionRegistration] = {}
         if old is not None and old.alive:
             # Bounced: fail the old incarnation first. What that changes goes out below with
             # the re-registration (one push of the final states, not two of 100k partitions).
@@ -127,7 +127,7 @@ class BrokerLifecycleManager:
             self.host.state.brokers[broker_id] = broker
             self.host.store.put_broker(broker)
             hosted = live_partitions_on(self.host.state, broker_id)
-            changed: dict[TopicPartitionKey, PartitionState] = {}
+            changed: dict[TopicPartitionKey, PartitionRegistration] = {}
             alive = set(self.host.state.live_broker_ids()).__contains__  # C-level, 100k calls
             for tp in hosted:
                 st = self.host.state.partition(tp)
@@ -192,8 +192,8 @@ class BrokerLifecycleManager:
 
     def _drop_round_trips(
         self,
-        changed: dict[TopicPartitionKey, PartitionState],
-        before: dict[TopicPartitionKey, PartitionState],
+        changed: dict[TopicPartitionKey, PartitionRegistration],
+        before: dict[TopicPartitionKey, PartitionRegistration],
     ) -> None:
         """A bounced broker's partitions that end with the leader and ISR they had (it was a
         follower, left the ISR and rejoined it) keep their old state: nothing to write or send
@@ -211,8 +211,8 @@ class BrokerLifecycleManager:
         dead: list[int],
         barrier: Barrier | None = None,
         send: bool = True,
-        before: dict[TopicPartitionKey, PartitionState] | None = None,
-    ) -> dict[TopicPartitionKey, PartitionState]:
+        before: dict[TopicPartitionKey, PartitionRegistration] | None = None,
+    ) -> dict[TopicPartitionKey, PartitionRegistration]:
         """Fence ``dead``, re-elect and shrink ISRs; returns the changed partitions.
 
         ``send=False``: the caller sends them in its own batch (a bounced broker's
@@ -223,7 +223,7 @@ class BrokerLifecycleManager:
                 broker = self.host.state.brokers[broker_id]
                 broker.alive = False
                 self.host.store.put_broker(broker)
-            changed: dict[TopicPartitionKey, PartitionState] = {}
+            changed: dict[TopicPartitionKey, PartitionRegistration] = {}
             deleting = self.host.state.deleting
             for topic in self.host.state.topics.values():
                 if topic.name in deleting:
@@ -281,7 +281,7 @@ class BrokerLifecycleManager:
             return now is not None and not now.alive and now.epoch == epoch
 
         def each(infos: list[TopicInfo]) -> None:
-            changed: dict[TopicPartitionKey, PartitionState] = {}
+            changed: dict[TopicPartitionKey, PartitionRegistration] = {}
             for info in infos:
                 for p, st in info.partitions.items():
                     if broker_id in st.replicas:

@@ -45,7 +45,7 @@ from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.fault_reactions import FaultReactions
 from kmeta.controller.faults import FaultInjector, configured_faults
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import ClusterState, PartitionState
+from kmeta.controller.model import ClusterState, PartitionRegistration
 from kmeta.controller.reassignment import ReassignmentManager
 from kmeta.controller.replica_election import ReplicaElectionManager
 from kmeta.controller.request_batch import (
@@ -297,10 +297,10 @@ class KafkaController:
         )
 
     def persist_partitions(
-        self, changed: dict[TopicPartitionKey, PartitionState], write: bool = True
+        self, changed: dict[TopicPartitionKey, PartitionRegistration], write: bool = True
     ) -> None:
         """Set ``changed`` in memory and (``write``) in the store's open transaction."""
-        by_topic: dict[str, list[tuple[int, PartitionState]]] = {}
+        by_topic: dict[str, list[tuple[int, PartitionRegistration]]] = {}
         for (topic, p), st in changed.items():
             self.state.topics[topic].partitions[p] = st
             by_topic.setdefault(topic, []).append((p, st))

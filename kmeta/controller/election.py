@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kmeta.controller.model import NO_LEADER, PartitionState
+from kmeta.controller.model import PartitionRegistration
+from kmeta.metadata.model import NO_LEADER
 
 
-def elect_leader(st: PartitionState, eligible: Callable[[int], bool]) -> int:
+def elect_leader(st: PartitionRegistration, eligible: Callable[[int], bool]) -> int:
     """First replica in ISR order that is ``eligible``, else -1 (no unclean election)."""
     for r in st.isr:
         if eligible(r):
@@ -21,16 +22,19 @@ def elect_leader(st: PartitionState, eligible: Callable[[int], bool]) -> int:
     return NO_LEADER
 
 
-def _changed(st: PartitionState, leader: int, isr: tuple[int, ...]) -> PartitionState:
+def _changed(st: PartitionRegistration, leader: int, isr: tuple[int, ...]) -> PartitionRegistration:
     if leader == st.leader and isr == st.isr:
         return st
     # tuple.__new__: NamedTuple's _replace is slow Python, and a resync changes 100k of these
     return tuple.__new__(
-        PartitionState, (st.replicas, isr, leader, st.leader_epoch + 1, st.partition_epoch + 1)
+        PartitionRegistration,
+        (st.replicas, isr, leader, st.leader_epoch + 1, st.partition_epoch + 1),
     )
 
 
-def remove_replicas(st: PartitionState, gone: Callable[[int], bool]) -> PartitionState:
+def remove_replicas(
+    st: PartitionRegistration, gone: Callable[[int], bool]
+) -> PartitionRegistration:
     """Drop ``gone`` brokers from the ISR (never to empty) and re-elect if the leader went."""
     isr = tuple(r for r in st.isr if not gone(r))
     if not isr:
@@ -41,7 +45,9 @@ def remove_replicas(st: PartitionState, gone: Callable[[int], bool]) -> Partitio
     return _changed(st, leader, isr)
 
 
-def add_replica(st: PartitionState, broker_id: int, alive: Callable[[int], bool]) -> PartitionState:
+def add_replica(
+    st: PartitionRegistration, broker_id: int, alive: Callable[[int], bool]
+) -> PartitionRegistration:
     """A returning replica rejoins the ISR (kmeta has no logs, so it is caught up at once).
 
     This stands in for the leader's AlterPartition ISR expansion, so it needs a leader: an
@@ -62,8 +68,8 @@ def add_replica(st: PartitionState, broker_id: int, alive: Callable[[int], bool]
 
 # -- elections an admin asks for (Kafka's PartitionLeaderElectionAlgorithms) --------------------
 def preferred_replica_election(
-    st: PartitionState, alive: Callable[[int], bool]
-) -> PartitionState | None:
+    st: PartitionRegistration, alive: Callable[[int], bool]
+) -> PartitionRegistration | None:
     """The first assigned replica leads if it is live and in the ISR; else None (Kafka's
     preferredReplicaPartitionLeaderElection). The ISR is unchanged."""
     preferred = st.replicas[0] if st.replicas else NO_LEADER
@@ -72,7 +78,9 @@ def preferred_replica_election(
     return _changed(st, preferred, st.isr)
 
 
-def unclean_election(st: PartitionState, alive: Callable[[int], bool]) -> PartitionState | None:
+def unclean_election(
+    st: PartitionRegistration, alive: Callable[[int], bool]
+) -> PartitionRegistration | None:
     """Kafka's offlinePartitionLeaderElection with unclean election allowed: the first live
     assigned replica in the ISR, else the first live assigned replica at all (its ISR is then
     just itself: the others' data may be ahead of it). None: no live replica."""
@@ -86,7 +94,7 @@ def unclean_election(st: PartitionState, alive: Callable[[int], bool]) -> Partit
 
 
 def reassign_election(
-    st: PartitionState, target: tuple[int, ...], alive: Callable[[int], bool]
+    st: PartitionRegistration, target: tuple[int, ...], alive: Callable[[int], bool]
 ) -> int:
     """The first target replica that is live and in the ISR (Kafka's
     reassignPartitionLeaderElection), else -1."""
@@ -94,10 +102,10 @@ def reassign_election(
 
 
 def with_replicas(
-    st: PartitionState, replicas: tuple[int, ...], isr: tuple[int, ...], leader: int
-) -> PartitionState:
+    st: PartitionRegistration, replicas: tuple[int, ...], isr: tuple[int, ...], leader: int
+) -> PartitionRegistration:
     """A new replica set (a reassignment step): epochs bumped, as Kafka's controller does for
     every LeaderAndIsr it sends with a changed assignment."""
     return tuple.__new__(
-        PartitionState, (replicas, isr, leader, st.leader_epoch + 1, st.partition_epoch + 1)
+        PartitionRegistration, (replicas, isr, leader, st.leader_epoch + 1, st.partition_epoch + 1)
     )

@@ -15,7 +15,7 @@ from typing import Protocol, TypeVar
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.channel_manager import Callback
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.model import ClusterState, PartitionState
+from kmeta.controller.model import ClusterState, PartitionRegistration
 from kmeta.controller.store import ClusterStore
 from kmeta.metadata.model import TopicPartitionKey
 
@@ -57,7 +57,7 @@ class ControllerHost(Protocol):
     ) -> list[int]: ...
 
     def persist_partitions(
-        self, changed: dict[TopicPartitionKey, PartitionState], write: bool = True
+        self, changed: dict[TopicPartitionKey, PartitionRegistration], write: bool = True
     ) -> None:
         """Set ``changed`` in memory and (``write``) in the store's open transaction."""
 

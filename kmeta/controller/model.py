@@ -17,11 +17,6 @@ from typing import NamedTuple
 from kmeta.metadata.model import Endpoint, TopicPartitionKey
 from kmeta.net.security.acl import AclBinding
 
-#: leader id meaning "no leader" (Kafka's LeaderAndIsr.NoLeader)
-NO_LEADER = -1
-#: leader id that tells brokers the partition is being deleted (LeaderAndIsr.LeaderDuringDelete)
-LEADER_DURING_DELETE = -2
-
 
 @dataclass(slots=True)
 class BrokerInfo:
@@ -40,7 +35,11 @@ class BrokerInfo:
         return None
 
 
-class PartitionState(NamedTuple):
+class PartitionRegistration(NamedTuple):
+    """One partition as the controller owns it (Kafka's ``PartitionRegistration``): its replica
+    assignment and its LeaderAndIsr. What brokers cache is another shape, the wire's
+    ``UpdateMetadataPartitionState`` (``kmeta.metadata.model.PartitionState``)."""
+
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     leader: int
@@ -52,7 +51,7 @@ class PartitionState(NamedTuple):
 class TopicInfo:
     name: str
     topic_id: uuid.UUID
-    partitions: dict[int, PartitionState] = field(default_factory=dict)
+    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
     #: the topic's config overrides (Kafka's /config/topics/<topic>), validated, as kept
     configs: dict[str, str] = field(default_factory=dict)
 
@@ -78,7 +77,7 @@ class ClusterState:
         broker = self.brokers.get(broker_id)
         return broker is not None and broker.alive
 
-    def partition(self, tp: TopicPartitionKey) -> PartitionState:
+    def partition(self, tp: TopicPartitionKey) -> PartitionRegistration:
         return self.topics[tp[0]].partitions[tp[1]]
 
     def all_partitions(self) -> list[TopicPartitionKey]:
@@ -92,7 +91,7 @@ class ClusterState:
             if broker_id in st.replicas
         ]
 
-    def offline_replicas(self, state: PartitionState) -> list[int]:
+    def offline_replicas(self, state: PartitionRegistration) -> list[int]:
         return [r for r in state.replicas if not self.is_alive(r)]
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:

@@ -44,8 +44,8 @@ from typing import Any, NamedTuple
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.election import reassign_election, with_replicas
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import NO_LEADER, PartitionState
-from kmeta.metadata.model import TopicPartitionKey
+from kmeta.controller.model import PartitionRegistration
+from kmeta.metadata.model import NO_LEADER, TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ _UNKNOWN = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.
 
 
 class Reassignment(NamedTuple):
-    """AR and RR of a partition whose replica set (RS) is in its PartitionState."""
+    """AR and RR of a partition whose replica set (RS) is in its PartitionRegistration."""
 
     topic_id: uuid.UUID  # the topic it belongs to (a re-created name is another topic)
     adding: tuple[int, ...]
@@ -184,7 +184,7 @@ class ReassignmentManager:
         state = host.state
         alive = set(state.live_broker_ids())
         results: list[AlterResult] = []
-        changed: dict[TopicPartitionKey, PartitionState] = {}
+        changed: dict[TopicPartitionKey, PartitionRegistration] = {}
         new_replicas: list[tuple[tuple[int, ...], TopicPartitionKey, bool]] = []
         stops: list[tuple[list[int], TopicPartitionKey, bool]] = []
         #: the outcome per partition (a partition listed twice: the last entry's)
@@ -266,7 +266,7 @@ class ReassignmentManager:
         return results, barrier.arm(host.propagation_targets(targets, forwarder))
 
     @staticmethod
-    def _step_a(st: PartitionState, full: tuple[int, ...]) -> PartitionState:
+    def _step_a(st: PartitionRegistration, full: tuple[int, ...]) -> PartitionRegistration:
         """A1: RS = TRS + ORS, the ISR in its order (replicas no longer in RS leave it), the
         leader kept if still a replica (else the first ISR member), leader epoch bumped."""
         isr = tuple(r for r in full if r in st.isr) or full[:1]
@@ -277,8 +277,8 @@ class ReassignmentManager:
 
     @staticmethod
     def _step_b(
-        st: PartitionState, target: tuple[int, ...], alive: Callable[[int], bool]
-    ) -> PartitionState | None:
+        st: PartitionRegistration, target: tuple[int, ...], alive: Callable[[int], bool]
+    ) -> PartitionRegistration | None:
         """B2-B4: RS = TRS, RR out of the ISR, a TRS leader; None if no TRS replica can lead."""
         leader = st.leader
         if leader not in target or not alive(leader):
@@ -352,8 +352,8 @@ class ReassignmentManager:
         host = self.host
         state = host.state
         alive = set(state.live_broker_ids()).__contains__
-        expanded: dict[TopicPartitionKey, PartitionState] = {}
-        complete: dict[TopicPartitionKey, PartitionState] = {}
+        expanded: dict[TopicPartitionKey, PartitionRegistration] = {}
+        complete: dict[TopicPartitionKey, PartitionRegistration] = {}
         stops: list[tuple[list[int], TopicPartitionKey, bool]] = []
         gone: list[TopicPartitionKey] = []
         with host.store.transaction():

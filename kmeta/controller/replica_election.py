@@ -31,8 +31,8 @@ from collections.abc import Callable
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.election import preferred_replica_election, unclean_election
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import NO_LEADER, PartitionState
-from kmeta.metadata.model import TopicPartitionKey
+from kmeta.controller.model import PartitionRegistration
+from kmeta.metadata.model import NO_LEADER, TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class ReplicaElectionManager:
         if partitions is None:
             partitions = [tp for tp in state.all_partitions() if tp[0] not in state.deleting]
         results: list[ElectionResult] = []
-        changed: dict[TopicPartitionKey, PartitionState] = {}
+        changed: dict[TopicPartitionKey, PartitionRegistration] = {}
         alive = set(state.live_broker_ids()).__contains__
         for tp in dict.fromkeys(partitions):  # (a set in Kafka; keeps the request's order)
             info = state.topics.get(tp[0])
@@ -100,8 +100,8 @@ class ReplicaElectionManager:
 
     @staticmethod
     def _elect_one(
-        election_type: int, st: PartitionState, is_alive: Callable[[int], bool]
-    ) -> tuple[ErrorCode, PartitionState | None]:
+        election_type: int, st: PartitionRegistration, is_alive: Callable[[int], bool]
+    ) -> tuple[ErrorCode, PartitionRegistration | None]:
         if election_type == PREFERRED:
             if st.replicas and st.leader == st.replicas[0]:
                 return ErrorCode.ELECTION_NOT_NEEDED, None
@@ -117,7 +117,7 @@ class ReplicaElectionManager:
         return ErrorCode.NONE, new
 
     def _apply(
-        self, changed: dict[TopicPartitionKey, PartitionState], forwarder: int | None
+        self, changed: dict[TopicPartitionKey, PartitionRegistration], forwarder: int | None
     ) -> Barrier:
         host = self.host
         with host.store.transaction():
@@ -155,7 +155,7 @@ class ReplicaElectionManager:
         """Kafka's checkAndTriggerAutoLeaderRebalance; returns the partitions it moved."""
         state = self.host.state
         threshold = self.host.config.leader_imbalance_per_broker_percentage / 100.0
-        by_preferred: dict[int, list[tuple[TopicPartitionKey, PartitionState]]] = {}
+        by_preferred: dict[int, list[tuple[TopicPartitionKey, PartitionRegistration]]] = {}
         for topic in state.topics.values():
             if topic.name in state.deleting:
                 continue
@@ -163,7 +163,7 @@ class ReplicaElectionManager:
                 if st.replicas:
                     by_preferred.setdefault(st.replicas[0], []).append(((topic.name, p), st))
         alive = set(state.live_broker_ids()).__contains__
-        changed: dict[TopicPartitionKey, PartitionState] = {}
+        changed: dict[TopicPartitionKey, PartitionRegistration] = {}
         for broker_id, parts in by_preferred.items():
             elsewhere = [(tp, st) for tp, st in parts if st.leader != broker_id]
             if len(elsewhere) / len(parts) <= threshold:

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionState, TopicInfo
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
 from kmeta.metadata.model import Endpoint
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import ScramCredential
@@ -92,7 +92,9 @@ class ClusterStore(Protocol):
     def next_broker_epoch(self) -> int: ...
     def put_broker(self, b: BrokerInfo) -> None: ...
     def put_topic(self, t: TopicInfo, deleting: bool = False) -> None: ...
-    def put_partitions(self, topic: str, parts: Iterable[tuple[int, PartitionState]]) -> None: ...
+    def put_partitions(
+        self, topic: str, parts: Iterable[tuple[int, PartitionRegistration]]
+    ) -> None: ...
     def delete_topic(self, name: str) -> None: ...
     def load(self) -> ClusterState: ...
     def put_reassignments(
@@ -357,7 +359,9 @@ class ControllerStore:
             (t.name, str(t.topic_id), int(deleting)),
         )
 
-    def put_partitions(self, topic: str, parts: Iterable[tuple[int, PartitionState]]) -> None:
+    def put_partitions(
+        self, topic: str, parts: Iterable[tuple[int, PartitionRegistration]]
+    ) -> None:
         """Deferred (see begin_deferred): the rows are written in the commit's thread."""
         sql = "INSERT OR REPLACE INTO partitions VALUES(?, ?, ?, ?, ?, ?, ?)"
         rows: list[tuple[object, ...]] = [
@@ -411,7 +415,7 @@ class ControllerStore:
             topic, p, replicas, isr, leader, leader_epoch, partition_epoch = row
             info = state.topics.get(topic)
             if info is not None:
-                info.partitions[p] = PartitionState(
+                info.partitions[p] = PartitionRegistration(
                     _ints(replicas), _ints(isr), leader, leader_epoch, partition_epoch
                 )
         for topic, name, value in self._db.execute("SELECT * FROM topic_configs"):

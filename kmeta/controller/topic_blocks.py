@@ -23,7 +23,8 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kmeta.controller.model import LEADER_DURING_DELETE, PartitionState, TopicInfo
+from kmeta.controller.model import PartitionRegistration, TopicInfo
+from kmeta.metadata.model import LEADER_DURING_DELETE
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.splice import Splice
 
@@ -37,7 +38,7 @@ BlockKey = tuple[int, frozenset[int], bool, uuid.UUID, Configs]
 class _Block:
     key: BlockKey
     indexes: tuple[int, ...]
-    states: tuple[PartitionState, ...]
+    states: tuple[PartitionRegistration, ...]
     body: bytes
 
 
@@ -85,7 +86,7 @@ class UpdateMetadataBlocks:
         self,
         name: str,
         topic_id: uuid.UUID,
-        parts: Iterable[tuple[int, PartitionState]],
+        parts: Iterable[tuple[int, PartitionRegistration]],
         key: BlockKey,
     ) -> bytes:
         """One topic's entry for ``parts`` (not cached: a part of a topic, or a new block)."""

@@ -55,7 +55,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, Rolle
 from kazoo.interfaces import IAsyncResult
 from kazoo.security import OPEN_ACL_UNSAFE
 
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionState, TopicInfo
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.store import ControllerMovedError, StorageError
 from kmeta.controller.zk_requests import (
     CHECK,
@@ -407,7 +407,9 @@ class ZooKeeperStore:
         self._put(f"{topic_path(t.name)}/partitions", b"")
         self._put(f"{DELETE_TOPICS}/{t.name}", b"" if deleting else _DELETED)
 
-    def put_partitions(self, topic: str, parts: Iterable[tuple[int, PartitionState]]) -> None:
+    def put_partitions(
+        self, topic: str, parts: Iterable[tuple[int, PartitionRegistration]]
+    ) -> None:
         znode = self._topic(topic)
         assert znode is not None, f"partitions of unknown topic {topic}"
         assignment = znode["partitions"]
@@ -424,7 +426,7 @@ class ZooKeeperStore:
         if changed:
             self._put(topic_path(topic), _dumps(znode))
 
-    def _state_json(self, st: PartitionState) -> bytes:
+    def _state_json(self, st: PartitionRegistration) -> bytes:
         """The state znode's data, memoised: a creation writes thousands of equal states."""
         key = (st.leader, st.leader_epoch, st.isr, st.partition_epoch)
         data = self._states.get(key)
@@ -601,7 +603,7 @@ class ZooKeeperStore:
                     st = parsed[state_data] = (
                         tuple(j["isr"]), j["leader"], j["leader_epoch"], j["partition_epoch"]
                     )  # fmt: skip
-                info.partitions[int(p)] = PartitionState(tuple(replicas), *st)
+                info.partitions[int(p)] = PartitionRegistration(tuple(replicas), *st)
             else:
                 info.partitions = dict(sorted(info.partitions.items()))
                 configs = view.get(f"{TOPIC_CONFIGS}/{name}")

@@ -18,8 +18,9 @@ SECURITY_PROTOCOL_NAMES: dict[int, str] = {
     3: "SASL_SSL",
 }
 
-# PartitionState.leader value the controller sends for a partition being deleted
-# (Kafka's LeaderAndIsr.LEADER_DURING_DELETE).
+#: leader id meaning "no leader" (Kafka's LeaderAndIsr.NoLeader)
+NO_LEADER = -1
+#: leader id the controller sends for a partition being deleted (LeaderAndIsr.LeaderDuringDelete)
 LEADER_DURING_DELETE = -2
 
 

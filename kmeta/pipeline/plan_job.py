@@ -24,6 +24,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kmeta.metadata.model import NO_LEADER
 from kmeta.pipeline import plan_extract, plan_transform, plan_validate
 from kmeta.pipeline.config import PlanConfig
 
@@ -57,7 +58,7 @@ def _outcome_counts(validated: DataFrame) -> list[dict[str, Any]]:
         F.when(ok, _codes(F.col("warnings"))).alias("warning_codes"),
         (ok & (F.col("partition") == 0)).alias("first_partition"),
         (ok & (F.col("leader_source") == "given")).alias("leader_given"),
-        (ok & (F.col("leader_out") == plan_transform.NO_LEADER)).alias("offline"),
+        (ok & (F.col("leader_out") == NO_LEADER)).alias("offline"),
         (ok & (F.size("isr_out") < F.size("replicas"))).alias("under_replicated"),
     )
     return [r.asDict() for r in keys.groupBy(*keys.columns).count().collect()]

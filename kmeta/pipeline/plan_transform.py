@@ -19,11 +19,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from kmeta.metadata.model import NO_LEADER
 from kmeta.pipeline.config import BrokerSpec
 from kmeta.pipeline.plan_validate import int_array
-
-NO_LEADER = -1
-
 
 BROKER_LOAD_SCHEMA = (
     "broker_id int, rack string, alive boolean, replicas long, leaders long, "

@@ -8,7 +8,7 @@ import pytest
 
 from kmeta.controller.assignment import AssignmentError, assign_replicas, rack_alternated
 from kmeta.controller.election import add_replica, remove_replicas
-from kmeta.controller.model import PartitionState
+from kmeta.controller.model import PartitionRegistration
 
 
 def test_rack_unaware_matches_kafka_layout():
@@ -46,13 +46,13 @@ def test_create_partitions_continue_from_start_partition():
 
 
 def test_dead_leader_is_replaced_by_first_live_isr_member():
-    st = PartitionState((1, 2, 3), (1, 2, 3), 1, 5, 7)
+    st = PartitionRegistration((1, 2, 3), (1, 2, 3), 1, 5, 7)
     new = remove_replicas(st, {1}.__contains__)
     assert (new.leader, new.isr, new.leader_epoch, new.partition_epoch) == (2, (2, 3), 6, 8)
 
 
 def test_no_unclean_election_and_isr_never_empty():
-    st = PartitionState((1, 2), (1,), 1)
+    st = PartitionRegistration((1, 2), (1,), 1)
     new = remove_replicas(st, {1}.__contains__)
     assert new.leader == -1
     assert new.isr == (1,)
@@ -64,7 +64,7 @@ def test_no_unclean_election_and_isr_never_empty():
 
 
 def test_returning_follower_rejoins_isr_in_replica_order():
-    st = PartitionState((1, 2, 3), (2, 3), 2, 1, 1)
+    st = PartitionRegistration((1, 2, 3), (2, 3), 2, 1, 1)
     new = add_replica(st, 1, lambda b: True)
     assert new.isr == (1, 2, 3)
     assert new.leader == 2

@@ -9,7 +9,7 @@ import uuid
 
 from kmeta.controller.channel_manager import ControllerChannelManager
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionState, TopicInfo
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.request_batch import BatchContext, ControllerBrokerRequestBatch
 from kmeta.controller.state_log import StateChangeLog
 from kmeta.metadata.model import Endpoint
@@ -126,8 +126,10 @@ async def test_batch_sends_leader_and_isr_then_update_metadata_then_stop_replica
     channel, _ = _manager(tmp_path)
     state = ClusterState(controller_epoch=7)
     state.brokers[1] = BrokerInfo(1, 11, "x", (Endpoint("CONTROL", "127.0.0.1", port),))
-    state.topics["a"] = TopicInfo("a", uuid.uuid4(), {0: PartitionState((1,), (1,), 1, 2, 3)})
-    state.topics["b"] = TopicInfo("b", uuid.uuid4(), {0: PartitionState((1,), (1,), 1)})
+    state.topics["a"] = TopicInfo(
+        "a", uuid.uuid4(), {0: PartitionRegistration((1,), (1,), 1, 2, 3)}
+    )
+    state.topics["b"] = TopicInfo("b", uuid.uuid4(), {0: PartitionRegistration((1,), (1,), 1)})
     channel.add_broker(1, state.brokers[1].listeners)
     channel.startup()
     batch = ControllerBrokerRequestBatch(BatchContext(state, channel, 7, 3000))

@@ -10,7 +10,7 @@ import uuid
 
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import PartitionState, TopicInfo
+from kmeta.controller.model import PartitionRegistration, TopicInfo
 from kmeta.controller.store import ControllerStore, _json_ints
 
 
@@ -55,7 +55,7 @@ async def test_an_event_is_answered_only_after_its_writes_are_durable(tmp_path):
         with store.transaction():
             info = TopicInfo("b", uuid.uuid4())
             store.put_topic(info)
-            store.put_partitions("b", [(0, PartitionState((1, 2), (1, 2), 1))])
+            store.put_partitions("b", [(0, PartitionRegistration((1, 2), (1, 2), 1))])
         seen_during_process.append(_topics_on_disk(store))
 
     event = _Event("create", create)
@@ -114,7 +114,7 @@ async def test_queued_events_share_one_commit_and_a_failing_one_is_undone_alone(
         def run(_event: _Event) -> None:
             with store.transaction():
                 store.put_topic(TopicInfo(name, uuid.uuid4()))
-                store.put_partitions(name, [(0, PartitionState((1,), (1,), 1))])
+                store.put_partitions(name, [(0, PartitionRegistration((1,), (1,), 1))])
                 if fail:
                     raise RuntimeError("bug")
 

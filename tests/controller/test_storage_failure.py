@@ -29,7 +29,7 @@ import pytest
 from kmeta.controller.daemon import ControllerDaemon
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import ClusterState, PartitionState, TopicInfo
+from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.state_log import StateChangeLog
 from kmeta.controller.store import ControllerStore, StorageError
 from kmeta.protocol.errors import ErrorCode
@@ -306,7 +306,7 @@ async def test_a_failed_commit_fails_the_writers_and_reruns_the_others(tmp_path:
         runs.append("writer")
         with store.transaction():
             store.put_topic(TopicInfo("big", uuid.uuid4()))
-            rows = [(p, PartitionState((1, 2, 3), (1, 2, 3), 1)) for p in range(5000)]
+            rows = [(p, PartitionRegistration((1, 2, 3), (1, 2, 3), 1)) for p in range(5000)]
             store.put_partitions("big", rows)  # (written by the commit: SQLITE_FULL there)
 
     def read(_event: _Event) -> None:

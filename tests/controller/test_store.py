@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from kmeta.controller.model import BrokerInfo, PartitionState, TopicInfo
+from kmeta.controller.model import BrokerInfo, PartitionRegistration, TopicInfo
 from kmeta.controller.store import ControllerStore
 from kmeta.metadata.model import Endpoint
 
@@ -20,7 +20,10 @@ def test_state_survives_reopen(tmp_path):
         store.put_topic(info)
         store.put_partitions(
             "orders",
-            [(0, PartitionState((1, 2), (1, 2), 1, 3, 4)), (1, PartitionState((2, 1), (2,), 2))],
+            [
+                (0, PartitionRegistration((1, 2), (1, 2), 1, 3, 4)),
+                (1, PartitionRegistration((2, 1), (2,), 2)),
+            ],
         )
     store.close()
 
@@ -30,8 +33,8 @@ def test_state_survives_reopen(tmp_path):
     assert state.brokers[1].epoch == 1
     assert state.topics["orders"].topic_id == topic_id
     assert state.topics["orders"].partitions == {
-        0: PartitionState((1, 2), (1, 2), 1, 3, 4),
-        1: PartitionState((2, 1), (2,), 2, 0, 0),
+        0: PartitionRegistration((1, 2), (1, 2), 1, 3, 4),
+        1: PartitionRegistration((2, 1), (2,), 2, 0, 0),
     }
 
 

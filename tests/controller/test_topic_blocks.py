@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionState, TopicInfo
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.request_batch import (
     UM_FULL,
     UM_INCREMENTAL,
@@ -32,7 +32,7 @@ def _state(ports: dict[int, int]) -> ClusterState:
         state.topics[f"t{t}"] = TopicInfo(
             f"t{t}",
             uuid.uuid4(),
-            {p: PartitionState((1, 2, 3), (1, 2), 1 + p % 2, 2, 3) for p in range(4)},
+            {p: PartitionRegistration((1, 2, 3), (1, 2), 1 + p % 2, 2, 3) for p in range(4)},
             {"retention.ms": "1000"} if t == 1 else {},
         )
     state.deleting.add("t2")

@@ -13,7 +13,7 @@ from kazoo.security import OPEN_ACL_UNSAFE
 
 from kmeta.cli.zookeeper import LocalZooKeeper
 from kmeta.controller import zk_requests
-from kmeta.controller.model import BrokerInfo, PartitionState, TopicInfo
+from kmeta.controller.model import BrokerInfo, PartitionRegistration, TopicInfo
 from kmeta.controller.store import StorageError
 from kmeta.controller.zk_election import CONTROLLER, ControllerElection, active_controller
 from kmeta.controller.zk_store import MAX_MULTI_BYTES, ZooKeeperStore, partition_state_path
@@ -51,7 +51,7 @@ async def _commit(store: ZooKeeperStore, *writes: object) -> None:
 def _topic(name: str, n: int, replicas: tuple[int, ...] = (1, 2)) -> TopicInfo:
     info = TopicInfo(name, uuid.uuid4())
     for p in range(n):
-        info.partitions[p] = PartitionState(replicas, replicas, replicas[0], 0, 0)
+        info.partitions[p] = PartitionRegistration(replicas, replicas, replicas[0], 0, 0)
     return info
 
 
