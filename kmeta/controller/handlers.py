@@ -30,7 +30,6 @@ import importlib
 import logging
 import re
 from collections.abc import Callable
-from typing import Any
 
 from kmeta.controller.controller import Barrier, KafkaController
 from kmeta.controller.store import ControllerMovedError, StorageError
@@ -42,6 +41,7 @@ from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.error_responses import ErrorResponse
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.schema import Record
 
 log = logging.getLogger(__name__)
 
@@ -125,14 +125,16 @@ def build_registry() -> ControllerRegistry:
     return registry
 
 
-def _forwarder_check(api_key: int, refuse: ErrorResponse) -> Callable[[ControllerContext, Any], Any]:
+def _forwarder_check(
+    api_key: int, refuse: ErrorResponse[Record, Record]
+) -> Callable[[ControllerContext, Record], Record | None]:
     """The admin APIs come from brokers, which authorized their clients (as Kafka's
     forwarding with an Envelope, whose sender needs CLUSTER_ACTION): with an authorizer, a
     principal without CLUSTER_ACTION that sends one straight to the controller is answered
     CLUSTER_AUTHORIZATION_FAILED everywhere and nothing changes."""
     what = ApiKey(api_key).name
 
-    def check(ctx: ControllerContext, request: Any) -> Any:
+    def check(ctx: ControllerContext, request: Record) -> Record | None:
         if cluster_action(ctx, what, -1):
             return None
         return refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

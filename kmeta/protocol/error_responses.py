@@ -6,8 +6,9 @@ The broker answers with them when it cannot forward (NOT_CONTROLLER) or refuses
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
@@ -22,13 +23,16 @@ from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import elect_leaders as el
 from kmeta.protocol.messages import incremental_alter_configs as iac
 from kmeta.protocol.messages import list_partition_reassignments as lpr
+from kmeta.protocol.schema import Record
 from kmeta.protocol.types import ZERO_UUID
 
+Req = TypeVar("Req", bound=Record)
+Resp = TypeVar("Resp", bound=Record)
 #: (request, error) -> the response carrying ``error`` everywhere
-ErrorResponse = Callable[[Any, ErrorCode], Any]
+ErrorResponse: TypeAlias = Callable[[Req, ErrorCode], Resp]
 
 
-def create_topics(request: Any, error: ErrorCode) -> Any:
+def create_topics(request: ct.CreateTopicsRequest, error: ErrorCode) -> ct.CreateTopicsResponse:
     return ct.CreateTopicsResponse(
         version=request.version,
         topics=tuple(
@@ -38,7 +42,8 @@ def create_topics(request: Any, error: ErrorCode) -> Any:
     )
 
 
-def delete_topics(request: Any, error: ErrorCode) -> Any:
+def delete_topics(request: dt.DeleteTopicsRequest, error: ErrorCode) -> dt.DeleteTopicsResponse:
+    entries: list[tuple[str | None, uuid.UUID | None]]
     if request.version >= 6:
         entries = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -54,7 +59,7 @@ def delete_topics(request: Any, error: ErrorCode) -> Any:
     )
 
 
-def create_partitions(request: Any, error: ErrorCode) -> Any:
+def create_partitions(request: cp.CreatePartitionsRequest, error: ErrorCode) -> cp.CreatePartitionsResponse:
     return cp.CreatePartitionsResponse(
         version=request.version,
         results=tuple(
@@ -64,7 +69,7 @@ def create_partitions(request: Any, error: ErrorCode) -> Any:
     )
 
 
-def elect_leaders(request: Any, error: ErrorCode) -> Any:
+def elect_leaders(request: el.ElectLeadersRequest, error: ErrorCode) -> el.ElectLeadersResponse:
     """The error for every partition asked for, and at the top level (v1+)."""
     return el.ElectLeadersResponse(
         version=request.version,
@@ -79,7 +84,7 @@ def elect_leaders(request: Any, error: ErrorCode) -> Any:
     )
 
 
-def alter_partition_reassignments(request: Any, error: ErrorCode) -> Any:
+def alter_partition_reassignments(request: apr.AlterPartitionReassignmentsRequest, error: ErrorCode) -> apr.AlterPartitionReassignmentsResponse:
     return apr.AlterPartitionReassignmentsResponse(
         version=request.version,
         error_code=error,
@@ -97,13 +102,13 @@ def alter_partition_reassignments(request: Any, error: ErrorCode) -> Any:
     )
 
 
-def list_partition_reassignments(request: Any, error: ErrorCode) -> Any:
+def list_partition_reassignments(request: lpr.ListPartitionReassignmentsRequest, error: ErrorCode) -> lpr.ListPartitionReassignmentsResponse:
     return lpr.ListPartitionReassignmentsResponse(
         version=request.version, error_code=error, error_message=error.message, topics=()
     )
 
 
-def alter_configs(request: Any, error: ErrorCode) -> Any:
+def alter_configs(request: ac.AlterConfigsRequest, error: ErrorCode) -> ac.AlterConfigsResponse:
     return ac.AlterConfigsResponse(
         version=request.version,
         responses=tuple(
@@ -113,7 +118,7 @@ def alter_configs(request: Any, error: ErrorCode) -> Any:
     )
 
 
-def incremental_alter_configs(request: Any, error: ErrorCode) -> Any:
+def incremental_alter_configs(request: iac.IncrementalAlterConfigsRequest, error: ErrorCode) -> iac.IncrementalAlterConfigsResponse:
     return iac.IncrementalAlterConfigsResponse(
         version=request.version,
         responses=tuple(
@@ -123,17 +128,17 @@ def incremental_alter_configs(request: Any, error: ErrorCode) -> Any:
     )
 
 
-def create_acls(request: Any, error: ErrorCode, message: str | None = None) -> Any:
+def create_acls(request: ca.CreateAclsRequest, error: ErrorCode, message: str | None = None) -> ca.CreateAclsResponse:
     result = ca.AclCreationResult(error, message or error.message)
     return ca.CreateAclsResponse(version=request.version, results=(result,) * len(request.creations))
 
 
-def delete_acls(request: Any, error: ErrorCode, message: str | None = None) -> Any:
+def delete_acls(request: dla.DeleteAclsRequest, error: ErrorCode, message: str | None = None) -> dla.DeleteAclsResponse:
     result = dla.DeleteAclsFilterResult(error, message or error.message, ())
     return dla.DeleteAclsResponse(version=request.version, filter_results=(result,) * len(request.filters))
 
 
-def alter_user_scram_credentials(request: Any, error: ErrorCode) -> Any:
+def alter_user_scram_credentials(request: aus.AlterUserScramCredentialsRequest, error: ErrorCode) -> aus.AlterUserScramCredentialsResponse:
     users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
     return aus.AlterUserScramCredentialsResponse(
         version=request.version,
@@ -142,8 +147,9 @@ def alter_user_scram_credentials(request: Any, error: ErrorCode) -> Any:
     )
 
 
-#: the admin APIs brokers forward to the controller
-FORWARDED: dict[int, ErrorResponse] = {
+#: the admin APIs brokers forward to the controller, by api key (the key decides the request's
+#: type, so the table cannot spell it)
+FORWARDED: dict[int, ErrorResponse[Any, Record]] = {
     ApiKey.CREATE_TOPICS: create_topics,
     ApiKey.DELETE_TOPICS: delete_topics,
     ApiKey.CREATE_PARTITIONS: create_partitions,

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
 from ssl import SSLContext
 from typing import TYPE_CHECKING, Any
 
@@ -36,12 +35,14 @@ from kmeta.net.connection import KafkaConnection, api_of_instance
 from kmeta.net.security.sasl_client import ClientCredential, authenticate
 from kmeta.net.tls import SECURITY_PROTOCOLS, uses_sasl, uses_tls
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.error_responses import ErrorResponse, Req, Resp
 from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs
 from kmeta.protocol.registry import highest_common, peer_versions
+from kmeta.protocol.schema import Record
 from kmeta.server.state import BrokerContext
 
 if TYPE_CHECKING:
@@ -326,7 +327,7 @@ class ControllerLink:
         )
 
     # -- forwarding -----------------------------------------------------------------------------
-    async def forward(self, request: Any, timeout_s: float) -> Any:
+    async def forward(self, request: Record, timeout_s: float) -> Any:
         """Send an admin request to the controller at its own version; return the answer."""
         async with self._admin_lock:
             if self._admin_conn is None or not self._admin_conn.is_open:
@@ -367,17 +368,20 @@ FORWARD_MARGIN_S = 5.0
 
 async def forward(
     ctx: BrokerContext,
-    request: Any,
+    request: Req,
     timeout_ms: int,
-    error_response: Callable[[Any, ErrorCode], Any],
-) -> Any:
-    """What the admin handlers do: forward through the link; NOT_CONTROLLER if that fails."""
-    link = getattr(ctx.state, "controller_link", None)
-    if not isinstance(link, ControllerLink):
+    error_response: ErrorResponse[Req, Resp],
+) -> Resp:
+    """What the admin handlers do: forward through the link; NOT_CONTROLLER if that fails.
+    The answer is the controller's response to ``request``, decoded by the codec its api key
+    picks: the type ``error_response`` builds."""
+    link = ctx.state.controller_link
+    if link is None:
         return error_response(request, ErrorCode.NOT_CONTROLLER)
     timeout_s = max(timeout_ms / 1000.0, 1.0) + FORWARD_MARGIN_S
     try:
-        return await link.forward(request, timeout_s)
+        answer: Resp = await link.forward(request, timeout_s)  # (KafkaConnection is untyped)
+        return answer
     except UnsupportedVersionError as exc:
         log.warning("not forwarding: %s", exc)
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)

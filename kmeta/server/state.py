@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kmeta.metadata.cache import MetadataCache
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -26,6 +26,9 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.server.config import BrokerConfig
 from kmeta.server.control_order import ControlOrder
 from kmeta.server.state_log import StateChangeLog
+
+if TYPE_CHECKING:  # (it imports this module)
+    from kmeta.server.controller_link import ControllerLink
 
 LEADER = "leader"
 FOLLOWER = "follower"
@@ -62,7 +65,7 @@ class BrokerState:
             Authorizer(config.authorizer) if config.authorizer.enabled else None
         )
         #: the ControllerLink service when the broker runs with --controller (admin forwarding)
-        self.controller_link: object | None = None
+        self.controller_link: ControllerLink | None = None
         #: seconds per applied UpdateMetadata (exposed by kmeta.server.metrics)
         self.update_apply = PlainHistogram()
         #: the first full UpdateMetadata (v8 Type FULL) of this process was applied: the cache

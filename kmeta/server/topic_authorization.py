@@ -6,33 +6,45 @@ failed."), in the request's order. Without an authorizer the request is forwarde
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, cluster_allowed
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.schema import Record
 from kmeta.server.controller_link import forward
 from kmeta.server.state import BrokerContext
 
 AUTHORIZATION_FAILED = "Authorization failed."
 
+
+
+Req = TypeVar("Req", bound=Record)  # (a request record)
+Resp = TypeVar("Resp", bound=Record)
+R = TypeVar("R", bound=Record)
+
+
+def _with(record: R, field: str, value: tuple[object, ...]) -> R:
+    """``record`` (a NamedTuple) with the field named ``field`` replaced."""
+    replaced: R = record._replace(**{field: value})  # type: ignore[attr-defined]
+    return replaced
 #: (request, error) -> the error response (as the handler builds it)
-ErrorResponse = Callable[[Any, Any], Any]
+ErrorResponse = Callable[[Req, ErrorCode], Resp]
 
 
 async def forward_authorized(
     ctx: BrokerContext,
-    request: Any,
+    request: Req,
     *,
     items: str,
     results: str,
     denied: Sequence[bool],
     key: Callable[[Any], Hashable],
-    refused: Callable[[Any], Any],
+    refused: Callable[[Any], object],
     timeout_ms: int,
-    error_response: ErrorResponse,
+    error_response: ErrorResponse[Req, Resp],
     result_keys: Callable[[Any], tuple[Hashable, ...]] = lambda r: (r.name,),
-) -> Any:
+) -> Resp:
     """Forward ``request`` with only the ``items`` (field name) not ``denied`` (index-aligned);
     the answer's ``results`` (field name) for them, matched by ``key`` (an item's) and
     ``result_keys`` (a result's: its name by default), and ``refused(item)``
@@ -41,18 +53,18 @@ async def forward_authorized(
     if not any(denied):
         return await forward(ctx, request, timeout_ms, error_response)
     kept = tuple(item for item, no in zip(asked, denied, strict=True) if not no)
-    got: list[Any] = []
+    got: list[object] = []
     if kept:
-        answer = await forward(ctx, request._replace(**{items: kept}), timeout_ms, error_response)
+        answer = await forward(ctx, _with(request, items, kept), timeout_ms, error_response)
         got = list(getattr(answer, results))
     else:
-        answer = error_response(request._replace(**{items: ()}), ErrorCode.NONE)
+        answer = error_response(_with(request, items, ()), ErrorCode.NONE)
     by_key: dict[Hashable, int] = {}
     for i, r in enumerate(got):
         for k in result_keys(r):
             by_key.setdefault(k, i)
     used: set[int] = set()
-    out: dict[Hashable, Any] = {}
+    out: dict[Hashable, object] = {}
     for item, no in zip(asked, denied, strict=True):
         k = key(item)
         if k in out:
@@ -65,7 +77,7 @@ async def forward_authorized(
                 used.add(found)
                 out[k] = got[found]
     merged = [*out.values(), *(r for i, r in enumerate(got) if i not in used)]
-    return answer._replace(**{results: tuple(merged)})
+    return _with(answer, results, tuple(merged))
 
 
 #: ConfigResource.Type ids
@@ -93,12 +105,33 @@ def configs_authorization_error(resource_type: int) -> ErrorCode:
 CONFIG_ALTER_TIMEOUT_MS = 30_000
 
 
+class ConfigResource(Protocol):
+    @property
+    def resource_type(self) -> int: ...
+
+    @property
+    def resource_name(self) -> str: ...
+
+
+class ConfigAlteration(Protocol):
+    """AlterConfigsRequest and IncrementalAlterConfigsRequest, as authorization reads them."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def resources(self) -> Sequence[ConfigResource]: ...
+
+
+Alteration = TypeVar("Alteration", bound=ConfigAlteration)
+
+
 async def forward_config_alteration(
     ctx: BrokerContext,
-    request: Any,
-    resource_response: Callable[[int, str | None, int, str], Any],
-    error_response: ErrorResponse,
-) -> Any:
+    request: Alteration,
+    resource_response: Callable[[int, str | None, int, str], object],
+    error_response: ErrorResponse[Alteration, Resp],
+) -> Resp:
     """AlterConfigs and IncrementalAlterConfigs alike: ALTER_CONFIGS per resource (the topic,
     or the cluster for BROKER resources); the refused ones are answered here with
     ``resource_response(error, message, type, name)``, the rest forwarded."""
@@ -107,7 +140,7 @@ async def forward_config_alteration(
         for r in request.resources
     ]
 
-    def refused(r: Any) -> Any:
+    def refused(r: Any) -> object:
         error = configs_authorization_error(r.resource_type)
         return resource_response(error, None, r.resource_type, r.resource_name)
 

@@ -8,14 +8,14 @@ The broker answers from the set the controller pushed, the controller from its o
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.net.security.scram import MECHANISM_IDS, ScramCredentials
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_user_scram_credentials as dus
 
 
-def describe(credentials: ScramCredentials, request: Any) -> Any:
+def describe(
+    credentials: ScramCredentials, request: dus.DescribeUserScramCredentialsRequest
+) -> dus.DescribeUserScramCredentialsResponse:
     users = credentials.users
     asked = [u.name for u in request.users] if request.users else sorted(users)
     counts: dict[str, int] = {}

@@ -18,8 +18,6 @@ Versions: v1 same as v0; v2 flexible.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import alter_configs as ac
@@ -29,7 +27,7 @@ from kmeta.server.topic_authorization import forward_config_alteration
 error_response = error_responses.alter_configs
 
 
-async def handle(ctx: BrokerContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: ac.AlterConfigsRequest) -> ac.AlterConfigsResponse:
     return await forward_config_alteration(
         ctx, request, ac.AlterConfigsResourceResponse, error_response
     )

@@ -16,20 +16,19 @@ Behaviour:
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import alter_partition_reassignments as apr
 from kmeta.server.controller_link import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 error_response = error_responses.alter_partition_reassignments
 
 
-async def handle(ctx: BrokerContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: apr.AlterPartitionReassignmentsRequest) -> apr.AlterPartitionReassignmentsResponse:
     if not cluster_allowed(ctx, AclOperation.ALTER):  # Kafka: authorizeClusterOperation(ALTER)
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await forward(ctx, request, request.timeout_ms, error_response)

@@ -6,13 +6,12 @@ every user, nothing forwarded (as Kafka)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import alter_user_scram_credentials as ausc
 from kmeta.server.controller_link import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
@@ -22,7 +21,7 @@ TIMEOUT_MS = 30_000
 
 error_response = error_responses.alter_user_scram_credentials
 
-async def handle(ctx: BrokerContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: ausc.AlterUserScramCredentialsRequest) -> ausc.AlterUserScramCredentialsResponse:
     if not cluster_allowed(ctx, AclOperation.ALTER):  # Kafka: ALTER on the cluster
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await forward(ctx, request, TIMEOUT_MS, error_response)

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Protocol
 
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.state import BrokerContext, BrokerState
 
 
+class ControlRequest(Protocol):
+    """UpdateMetadata, LeaderAndIsr and StopReplica, as the state-change log reads them."""
+
+    @property
+    def controller_id(self) -> int: ...
+
+    @property
+    def controller_epoch(self) -> int: ...
+
+
 def log_apply(
     ctx: BrokerContext,
-    request: Any,
+    request: ControlRequest,
     api_key: int,
     *,
     topics: Iterable[str],

@@ -14,8 +14,6 @@ Versions: v1 same as v0; v2 flexible; v3 same as v2.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed
 from kmeta.protocol import error_responses
@@ -28,13 +26,13 @@ from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_autho
 error_response = error_responses.create_partitions
 
 
-def _refused(topic: Any) -> Any:
+def _refused(topic: cp.CreatePartitionsTopic) -> cp.CreatePartitionsTopicResult:
     return cp.CreatePartitionsTopicResult(
         name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=AUTHORIZATION_FAILED
     )
 
 
-async def handle(ctx: BrokerContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: cp.CreatePartitionsRequest) -> cp.CreatePartitionsResponse:
     # Kafka: ALTER on each topic; the others TOPIC_AUTHORIZATION_FAILED, not forwarded
     denied = [not allowed(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name) for t in request.topics]
     return await forward_authorized(

@@ -18,8 +18,6 @@ configs in the answer; v7 topic ids.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, authorizer_of, cluster_allowed
 from kmeta.protocol import error_responses
@@ -33,13 +31,13 @@ from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_autho
 error_response = error_responses.create_topics
 
 
-def _refused(topic: Any) -> Any:
+def _refused(topic: ct.CreatableTopic) -> ct.CreatableTopicResult:
     return ct.CreatableTopicResult(
         name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=AUTHORIZATION_FAILED
     )
 
 
-def _hide_configs(ctx: BrokerContext, answer: Any) -> Any:
+def _hide_configs(ctx: BrokerContext, answer: ct.CreateTopicsResponse) -> ct.CreateTopicsResponse:
     """v5+: a created topic's configs only for a principal with DESCRIBE_CONFIGS on it."""
     if answer.version < 5:
         return answer
@@ -51,7 +49,7 @@ def _hide_configs(ctx: BrokerContext, answer: Any) -> Any:
     return answer._replace(topics=topics)
 
 
-async def handle(ctx: BrokerContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: ct.CreateTopicsRequest) -> ct.CreateTopicsResponse:
     if authorizer_of(ctx) is None:
         return await forward(ctx, request, request.timeout_ms, error_response)
     # Kafka: CREATE on the cluster allows every topic; else CREATE on each topic

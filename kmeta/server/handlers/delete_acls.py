@@ -14,13 +14,12 @@ Versions: v1 adds the pattern type filter (KIP-290); v2 flexible; v3 same as v2.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import authorizer_of, cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import delete_acls as da
 from kmeta.server.controller_link import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
@@ -30,7 +29,7 @@ TIMEOUT_MS = 30_000  # request.timeout.ms default: the controller's answer is aw
 error_response = error_responses.delete_acls
 
 
-async def handle(ctx: BrokerContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: da.DeleteAclsRequest) -> da.DeleteAclsResponse:
     if not cluster_allowed(ctx, AclOperation.ALTER):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if authorizer_of(ctx) is None:

@@ -15,6 +15,7 @@ Versions: v1 throttle time; v4 flexible; v5 error messages; v6 topics by name or
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from kmeta.net.security.acl import AclOperation, ResourceType
@@ -31,7 +32,7 @@ from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_autho
 error_response = error_responses.delete_topics
 
 
-def _name(ctx: BrokerContext, request: Any, item: Any) -> str | None:
+def _name(ctx: BrokerContext, request: dt.DeleteTopicsRequest, item: Any) -> str | None:
     """The topic an entry names (v6 by id: the name this broker knows for it, if any)."""
     if request.version < 6:
         return str(item)
@@ -41,7 +42,7 @@ def _name(ctx: BrokerContext, request: Any, item: Any) -> str | None:
     return str(item.name)
 
 
-async def handle(ctx: BrokerContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: dt.DeleteTopicsRequest) -> dt.DeleteTopicsResponse:
     if authorizer_of(ctx) is None:
         return await forward(ctx, request, request.timeout_ms, error_response)
     # Kafka: DESCRIBE then DELETE on each topic; an id this broker does not know goes on to
@@ -58,10 +59,11 @@ async def handle(ctx: BrokerContext, request: Any) -> Any:
             )
         )
 
-    def key(item: Any) -> Any:
-        return item if request.version < 6 else (item.topic_id if item.topic_id != ZERO_UUID else item.name)
+    def key(item: Any) -> Hashable:
+        k: Hashable = item if request.version < 6 else (item.topic_id if item.topic_id != ZERO_UUID else item.name)
+        return k
 
-    def refused(item: Any) -> Any:
+    def refused(item: Any) -> dt.DeletableTopicResult:
         by_id = request.version >= 6 and item.topic_id != ZERO_UUID
         return dt.DeletableTopicResult(
             name=None if by_id else (item if request.version < 6 else item.name),
@@ -70,7 +72,7 @@ async def handle(ctx: BrokerContext, request: Any) -> Any:
             error_message=AUTHORIZATION_FAILED,
         )
 
-    def result_keys(r: Any) -> tuple[Any, ...]:
+    def result_keys(r: dt.DeletableTopicResult) -> tuple[Hashable, ...]:
         return (r.name,) if request.version < 6 else (r.name, r.topic_id)
 
     return await forward_authorized(

@@ -14,8 +14,6 @@ Versions: v1 adds the pattern type filter (KIP-290; v0 is LITERAL); v2 flexible;
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.net.security.acl import AclBinding, AclFilter, AclOperation, PatternType
 from kmeta.net.security.authorizer import authorizer_of, cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
@@ -24,15 +22,15 @@ from kmeta.protocol.messages import describe_acls as da
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 
-def error_response(request: Any, error: ErrorCode, message: str | None = None) -> Any:
+def error_response(request: da.DescribeAclsRequest, error: ErrorCode, message: str | None = None) -> da.DescribeAclsResponse:
     return da.DescribeAclsResponse(
         version=request.version, error_code=error, error_message=message or error.message
     )
 
 
-def resources(acls: list[AclBinding]) -> tuple[Any, ...]:
+def resources(acls: list[AclBinding]) -> tuple[da.DescribeAclsResource, ...]:
     """Kafka's ``DescribeAclsResponse.aclsResources``: one entry per resource pattern."""
-    by_pattern: dict[tuple[int, str, int], list[Any]] = {}
+    by_pattern: dict[tuple[int, str, int], list[da.AclDescription]] = {}
     for b in acls:
         by_pattern.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(
             da.AclDescription(b.principal, b.host, b.operation, b.permission_type)
@@ -43,7 +41,7 @@ def resources(acls: list[AclBinding]) -> tuple[Any, ...]:
     )
 
 
-def handle(ctx: BrokerContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: da.DescribeAclsRequest) -> da.DescribeAclsResponse:
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     authorizer = authorizer_of(ctx)

@@ -21,8 +21,6 @@ Versions: v0 first version (KIP-700), flexible; v1 endpoint type (KIP-919).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.security.acl import CLUSTER_NAME, ResourceType
 from kmeta.net.security.authorizer import authorizer_of, client_host
@@ -37,7 +35,7 @@ ENDPOINT_TYPES = {1: "BROKER", 2: "CONTROLLER"}
 BROKER_ENDPOINT = 1
 
 
-def handle(ctx: BrokerContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: dc.DescribeClusterRequest) -> dc.DescribeClusterResponse:
     snap: MetadataSnapshot = ctx.state.cache.snapshot
     version: int = request.version
     wanted: int = request.endpoint_type

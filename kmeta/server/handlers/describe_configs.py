@@ -26,8 +26,7 @@ documentation; v4 flexible.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 from kmeta.metadata.log_config import (
     DYNAMIC_SERVER_CONFIGS,
@@ -59,7 +58,7 @@ Synonym = tuple[str, str | None, int]
 def _entry(
     version: int, name: str, value: str | None, type_: int, read_only: bool,
     synonyms: list[Synonym], include_synonyms: bool,
-) -> Any:  # fmt: skip
+) -> dcf.DescribeConfigsResourceResult:  # fmt: skip
     source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
     return dcf.DescribeConfigsResourceResult(
         name=name,
@@ -74,14 +73,14 @@ def _entry(
     )
 
 
-def _wanted(keys: tuple[str, ...] | None, names: Iterable[str]) -> list[str]:
+def _wanted(keys: Sequence[str] | None, names: Iterable[str]) -> list[str]:
     if not keys:
         return list(names)
     asked = set(keys)
     return [n for n in names if n in asked]
 
 
-def topic_entries(overrides: Mapping[str, str], keys: tuple[str, ...] | None, version: int, synonyms: bool) -> tuple[Any, ...]:
+def topic_entries(overrides: Mapping[str, str], keys: Sequence[str] | None, version: int, synonyms: bool) -> tuple[dcf.DescribeConfigsResourceResult, ...]:
     out = []
     for name in _wanted(keys, TOPIC_CONFIGS):
         d = TOPIC_CONFIGS[name]
@@ -95,7 +94,7 @@ def topic_entries(overrides: Mapping[str, str], keys: tuple[str, ...] | None, ve
     return tuple(out)
 
 
-def broker_entries(config: BrokerConfig, keys: tuple[str, ...] | None, version: int, synonyms: bool) -> tuple[Any, ...]:
+def broker_entries(config: BrokerConfig, keys: Sequence[str] | None, version: int, synonyms: bool) -> tuple[dcf.DescribeConfigsResourceResult, ...]:
     advertised = config.advertised_listeners or config.listeners
     static: dict[str, tuple[int, str | None, bool, str | None]] = {  # type, value, read-only, default
         "broker.id": (INT, str(config.broker_id), True, "-1"),
@@ -130,10 +129,10 @@ def _illegal_topic(name: str) -> str:
     return f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
 
 
-def _describe(snap: MetadataSnapshot, config: BrokerConfig, r: Any, version: int, synonyms: bool) -> Any:
+def _describe(snap: MetadataSnapshot, config: BrokerConfig, r: dcf.DescribeConfigsResource, version: int, synonyms: bool) -> dcf.DescribeConfigsResult:
     kind, name, keys = r.resource_type, r.resource_name, r.configuration_keys
 
-    def result(error: ErrorCode, message: str | None = None, configs: tuple[Any, ...] = ()) -> Any:
+    def result(error: ErrorCode, message: str | None = None, configs: tuple[dcf.DescribeConfigsResourceResult, ...] = ()) -> dcf.DescribeConfigsResult:
         return dcf.DescribeConfigsResult(error, message, kind, name, configs)
 
     if kind == TOPIC:
@@ -158,7 +157,7 @@ def _describe(snap: MetadataSnapshot, config: BrokerConfig, r: Any, version: int
     return result(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {RESOURCE_TYPES.get(kind, 'UNKNOWN')}")
 
 
-def _refused(resource: Any) -> Any:
+def _refused(resource: dcf.DescribeConfigsResource) -> dcf.DescribeConfigsResult:
     error = configs_authorization_error(resource.resource_type)
     return dcf.DescribeConfigsResult(
         error_code=error, error_message=error.message, resource_type=resource.resource_type,
@@ -166,7 +165,7 @@ def _refused(resource: Any) -> Any:
     )  # fmt: skip
 
 
-def handle(ctx: BrokerContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: dcf.DescribeConfigsRequest) -> dcf.DescribeConfigsResponse:
     snap: MetadataSnapshot = ctx.state.cache.snapshot
     config: BrokerConfig = ctx.state.config
     version: int = request.version

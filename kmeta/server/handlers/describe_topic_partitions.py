@@ -54,7 +54,7 @@ MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
 NextCursor = dtp.RESPONSE.classes["Cursor"]
 
 
-def error_response(request: Any, error: ErrorCode) -> Any:
+def error_response(request: dtp.DescribeTopicPartitionsRequest, error: ErrorCode) -> dtp.DescribeTopicPartitionsResponse:
     """Kafka's DescribeTopicPartitionsRequest.getErrorResponse."""
     return dtp.DescribeTopicPartitionsResponse(
         version=request.version,
@@ -94,7 +94,7 @@ def _partitions(snap: MetadataSnapshot, topic: str, start: int, max_count: int, 
     return out, upper if upper < len(parts) else -1
 
 
-def handle(ctx: BrokerContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: dtp.DescribeTopicPartitionsRequest) -> dtp.DescribeTopicPartitionsResponse:
     snap: MetadataSnapshot = ctx.state.cache.snapshot
     cursor = request.cursor
     first = cursor.topic_name if cursor is not None else ""

@@ -4,8 +4,6 @@ principal needs DESCRIBE on the cluster: else CLUSTER_AUTHORIZATION_FAILED (top 
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.net.security.describe_scram import describe
@@ -15,7 +13,7 @@ from kmeta.protocol.messages import describe_user_scram_credentials as dus
 from kmeta.server.state import BrokerContext, BrokerRegistry, BrokerState
 
 
-def handle(ctx: BrokerContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: dus.DescribeUserScramCredentialsRequest) -> dus.DescribeUserScramCredentialsResponse:
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):  # Kafka: DESCRIBE on the cluster
         error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         # Kafka's getErrorResponse: the error at the top and once per user asked (no name)

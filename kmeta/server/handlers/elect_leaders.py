@@ -17,20 +17,19 @@ Versions: v1 election_type (v0 is PREFERRED) and a top-level error code; v2 flex
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import elect_leaders as el
 from kmeta.server.controller_link import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 error_response = error_responses.elect_leaders
 
 
-async def handle(ctx: BrokerContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: el.ElectLeadersRequest) -> el.ElectLeadersResponse:
     if not cluster_allowed(ctx, AclOperation.ALTER):  # Kafka: authorizeClusterOperation(ALTER)
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await forward(ctx, request, request.timeout_ms, error_response)

@@ -18,8 +18,6 @@ Versions: v0 first version (KIP-339); v1 flexible.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import incremental_alter_configs as iac
@@ -29,7 +27,7 @@ from kmeta.server.topic_authorization import forward_config_alteration
 error_response = error_responses.incremental_alter_configs
 
 
-async def handle(ctx: BrokerContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: iac.IncrementalAlterConfigsRequest) -> iac.IncrementalAlterConfigsResponse:
     return await forward_config_alteration(
         ctx, request, iac.AlterConfigsResourceResponse, error_response
     )

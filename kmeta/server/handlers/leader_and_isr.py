@@ -22,9 +22,9 @@ recovery state; v7 KRaft controller flag.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
-from typing import Any
 
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
@@ -44,17 +44,19 @@ from kmeta.server.state import (
 )
 
 
-def _grouped(request: Any) -> list[tuple[str, uuid.UUID, list[Any]]]:
+def _grouped(
+    request: lai.LeaderAndIsrRequest,
+) -> list[tuple[str, uuid.UUID, list[lai.LeaderAndIsrPartitionState]]]:
     """(topic, topic id, partition states), whatever the version's layout."""
     if request.version < 2:
-        groups: dict[str, list[Any]] = {}
+        groups: dict[str, list[lai.LeaderAndIsrPartitionState]] = {}
         for p in request.ungrouped_partition_states:
             groups.setdefault(p.topic_name, []).append(p)
         return [(name, ZERO_UUID, parts) for name, parts in groups.items()]
     return [(t.topic_name, t.topic_id, list(t.partition_states)) for t in request.topic_states]
 
 
-def _response(request: Any, error: ErrorCode, errors: dict[tuple[str, int], int]) -> Any:
+def _response(request: lai.LeaderAndIsrRequest, error: ErrorCode, errors: dict[tuple[str, int], int]) -> lai.LeaderAndIsrResponse:
     groups = _grouped(request)
     if request.version < 5:
         flat = tuple(
@@ -76,14 +78,14 @@ def _response(request: Any, error: ErrorCode, errors: dict[tuple[str, int], int]
     return lai.LeaderAndIsrResponse(version=request.version, error_code=error, topics=topics)
 
 
-def refuse(request: Any, error: ErrorCode) -> Any:
+def refuse(request: lai.LeaderAndIsrRequest, error: ErrorCode) -> lai.LeaderAndIsrResponse:
     """Kafka's LeaderAndIsrRequest.getErrorResponse: every partition carries ``error``."""
     every = {(n, p.partition_index): int(error) for n, _, parts in _grouped(request) for p in parts}
     return _response(request, error, every)
 
 
 def _apply_topic(
-    state: BrokerState, name: str, topic_id: uuid.UUID, parts: list[Any], errors: dict[tuple[str, int], int]
+    state: BrokerState, name: str, topic_id: uuid.UUID, parts: list[lai.LeaderAndIsrPartitionState], errors: dict[tuple[str, int], int]
 ) -> None:
     """Apply one topic's partition states; each partition's error goes into ``errors``."""
     request_id = None if topic_id == ZERO_UUID else topic_id
@@ -114,12 +116,12 @@ def _apply_topic(
         errors[key] = ErrorCode.NONE
 
 
-def handle(ctx: BrokerContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: lai.LeaderAndIsrRequest) -> lai.LeaderAndIsrResponse | asyncio.Task[lai.LeaderAndIsrResponse]:
     """Applied now, or after a control request still being applied in steps."""
     return in_turn(ctx.state.control_order, lambda: _apply(ctx, request))
 
 
-def _apply(ctx: BrokerContext, request: Any) -> Any:
+def _apply(ctx: BrokerContext, request: lai.LeaderAndIsrRequest) -> lai.LeaderAndIsrResponse:
     state: BrokerState = ctx.state
     start = time.monotonic()
     if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):  # (before fencing: no epoch is raised)

@@ -14,20 +14,19 @@ Behaviour:
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import list_partition_reassignments as lpr
 from kmeta.server.controller_link import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 error_response = error_responses.list_partition_reassignments
 
 
-async def handle(ctx: BrokerContext, request: Any) -> Any:
+async def handle(ctx: BrokerContext, request: lpr.ListPartitionReassignmentsRequest) -> lpr.ListPartitionReassignmentsResponse:
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):  # Kafka: authorizeClusterOperation(DESCRIBE)
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return await forward(ctx, request, request.timeout_ms, error_response)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kmeta.metadata.snapshot import MetadataSnapshot
@@ -205,7 +205,7 @@ def _by_id(blocks: MetadataBlocks, view: View, ids: Iterable[uuid.UUID]) -> list
     return out
 
 
-def error_response(request: Any, error: ErrorCode) -> Any:
+def error_response(request: md.MetadataRequest, error: ErrorCode) -> md.MetadataResponse:
     """Kafka's MetadataRequest.getErrorResponse: each requested topic carries ``error``."""
     topics = tuple(
         md.MetadataResponseTopic(error, t.name if t.name is not None else "", t.topic_id, False, ())
@@ -214,7 +214,7 @@ def error_response(request: Any, error: ErrorCode) -> Any:
     return md.MetadataResponse(version=request.version, topics=topics)
 
 
-def _malformed(requested: Any, version: int) -> bool:
+def _malformed(requested: Sequence[md.MetadataRequestTopic], version: int) -> bool:
     """v10-11: a null name or a topic id; v12+: a null name without a topic id."""
     if any(t.name is None for t in requested) or (
         version < 12 and any(t.topic_id != ZERO_UUID for t in requested)
@@ -224,8 +224,8 @@ def _malformed(requested: Any, version: int) -> bool:
 
 
 def _authorized(
-    ctx: BrokerContext, authorizer: Authorizer, blocks: MetadataBlocks, view: View, request: Any, cluster_ops: bool
-) -> Any:
+    ctx: BrokerContext, authorizer: Authorizer, blocks: MetadataBlocks, view: View, request: md.MetadataRequest, cluster_ops: bool
+) -> md.MetadataResponse | EncodedPieces:
     """The answer for the connection's principal (Kafka's handleTopicMetadataRequest with an
     authorizer): topics it may not DESCRIBE are left out of all-topics answers and answered
     TOPIC_AUTHORIZATION_FAILED when named (whether they exist or not; by id: a null name);
@@ -286,7 +286,8 @@ def _authorized(
                 parts.append(block(name) if may(name) else refused(None, topic_id))
     else:
         parts = []
-        for name in dict.fromkeys(t.name for t in requested):
+        # (no null name is left here: _malformed refused those without a topic id)
+        for name in dict.fromkeys(t.name for t in requested if t.name is not None):
             if not may(name):
                 parts.append(refused(name, ZERO_UUID))
             elif name in snap.partition_states:
@@ -297,7 +298,7 @@ def _authorized(
     return EncodedPieces((blocks.head(version, ctx.listener), splice(version).count(len(parts)), *parts, tail))
 
 
-def handle(ctx: BrokerContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: md.MetadataRequest) -> md.MetadataResponse | EncodedPieces:
     """The response: a record (error path) or the encoded body pieces.
 
     The one entry point. Its answers depend only on the snapshot, the listener, the version
@@ -322,7 +323,8 @@ def handle(ctx: BrokerContext, request: Any) -> Any:
     if ids:
         parts = _by_id(blocks, view, ids)
     else:
-        parts = _by_name(blocks, view, (t.name for t in requested))
+        # no null name is left here: _malformed refused those without a topic id
+        parts = _by_name(blocks, view, (t.name for t in requested))  # type: ignore[misc]
     head = blocks.head(version, ctx.listener)
     return EncodedPieces((head, splice(version).count(len(parts)), *parts, tail))
 

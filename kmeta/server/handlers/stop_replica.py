@@ -19,8 +19,8 @@ leader epoch and delete flag (KIP-570); v4 KRaft controller flag.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import Any
 
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
@@ -35,7 +35,7 @@ NO_EPOCH = -1
 EPOCH_DURING_DELETE = -2
 
 
-def partitions(request: Any) -> list[tuple[str, int, int]]:
+def partitions(request: sr.StopReplicaRequest) -> list[tuple[str, int, int]]:
     """(topic, partition, leader epoch) for every partition, whatever the version's layout."""
     if request.version == 0:
         return [(p.topic_name, p.partition_index, NO_EPOCH) for p in request.ungrouped_partitions]
@@ -48,7 +48,7 @@ def partitions(request: Any) -> list[tuple[str, int, int]]:
     ]
 
 
-def _response(request: Any, error: ErrorCode, errors: list[tuple[str, int, int]]) -> Any:
+def _response(request: sr.StopReplicaRequest, error: ErrorCode, errors: list[tuple[str, int, int]]) -> sr.StopReplicaResponse:
     return sr.StopReplicaResponse(
         version=request.version,
         error_code=error,
@@ -56,7 +56,7 @@ def _response(request: Any, error: ErrorCode, errors: list[tuple[str, int, int]]
     )
 
 
-def refuse(request: Any, error: ErrorCode) -> Any:
+def refuse(request: sr.StopReplicaRequest, error: ErrorCode) -> sr.StopReplicaResponse:
     """Kafka's StopReplicaRequest.getErrorResponse: every partition carries ``error``."""
     return _response(request, error, [(t, p, int(error)) for t, p, _ in partitions(request)])
 
@@ -69,12 +69,12 @@ def _stop(state: BrokerState, topic: str, partition: int, epoch: int) -> ErrorCo
     return ErrorCode.NONE
 
 
-def handle(ctx: BrokerContext, request: Any) -> Any:
+def handle(ctx: BrokerContext, request: sr.StopReplicaRequest) -> sr.StopReplicaResponse | asyncio.Task[sr.StopReplicaResponse]:
     """Applied now, or after a control request still being applied in steps."""
     return in_turn(ctx.state.control_order, lambda: _apply(ctx, request))
 
 
-def _apply(ctx: BrokerContext, request: Any) -> Any:
+def _apply(ctx: BrokerContext, request: sr.StopReplicaRequest) -> sr.StopReplicaResponse:
     state: BrokerState = ctx.state
     start = time.monotonic()
     if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):  # (before fencing: no epoch is raised)

@@ -113,19 +113,19 @@ def read(frame: bytes, version: int, pos: int) -> Any:
     return StreamedUpdateMetadata(version, frame, stream, head, count, first)
 
 
-def partition_states(request: Any) -> list[Any]:
+def partition_states(request: um.UpdateMetadataRequest) -> list[um.UpdateMetadataPartitionState]:
     if request.version < 5:
         return list(request.ungrouped_partition_states)
     return [p for t in request.topic_states for p in t.partition_states]
 
 
-def topic_names(request: Any) -> list[str]:
+def topic_names(request: um.UpdateMetadataRequest) -> list[str]:
     if request.version < 5:
         return [p.topic_name for p in request.ungrouped_partition_states]
     return [t.topic_name for t in request.topic_states]
 
 
-def refuse(request: Any, error: ErrorCode) -> Any:
+def refuse(request: um.UpdateMetadataRequest, error: ErrorCode) -> um.UpdateMetadataResponse:
     return UpdateMetadataResponse(version=request.version, error_code=error)
 
 
