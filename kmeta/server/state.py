@@ -13,9 +13,8 @@ Both leave the cache and the replica states untouched.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from kmeta.metadata.cache import MetadataCache
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -25,27 +24,14 @@ from kmeta.net.security.scram import MECHANISM_NAMES, ScramCredential, ScramCred
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.config import BrokerConfig
 from kmeta.server.control_order import ControlOrder
+from kmeta.server.replica_states import FOLLOWER as FOLLOWER
+from kmeta.server.replica_states import LEADER as LEADER
+from kmeta.server.replica_states import ReplicaState as ReplicaState
+from kmeta.server.replica_states import ReplicaStates
 from kmeta.server.state_log import StateChangeLog
 
 if TYPE_CHECKING:  # (it imports this module)
     from kmeta.server.controller_link import ControllerLink
-
-LEADER = "leader"
-FOLLOWER = "follower"
-
-
-class ReplicaState(NamedTuple):
-    """This broker's role for one partition, as the last accepted LeaderAndIsr set it.
-
-    (A NamedTuple: a LeaderAndIsr for 100k partitions makes 100k of them.)"""
-
-    role: str  # LEADER or FOLLOWER
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
-    isr: tuple[int, ...]
-    replicas: tuple[int, ...]
-    topic_id: uuid.UUID | None
 
 
 class BrokerState:
@@ -56,7 +42,7 @@ class BrokerState:
         #: set by the controller link on registration; -1 until then (nothing is stale)
         self.broker_epoch = -1
         self.controller_epoch = 0  # Kafka's KafkaController.InitialControllerEpoch
-        self.replicas: dict[tuple[str, int], ReplicaState] = {}
+        self.replicas: ReplicaStates = ReplicaStates()
         #: control requests apply one at a time, in order (a large update takes steps)
         self.control_order = ControlOrder()
         #: the ACL authorizer (--authorizer acl), holding the ACLs the controller pushed;

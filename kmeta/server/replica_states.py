@@ -1,0 +1,183 @@
+"""ReplicaStates: this broker's role per partition, kept as int32 columns per topic.
+
+At RF 3 on 3 brokers every broker replicates every partition, so LeaderAndIsr leaves one
+``ReplicaState`` per partition of the cluster. As a dict of ``(topic, partition)`` keys to
+NamedTuples holding fresh replica/ISR tuples that cost 361 bytes per partition (tracemalloc,
+100k partitions), more than the whole metadata cache, and a million GC-tracked objects. Here
+each topic is one ``array('i')`` of :data:`WIDTH` int32 per partition (its index, role,
+leader, leader epoch, partition epoch and references into small tables of the replica/ISR
+sets and topic ids), addressed by partition index while the indexes are dense (a dict only
+for a topic whose indexes are not): ~33 bytes per partition, measured the same way.
+
+It is a ``MutableMapping[(topic, partition), ReplicaState]``: a state is made on access;
+handlers read, set and pop it as they did the dict.
+"""
+
+from __future__ import annotations
+
+import uuid
+from array import array
+from collections.abc import Iterator, MutableMapping
+from typing import NamedTuple
+
+LEADER = "leader"
+FOLLOWER = "follower"
+
+
+class ReplicaState(NamedTuple):
+    """This broker's role for one partition, as the last accepted LeaderAndIsr set it.
+
+    (A NamedTuple: a LeaderAndIsr for 100k partitions makes 100k of them.)"""
+
+    role: str  # LEADER or FOLLOWER
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    topic_id: uuid.UUID | None
+
+
+#: int32 per partition: index (ABSENT: no state), role (1: leader), leader, leader epoch,
+#: partition epoch, isr and replicas (positions in ``sets``), topic id (position in ``ids``)
+WIDTH = 8
+_IDX, _ROLE, _LEADER, _LE, _PE, _ISR, _REP, _ID = range(WIDTH)
+ABSENT = -1
+#: a topic stays index-addressed while an index is below this much more than twice its rows
+_DENSE_SLACK = 1024
+_make = tuple.__new__
+_ROLES = (FOLLOWER, LEADER)
+
+
+class _Topic:
+    __slots__ = ("count", "data", "ids", "rows", "set_ref", "sets")
+
+    def __init__(self) -> None:
+        self.data: array[int] = array("i")
+        self.rows: dict[int, int] | None = None  # None: row == partition index
+        self.sets: list[tuple[int, ...]] = []
+        self.set_ref: dict[tuple[int, ...], int] = {}
+        self.ids: list[uuid.UUID | None] = [None]
+        self.count = 0
+
+    def row(self, index: int) -> int:
+        rows = self.rows
+        if rows is None:
+            if 0 <= index < len(self.data) // WIDTH and self.data[index * WIDTH] != ABSENT:
+                return index
+            return -1
+        return rows.get(index, -1)
+
+    def ref(self, ids: tuple[int, ...], interned: dict[tuple[int, ...], tuple[int, ...]]) -> int:
+        ref = self.set_ref.get(ids)
+        if ref is None:
+            ref = self.set_ref[ids] = len(self.sets)
+            t = tuple(ids)
+            self.sets.append(interned.setdefault(t, t))
+        return ref
+
+    def id_ref(self, topic_id: uuid.UUID | None) -> int:
+        ids = self.ids
+        for i, known in enumerate(ids):  # one or two per topic
+            if known == topic_id:
+                return i
+        ids.append(topic_id)
+        return len(ids) - 1
+
+    def place(self, index: int) -> int:
+        """The row for a new ``index`` (made room for)."""
+        data = self.data
+        if self.rows is None:
+            n = len(data) // WIDTH
+            if 0 <= index < n:
+                return index
+            if 0 <= index <= 2 * n + _DENSE_SLACK:
+                data.extend([ABSENT] * ((index + 1 - n) * WIDTH))
+                return index
+            # sparse indexes: keep the rows, address them through a dict
+            self.rows = {data[r * WIDTH]: r for r in range(n) if data[r * WIDTH] != ABSENT}
+        row = len(data) // WIDTH
+        data.extend([ABSENT] * WIDTH)
+        self.rows[index] = row
+        return row
+
+    def state(self, row: int) -> ReplicaState:
+        d, sets, b = self.data, self.sets, row * WIDTH
+        return _make(ReplicaState, (
+            _ROLES[d[b + _ROLE]], d[b + _LEADER], d[b + _LE], d[b + _PE], sets[d[b + _ISR]],
+            sets[d[b + _REP]], self.ids[d[b + _ID]],
+        ))  # fmt: skip
+
+
+class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
+    """``(topic, partition) -> ReplicaState``, stored as columns per topic."""
+
+    __slots__ = ("_interned", "_topics")
+
+    def __init__(self) -> None:
+        self._topics: dict[str, _Topic] = {}
+        #: replica/ISR sets shared by every topic (equal sets: one tuple)
+        self._interned: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+    def __getitem__(self, key: tuple[str, int]) -> ReplicaState:
+        topic = self._topics.get(key[0])
+        row = -1 if topic is None else topic.row(key[1])
+        if row < 0:
+            raise KeyError(key)
+        assert topic is not None
+        return topic.state(row)
+
+    def get(self, key: tuple[str, int], default: ReplicaState | None = None) -> ReplicaState | None:  # type: ignore[override]
+        topic = self._topics.get(key[0])
+        row = -1 if topic is None else topic.row(key[1])
+        return default if row < 0 or topic is None else topic.state(row)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 2:
+            return False
+        topic = self._topics.get(key[0])
+        return topic is not None and topic.row(key[1]) >= 0
+
+    def __setitem__(self, key: tuple[str, int], state: ReplicaState) -> None:
+        name, index = key
+        topic = self._topics.get(name)
+        if topic is None:
+            topic = self._topics[name] = _Topic()
+        row = topic.row(index)
+        if row < 0:
+            row = topic.place(index)
+            topic.count += 1
+        interned = self._interned
+        if len(interned) >= 100_000:
+            interned.clear()  # sharing is an optimisation, not a rule
+        b = row * WIDTH
+        topic.data[b : b + WIDTH] = array("i", (
+            index, state.role == LEADER, state.leader, state.leader_epoch, state.partition_epoch,
+            topic.ref(state.isr, interned), topic.ref(state.replicas, interned),
+            topic.id_ref(state.topic_id),
+        ))  # fmt: skip
+
+    def __delitem__(self, key: tuple[str, int]) -> None:
+        name, index = key
+        topic = self._topics.get(name)
+        row = -1 if topic is None else topic.row(index)
+        if row < 0 or topic is None:
+            raise KeyError(key)
+        topic.data[row * WIDTH] = ABSENT
+        if topic.rows is not None:
+            del topic.rows[index]
+        topic.count -= 1
+        if topic.count == 0:
+            del self._topics[name]
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        for name, topic in list(self._topics.items()):
+            for i in list(topic.data[_IDX::WIDTH]):
+                if i != ABSENT:
+                    yield (name, i)
+
+    def __len__(self) -> int:
+        return sum(t.count for t in self._topics.values())
+
+    def __repr__(self) -> str:
+        return f"ReplicaStates({dict(self.items())!r})"
