@@ -15,7 +15,8 @@ TOPIC_ID = uuid.UUID(int=7)
 
 def state(p: int, role: str = LEADER, epoch: int = 1, topic_id: uuid.UUID | None = TOPIC_ID) -> ReplicaState:
     replicas = tuple([1 + (p + i) % 3 for i in range(3)])  # a fresh tuple, as decoded
-    return ReplicaState(role, replicas[0], epoch, epoch + 1, tuple(list(replicas)), replicas, topic_id)
+    isr = tuple(1 + (p + i) % 3 for i in range(3))  # equal, not the same tuple
+    return ReplicaState(role, replicas[0], epoch, epoch + 1, isr, replicas, topic_id)
 
 
 def test_behaves_as_the_dict_it_replaces() -> None:
