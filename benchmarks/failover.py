@@ -34,6 +34,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
@@ -82,15 +83,21 @@ class Rig:
             "--heartbeat-interval-ms", "250", "--metrics-port", str(self.metrics_ports[broker]),
         ])  # fmt: skip
 
-    def create(self, name: str, partitions: int, timeout_s: float = 60.0) -> bool:
+    def create(self, name: str, partitions: int, timeout_s: float = 60.0) -> str | None:
+        """None once the topic is created, else the error. TOPIC_ALREADY_EXISTS counts as
+        created: an earlier attempt was committed, only its answer was lost."""
         future = self.admin.create_topics(
             [NewTopic(name, partitions, 3)], operation_timeout=timeout_s, request_timeout=timeout_s
         )[name]
         try:
             future.result(timeout=timeout_s + 5)
-            return True
-        except Exception:
-            return False
+            return None
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return None
+            return str(exc)
+        except Exception as exc:  # (the future's own timeout)
+            return repr(exc)
 
     def close(self) -> None:
         for proc in self.procs.values():
@@ -122,9 +129,9 @@ def _until(cond: Any, timeout_s: float, what: str) -> float:
     return time.monotonic()
 
 
-def run(partitions: int, rounds: int, zk_session_ms: int) -> dict[str, Any]:
+def run(partitions: int, rounds: int, zk_session_ms: int, keep: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kmeta-failover-") as tmp_name:
-        tmp = Path(tmp_name)
+        tmp = keep or Path(tmp_name)
         zk = LocalZooKeeper(tmp / "zookeeper")
         zk.start()
         rig = Rig(tmp, zk, zk_session_ms)
@@ -141,13 +148,13 @@ def run(partitions: int, rounds: int, zk_session_ms: int) -> dict[str, Any]:
             t0 = time.monotonic()
             for i in range(0, partitions, 1000):
                 name = f"load-{i // 1000}"
-                if rig.create(name, min(1000, partitions - i)):
+                if rig.create(name, min(1000, partitions - i)) is None:
                     acked[name] = min(1000, partitions - i)
             load_s = time.monotonic() - t0
             baseline = []
             for i in range(5):
                 t = time.monotonic()
-                assert rig.create(f"base-{i}", 1)
+                assert rig.create(f"base-{i}", 1) is None
                 baseline.append((time.monotonic() - t) * 1000)
                 acked[f"base-{i}"] = 1
             results: dict[str, list[float]] = {
@@ -169,9 +176,11 @@ def run(partitions: int, rounds: int, zk_session_ms: int) -> dict[str, Any]:
                     60, "brokers on the new controller epoch",
                 )  # fmt: skip
                 name = f"after-{r}"
-                while not rig.create(name, 1, timeout_s=10):
+                errors: list[str] = []
+                while (error := rig.create(name, 1, timeout_s=10)) is not None:
+                    errors.append(error)
                     if time.monotonic() - killed > 120:
-                        raise TimeoutError("no CreateTopics acknowledged after the failover")
+                        raise TimeoutError(f"no CreateTopics acknowledged after the failover: {errors}")
                 acked[name] = 1
                 created_at = time.monotonic()
                 results["standby_active"].append((active_at - killed) * 1000)
@@ -218,8 +227,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--zk-session-timeout-ms", type=int, default=4000)
     parser.add_argument("--json", default=None, help="Also write the result here.")
+    parser.add_argument("--keep-dir", default=None, help="Run in this directory and keep its logs.")
     args = parser.parse_args()
-    result = run(args.partitions, args.rounds, args.zk_session_timeout_ms)
+    keep = Path(args.keep_dir) if args.keep_dir else None
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    result = run(args.partitions, args.rounds, args.zk_session_timeout_ms, keep)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
