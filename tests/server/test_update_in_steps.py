@@ -174,3 +174,40 @@ async def test_a_stale_request_behind_a_large_update_is_fenced_when_its_turn_com
         w1.close()
         w2.close()
         await broker.stop()
+
+
+async def test_the_first_all_topics_answer_of_100k_partitions_is_encoded_in_steps() -> None:
+    """Right after a broker takes the update, no topic block is encoded yet: the all-topics
+    answer (what every client's first Metadata asks) encodes them in steps, answering others."""
+    broker = await started()
+    assert broker.loop_lag is not None
+    port = broker.port(PLAINTEXT)
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.port(CONTROL))
+    client = await KafkaConnection.open("127.0.0.1", port)
+    raw_reader, raw_writer = await asyncio.open_connection("127.0.0.1", port, limit=2**22)
+    try:
+        writer.write(big_update(port))
+        assert update_answer(await read_frame(reader, 60)) == ErrorCode.NONE
+        all_topics = md.MetadataRequest(version=12, topics=None)
+        frame = encode_frame(all_topics, 9)
+        await asyncio.sleep(0.1)
+        broker.loop_lag.max_cpu_s = 0.0
+        raw_writer.write(frame)
+        answered = asyncio.ensure_future(read_frame(raw_reader, 60))
+        probe = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="big-000"),))
+        others = 0
+        while not answered.done():
+            await client.request(probe, 10)
+            others += 1
+        held_ms = broker.loop_lag.max_cpu_s * 1000
+        assert others >= 3, others
+        assert held_ms < 100, f"the loop was held {held_ms:.0f} ms of CPU"
+        body = answered.result()
+        resp = md.RESPONSE.decode(body, 12, 5)  # after the v1 response header
+        assert len(resp.topics) == TOPICS
+        assert sum(len(t.partitions) for t in resp.topics) == TOPICS * PER_TOPIC
+    finally:
+        writer.close()
+        raw_writer.close()
+        client.close()
+        await broker.stop()

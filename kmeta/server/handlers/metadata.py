@@ -40,9 +40,11 @@ authorized operations; v12 lookup by topic id, nullable names; v13 top-level err
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any
 
 from kmeta.metadata.snapshot import MetadataSnapshot
@@ -150,6 +152,44 @@ def _topic_block(blocks: MetadataBlocks, view: View, table: dict[str, bytes], na
                 memo.pop(next(iter(memo)))
             memo[view] = (snap.alive_nodes, topic_id, block)
     return block
+
+
+#: an all-topics answer that must encode blocks for more partitions than this (a broker that
+#: just started, or a new view, at 1M partitions: seconds of work) is encoded in steps
+ENCODE_IN_STEPS_PARTITIONS = 20_000
+#: the longest one such step runs before it yields the loop (one topic is never split)
+STEP_S = 0.02
+
+
+def _unencoded(blocks: MetadataBlocks, view: View) -> tuple[list[str], int]:
+    """The topics whose block for ``view`` is neither in this snapshot's table nor kept by the
+    topic (see :func:`_topic_block`), and their partition count."""
+    snap, table = blocks.snap, blocks.topic_blocks(view)
+    names, count = [], 0
+    for name, parts in snap.partition_states.items():
+        if name in table:
+            continue
+        memo = getattr(parts, "derived", None)
+        kept = None if memo is None else memo.get(view)
+        if kept is None or kept[0] is not snap.alive_nodes:
+            names.append(name)
+            count += len(parts)
+    return names, count
+
+
+async def _all_topics_in_steps(
+    blocks: MetadataBlocks, view: View, tail: bytes, names: list[str]
+) -> EncodedPieces:
+    """:func:`_all_topics`, its missing topic blocks encoded first in steps that yield the
+    loop (other requests are answered meanwhile; the answer is still of ``blocks.snap``)."""
+    table = blocks.topic_blocks(view)
+    deadline = time.monotonic() + STEP_S
+    for name in names:
+        _topic_block(blocks, view, table, name)
+        if time.monotonic() >= deadline:
+            await asyncio.sleep(0)
+            deadline = time.monotonic() + STEP_S
+    return EncodedPieces((_all_topics(blocks, view, tail),))
 
 
 def _all_topics(blocks: MetadataBlocks, view: View, tail: bytes) -> bytes:
@@ -298,7 +338,9 @@ def _authorized(
     return EncodedPieces((blocks.head(version, ctx.listener), splice(version).count(len(parts)), *parts, tail))
 
 
-def handle(ctx: BrokerContext, request: md.MetadataRequest) -> md.MetadataResponse | EncodedPieces:
+def handle(
+    ctx: BrokerContext, request: md.MetadataRequest
+) -> md.MetadataResponse | EncodedPieces | Coroutine[Any, Any, EncodedPieces]:
     """The response: a record (error path) or the encoded body pieces.
 
     The one entry point. Its answers depend only on the snapshot, the listener, the version
@@ -316,6 +358,10 @@ def handle(ctx: BrokerContext, request: md.MetadataRequest) -> md.MetadataRespon
     if authorizer is not None and not authorizer.is_super_user(ctx.principal):
         return _authorized(ctx, authorizer, blocks, view, request, cluster_ops)
     if requested is None or (version == 0 and not requested):
+        if AllTopicsKey(view, tail) not in blocks.all_topics:
+            names, partitions = _unencoded(blocks, view)
+            if partitions > ENCODE_IN_STEPS_PARTITIONS:
+                return _all_topics_in_steps(blocks, view, tail, names)
         return EncodedPieces((_all_topics(blocks, view, tail),))
     if _malformed(requested, version):
         return error_response(request, ErrorCode.INVALID_REQUEST)
