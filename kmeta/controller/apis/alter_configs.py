@@ -18,20 +18,19 @@ Versions: v1 same as v0; v2 flexible.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.apis.config_requests import Change, alter, preprocess
 from kmeta.controller.handlers import ControllerContext, ControllerRegistry
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import alter_configs as ac
 
 
-def _change(resource: Any) -> Change:
-    wanted = {c.name: c.value for c in resource.configs}
+def _change(resource: ac.AlterConfigsResource) -> Change:
+    # (preprocess refused null values: none is left here)
+    wanted = {c.name: c.value for c in resource.configs if c.value is not None}
     return lambda _current: dict(wanted)
 
 
-async def handle(ctx: ControllerContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: ac.AlterConfigsRequest) -> ac.AlterConfigsResponse:
     resources = request.resources
     outcomes = preprocess(resources, lambda _c: False)
     changes = [None if o is not None else _change(r) for r, o in zip(resources, outcomes, strict=True)]

@@ -17,8 +17,6 @@ Behaviour (the reassignment itself: :mod:`kmeta.controller.reassignment`):
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.apis.topic_requests import too_large
 from kmeta.controller.handlers import (
     ControllerContext,
@@ -35,8 +33,8 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr
 
 
-def _response(request: Any, results: list[AlterResult]) -> Any:
-    by_topic: dict[str, list[Any]] = {}
+def _response(request: apr.AlterPartitionReassignmentsRequest, results: list[AlterResult]) -> apr.AlterPartitionReassignmentsResponse:
+    by_topic: dict[str, list[apr.ReassignablePartitionResponse]] = {}
     for topic, p, code, message in results:
         by_topic.setdefault(topic, []).append(apr.ReassignablePartitionResponse(p, code, message))
     return apr.AlterPartitionReassignmentsResponse(
@@ -49,7 +47,7 @@ def _response(request: Any, results: list[AlterResult]) -> Any:
     )
 
 
-async def handle(ctx: ControllerContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: apr.AlterPartitionReassignmentsRequest) -> apr.AlterPartitionReassignmentsResponse:
     c = controller_of(ctx)
     entries = [
         (t.name, p.partition_index, None if p.replicas is None else tuple(p.replicas))

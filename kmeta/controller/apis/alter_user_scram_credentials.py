@@ -6,8 +6,6 @@ refused the change: KAFKA_STORAGE_ERROR for every user.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.handlers import (
     ControllerContext,
     ControllerRegistry,
@@ -23,7 +21,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_user_scram_credentials as aus
 
 
-def _response(request: Any, outcomes: dict[str, Outcome]) -> Any:
+def _response(request: aus.AlterUserScramCredentialsRequest, outcomes: dict[str, Outcome]) -> aus.AlterUserScramCredentialsResponse:
     return aus.AlterUserScramCredentialsResponse(
         version=request.version,
         throttle_time_ms=0,
@@ -34,7 +32,7 @@ def _response(request: Any, outcomes: dict[str, Outcome]) -> Any:
     )
 
 
-async def handle(ctx: ControllerContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: aus.AlterUserScramCredentialsRequest) -> aus.AlterUserScramCredentialsResponse:
     c = controller_of(ctx)
     forwarder = forwarder_of(ctx)
     users = dict.fromkeys(

@@ -12,8 +12,6 @@ changes (Kafka's ``authorizeClusterOperation``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.handlers import (
     ControllerContext,
     ControllerRegistry,
@@ -25,7 +23,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh
 
 
-def handle(ctx: ControllerContext, req: Any) -> Any:
+def handle(ctx: ControllerContext, req: bh.BrokerHeartbeatRequest) -> bh.BrokerHeartbeatResponse:
     c = controller_of(ctx)
     if not cluster_action(ctx, "BrokerHeartbeat", req.broker_id):
         return bh.BrokerHeartbeatResponse(

@@ -14,7 +14,6 @@ changes (Kafka's ``authorizeClusterOperation``).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kmeta.controller.handlers import (
     ControllerContext,
@@ -37,7 +36,7 @@ MAX_HOST_LENGTH = 255
 SECURITY_PROTOCOLS = frozenset((0, 1, 2, 3))
 
 
-def _listeners_error(req: Any) -> str | None:
+def _listeners_error(req: br.BrokerRegistrationRequest) -> str | None:
     """Why the registration's listeners cannot be used (INVALID_REQUEST), or None: checked
     before the event, so a refused registration writes nothing."""
     if not req.listeners or len(req.listeners) > MAX_LISTENERS:
@@ -57,7 +56,7 @@ def _listeners_error(req: Any) -> str | None:
     return None
 
 
-async def handle(ctx: ControllerContext, req: Any) -> Any:
+async def handle(ctx: ControllerContext, req: br.BrokerRegistrationRequest) -> br.BrokerRegistrationResponse:
     """KRaft's order: the cluster id first (empty or another: INCONSISTENT_CLUSTER_ID, when
     this controller knows its id), then the id's session (DUPLICATE_BROKER_REGISTRATION, in
     the event). PreviousBrokerEpoch (v3+, KIP-966) is accepted and not acted on: Kafka's
@@ -67,7 +66,7 @@ async def handle(ctx: ControllerContext, req: Any) -> Any:
     """
     c = controller_of(ctx)
 
-    def refused(error: ErrorCode) -> Any:
+    def refused(error: ErrorCode) -> br.BrokerRegistrationResponse:
         return br.BrokerRegistrationResponse(version=req.version, error_code=error)
 
     if not cluster_action(ctx, "BrokerRegistration", req.broker_id):

@@ -11,8 +11,6 @@ changes (Kafka's ``authorizeClusterOperation``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.handlers import (
     ControllerContext,
     ControllerRegistry,
@@ -27,7 +25,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import controlled_shutdown as cs
 
 
-async def handle(ctx: ControllerContext, req: Any) -> Any:
+async def handle(ctx: ControllerContext, req: cs.ControlledShutdownRequest) -> cs.ControlledShutdownResponse:
     c = controller_of(ctx)
     if not cluster_action(ctx, "ControlledShutdown", req.broker_id):
         return cs.ControlledShutdownResponse(

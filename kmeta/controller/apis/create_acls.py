@@ -18,8 +18,6 @@ Versions: v1 adds the resource pattern type (KIP-290); v2 flexible; v3 same as v
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.acls import MAX_ACLS_PER_REQUEST
 from kmeta.controller.handlers import (
     ControllerContext,
@@ -36,7 +34,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_acls as ca
 
 
-def binding(creation: Any, version: int) -> AclBinding:
+def binding(creation: ca.AclCreation, version: int) -> AclBinding:
     pattern = creation.resource_pattern_type if version >= 1 else PatternType.LITERAL
     return AclBinding(
         creation.resource_type, creation.resource_name, pattern, creation.principal,
@@ -44,14 +42,14 @@ def binding(creation: Any, version: int) -> AclBinding:
     )  # fmt: skip
 
 
-def response(request: Any, results: list[tuple[int, str | None]]) -> Any:
+def response(request: ca.CreateAclsRequest, results: list[tuple[int, str | None]]) -> ca.CreateAclsResponse:
     return ca.CreateAclsResponse(
         version=request.version,
         results=tuple(ca.AclCreationResult(code, message) for code, message in results),
     )
 
 
-async def handle(ctx: ControllerContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: ca.CreateAclsRequest) -> ca.CreateAclsResponse:
     c = controller_of(ctx)
     creations = request.creations
     if len(creations) > MAX_ACLS_PER_REQUEST:

@@ -11,8 +11,6 @@ change the store refused is KAFKA_STORAGE_ERROR with the cause as the message.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.admin import TopicPlan
 from kmeta.controller.apis.topic_requests import (
     MAX_TOPICS_PER_REQUEST,
@@ -36,7 +34,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
 
 
-async def handle(ctx: ControllerContext, req: Any) -> Any:
+async def handle(ctx: ControllerContext, req: cp.CreatePartitionsRequest) -> cp.CreatePartitionsResponse:
     c = controller_of(ctx)
     cfg = c.config
 

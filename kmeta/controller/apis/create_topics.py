@@ -11,8 +11,6 @@ change the store refused is KAFKA_STORAGE_ERROR with the cause as the message.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.apis.topic_requests import (
     not_propagated,
     outcome,
@@ -35,7 +33,7 @@ from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.schema import uuid_or_zero
 
 
-async def handle(ctx: ControllerContext, req: Any) -> Any:
+async def handle(ctx: ControllerContext, req: ct.CreateTopicsRequest) -> ct.CreateTopicsResponse:
     c = controller_of(ctx)
     cfg = c.config
     asked = sum(

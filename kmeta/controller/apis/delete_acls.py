@@ -16,8 +16,6 @@ Versions: v1 adds the pattern type filter (KIP-290); v2 flexible; v3 same as v2.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.acls import MAX_ACLS_PER_REQUEST
 from kmeta.controller.handlers import (
     ControllerContext,
@@ -34,7 +32,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_acls as da
 
 
-def acl_filter(f: Any, version: int) -> AclFilter:
+def acl_filter(f: da.DeleteAclsFilter, version: int) -> AclFilter:
     pattern = f.pattern_type_filter if version >= 1 else PatternType.LITERAL
     return AclFilter(
         f.resource_type_filter, f.resource_name_filter, pattern, f.principal_filter,
@@ -42,14 +40,16 @@ def acl_filter(f: Any, version: int) -> AclFilter:
     )  # fmt: skip
 
 
-def _matching(b: AclBinding) -> Any:
+def _matching(b: AclBinding) -> da.DeleteAclsMatchingAcl:
     return da.DeleteAclsMatchingAcl(
         0, None, b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host,
         b.operation, b.permission_type,
     )  # fmt: skip
 
 
-def response(request: Any, results: list[tuple[int, str | None, list[AclBinding]]]) -> Any:
+def response(
+    request: da.DeleteAclsRequest, results: list[tuple[int, str | None, list[AclBinding]]]
+) -> da.DeleteAclsResponse:
     return da.DeleteAclsResponse(
         version=request.version,
         filter_results=tuple(
@@ -59,7 +59,7 @@ def response(request: Any, results: list[tuple[int, str | None, list[AclBinding]
     )
 
 
-async def handle(ctx: ControllerContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: da.DeleteAclsRequest) -> da.DeleteAclsResponse:
     c = controller_of(ctx)
     filters = request.filters
     if len(filters) > MAX_ACLS_PER_REQUEST:

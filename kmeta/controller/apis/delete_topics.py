@@ -12,6 +12,7 @@ The deletion itself is :mod:`kmeta.controller.deletion`'s.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from kmeta.controller.apis.topic_requests import (
@@ -34,8 +35,9 @@ from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.schema import uuid_or_zero
 
 
-async def handle(ctx: ControllerContext, req: Any) -> Any:
+async def handle(ctx: ControllerContext, req: dt.DeleteTopicsRequest) -> dt.DeleteTopicsResponse:
     c = controller_of(ctx)
+    entries: list[tuple[str | None, uuid.UUID | None]]
     if req.version >= 6:
         entries = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -77,6 +79,7 @@ async def handle(ctx: ControllerContext, req: Any) -> Any:
                 )
                 continue
             if name is None:
+                assert topic_id is not None  # (not zero)
                 info = state.topic_by_id(topic_id)
                 if info is None:
                     results.append((None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, None))

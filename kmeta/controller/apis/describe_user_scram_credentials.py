@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.handlers import ControllerContext, ControllerRegistry, controller_of
 from kmeta.net.security.describe_scram import describe
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.messages import describe_user_scram_credentials as dusc
 
 
-def handle(ctx: ControllerContext, request: Any) -> Any:
+def handle(ctx: ControllerContext, request: dusc.DescribeUserScramCredentialsRequest) -> dusc.DescribeUserScramCredentialsResponse:
     return describe(controller_of(ctx).credentials, request)
 
 

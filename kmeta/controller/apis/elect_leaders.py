@@ -18,8 +18,6 @@ Versions: v0 has no election type (PREFERRED) and no top-level error code; v1 ad
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.handlers import (
     ControllerContext,
     ControllerRegistry,
@@ -38,8 +36,8 @@ from kmeta.protocol.messages import elect_leaders as el
 MAX_PARTITIONS = 1_000_000
 
 
-def _response(request: Any, error: int, results: list[ElectionResult]) -> Any:
-    by_topic: dict[str, list[Any]] = {}
+def _response(request: el.ElectLeadersRequest, error: int, results: list[ElectionResult]) -> el.ElectLeadersResponse:
+    by_topic: dict[str, list[el.PartitionResult]] = {}
     for topic, p, code, message in results:
         by_topic.setdefault(topic, []).append(el.PartitionResult(p, code, message))
     return el.ElectLeadersResponse(
@@ -51,7 +49,7 @@ def _response(request: Any, error: int, results: list[ElectionResult]) -> Any:
     )
 
 
-async def handle(ctx: ControllerContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: el.ElectLeadersRequest) -> el.ElectLeadersResponse:
     c = controller_of(ctx)
     election_type = request.election_type if request.version >= 1 else PREFERRED
     asked: list[tuple[str, int]] | None = None

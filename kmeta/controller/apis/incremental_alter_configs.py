@@ -19,8 +19,6 @@ Versions: v0 first version (KIP-339); v1 flexible.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.apis.config_requests import Change, alter, preprocess
 from kmeta.controller.handlers import ControllerContext, ControllerRegistry
 from kmeta.metadata.log_config import APPEND, DELETE, SET, SUBTRACT, apply_incremental
@@ -31,12 +29,12 @@ from kmeta.protocol.messages import incremental_alter_configs as iac
 _OPS = (SET, DELETE, APPEND, SUBTRACT)
 
 
-def _change(resource: Any) -> Change:
+def _change(resource: iac.AlterConfigsResource) -> Change:
     ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
     return lambda current: apply_incremental(current, ops)
 
 
-async def handle(ctx: ControllerContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: iac.IncrementalAlterConfigsRequest) -> iac.IncrementalAlterConfigsResponse:
     resources = request.resources
     outcomes = preprocess(resources, lambda c: c.config_operation == DELETE)
     for i, r in enumerate(resources):

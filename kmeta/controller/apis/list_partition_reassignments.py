@@ -10,8 +10,6 @@ Behaviour:
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.controller.handlers import (
     ControllerContext,
     ControllerRegistry,
@@ -23,7 +21,7 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 
 
-async def handle(ctx: ControllerContext, request: Any) -> Any:
+async def handle(ctx: ControllerContext, request: lpr.ListPartitionReassignmentsRequest) -> lpr.ListPartitionReassignmentsResponse:
     c = controller_of(ctx)
     asked = None
     if request.topics is not None:
@@ -39,7 +37,7 @@ async def handle(ctx: ControllerContext, request: Any) -> Any:
             error_message=str(exc),
             topics=(),
         )
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[lpr.OngoingPartitionReassignment]] = {}
     for (topic, p), replicas, adding, removing in listed:
         by_topic.setdefault(topic, []).append(
             lpr.OngoingPartitionReassignment(p, replicas, adding, removing)
