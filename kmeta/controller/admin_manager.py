@@ -47,15 +47,20 @@ class AdminManager:
             return plans, {}, None
         ids: dict[str, uuid.UUID] = {}
         new_tps: list[TopicPartitionKey] = []
+        # equal partition states are one object (immutable, replaced whole): a 1000-partition
+        # topic on 3 brokers has ~6 distinct ones, not 1000 (see ControllerStore.load)
+        shared: dict[tuple[int, ...], PartitionRegistration] = {}
         with self.host.store.transaction():
             for plan in ok:
                 info = TopicInfo(plan.name, uuid.uuid4())
                 for p, replicas in sorted(plan.assignment.items()):
-                    live = tuple(r for r in replicas if self.host.state.is_alive(r))
-                    leader = live[0] if live else -1
-                    info.partitions[p] = PartitionRegistration(
-                        tuple(replicas), live or tuple(replicas[:1]), leader
-                    )
+                    key = tuple(replicas)
+                    st = shared.get(key)
+                    if st is None:
+                        live = tuple(r for r in replicas if self.host.state.is_alive(r))
+                        leader = live[0] if live else -1
+                        st = shared[key] = PartitionRegistration(key, live or key[:1], leader)
+                    info.partitions[p] = st
                     new_tps.append((plan.name, p))
                 self.host.state.topics[plan.name] = info
                 ids[plan.name] = info.topic_id

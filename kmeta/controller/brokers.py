@@ -117,49 +117,50 @@ class BrokerLifecycleManager:
             return ErrorCode.DUPLICATE_BROKER_REGISTRATION, -1
         failed: dict[TopicPartitionKey, PartitionRegistration] = {}
         before: dict[TopicPartitionKey, PartitionRegistration] = {}
-        if old is not None and old.alive:
+        bounced = old is not None and old.alive
+        if bounced:
             # Bounced: fail the old incarnation first. What that changes goes out below with
             # the re-registration (one push of the final states, not two of 100k partitions).
             failed = self._on_broker_failure([broker_id], send=False, before=before)
+        changed: dict[TopicPartitionKey, PartitionRegistration] = {}
         with self.host.store.transaction():
             epoch = self.host.store.next_broker_epoch()
             broker = BrokerInfo(broker_id, epoch, incarnation_id, listeners, rack, True)
             self.host.state.brokers[broker_id] = broker
             self.host.store.put_broker(broker)
-            hosted = live_partitions_on(self.host.state, broker_id)
-            changed: dict[TopicPartitionKey, PartitionRegistration] = {}
-            alive = set(self.host.state.live_broker_ids()).__contains__  # C-level, 100k calls
-            for tp in hosted:
-                st = self.host.state.partition(tp)
-                new = add_replica(st, broker_id, alive)
-                if new is not st:
-                    changed[tp] = new
-            changed = {**failed, **changed}  # the final states (written once)
-            if before:
+            if bounced:  # rejoined here too, so only the final states are written and sent
+                alive = set(self.host.state.live_broker_ids()).__contains__  # (C-level)
+                for tp in live_partitions_on(self.host.state, broker_id):
+                    st = self.host.state.partition(tp)
+                    new = add_replica(st, broker_id, alive)
+                    if new is not st:
+                        changed[tp] = new
+                changed = {**failed, **changed}
                 self._drop_round_trips(changed, before)
-            self.host.persist_partitions(changed)
+                self.host.persist_partitions(changed)
         self.sessions.registered(broker_id, peer)
         self.channels.add_broker(broker_id, listeners)
-        others = [b for b in self.host.state.live_broker_ids() if b != broker_id]
         # Kafka's onBrokerStartup order: the others learn of the broker, the new broker gets
         # the full partition set (it serves clients from then on), then LeaderAndIsr for its
-        # replicas. The LeaderAndIsr are follow-up events in slices: with 1M partitions,
-        # building and encoding them takes seconds, and the full set goes out meanwhile
-        # (while this event's commit runs), instead of after them.
-        self.host.send(um_to=others)
-        self.host.send(um_to=[broker_id], um_type=UM_FULL)
-        self._registration_follow_up(broker_id, epoch, set(changed))
+        # replicas (see _rejoin: in slices of topics, this event doing the first).
+        self.host.send(um_to=[b for b in self.host.state.live_broker_ids() if b != broker_id])
+        self._rejoin(broker_id, epoch, set(changed))
         self.reassignments.broker_registered(broker_id)
         log.info("broker %d registered with epoch %d", broker_id, epoch)
         return ErrorCode.NONE, epoch
 
-    def _registration_follow_up(
-        self, broker_id: int, epoch: int, changed: set[TopicPartitionKey]
-    ) -> None:
-        """LeaderAndIsr for a newly registered broker's replicas, and the partitions its
-        return changed (ISR, leader) to every replica and the other brokers, in slices of
-        topics (:mod:`slices`), each reading the state as it is then, then the deletions that
+    def _rejoin(self, broker_id: int, epoch: int, changed: set[TopicPartitionKey]) -> None:
+        """A registered broker rejoins the ISRs of the partitions it hosts (standing in for
+        the leaders' AlterPartition expansions: kmeta has no logs to catch up), gets the full
+        partition set, then LeaderAndIsr for its replicas; the partitions whose ISR or leader
+        changed (here, or in ``changed`` by a bounce) go to all their replicas and the other
+        brokers. In slices of topics (:mod:`slices`): with 1M partitions this is seconds of
+        work, which one event would hold the loop for. The registration event does the first
+        slice (all of a cluster up to :data:`slices.SLICE_PARTITIONS` partitions) and sends
+        the full set after it; each later slice reads the state as it is then, and sends
+        what it changes to every live broker, the new one too. Then the deletions that
         waited for the broker (Kafka: resumeDeletionForTopics)."""
+        full_sent = [False]
 
         def valid() -> bool:
             # the registration was refused (its commit failed), or is stale
@@ -167,19 +168,33 @@ class BrokerLifecycleManager:
             return broker is not None and broker.alive and broker.epoch == epoch
 
         def each(infos: list[TopicInfo]) -> None:
+            state = self.host.state
+            alive = set(state.live_broker_ids()).__contains__
+            grown: dict[TopicPartitionKey, PartitionRegistration] = {}
             lair: list[tuple[Iterable[int], TopicPartitionKey, bool]] = []
             moved: list[TopicPartitionKey] = []
             for info in infos:
-                name = info.name
                 for p, st in info.partitions.items():
-                    tp = (name, p)
-                    if tp in changed:
-                        lair.append((st.replicas, tp, False))
+                    if broker_id not in st.replicas:
+                        continue
+                    tp = (info.name, p)
+                    new = add_replica(st, broker_id, alive)
+                    if new is not st:
+                        grown[tp] = new
+                    if new is not st or tp in changed:
+                        lair.append((new.replicas, tp, False))
                         moved.append(tp)
-                    elif broker_id in st.replicas:
+                    else:
                         lair.append(([broker_id], tp, False))
-            others = [b for b in self.host.state.live_broker_ids() if b != broker_id]
-            self.host.send(um_to=others if moved else (), um_partitions=moved, lair=lair)
+            if grown:
+                with self.host.store.transaction():
+                    self.host.persist_partitions(grown)
+            um_to = state.live_broker_ids()
+            if not full_sent[0]:  # (the full set carries what this slice changed)
+                full_sent[0] = True
+                self.host.send(um_to=[broker_id], um_type=UM_FULL)
+                um_to = [b for b in um_to if b != broker_id]
+            self.host.send(um_to=um_to if moved else (), um_partitions=moved, lair=lair)
 
         in_slices(
             self.host,
@@ -188,7 +203,10 @@ class BrokerLifecycleManager:
             each,
             valid,
             then=lambda: self.deletion.resume_for(broker_id),
+            first_here=True,
         )
+        if not full_sent[0]:  # no topics (or all being deleted)
+            self.host.send(um_to=[broker_id], um_type=UM_FULL)
 
     def _drop_round_trips(
         self,

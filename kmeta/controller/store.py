@@ -411,13 +411,23 @@ class ControllerStore:
             state.topics[name] = TopicInfo(name, uuid.UUID(topic_id))
             if deleting:
                 state.deleting.add(name)
+        # Partition states are immutable and replaced whole, so equal ones are one object:
+        # at 1M partitions most share a handful of (replicas, isr, leader, epochs) values,
+        # and one tuple each was ~100 bytes per partition of the controller's RSS.
+        shared: dict[tuple[object, ...], PartitionRegistration] = {}
         for row in self._db.execute("SELECT * FROM partitions ORDER BY topic, partition"):
-            topic, p, replicas, isr, leader, leader_epoch, partition_epoch = row
-            info = state.topics.get(topic)
-            if info is not None:
-                info.partitions[p] = PartitionRegistration(
-                    _ints(replicas), _ints(isr), leader, leader_epoch, partition_epoch
+            info = state.topics.get(row[0])
+            if info is None:
+                continue
+            values = row[2:]
+            st = shared.get(values)
+            if st is None:
+                replicas, isr, leader, leader_epoch, partition_epoch = values
+                st = shared[values] = tuple.__new__(
+                    PartitionRegistration,
+                    (_ints(replicas), _ints(isr), leader, leader_epoch, partition_epoch),
                 )
+            info.partitions[row[1]] = st
         for topic, name, value in self._db.execute("SELECT * FROM topic_configs"):
             info = state.topics.get(topic)
             if info is not None:
@@ -451,7 +461,6 @@ class ControllerStore:
         except sqlite3.Error as exc:
             raise _storage_error(exc, "read") from exc
         return {(topic, p): (_ints(adding), _ints(removing)) for topic, p, adding, removing in rows}
-
 
     # -- topic configs (Kafka's /config/topics/<topic>) ----------------------------------------
     def put_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
