@@ -155,9 +155,9 @@ class BrokerLifecycleManager:
         partition set, then LeaderAndIsr for its replicas; the partitions whose ISR or leader
         changed (here, or in ``changed`` by a bounce) go to all their replicas and the other
         brokers. In slices of topics (:mod:`slices`): with 1M partitions this is seconds of
-        work, which one event would hold the loop for. The registration event does the first
-        slice (all of a cluster up to :data:`slices.SLICE_PARTITIONS` partitions) and sends
-        the full set after it; each later slice reads the state as it is then, and sends
+        work, which one event would hold the loop for. The full set's topic blocks are
+        encoded first, in slices; then the first slice of the rejoin sends the full set after
+        its own changes (a small cluster's all happens in the registration event); each later slice reads the state as it is then, and sends
         what it changes to every live broker, the new one too. Then the deletions that
         waited for the broker (Kafka: resumeDeletionForTopics)."""
         full_sent = [False]
@@ -196,17 +196,30 @@ class BrokerLifecycleManager:
                 um_to = [b for b in um_to if b != broker_id]
             self.host.send(um_to=um_to if moved else (), um_partitions=moved, lair=lair)
 
+        def rejoin() -> None:
+            in_slices(
+                self.host,
+                "BrokerRegistrationLeaderAndIsr",
+                list(self.host.state.topics),
+                each,
+                valid,
+                then=lambda: self.deletion.resume_for(broker_id),
+                first_here=True,
+            )
+            if not full_sent[0] and valid():  # no topics (or all being deleted)
+                self.host.send(um_to=[broker_id], um_type=UM_FULL)
+
+        # the full set's topic blocks first (every offline replica list changed with the
+        # broker's return), so the event that sends it only splices them
         in_slices(
             self.host,
-            "BrokerRegistrationLeaderAndIsr",
+            "BrokerRegistrationEncode",
             list(self.host.state.topics),
-            each,
+            self.host.encode_update_metadata,
             valid,
-            then=lambda: self.deletion.resume_for(broker_id),
+            then=rejoin,
             first_here=True,
         )
-        if not full_sent[0]:  # no topics (or all being deleted)
-            self.host.send(um_to=[broker_id], um_type=UM_FULL)
 
     def _drop_round_trips(
         self,

@@ -45,7 +45,7 @@ from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.fault_reactions import FaultReactions
 from kmeta.controller.faults import FaultInjector, configured_faults
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import ClusterState, PartitionRegistration
+from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.reassignment import ReassignmentManager
 from kmeta.controller.replica_election import ReplicaElectionManager
 from kmeta.controller.request_batch import (
@@ -207,7 +207,7 @@ class KafkaController:
             self,
             "StartupEncodeUpdateMetadata",
             list(self.state.topics),
-            lambda infos: self._batch().encode_update_metadata(infos),
+            self.encode_update_metadata,
             then=lambda: self.enqueue("Startup", self._on_startup).add_done_callback(done),
         )
 
@@ -295,6 +295,9 @@ class KafkaController:
         return batch.send_requests_to_brokers(
             self._update_id_for_event(), barrier.ack if barrier else None, um_type, stop_callback
         )
+
+    def encode_update_metadata(self, topics: list[TopicInfo]) -> None:
+        self._batch().encode_update_metadata(topics)
 
     def persist_partitions(
         self, changed: dict[TopicPartitionKey, PartitionRegistration], write: bool = True

@@ -22,14 +22,26 @@ def elect_leader(st: PartitionRegistration, eligible: Callable[[int], bool]) -> 
     return NO_LEADER
 
 
+#: equal partition states made by elections, as one object each (bounded: cleared when full)
+_SHARED: dict[PartitionRegistration, PartitionRegistration] = {}
+
+
 def _changed(st: PartitionRegistration, leader: int, isr: tuple[int, ...]) -> PartitionRegistration:
     if leader == st.leader and isr == st.isr:
         return st
     # tuple.__new__: NamedTuple's _replace is slow Python, and a resync changes 100k of these
-    return tuple.__new__(
+    new = tuple.__new__(
         PartitionRegistration,
         (st.replicas, isr, leader, st.leader_epoch + 1, st.partition_epoch + 1),
     )
+    # States are immutable and replaced whole, so equal ones can be one object: a fencing
+    # at 1M partitions makes a few distinct ones, not 1M (memory, and the cyclic GC's passes)
+    shared = _SHARED.get(new)
+    if shared is None:
+        if len(_SHARED) >= 100_000:
+            _SHARED.clear()
+        shared = _SHARED[new] = new
+    return shared
 
 
 def remove_replicas(

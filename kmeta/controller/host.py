@@ -15,7 +15,7 @@ from typing import Protocol, TypeVar
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.channel_manager import Callback
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.model import ClusterState, PartitionRegistration
+from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.store import ClusterStore
 from kmeta.metadata.model import TopicPartitionKey
 
@@ -55,6 +55,10 @@ class ControllerHost(Protocol):
         stop_callback: Callback | None = None,
         acls: bool = False,
     ) -> list[int]: ...
+
+    def encode_update_metadata(self, topics: list[TopicInfo]) -> None:
+        """Encode (or check) these topics' shared UpdateMetadata blocks now, so that a full
+        update later only splices them."""
 
     def persist_partitions(
         self, changed: dict[TopicPartitionKey, PartitionRegistration], write: bool = True
