@@ -5,6 +5,7 @@ they still change and send every partition, each to the brokers that need it."""
 from __future__ import annotations
 
 import gc
+import statistics
 import time
 import uuid
 from pathlib import Path
@@ -18,10 +19,17 @@ from tests.controller.helpers import expire_session, start_controller, wait_unti
 from tests.controller.test_controller_flows import _brokers, _lair_parts, _request
 
 TOPICS, PER_TOPIC = 40, 500  # 20k partitions, RF 3 on 3 brokers
-#: no slice event may hold the loop longer: a slice is ~30 ms of work on an idle core, the
-#: unsliced follow-up of 20k partitions ~0.3 s (and it grows with the partition count);
-#: loose, as the shared 2-core box deschedules a process for tens of ms at times
-SLICE_LIMIT_S = 0.25
+#: a slice aims at 25 ms of work: the median slice event stays under SLICE_MEDIAN_S, and none
+#: over SLICE_LIMIT_S, while unsliced at 20k partitions the fencing took 0.4-0.75 s and the
+#: registration 0.3-0.4 s on this box (and they grow with the partition count). The limit is
+#: loose, as the shared 2-core box deschedules a process for 100s of ms at times; the event
+#: counts and request sizes are the strict checks.
+SLICE_MEDIAN_S = 0.1
+SLICE_LIMIT_S = 1.0
+
+
+def _short(times: list[float]) -> bool:
+    return statistics.median(times) < SLICE_MEDIAN_S and max(times) < SLICE_LIMIT_S
 
 
 def _create_all() -> Any:
@@ -76,7 +84,7 @@ async def test_a_fenced_broker_and_its_return_are_pushed_in_short_slices(tmp_pat
         await wait_until(shrunk, 30.0, 0.2)
         fenced = [s for name, s in times if name in ("BrokerExpiration", "BrokerFailurePartitions")]
         assert len(fenced) >= TOPICS * PER_TOPIC // slices.SLICE_PARTITIONS
-        assert max(fenced) < SLICE_LIMIT_S, fenced
+        assert _short(fenced), fenced
         assert all(ctl.controller.state.is_alive(b) for b in (1, 2))
         brokers[3].received.clear()
         brokers[3].incarnation_id = uuid.uuid4()
@@ -94,7 +102,7 @@ async def test_a_fenced_broker_and_its_return_are_pushed_in_short_slices(tmp_pat
         followed += [s for name, s in times if name.startswith("BrokerRegistration")]
         sizes = [len(_lair_parts(r)) for r in brokers[3].of(lair.LeaderAndIsrRequest)]
         assert max(sizes) <= slices.SLICE_PARTITIONS
-        assert max(followed) < SLICE_LIMIT_S, (max(followed), elapsed)
+        assert _short(followed), (followed, elapsed)
     finally:
         gc.unfreeze()
         for b in brokers.values():
@@ -124,7 +132,7 @@ async def test_a_restarted_controller_pushes_everything_in_short_slices(tmp_path
             assert max(sizes) <= slices.SLICE_PARTITIONS
         sliced = [s for name, s in times if name.startswith("Startup")]
         assert len(sliced) >= 2 * TOPICS * PER_TOPIC // slices.SLICE_PARTITIONS
-        assert max(sliced) < SLICE_LIMIT_S, sliced
+        assert _short(sliced), sliced
     finally:
         gc.unfreeze()
         for b in brokers.values():
