@@ -20,6 +20,7 @@ import re
 import sys
 
 APIS = {
+    "Produce": "produce",
     "ApiVersions": "api_versions",
     "Metadata": "metadata",
     "LeaderAndIsr": "leader_and_isr",

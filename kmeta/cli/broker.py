@@ -87,6 +87,14 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
     help="Send large cached answers (all-topics Metadata) by sendfile instead of copying them "
     "(plain-TCP listeners on Linux).",
 )
+@click.option(
+    "--accept-produce",
+    is_flag=True,
+    default=_DEFAULTS["accept_produce"],
+    help="Serve Produce (api key 0) for the partitions this broker leads: records are checked "
+    "and acknowledged as a Kafka broker would, then discarded (kmeta stores no records). "
+    "For testing producers; without it Produce is not advertised.",
+)
 @daemon_options
 @limit_options
 @tls_options
@@ -114,6 +122,7 @@ def broker_command(
     initial_metadata_timeout_ms: int,
     shutdown_timeout_ms: int,
     zero_copy: bool,
+    accept_produce: bool,
     **options: Any,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT."""
@@ -137,6 +146,7 @@ def broker_command(
             initial_metadata_timeout_ms=initial_metadata_timeout_ms,
             shutdown_timeout_ms=shutdown_timeout_ms,
             zero_copy=zero_copy,
+            accept_produce=accept_produce,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
             **limit_fields(options),
             **daemon_fields(options),

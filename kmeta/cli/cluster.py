@@ -88,6 +88,8 @@ class ClusterConfig:
     controllers: int = 1
     zookeeper: str | None = None
     zookeeper_session_timeout_ms: int = 6_000
+    #: brokers serve Produce (records checked, acknowledged, discarded): --accept-produce
+    accept_produce: bool = False
 
     @property
     def port_plan(self) -> Ports:
@@ -245,6 +247,7 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         *(("--metrics-port", str(cfg.metrics_port(i))) if cfg.metrics else ()),
         *(("--rack", rack) if (rack := cfg.rack(i)) else ()),
         *_ssl_args(cfg.ssl),
+        *(("--accept-produce",) if cfg.accept_produce else ()),
         *_closed_broker_args(cfg, data_dir),
     ]  # fmt: skip
 

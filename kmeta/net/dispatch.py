@@ -11,7 +11,8 @@ type per registry: the broker's BrokerState, the controller), ``request`` the AP
 record (kmeta.protocol.messages), and ``result`` a response record ``Resp`` (encoded at its
 own ``version``), the already-encoded response body
 (``bytes``/``bytearray``, at the request's version), or ``EncodedPieces`` of the body
-(written without joining them: large cached blocks are never copied). Synchronous handlers are the fast path;
+(written without joining them: large cached blocks are never copied), or ``NO_RESPONSE``.
+Synchronous handlers are the fast path;
 asynchronous ones (forwarding to the controller) are awaited while later requests on the same
 connection keep being handled, and answers still leave in request order.
 
@@ -44,6 +45,20 @@ from kmeta.protocol.header import (
 )
 from kmeta.protocol.registry import Api, api_for
 from kmeta.protocol.schema import Record
+
+
+class NoResponse:
+    """The type of :data:`NO_RESPONSE`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+#: a handler's result for a request that gets no answer at all (Produce with acks=0, Kafka's
+#: sendNoOpResponse): nothing is written; the answers around it keep their order
+NO_RESPONSE = NoResponse()
 
 
 class EncodedPieces(tuple[bytes, ...]):
@@ -80,9 +95,9 @@ class RequestContext(Generic[S]):
     principal: KafkaPrincipal = ANONYMOUS
 
 
-#: a response as a handler gives it: the record, or its body already encoded at the request's
-#: version
-Reply: TypeAlias = Resp | bytes | bytearray | EncodedPieces
+#: a response as a handler gives it: the record, its body already encoded at the request's
+#: version, or NO_RESPONSE
+Reply: TypeAlias = Resp | bytes | bytearray | EncodedPieces | NoResponse
 #: ``handle(ctx, request)``: the reply, or an awaitable of it (answered in order all the same)
 HandleFn: TypeAlias = Callable[[RequestContext[S], Req], Reply[Resp] | Awaitable[Reply[Resp]]]
 #: the error response for a request refused on a listener

@@ -46,6 +46,7 @@ from kmeta.net.dispatch import (
     AnyHandler,
     EncodedPieces,
     MemoFn,
+    NoResponse,
     Peer,
     Reply,
     RequestContext,
@@ -107,8 +108,10 @@ def encode_answer(header: RequestHeader, handler: AnyHandler[Any], result: Reply
 
     ``result``: a record (encoded at its own version, straight into the last chunk), or an
     encoded body (``bytes``, ``bytearray`` or EncodedPieces at the request's version, framed
-    by :func:`append_answer`).
+    by :func:`append_answer`); nothing for ``NO_RESPONSE``.
     """
+    if isinstance(result, NoResponse):
+        return
     if isinstance(result, bytes | bytearray | EncodedPieces):
         correlation = header.correlation_id.to_bytes(4, "big", signed=True)
         append_answer(correlation, handler.response_header_versions[header.api_version], result, out)

@@ -6,6 +6,7 @@ import enum
 
 
 class ApiKey(enum.IntEnum):
+    PRODUCE = 0
     METADATA = 3
     LEADER_AND_ISR = 4
     STOP_REPLICA = 5

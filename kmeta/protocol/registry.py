@@ -35,6 +35,7 @@ from kmeta.protocol.messages import (
     leader_and_isr,
     list_partition_reassignments,
     metadata,
+    produce,
     sasl_authenticate,
     sasl_handshake,
     stop_replica,
@@ -64,6 +65,7 @@ class Api:
 APIS: dict[int, Api] = {
     api.key: api
     for api in (
+        Api(ApiKey.PRODUCE, produce.REQUEST, produce.RESPONSE),
         Api(ApiKey.API_VERSIONS, api_versions.REQUEST, api_versions.RESPONSE),
         Api(ApiKey.METADATA, metadata.REQUEST, metadata.RESPONSE),
         Api(ApiKey.LEADER_AND_ISR, leader_and_isr.REQUEST, leader_and_isr.RESPONSE),

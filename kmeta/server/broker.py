@@ -34,7 +34,7 @@ from kmeta.net.security.ssl_principal import mtls_gate, parse_rules
 from kmeta.net.serving import ConnectionLimits
 from kmeta.net.tls import uses_sasl, uses_tls
 from kmeta.server.config import BrokerConfig
-from kmeta.server.handlers import build_registry
+from kmeta.server.handlers import build_registry, served_modules
 from kmeta.server.loop_lag import LoopLagProbe
 from kmeta.server.metrics import broker_metrics
 from kmeta.server.state import BrokerState
@@ -57,7 +57,7 @@ class Broker:
     def __init__(self, config: BrokerConfig, services: Sequence[ServiceFactory] = ()) -> None:
         self.config = config
         self.state = BrokerState(config)
-        self.registry = build_registry()
+        self.registry = build_registry(served_modules(config.accept_produce))
         limits = ConnectionLimits(
             max_frame_size=config.max_frame_size,
             idle_timeout_s=config.idle_timeout_s,

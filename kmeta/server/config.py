@@ -98,6 +98,9 @@ class BrokerConfig:
     #: large cached answers (all-topics Metadata) leave by sendfile from a sealed memfd
     #: instead of being copied into the socket (plain-TCP listeners on Linux)
     zero_copy: bool = True
+    #: --accept-produce: serve Produce (api key 0) for partitions this broker leads: records
+    #: are checked and acknowledged, then discarded (a test fixture for producers)
+    accept_produce: bool = False
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
 

@@ -8,6 +8,8 @@ Read at scrape time from the current snapshot (nothing is counted on the request
 * ``kmeta_broker_update_apply_seconds``: time to apply one UpdateMetadata to the cache;
 * ``kmeta_broker_loop_lag_seconds``: how late the event loop woke a 20 ms timer (the time it
   was held; :mod:`kmeta.server.loop_lag`); /status has its maximum and the recent stalls.
+* ``kmeta_broker_produce_partitions_total{error}``: with --accept-produce, the partitions of
+  Produce requests answered, by error (NONE: acknowledged), as Kafka's ErrorsPerSec.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from kmeta.net.metrics import DaemonMetrics, plain_histogram_family
@@ -75,6 +77,15 @@ class BrokerCollector(Collector):
         yield _gauge(
             "kmeta_broker_controller_epoch", "Highest controller epoch seen", state.controller_epoch
         )
+        if state.config.accept_produce:
+            produced = CounterMetricFamily(
+                "kmeta_broker_produce_partitions",
+                "Partitions of Produce requests answered, by error",
+                labels=["error"],
+            )
+            for error, count in sorted(state.produce_results.items()):
+                produced.add_metric([error], count)
+            yield produced
         yield plain_histogram_family(
             "kmeta_broker_update_apply_seconds",
             "Time to apply one UpdateMetadata to the cache",

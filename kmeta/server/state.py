@@ -13,6 +13,7 @@ Both leave the cache and the replica states untouched.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,11 @@ class BrokerState:
         self.replicas: ReplicaStates = ReplicaStates()
         #: control requests apply one at a time, in order (a large update takes steps)
         self.control_order = ControlOrder()
+        #: --accept-produce: each partition's log-end offset on this broker, advanced by the
+        #: records it acknowledged (and discarded) while leading it; in memory only
+        self.log_end_offsets: dict[tuple[str, int], int] = {}
+        #: error name -> partitions of Produce requests answered with it (NONE: acknowledged)
+        self.produce_results: collections.Counter[str] = collections.Counter()
         #: the ACL authorizer (--authorizer acl), holding the ACLs the controller pushed;
         #: None: every request is allowed and the ACL APIs answer SECURITY_DISABLED
         self.authorizer: Authorizer | None = (

@@ -33,7 +33,8 @@ class Cluster(ClusterControllers):
     loopback. Options (see docs/testing.md): ``racks``, ``partitions`` (num.partitions),
     ``barrier``, ``ssl``, ``secure``, ``sasl_mechanism``, ``controllers``,
     ``session_timeout_ms``, ``zookeeper_session_timeout_ms``, ``log_level``, ``keep``,
-    ``parent_dir``, ``closed_control_plane``."""
+    ``parent_dir``, ``closed_control_plane``, ``accept_produce`` (brokers acknowledge and
+    discard Produce; on by default)."""
 
     def __init__(
         self,
@@ -55,6 +56,7 @@ class Cluster(ClusterControllers):
         parent_dir: str | os.PathLike[str] | None = None,
         host: str = "127.0.0.1",
         closed_control_plane: bool = False,
+        accept_produce: bool = True,
     ) -> None:
         if controllers < 1:
             raise ValueError("a cluster needs at least one controller")
@@ -70,6 +72,7 @@ class Cluster(ClusterControllers):
             heartbeat_interval_ms=heartbeat_interval_ms, log_level=log_level, host=host,
             closed=closed_control_plane or secure, secure=secure, controllers=controllers,
             zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
+            accept_produce=accept_produce,
         )  # fmt: skip
         super().__init__(base, start_timeout_s=start_timeout_s, keep=keep, parent_dir=parent_dir)
         self._faults: dict[int, str] = {}

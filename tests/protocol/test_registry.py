@@ -75,6 +75,7 @@ def test_exception_family() -> None:
 
 
 API_KEYS = {
+    "PRODUCE": 0,
     "METADATA": 3,
     "LEADER_AND_ISR": 4,
     "STOP_REPLICA": 5,
@@ -110,6 +111,7 @@ def test_api_keys() -> None:
 
 
 RANGES = {
+    ApiKey.PRODUCE: (0, 11),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.METADATA: (0, 13),
     ApiKey.UPDATE_METADATA: (0, 8),
@@ -138,6 +140,7 @@ RANGES = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 FLEXIBLE_FROM = {
+    ApiKey.PRODUCE: 9,
     ApiKey.API_VERSIONS: 3,
     ApiKey.METADATA: 9,
     ApiKey.UPDATE_METADATA: 6,

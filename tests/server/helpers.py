@@ -106,8 +106,11 @@ def broker_state(broker_id: int = 1, cluster_id: str = "kmeta-test") -> BrokerSt
 class ConnectionPair:
     """A ServerConnection fed in memory: request objects in, decoded responses out."""
 
-    def __init__(self, state: BrokerState, listener: str = PLAINTEXT, is_control: bool = False) -> None:
-        info = ServingInfo(listener, is_control, build_registry(), state, ConnectionLimits())
+    def __init__(
+        self, state: BrokerState, listener: str = PLAINTEXT, is_control: bool = False, modules: tuple[str, ...] | None = None
+    ) -> None:
+        registry = build_registry() if modules is None else build_registry(modules)
+        info = ServingInfo(listener, is_control, registry, state, ConnectionLimits())
         self.server = ServerConnection(info, lambda _c: None)
         self.transport = MemoryTransport()
         self.server.connection_made(self.transport)

@@ -19,9 +19,9 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 ROW = re.compile(r"^\| \w+ \((\d+)\) \| v(\d+)(?:-(\d+))? \| [a-z, ]+ \|$")
 
 
-def _readme_table() -> dict[int, tuple[int, int]]:
+def _readme_table(markers: str = "served-apis") -> dict[int, tuple[int, int]]:
     text = README.read_text()
-    block = text[text.index("<!-- served-apis:begin -->") : text.index("<!-- served-apis:end -->")]
+    block = text[text.index(f"<!-- {markers}:begin -->") : text.index(f"<!-- {markers}:end -->")]
     rows: dict[int, tuple[int, int]] = {}
     for line in block.splitlines()[3:]:
         match = ROW.match(line)
@@ -51,5 +51,17 @@ async def test_the_served_apis_table_is_what_a_broker_advertises() -> None:
     try:
         for listener in (PLAINTEXT, CONTROL):
             assert await _advertised(broker.port(listener)) == table, listener
+    finally:
+        await broker.stop()
+
+
+async def test_a_broker_with_accept_produce_adds_the_opt_in_table() -> None:
+    opt_in = _readme_table("opt-in-apis")
+    assert list(opt_in) == [0]  # Produce
+    broker = Broker(loopback_config(1, accept_produce=True))
+    await broker.start()
+    try:
+        for listener in (PLAINTEXT, CONTROL):  # (as for every API: one ApiVersions answer)
+            assert await _advertised(broker.port(listener)) == _readme_table() | opt_in, listener
     finally:
         await broker.stop()

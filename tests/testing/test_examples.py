@@ -1,10 +1,11 @@
 """The worked examples of docs/testing.md, as real tests: real Kafka clients against kmeta.
 
-kmeta is a metadata plane: it answers ApiVersions, Metadata and the admin APIs, and serves no
-Produce or Fetch. So these examples test what a client does with *metadata*: which leader it
-routes to, which topics it believes exist, how it reacts to a stale broker or a missing
-controller. (A producer's records cannot be delivered to kmeta; the leader-move example shows
-the producer's own metadata following the move instead.)
+kmeta is a metadata plane: it answers ApiVersions, Metadata and the admin APIs, serves no Fetch,
+and takes Produce only as a fixture does (``accept_produce``, on in a test Cluster: records are
+checked, acknowledged and discarded). So these examples test what a client does with metadata
+and with the answers a leader gives: which leader it routes to, how it reacts to
+NOT_LEADER_OR_FOLLOWER after a leader move, which topics it believes exist, a stale broker, a
+missing controller.
 """
 
 from __future__ import annotations
@@ -41,35 +42,61 @@ def eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> float:
     return time.monotonic() - t0
 
 
-def test_a_producer_routes_to_the_new_leader_after_a_leader_move(kmeta_cluster: Cluster) -> None:
+def _produced(cluster: Cluster, broker_id: int) -> dict[str, float]:
+    """Partitions of Produce requests a broker answered, by error (its /metrics)."""
+    url = f"http://{cluster.config.host}:{cluster.config.metrics_port(broker_id)}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        text = answer.read().decode()
+    pattern = r'^kmeta_broker_produce_partitions_total\{error="(\w+)"\} (\S+)$'
+    return {m.group(1): float(m.group(2)) for m in re.finditer(pattern, text, re.M)}
+
+
+def test_a_producer_keeps_delivering_when_the_leader_moves(kmeta_cluster: Cluster) -> None:
     kmeta_cluster.create_topic("orders", assignment=[[1, 2, 3]])
+    reports: list[tuple[object, int]] = []
     stats: list[dict] = []
     producer = Producer(
         {
             "bootstrap.servers": kmeta_cluster.bootstrap_servers,
-            "topic.metadata.refresh.interval.ms": 250,
-            "statistics.interval.ms": 50,  # the producer's own view: stats -> topics -> partitions
+            "acks": "all",
+            "linger.ms": 5,
+            # no periodic refresh: the producer learns of the move from the old leader's
+            # NOT_LEADER_OR_FOLLOWER (with the new leader in it, KIP-951, or by a refresh)
+            "topic.metadata.refresh.interval.ms": 300_000,
+            "statistics.interval.ms": 100,
             "stats_cb": lambda text: stats.append(json.loads(text)),
         }
     )
 
-    def routes_to() -> int | None:
-        """The leader the producer would send partition 0's batches to now."""
-        producer.poll(0.05)
-        for s in reversed(stats):
-            if "orders" in s.get("topics", {}):
-                return int(s["topics"]["orders"]["partitions"]["0"]["leader"])
-        return None
+    def send(first: int, count: int) -> None:  # a steady stream: one message every 5 ms
+        for i in range(first, first + count):
+            producer.produce(
+                "orders", b"order-%d" % i, partition=0,
+                on_delivery=lambda err, msg: reports.append((err, msg.offset())),
+            )  # fmt: skip
+            producer.poll(0.005)
 
-    assert producer.list_topics("orders", timeout=5).topics["orders"].partitions[0].leader == 1
-    eventually(lambda: routes_to() == 1)
+    send(0, 40)
+    assert producer.flush(10) == 0
+    assert [r for r in reports if r[0] is not None] == []
+    assert [offset for _, offset in reports] == list(range(40))  # broker 1's log end
 
+    send(40, 40)  # still in flight towards broker 1 while it moves:
     kmeta_cluster.move_leader("orders", 0, 3)  # reassign [3, 1, 2], then a preferred election
+    send(80, 40)
+    assert producer.flush(30) == 0
 
-    eventually(lambda: routes_to() == 3)  # its next metadata refresh follows the move
-    assert producer.list_topics("orders", timeout=5).topics["orders"].partitions[0].leader == 3
+    assert len(reports) == 120
+    assert [r for r in reports if r[0] is not None] == []  # every message delivered
+    old_leader = _produced(kmeta_cluster, 1)
+    new_leader = _produced(kmeta_cluster, 3)
+    assert new_leader.get("NONE", 0) > 0  # the new leader acknowledged some
+    assert old_leader.get("NOT_LEADER_OR_FOLLOWER", 0) > 0  # the producer was told
+    assert any(offset < 80 for _, offset in reports[80:])  # the new leader's own log end
+    producer.poll(0.3)
+    assert stats[-1]["topics"]["orders"]["partitions"]["0"]["leader"] == 3
 
-    async def kmeta_client_follows() -> None:  # kmeta's own client sees the same
+    async def kmeta_client_follows() -> None:  # kmeta's own client sees the same leader
         async with MetadataClient(kmeta_cluster.bootstrap_servers) as client:
             view = await client.wait_on_metadata("orders", max_wait_s=10)
             leader = view.leader_for(("orders", 0))
@@ -77,6 +104,23 @@ def test_a_producer_routes_to_the_new_leader_after_a_leader_move(kmeta_cluster: 
             assert leader.id == 3
 
     asyncio.run(kmeta_client_follows())
+
+
+def test_kafka_python_producer_delivers(kmeta_cluster: Cluster) -> None:
+    from kafka import KafkaProducer
+
+    kmeta_cluster.create_topic("payments", 2, 2)
+    producer = KafkaProducer(
+        bootstrap_servers=kmeta_cluster.bootstrap_servers, acks="all", enable_idempotence=False,
+        request_timeout_ms=10_000,
+    )  # fmt: skip
+    try:
+        sent = [producer.send("payments", b"p-%d" % i, partition=i % 2) for i in range(10)]
+        metadata = [future.get(timeout=10) for future in sent]
+    finally:
+        producer.close(timeout=5)
+    assert sorted(m.offset for m in metadata if m.partition == 0) == [0, 1, 2, 3, 4]
+    assert sorted(m.offset for m in metadata if m.partition == 1) == [0, 1, 2, 3, 4]
 
 
 def test_a_client_sees_a_topic_disappear_after_delete(kmeta_cluster: Cluster) -> None:

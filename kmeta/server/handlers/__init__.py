@@ -1,6 +1,7 @@
 """One module per API key; each defines ``register(registry)``.
 
 Add a module name to HANDLER_MODULES to serve a new API (its ApiVersions entry follows).
+OPT_IN_MODULES are served only when the broker is told to (:func:`served_modules`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
 )
+
+
+#: APIs a broker serves only when configured to: Produce with ``accept_produce``
+OPT_IN_MODULES: tuple[str, ...] = ("produce",)
+
+
+def served_modules(accept_produce: bool = False) -> tuple[str, ...]:
+    return HANDLER_MODULES + (("produce",) if accept_produce else ())
 
 
 def build_registry(modules: tuple[str, ...] = HANDLER_MODULES) -> BrokerRegistry:

@@ -1,0 +1,196 @@
+"""Produce (api key 0): versions 3-11, client listeners; served only with ``--accept-produce``.
+
+kmeta stores no records. With ``accept_produce`` a broker takes a Produce the way a Kafka
+broker's ``KafkaApis.handleProduceRequest`` and ``ReplicaManager.appendRecords`` do, checks
+the records as Kafka's log would before appending them, acknowledges them, and discards them:
+a test fixture for producers (delivery reports, retries, leader moves). Without the flag the
+API is not registered, so ApiVersions does not advertise it (as before).
+
+Per partition, in Kafka's order:
+
+* Transactional records (a batch with the transactional bit): without a transactional id, or
+  without WRITE on it (with an authorizer), the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+* WRITE on the topic (with an authorizer), else TOPIC_AUTHORIZATION_FAILED; a topic or partition
+  the broker's MetadataCache does not hold: UNKNOWN_TOPIC_OR_PARTITION.
+* ``ProduceRequest.validateRecords`` and the log's checks (:mod:`kmeta.protocol.record_batch`):
+  CORRUPT_MESSAGE (bad length, magic or CRC), INVALID_RECORD (none or several batches, base
+  offset not 0, bad counts, control batch, sequence), UNSUPPORTED_COMPRESSION_TYPE (zstd
+  before v7), MESSAGE_TOO_LARGE (over the topic's max.message.bytes, default 1048588).
+* ``acks`` not in {-1, 0, 1}: INVALID_REQUIRED_ACKS for every partition that got this far.
+* An internal topic (``__consumer_offsets``, ``__transaction_state``): INVALID_TOPIC_EXCEPTION.
+* Not this broker's partition to lead (per its MetadataCache): NOT_LEADER_OR_FOLLOWER; v10+
+  adds the current leader and epoch and the leader's endpoint on this listener (KIP-951), so
+  the producer re-routes without waiting for a metadata refresh.
+* Transactional batches: INVALID_TXN_STATE (kmeta has no transaction coordinator, so no
+  transaction can have added the partition: what Kafka's transaction verification answers).
+* ``acks=-1`` with fewer in-sync replicas than the topic's min.insync.replicas (default 1):
+  NOT_ENOUGH_REPLICAS.
+* Else success: base offset = the partition's in-memory log-end offset on this broker, which
+  advances by the batch's record count; log append time -1 (CreateTime); log start offset 0.
+  Nothing replicates, so a new leader counts from its own log end (0 for a partition it never
+  led): offsets are not continuous across a leader move.
+
+``acks=0``: no response at all (Kafka's sendNoOpResponse); if any partition failed, the
+connection is closed instead, so the producer notices and refreshes its metadata, as Kafka
+does. ``timeout_ms`` is not waited on: no follower has to catch up.
+
+Versions (served 3-11: message format v2 only; Kafka 4.0 removed v0-2 too): v3 transactional
+id; v5 log start offset; v7 zstd; v8 record errors and error message; v9 flexible; v10
+current leader and node endpoints (tagged); v11 TRANSACTION_ABORTABLE (never answered here).
+"""
+
+from __future__ import annotations
+
+from kmeta.metadata.snapshot import MetadataSnapshot
+from kmeta.net.dispatch import NO_RESPONSE, NoResponse
+from kmeta.net.security.acl import AclOperation, ResourceType
+from kmeta.net.security.authorizer import allowed
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode, ProtocolError
+from kmeta.protocol.messages import produce as pr
+from kmeta.protocol.record_batch import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MAGIC_V2,
+    check_produce_records,
+)
+from kmeta.server.handlers.metadata import INTERNAL_TOPICS
+from kmeta.server.state import BrokerContext, BrokerRegistry
+
+MIN_VERSION = 3
+VALID_ACKS = (-1, 0, 1)
+_TRANSACTIONAL = 0x10
+
+
+#: a partition's outcome: its base offset, or the error (and its message)
+Outcome = tuple[ErrorCode, str | None] | int
+
+
+def _transactional(records: bytes | None) -> bool:
+    """``RequestUtils.hasTransactionalRecords``: the first batch says it is transactional."""
+    if records is None or len(records) <= 22 or records[16] != MAGIC_V2:
+        return False
+    return bool(records[22] & _TRANSACTIONAL)  # (attributes' low byte)
+
+
+def _partition_response(index: int, outcome: Outcome) -> pr.PartitionProduceResponse:
+    if isinstance(outcome, int):  # a base offset
+        return pr.PartitionProduceResponse(
+            index=index, error_code=0, base_offset=outcome, log_start_offset=0
+        )
+    error, message = outcome
+    return pr.PartitionProduceResponse(
+        index=index, error_code=error, base_offset=-1, error_message=message
+    )
+
+
+def _append(
+    ctx: BrokerContext,
+    snap: MetadataSnapshot,
+    acks: int,
+    topic: str,
+    index: int,
+    records: bytes | None,
+    version: int,
+) -> Outcome:
+    """One partition through ``ReplicaManager.appendRecords``: a base offset or the error."""
+    configs = snap.topic_configs.get(topic, {})
+    try:
+        max_bytes = int(configs.get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES))
+        min_isr = int(configs.get("min.insync.replicas", 1))
+    except ValueError:  # (the controller validates configs: not expected)
+        max_bytes, min_isr = DEFAULT_MAX_MESSAGE_BYTES, 1
+    checked = check_produce_records(version, records, max_bytes)
+    if checked.error != ErrorCode.NONE:
+        return checked.error, checked.message if version >= 8 else None
+    if acks not in VALID_ACKS:
+        return ErrorCode.INVALID_REQUIRED_ACKS, None
+    if topic in INTERNAL_TOPICS:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}"
+    state = snap.partition_states[topic][index]
+    if state.leader != ctx.state.broker_id:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+    if checked.transactional:
+        return ErrorCode.INVALID_TXN_STATE, None
+    if acks == -1 and len(state.isr) < min_isr:
+        return ErrorCode.NOT_ENOUGH_REPLICAS, None
+    offsets = ctx.state.log_end_offsets
+    base = offsets.get((topic, index), 0)
+    offsets[(topic, index)] = base + checked.record_count
+    return base
+
+
+def handle(ctx: BrokerContext, request: pr.ProduceRequest) -> pr.ProduceResponse | NoResponse:
+    snap: MetadataSnapshot = ctx.state.cache.snapshot
+    version: int = request.version
+    acks: int = request.acks
+    txn_id: str | None = request.transactional_id
+    outcomes: dict[tuple[str, int], Outcome]
+    if any(_transactional(p.records) for t in request.topic_data for p in t.partition_data) and (
+        txn_id is None
+        or not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+    ):
+        refused: Outcome = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+        outcomes = {
+            (t.name, p.index): refused for t in request.topic_data for p in t.partition_data
+        }
+    else:
+        outcomes = {}
+        for t in (
+            request.topic_data
+        ):  # (a partition named twice: the last one counts, as in Kafka's map)
+            write = allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, t.name)
+            partitions = snap.partition_states.get(t.name, {})
+            for p in t.partition_data:
+                outcome: Outcome
+                if not write:
+                    outcome = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+                elif p.index not in partitions:
+                    outcome = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                else:
+                    outcome = _append(ctx, snap, acks, t.name, p.index, p.records, version)
+                outcomes[(t.name, p.index)] = outcome
+    results = ctx.state.produce_results
+    for outcome in outcomes.values():
+        results["NONE" if isinstance(outcome, int) else outcome[0].name] += 1
+    if acks == 0:
+        failed = sorted(
+            f"{t}-{i}: {o[0].name}" for (t, i), o in outcomes.items() if not isinstance(o, int)
+        )
+        if failed:  # no response expected: closing tells the producer (KafkaApis does the same)
+            raise ProtocolError(
+                f"Produce with acks=0 failed ({', '.join(failed)}): closing the connection"
+            )
+        return NO_RESPONSE
+    return _response(ctx, snap, version, outcomes)
+
+
+def _response(
+    ctx: BrokerContext,
+    snap: MetadataSnapshot,
+    version: int,
+    outcomes: dict[tuple[str, int], Outcome],
+) -> pr.ProduceResponse:
+    by_topic: dict[str, list[pr.PartitionProduceResponse]] = {}
+    endpoints: dict[int, pr.NodeEndpoint] = {}
+    for (topic, index), outcome in outcomes.items():
+        response = _partition_response(index, outcome)
+        if version >= 10 and response.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            state = snap.partition_states[topic][index]  # (the cache's current leader)
+            response = response._replace(
+                current_leader=pr.LeaderIdAndEpoch(state.leader, state.leader_epoch)
+            )
+            node = snap.alive_nodes.get(state.leader, {}).get(ctx.listener)
+            if node is not None:
+                endpoints[node.id] = pr.NodeEndpoint(node.id, node.host, node.port, node.rack)
+        by_topic.setdefault(topic, []).append(response)
+    return pr.ProduceResponse(
+        version=version,
+        responses=tuple(
+            pr.TopicProduceResponse(name, tuple(parts)) for name, parts in by_topic.items()
+        ),
+        node_endpoints=tuple(endpoints[n] for n in sorted(endpoints)),
+    )
+
+
+def register(registry: BrokerRegistry) -> None:
+    registry.register(ApiKey.PRODUCE, handle, on_control=False, min_version=MIN_VERSION)
