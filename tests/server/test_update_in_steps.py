@@ -15,6 +15,7 @@ from typing import Any
 
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.server.broker import Broker
@@ -209,5 +210,49 @@ async def test_the_first_all_topics_answer_of_100k_partitions_is_encoded_in_step
     finally:
         writer.close()
         raw_writer.close()
+        client.close()
+        await broker.stop()
+
+
+async def test_a_100k_partition_leader_and_isr_is_applied_in_steps() -> None:
+    """Its answer too is encoded topic by topic as it goes (100k partition errors)."""
+    broker = await started()
+    assert broker.loop_lag is not None
+    parts = tuple(
+        lai.LeaderAndIsrPartitionState(partition_index=p, controller_epoch=1, leader=1 + p % 3,
+                                       leader_epoch=1, isr=BROKERS, partition_epoch=1, replicas=BROKERS)
+        for p in range(PER_TOPIC)
+    )  # fmt: skip
+    request = lai.LeaderAndIsrRequest(
+        version=7, controller_id=1, controller_epoch=1, type=2,
+        topic_states=tuple(lai.LeaderAndIsrTopicState(f"big-{t:03d}", uuid.UUID(int=t + 1), parts)
+                           for t in range(TOPICS)),
+    )  # fmt: skip
+    frame = encode_frame(request, 3)
+    client = await KafkaConnection.open("127.0.0.1", broker.port(PLAINTEXT))
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.port(CONTROL))
+    try:
+        await asyncio.sleep(0.1)
+        broker.loop_lag.max_cpu_s = 0.0
+        writer.write(frame)
+        answered = asyncio.ensure_future(read_frame(reader, 60))
+        probe = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="x"),))
+        others = 0
+        while not answered.done():
+            await client.request(probe, 10)
+            others += 1
+        held_ms = broker.loop_lag.max_cpu_s * 1000
+        assert others >= 3, others
+        assert held_ms < 100, f"the loop was held {held_ms:.0f} ms of CPU"
+        resp = lai.RESPONSE.decode(answered.result(), 7, 5)
+        assert resp.error_code == ErrorCode.NONE
+        assert [t.topic_id for t in resp.topics] == [uuid.UUID(int=t + 1) for t in range(TOPICS)]
+        assert {e.error_code for t in resp.topics for e in t.partition_errors} == {ErrorCode.NONE}
+        assert sum(len(t.partition_errors) for t in resp.topics) == TOPICS * PER_TOPIC
+        assert len(broker.state.replicas) == TOPICS * PER_TOPIC
+        assert broker.state.replicas[("big-007", 0)].role == "leader"  # (this is broker 1)
+        assert broker.state.replicas[("big-007", 1)].role == "follower"
+    finally:
+        writer.close()
         client.close()
         await broker.stop()

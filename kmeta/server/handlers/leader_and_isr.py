@@ -22,10 +22,12 @@ recovery state; v7 KRaft controller flag.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
+from collections.abc import Generator
+from typing import Any
 
+from kmeta.net.dispatch import EncodedPieces
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
@@ -42,6 +44,7 @@ from kmeta.server.state import (
     BrokerState,
     ReplicaState,
 )
+from kmeta.server.streamed import STEP_S, StreamedRequest, run, run_yielding
 
 
 def _grouped(
@@ -116,9 +119,61 @@ def _apply_topic(
         errors[key] = ErrorCode.NONE
 
 
-def handle(ctx: BrokerContext, request: lai.LeaderAndIsrRequest) -> lai.LeaderAndIsrResponse | asyncio.Task[lai.LeaderAndIsrResponse]:
-    """Applied now, or after a control request still being applied in steps."""
-    return in_turn(ctx.state.control_order, lambda: _apply(ctx, request))
+def read(frame: bytes, version: int, pos: int) -> Any:
+    """The registry's ``decode`` hook: v5+ read in steps (:mod:`kmeta.server.streamed`)."""
+    if version < 5:
+        return lai.REQUEST.decode(frame, version, pos)
+    return StreamedRequest.read(lai.REQUEST, "topic_states", frame, version, pos)
+
+
+def handle(ctx: BrokerContext, request: Any) -> Any:
+    """Applied now, or after a control request still being applied in steps; a large v5+
+    request is itself applied in steps (its answer encoded topic by topic as it goes)."""
+    order = ctx.state.control_order
+    if isinstance(request, StreamedRequest):
+        if order.busy or request.large:
+            return order.after(lambda: run_yielding(_apply_steps(ctx, request)))
+        return run(_apply_steps(ctx, request))
+    return in_turn(order, lambda: _apply(ctx, request))
+
+
+def _apply_steps(ctx: BrokerContext, request: StreamedRequest) -> Generator[None, None, Any]:
+    """:func:`_apply` of a streamed v5+ request, yielding between steps."""
+    state: BrokerState = ctx.state
+    start = time.monotonic()
+    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
+        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        error = state.fence(request.controller_epoch, request.broker_epoch)
+    if error != ErrorCode.NONE:
+        whole = request.decoded()
+        groups = _grouped(whole)
+        log_apply(ctx, whole, ApiKey.LEADER_AND_ISR, topics=[n for n, _, _ in groups],
+                  partitions=sum(len(p) for _, _, p in groups), start_s=start, error=error)  # fmt: skip
+        return refuse(whole, error)
+    splice = lai.RESPONSE.splice(request.version, "topics")
+    pieces: list[bytes] = []
+    names: list[str] = []
+    partitions = 0
+    end, deadline = request.first, time.monotonic() + STEP_S
+    for ts, after in request.topic_states():
+        end = after
+        errors: dict[tuple[str, int], int] = {}
+        name, parts = ts.topic_name, ts.partition_states
+        _apply_topic(state, name, ts.topic_id, parts, errors)
+        pieces.append(splice.element(lai.LeaderAndIsrTopicError(ts.topic_id, tuple(
+            lai.LeaderAndIsrPartitionError("", p.partition_index, errors[(name, p.partition_index)])
+            for p in parts
+        ))))  # fmt: skip
+        names.append(name)
+        partitions += len(parts)
+        if time.monotonic() >= deadline:
+            yield
+            deadline = time.monotonic() + STEP_S
+    request.rest(end)  # the fields after the topic states must read too
+    log_apply(ctx, request, ApiKey.LEADER_AND_ISR, topics=names, partitions=partitions,
+              start_s=start, error=error)  # fmt: skip
+    return EncodedPieces((splice.head(error_code=0), splice.count(len(pieces)), *pieces, splice.tail()))
 
 
 def _apply(ctx: BrokerContext, request: lai.LeaderAndIsrRequest) -> lai.LeaderAndIsrResponse:
@@ -149,4 +204,4 @@ def _apply(ctx: BrokerContext, request: lai.LeaderAndIsrRequest) -> lai.LeaderAn
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.LEADER_AND_ISR, handle, on_client=False, refuse=refuse)
+    registry.register(ApiKey.LEADER_AND_ISR, handle, on_client=False, refuse=refuse, decode=read)

@@ -33,9 +33,8 @@ and the Type tag (KIP-866).
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from typing import Any
 
 from kmeta.metadata.cache import FULL_UPDATE
@@ -46,71 +45,15 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.messages.update_metadata import UpdateMetadataResponse
-from kmeta.protocol.stream import Stream
 from kmeta.server.state import BrokerContext, BrokerRegistry, BrokerState
-
-#: a body at least this large is applied in steps that yield to the event loop
-SYNC_BELOW_BYTES = 256 * 1024
-#: the longest one step runs before it yields (one topic is never split)
-STEP_S = 0.02
-
-
-class StreamedUpdateMetadata:
-    """An UpdateMetadata v5+ whose fields before ``topic_states`` are read; the topic states
-    and the fields after them are read from ``frame`` as it is applied."""
-
-    __slots__ = ("count", "first", "frame", "head", "stream", "version")
-
-    def __init__(self, version: int, frame: bytes, stream: Stream, head: Any, count: int, first: int) -> None:
-        self.version = version
-        self.frame = frame
-        self.stream = stream
-        self.head = head
-        self.count = count  # topic states
-        self.first = first  # position of the first one
-
-    @property
-    def controller_id(self) -> int:
-        return int(self.head.controller_id)
-
-    @property
-    def controller_epoch(self) -> int:
-        return int(self.head.controller_epoch)
-
-    @property
-    def broker_epoch(self) -> int:
-        return int(self.head.broker_epoch)
-
-    @property
-    def large(self) -> bool:
-        return len(self.frame) - self.first >= SYNC_BELOW_BYTES
-
-    def topic_states(self) -> Iterator[tuple[Any, int]]:
-        """Each topic state with the position after it."""
-        return self.stream.elements(self.frame, self.first, self.count)
-
-    def rest(self, end: int) -> Any:
-        """The whole request record but its topic states (read from ``end``, after them)."""
-        tail = self.stream.tail(self.frame, end)
-        return um.REQUEST.cls(self.version, **self.head._asdict(), **tail._asdict())
-
-    def decoded(self) -> Any:
-        """The whole request, decoded at once (only for a request that is not applied)."""
-        end = self.first
-        states = []
-        for ts, after in self.topic_states():
-            states.append(ts)
-            end = after
-        return self.rest(end)._replace(topic_states=tuple(states))
+from kmeta.server.streamed import STEP_S, StreamedRequest, run, run_yielding
 
 
 def read(frame: bytes, version: int, pos: int) -> Any:
     """The registry's ``decode`` hook: v5+ read in steps, older versions decoded whole."""
     if version < 5:
         return um.REQUEST.decode(frame, version, pos)
-    stream = um.REQUEST.stream(version, "topic_states")
-    head, count, first = stream.head(frame, pos)
-    return StreamedUpdateMetadata(version, frame, stream, head, count, first)
+    return StreamedRequest.read(um.REQUEST, "topic_states", frame, version, pos)
 
 
 def partition_states(request: um.UpdateMetadataRequest) -> list[um.UpdateMetadataPartitionState]:
@@ -137,7 +80,7 @@ def _apply(ctx: BrokerContext, request: Any) -> Generator[None, None, Any]:
         error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     else:
         error = state.fence(request.controller_epoch, request.broker_epoch)
-    streamed = isinstance(request, StreamedUpdateMetadata)
+    streamed = isinstance(request, StreamedRequest)
     if error != ErrorCode.NONE:
         whole = request.decoded() if streamed else request
         names, partitions = topic_names(whole), len(partition_states(whole))
@@ -184,29 +127,12 @@ def _applied(state: BrokerState, request: Any, start: float) -> None:
     state.metadata_applied(request.version >= 8 and request.type == FULL_UPDATE)
 
 
-def _run(steps: Generator[None, None, Any]) -> Any:
-    try:
-        while True:
-            next(steps)
-    except StopIteration as done:
-        return done.value
-
-
-async def _run_yielding(steps: Generator[None, None, Any]) -> Any:
-    try:
-        while True:
-            next(steps)
-            await asyncio.sleep(0)
-    except StopIteration as done:
-        return done.value
-
-
 def handle(ctx: BrokerContext, request: Any) -> Any:
     state: BrokerState = ctx.state
     order = state.control_order
-    if order.busy or (isinstance(request, StreamedUpdateMetadata) and request.large):
-        return order.after(lambda: _run_yielding(_apply(ctx, request)))
-    return _run(_apply(ctx, request))
+    if order.busy or (isinstance(request, StreamedRequest) and request.large):
+        return order.after(lambda: run_yielding(_apply(ctx, request)))
+    return run(_apply(ctx, request))
 
 
 def register(registry: BrokerRegistry) -> None:
