@@ -16,6 +16,10 @@ same run: CreateTopics through a broker with no failover (``create_ms``). Every 
 topic is checked present and whole at the end (``lost``, ``partial``: must be empty), and
 every broker's epoch the same as before the first kill (``broker_epochs_changed``: 0).
 
+Bounded: every wait has its own limit, and the whole run stops at ``--time-limit-s`` (900 s
+by default) with a JSON error and exit status 1. The JSON states the session timeout and the
+load average before and after.
+
 Prints one JSON object. Example: python benchmarks/failover.py --partitions 10000 --rounds 10
 """
 
@@ -120,11 +124,21 @@ def _statuses(rig: Rig) -> list[dict[str, Any]]:
     return out
 
 
+#: the whole run's deadline (--time-limit-s): every wait stops there at the latest
+_deadline = float("inf")
+
+
+def _check_deadline(what: str) -> None:
+    if time.monotonic() > _deadline:
+        raise TimeoutError(f"--time-limit-s reached during: {what}")
+
+
 def _until(cond: Any, timeout_s: float, what: str) -> float:
     t0 = time.monotonic()
     while not cond():
         if time.monotonic() - t0 > timeout_s:
             raise TimeoutError(what)
+        _check_deadline(what)
         time.sleep(0.01)
     return time.monotonic()
 
@@ -135,6 +149,7 @@ def run(partitions: int, rounds: int, zk_session_ms: int, keep: Path | None = No
         zk = LocalZooKeeper(tmp / "zookeeper")
         zk.start()
         rig = Rig(tmp, zk, zk_session_ms)
+        load_before = os.getloadavg()[0]
         try:
             for node in CONTROLLERS:
                 rig.start_controller(node)
@@ -147,6 +162,7 @@ def run(partitions: int, rounds: int, zk_session_ms: int, keep: Path | None = No
             acked: dict[str, int] = {}
             t0 = time.monotonic()
             for i in range(0, partitions, 1000):
+                _check_deadline("creating the partitions")
                 name = f"load-{i // 1000}"
                 if rig.create(name, min(1000, partitions - i)) is None:
                     acked[name] = min(1000, partitions - i)
@@ -179,6 +195,7 @@ def run(partitions: int, rounds: int, zk_session_ms: int, keep: Path | None = No
                 errors: list[str] = []
                 while (error := rig.create(name, 1, timeout_s=10)) is not None:
                     errors.append(error)
+                    _check_deadline("the first create after a failover")
                     if time.monotonic() - killed > 120:
                         raise TimeoutError(f"no CreateTopics acknowledged after the failover: {errors}")
                 acked[name] = 1
@@ -198,6 +215,7 @@ def run(partitions: int, rounds: int, zk_session_ms: int, keep: Path | None = No
             }
             return {
                 "benchmark": "failover",
+                "load_avg_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
                 "partitions": partitions,
                 "rounds": rounds,
                 "zk_session_timeout_ms": zk_session_ms,
@@ -227,12 +245,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--zk-session-timeout-ms", type=int, default=4000)
     parser.add_argument("--json", default=None, help="Also write the result here.")
+    parser.add_argument(
+        "--time-limit-s", type=float, default=900.0,
+        help="Stop (with an error, exit 1) once the run has taken this long.",
+    )  # fmt: skip
     parser.add_argument("--keep-dir", default=None, help="Run in this directory and keep its logs.")
     args = parser.parse_args()
+    global _deadline
+    _deadline = time.monotonic() + args.time_limit_s
     keep = Path(args.keep_dir) if args.keep_dir else None
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-    result = run(args.partitions, args.rounds, args.zk_session_timeout_ms, keep)
+    try:
+        result = run(args.partitions, args.rounds, args.zk_session_timeout_ms, keep)
+    except TimeoutError as exc:  # bounded: say what did not finish, as JSON
+        print(json.dumps({"benchmark": "failover", "partitions": args.partitions,
+                          "error": f"timed out: {exc}"}))  # fmt: skip
+        sys.exit(1)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
