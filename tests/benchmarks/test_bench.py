@@ -173,7 +173,11 @@ def test_fixture_scenario_times_kmeta_and_the_librdkafka_mock(tmp_path: Path) ->
     assert 0 < result["kmeta"]["ready_s"] < 30
     assert 0 <= result["kmeta"]["teardown_s"] < 5
     phases = result["kmeta"]["phases_ms"]
-    assert set(phases) == {"start_to_listening_ms", "listening_to_registered_ms", "registered_to_ready_ms"}
+    assert set(phases) == {
+        "start_to_listening_ms",
+        "listening_to_registered_ms",
+        "registered_to_ready_ms",
+    }
     assert all(v >= 0 for v in phases.values())
     assert result["import_kmeta_cli_broker"]["cpu_s"] > 0
     assert all(r["load_average_1m"] >= 0 for r in result["every_run"])
@@ -232,7 +236,12 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
     assert "## Scale: N partitions from creation to restart" in text
     assert "| 3,000 |" in text
     assert "create: loop stall max, broker-1 (ms)" in text
-    for png in ("scale_times.png", "scale_memory.png", "scale_metadata.png", "scale_during_apply.png"):
+    for png in (
+        "scale_times.png",
+        "scale_memory.png",
+        "scale_metadata.png",
+        "scale_during_apply.png",
+    ):
         png_path = tmp_path / "benchmarks" / "charts" / png
         assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -269,3 +278,31 @@ def test_scale_phase_that_runs_out_is_recorded_and_the_run_stops() -> None:
     assert size["create"] == {"timed_out_after_s": 0.05}
     assert "broker_restart" not in size
     assert "controller_restart" not in size
+
+
+def _failover(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kmeta", "bench", "failover", *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_failover_scenario_times_each_step_and_loses_nothing() -> None:
+    proc = _failover("--partitions", "2000", "--rounds", "1", "--zk-session-timeout-ms", "3000")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout[proc.stdout.index("{") :])
+    assert (doc["partitions"], doc["rounds"], doc["zk_session_timeout_ms"]) == (2000, 1, 3000)
+    a, b, c = (
+        doc[f"{k}_ms_p50"] for k in ("standby_active", "brokers_new_epoch", "first_create_acked")
+    )
+    assert 0 < a <= b <= c
+    assert (doc["lost"], doc["partial"], doc["broker_epochs_changed"]) == ([], [], 0)
+    assert len(doc["load_avg_before_after"]) == 2
+
+
+def test_failover_scenario_is_bounded_in_time() -> None:
+    proc = _failover("--partitions", "2000", "--rounds", "1", "--time-limit-s", "0.5")
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["error"].startswith(
+        "timed out: --time-limit-s reached"
+    )
