@@ -56,7 +56,7 @@ class Quorum:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.cluster_id = "quorum-test-cluster"
         self.zkc = KazooClient(hosts=zk.connect_string)
-        self.zkc.start(timeout=10)
+        self.zkc.start(timeout=30)  # (a loaded machine: the JVM has only just started)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         with (self.tmp / f"{name}.log").open("ab") as out:
