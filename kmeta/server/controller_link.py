@@ -144,6 +144,7 @@ class ControllerLink:
         self.registered = asyncio.Event()
         self._conn: KafkaConnection | None = None
         self._admin_conn: KafkaConnection | None = None
+        self._admin_at = 0  # the endpoint _admin_conn is to
         #: api key -> versions the controller serves (ApiVersions of the current connection)
         self.controller_versions: dict[int, range] = {}
         self._admin_versions: dict[int, range] = {}
@@ -183,8 +184,11 @@ class ControllerLink:
         brokers do with their bootstrap list). The session is claimed again there: same
         incarnation, same epoch (it survives a failover)."""
         if len(self.endpoints) > 1:
-            self._at = (self._at + 1) % len(self.endpoints)
-            if self._admin_conn is not None:
+            left, self._at = self._at, (self._at + 1) % len(self.endpoints)
+            # forwarding leaves that controller too; not another one _open_admin found (the
+            # active one): closing that could cut a request in flight, which the controller
+            # applies while the client is told NOT_CONTROLLER
+            if self._admin_conn is not None and self._admin_at == left:
                 self._admin_conn.close()
                 self._admin_conn = None
 
@@ -353,11 +357,15 @@ class ControllerLink:
         that (a Kafka broker's forwarding also waits for the new controller)."""
         failed: BaseException | None = None
         for k in range(len(self.endpoints)):
-            host, port = self.endpoints[(self._at + k) % len(self.endpoints)]
+            at = (self._at + k) % len(self.endpoints)
+            host, port = self.endpoints[at]
             try:
-                return await _open(host, port, self.client_id, self._ssl, self._sasl)
+                opened = await _open(host, port, self.client_id, self._ssl, self._sasl)
             except _NET_ERRORS as exc:
                 failed = exc
+                continue
+            self._admin_at = at
+            return opened
         assert failed is not None
         raise failed
 
