@@ -216,6 +216,11 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
         restart = s["broker_restart"]
         assert restart["session_timeout_ms"] == 1000
         assert 0 < restart["restart_to_listening_s"] <= restart["restart_to_serving_s"]
+        # the new process registers once the old session ended, then gets served
+        assert 0 < restart["restart_to_registered_s"] <= restart["restart_to_serving_s"]
+        assert restart["registered_to_serving_s"] == pytest.approx(
+            restart["restart_to_serving_s"] - restart["restart_to_registered_s"], abs=0.002
+        )
         ctl = s["controller_restart"]
         assert ctl["settled_before_kill_s"] >= 0
         assert ctl["first_create_acked_s"] > 0
