@@ -3,6 +3,7 @@ record batches built by kafka-python's encoder (an independent implementation of
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import warnings
 
@@ -17,6 +18,7 @@ from kmeta.net.security.acl import AclBinding, AclOperation, ResourceType
 from kmeta.net.security.authorizer import AclSet, AuthorizerConfig, parse_super_users
 from kmeta.net.security.principal import KafkaPrincipal
 from kmeta.protocol.errors import ErrorCode as E
+from kmeta.protocol.framing import FrameSplitter
 from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import produce as pr
@@ -147,6 +149,20 @@ async def test_min_insync_replicas_with_acks_all() -> None:
     assert only(pair.request(produce("orders", 0, batch(), acks=1))).error_code == 0  # acks=1 does not wait for the ISR
 
 
+async def checked_off_loop(pair: ConnectionPair, request: pr.ProduceRequest) -> pr.ProduceResponse:
+    """A request large enough to have its records checked in a worker thread: answered later."""
+    before = len(pair.transport.written)
+    pair.server.data_received(pair.encode(request))
+    assert len(pair.transport.written) == before  # not answered on the spot
+    for _ in range(1000):
+        if len(pair.transport.written) > before:
+            break
+        await asyncio.sleep(0.01)
+    splitter = FrameSplitter()
+    [answer] = [f for chunk in pair.transport.written[before:] for f in splitter.feed(chunk)]
+    return pair.decode(request, answer)
+
+
 def _bad_batches() -> list[tuple[str, bytes | None, E]]:
     good = batch(3)
     flipped = bytearray(good)
@@ -180,9 +196,15 @@ async def test_sizes_and_compression_by_version() -> None:
     big_batch.append(0, timestamp=None, key=None, value=b"x" * 1_100_000, headers=[])
     too_large = bytes(big_batch.build())
     pair = ConnectionPair(state_with_topics(), modules=WITH_PRODUCE)
-    answer = only(pair.request(produce("orders", 0, too_large)))
+    answer = only(await checked_off_loop(pair, produce("orders", 0, too_large)))
     assert answer.error_code == E.MESSAGE_TOO_LARGE
     assert "exceeds the maximum configured value of 1048588" in (answer.error_message or "")
+    large = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 22)
+    for i in range(4):
+        large.append(i, timestamp=None, key=None, value=b"y" * 50_000, headers=[])
+    accepted = only(await checked_off_loop(pair, produce("orders", 0, bytes(large.build()))))
+    assert (accepted.error_code, accepted.base_offset) == (0, 0)
+    assert only(pair.request(produce("orders", 0, batch(1)))).base_offset == 4
     zstd = recrc(big[:22] + bytes([big[22] | 4]) + big[23:])  # attributes say zstd
     assert check_produce_records(6, zstd).error == E.UNSUPPORTED_COMPRESSION_TYPE
     assert check_produce_records(7, zstd).error == E.NONE  # (not decompressed: the CRC vouches)

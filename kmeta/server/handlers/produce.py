@@ -41,6 +41,9 @@ current leader and node endpoints (tagged); v11 TRANSACTION_ABORTABLE (never ans
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import NO_RESPONSE, NoResponse
 from kmeta.net.security.acl import AclOperation, ResourceType
@@ -51,6 +54,7 @@ from kmeta.protocol.messages import produce as pr
 from kmeta.protocol.record_batch import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAGIC_V2,
+    RecordsChecked,
     check_produce_records,
 )
 from kmeta.server.handlers.metadata import INTERNAL_TOPICS
@@ -58,6 +62,8 @@ from kmeta.server.state import BrokerContext, BrokerRegistry
 
 MIN_VERSION = 3
 VALID_ACKS = (-1, 0, 1)
+#: records up to this size are checked on the event loop (~10 ms of CRC-32C at worst)
+INLINE_CHECK_BYTES = 32 * 1024
 _TRANSACTIONAL = 0x10
 
 
@@ -83,23 +89,33 @@ def _partition_response(index: int, outcome: Outcome) -> pr.PartitionProduceResp
     )
 
 
-def _append(
-    ctx: BrokerContext,
-    snap: MetadataSnapshot,
-    acks: int,
-    topic: str,
-    index: int,
-    records: bytes | None,
-    version: int,
-) -> Outcome:
-    """One partition through ``ReplicaManager.appendRecords``: a base offset or the error."""
+def _limits(snap: MetadataSnapshot, topic: str) -> tuple[int, int]:
+    """The topic's max.message.bytes and min.insync.replicas (its overrides, else Kafka's)."""
     configs = snap.topic_configs.get(topic, {})
     try:
-        max_bytes = int(configs.get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES))
-        min_isr = int(configs.get("min.insync.replicas", 1))
+        return (
+            int(configs.get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES)),
+            int(configs.get("min.insync.replicas", 1)),
+        )
     except ValueError:  # (the controller validates configs: not expected)
-        max_bytes, min_isr = DEFAULT_MAX_MESSAGE_BYTES, 1
-    checked = check_produce_records(version, records, max_bytes)
+        return DEFAULT_MAX_MESSAGE_BYTES, 1
+
+
+def _check_all(snap: MetadataSnapshot, request: pr.ProduceRequest) -> list[RecordsChecked]:
+    """Every partition's records checked (CRC included), in the request's order: pure, so a
+    large request is checked in a worker thread."""
+    return [
+        check_produce_records(request.version, p.records, _limits(snap, t.name)[0])
+        for t in request.topic_data
+        for p in t.partition_data
+    ]
+
+
+def _append(
+    ctx: BrokerContext, snap: MetadataSnapshot, acks: int, topic: str, index: int,
+    checked: RecordsChecked, version: int,
+) -> Outcome:  # fmt: skip
+    """One partition through ``ReplicaManager.appendRecords``: a base offset or the error."""
     if checked.error != ErrorCode.NONE:
         return checked.error, checked.message if version >= 8 else None
     if acks not in VALID_ACKS:
@@ -111,7 +127,7 @@ def _append(
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
     if checked.transactional:
         return ErrorCode.INVALID_TXN_STATE, None
-    if acks == -1 and len(state.isr) < min_isr:
+    if acks == -1 and len(state.isr) < _limits(snap, topic)[1]:
         return ErrorCode.NOT_ENOUGH_REPLICAS, None
     offsets = ctx.state.log_end_offsets
     base = offsets.get((topic, index), 0)
@@ -119,8 +135,29 @@ def _append(
     return base
 
 
-def handle(ctx: BrokerContext, request: pr.ProduceRequest) -> pr.ProduceResponse | NoResponse:
+def handle(
+    ctx: BrokerContext, request: pr.ProduceRequest
+) -> pr.ProduceResponse | NoResponse | Awaitable[pr.ProduceResponse | NoResponse]:
+    """Small requests at once; larger ones have their records checked in a worker thread
+    (a pure-Python CRC-32C runs at a few MB/s), so the event loop keeps serving meanwhile."""
     snap: MetadataSnapshot = ctx.state.cache.snapshot
+    size = sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)
+    if size <= INLINE_CHECK_BYTES:
+        return _answer(ctx, request, snap, _check_all(snap, request))
+    return _answer_checked_off_loop(ctx, request, snap)
+
+
+async def _answer_checked_off_loop(
+    ctx: BrokerContext, request: pr.ProduceRequest, snap: MetadataSnapshot
+) -> pr.ProduceResponse | NoResponse:
+    checks = await asyncio.to_thread(_check_all, snap, request)
+    return _answer(ctx, request, snap, checks)
+
+
+def _answer(
+    ctx: BrokerContext, request: pr.ProduceRequest, snap: MetadataSnapshot,
+    checks: list[RecordsChecked],
+) -> pr.ProduceResponse | NoResponse:  # fmt: skip
     version: int = request.version
     acks: int = request.acks
     txn_id: str | None = request.transactional_id
@@ -135,19 +172,20 @@ def handle(ctx: BrokerContext, request: pr.ProduceRequest) -> pr.ProduceResponse
         }
     else:
         outcomes = {}
-        for t in (
-            request.topic_data
-        ):  # (a partition named twice: the last one counts, as in Kafka's map)
+        checked = iter(checks)
+        # (a partition named twice: the last one counts, as in Kafka's map)
+        for t in request.topic_data:
             write = allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, t.name)
             partitions = snap.partition_states.get(t.name, {})
             for p in t.partition_data:
+                check = next(checked)
                 outcome: Outcome
                 if not write:
                     outcome = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
                 elif p.index not in partitions:
                     outcome = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
                 else:
-                    outcome = _append(ctx, snap, acks, t.name, p.index, p.records, version)
+                    outcome = _append(ctx, snap, acks, t.name, p.index, check, version)
                 outcomes[(t.name, p.index)] = outcome
     results = ctx.state.produce_results
     for outcome in outcomes.values():
