@@ -12,8 +12,9 @@ may be shared):
   own: Python and JVM start, session, jobs, output), unless --no-end-to-end;
 * ``fixed_cost_s``: session start to the end of a first (trivial) job, in this process: what
   every run pays whatever its size;
-* ``plan_s`` on the warm session, rows/second overall and per stage, and the ratio to a
-  baseline measured in the same run (a Spark scan + count of the same file);
+* ``plan_s`` on the warm session, rows/second overall and per stage, the Spark jobs it ran
+  (``plan_spark_jobs``), and the ratio to a baseline measured in the same run (a Spark scan +
+  count of the same file);
 * the planted-defect assignments (planted.py, 200x8 and 2000x8 rows by default): their time and
   whether every count came out exactly as planted (``planted_exact``); the script exits 1 if not.
 """
@@ -155,7 +156,10 @@ def main() -> None:
             _, baseline = _timed(lambda: spark.read.parquet(str(source)).count())
             brokers = tuple(BrokerSpec(i, f"rack-{i % 3}") for i in range(args.brokers))
             config = PlanConfig(str(source), "parquet", brokers, str(work / "out"))
+            spark.sparkContext.setJobGroup("plan", "the timed plan")
             summary, plan = _timed(lambda: run_plan(spark, config))
+            plan_jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup("plan"))
+            spark.sparkContext.setJobGroup("planted", "the planted-defect runs")
             planted = planted_runs(spark, work, [s for s in args.planted.split(",") if s])
         finally:
             spark.stop()
@@ -179,6 +183,7 @@ def main() -> None:
         "baseline_scan_count_s": baseline["s"],
         "plan_s": plan_s,
         "plan": plan,
+        "plan_spark_jobs": plan_jobs,
         "rows_per_s": round(rows / plan_s),
         "plan_vs_baseline_scan": round(plan_s / baseline["s"], 1),
         "stage_seconds": summary["stage_seconds"],

@@ -278,11 +278,12 @@ def plan_client_await(a: argparse.Namespace) -> Plan:
 
 
 def plan_pipeline_plan(a: argparse.Namespace) -> Plan:
-    partitions = a.partitions[0] if a.partitions else 200_000
+    # the same command as `benchmarks/pipeline_plan.py --partitions 1000000` (its defaults)
+    partitions = a.partitions[0] if a.partitions else 1_000_000
     args = ("--partitions", str(partitions), "--master", "local[2]")
     steps = repeated(
         "pipeline_plan.py",
-        30 + partitions / 20_000,
+        60 + partitions / 10_000,
         a.repeat,
         lambda: common.run_script("pipeline_plan.py", *args),
     )
@@ -392,7 +393,7 @@ def parser() -> argparse.ArgumentParser:
         "--partitions",
         type=ints,
         default=None,
-        help="pipeline-plan: partitions (default 200000); scale: comma list (default 10000)",
+        help="pipeline-plan: partitions (default 1000000); scale: comma list (default 10000)",
     )
     ap.add_argument(
         "--session-timeout-ms",

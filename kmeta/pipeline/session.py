@@ -27,7 +27,11 @@ DEFAULT_SHUFFLE_PARTITIONS = 8
 #: the client JIT only: a job of seconds spends much of its CPU compiling Spark's own classes
 #: with C2. Measured on 2 shared cores (load average 5-7, so noisy): session start 15-21 s ->
 #: 7 s and first job 7-15 s -> 5-7 s; a 300k-row plan 58 s -> 36 s (benchmarks/pipeline_plan.py)
-DRIVER_JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+#: Without C2 the JVM reserves only 48 MB for compiled code, which Spark's generated classes
+#: fill within a few plans of 200k rows: the JVM then stops compiling ("CodeCache is full.
+#: Compiler has been disabled") and everything after runs interpreted, several times slower.
+#: 240 MB is what the JVM reserves with C2.
+DRIVER_JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 # Errors only, on stderr: Spark's INFO/WARN chatter would bury the job's own output. A failed
 # task is not logged (its stack trace twice over): the failure reaches the driver as the job's
