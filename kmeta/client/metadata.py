@@ -387,7 +387,8 @@ class Metadata:
             event = self._changed
             # on timeout, loop to re-check: the raise above names the caller's full timeout
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await event.wait()
 
     def close(self) -> None:
         self._closed = True

@@ -233,7 +233,8 @@ class NetworkClient:
         self, conn: KafkaConnection, future: asyncio.Future[Any], progress: _InProgress
     ) -> None:
         try:
-            response = await asyncio.wait_for(future, self.config.request_timeout_ms / 1000)
+            async with asyncio.timeout(self.config.request_timeout_ms / 1000):
+                response = await future
         except TimeoutError as exc:
             self.last_error = exc
             conn.close()  # an in-order stream cannot skip the late answer; triggers an update
@@ -369,4 +370,5 @@ class NetworkClient:
                 timeout_ms = self.config.retry_backoff_max_ms
             timeout_ms = min(max(timeout_ms, 1), _MAX_POLL_MS)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout_ms / 1000)
+                async with asyncio.timeout(timeout_ms / 1000):
+                    await self._wake.wait()

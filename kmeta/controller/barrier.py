@@ -60,7 +60,8 @@ class Barrier:
 
     async def wait(self, timeout_s: float) -> bool:
         try:
-            await asyncio.wait_for(asyncio.shield(self.done), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await asyncio.shield(self.done)
             return True
         except TimeoutError:
             self._registry.discard(self)

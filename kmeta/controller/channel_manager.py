@@ -206,11 +206,12 @@ class _BrokerChannel:
                 if first:
                     owner._sent(self.broker_id, item, sent_at)
                     first = False
-                return await asyncio.wait_for(future, owner.request_timeout_s)
+                async with asyncio.timeout(owner.request_timeout_s):
+                    return await future
             except (OSError, ConnectionError, TimeoutError, ProtocolError) as exc:
                 if self.task is None:
-                    # stop() cancelled us and closed the connection; on Python 3.11 wait_for
-                    # can surface the close instead of the cancel, which must not be retried.
+                    # stop() cancelled us and closed the connection; the close can win the race
+                    # with the cancel and surface instead of it, which must not be retried.
                     raise asyncio.CancelledError from exc
                 owner.metrics.send_failures.labels(str(self.broker_id)).inc()
                 log.debug("send to broker %d failed (%r); retrying", self.broker_id, exc)

@@ -182,6 +182,7 @@ class FaultInjector:
                 counted = "delayed"
                 self.counts[broker_id, counted] += 1
             try:
-                await asyncio.wait_for(changed.wait(), wait_s)
+                async with asyncio.timeout(wait_s):
+                    await changed.wait()
             except TimeoutError:
                 return True

@@ -334,7 +334,8 @@ class ReassignmentManager:
                 delay = min(self._due.values()) - now if self._due else None
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
                 continue
             due = [tp for tp, when in self._due.items() if when <= now]
             for tp in due:

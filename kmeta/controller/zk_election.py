@@ -109,7 +109,8 @@ class ControllerElection:
             # wait for /controller to go (or the session to change), bounded: a watch is
             # lost with a connection
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout=1.0)
+                async with asyncio.timeout(1.0):
+                    await self._changed.wait()
 
     def _watch(self, event: WatchedEvent) -> None:
         if self._loop is not None:

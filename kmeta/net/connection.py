@@ -182,7 +182,8 @@ class KafkaConnection(asyncio.Protocol):
         """Send and await the response; a timeout closes the connection (the stream is in order)."""
         future = self.send(request)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(future)
         except TimeoutError:
             self._fail(TimeoutError(f"request timed out after {timeout_s:.3f} s"))
             raise

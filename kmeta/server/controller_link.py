@@ -62,7 +62,8 @@ async def _call(conn: KafkaConnection, request: Any) -> Any:
     """Send and await; a timeout closes the connection. Cancelling leaves no orphan future."""
     future = conn.send(request)
     try:
-        return await asyncio.wait_for(future, REQUEST_TIMEOUT_S)
+        async with asyncio.timeout(REQUEST_TIMEOUT_S):
+            return await future
     except TimeoutError:
         conn.close()
         raise
@@ -344,7 +345,8 @@ class ControllerLink:
                 )
             future = conn.send(request)
         try:
-            return await asyncio.wait_for(future, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await future
         except TimeoutError:
             conn.close()
             raise
