@@ -279,6 +279,7 @@ def ready_info(cfg: ClusterConfig, data_dir: Path) -> dict[str, object]:
         "controller": f"{cfg.host}:{cfg.controller_port}",
         "controller_metrics_port": cfg.controller_metrics_port if cfg.metrics else None,
         "security_protocol": cfg.client_listener,
+        "accept_produce": cfg.accept_produce,
         **(_secure_info(data_dir) if cfg.secure else {}),
         "cluster_id": cluster_id_of(data_dir),
         "data_dir": str(data_dir),
@@ -557,6 +558,12 @@ def cluster_group() -> None:
     help="Client listeners SASL_PLAINTEXT with an admin user (SCRAM-SHA-512) whose "
     "credential is written to the data dir and printed.",
 )
+@click.option(
+    "--accept-produce",
+    is_flag=True,
+    help="Brokers serve Produce: records are checked and acknowledged as a Kafka leader "
+    "would, then discarded (for testing producers; see kmeta broker --accept-produce).",
+)
 def up_command(
     brokers: int,
     controllers: int,
@@ -574,6 +581,7 @@ def up_command(
     exit_after: float | None,
     open_control_plane: bool,
     secure: bool,
+    accept_produce: bool,
 ) -> None:
     """Start a controller (or a quorum of them) and N brokers; print the bootstrap address;
     Ctrl-C stops them."""
@@ -600,6 +608,7 @@ def up_command(
             metrics=metrics,
             closed=not open_control_plane or secure,
             secure=secure,
+            accept_produce=accept_produce,
         ),
         ready_file=Path(ready_file) if ready_file else None,
         exit_after_s=exit_after,

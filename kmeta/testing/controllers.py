@@ -15,16 +15,20 @@ import os
 import signal
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kmeta.cli.status import from_zookeeper
+from kmeta.protocol.errors import ErrorCode
 from kmeta.testing.processes import SINGLE_CONTROLLER_ID, ClusterProcesses, run_sync
-from kmeta.testing.requests import BrokerView, fetch_view, unsettled
+from kmeta.testing.requests import BrokerView, KafkaRequestError, fetch_view, unsettled
 
 #: how long a read of ZooKeeper's view may take
 _ZK_TIMEOUT_S = 5.0
+#: how long the handle retries NOT_CONTROLLER in a quorum (Kafka's default.api.timeout.ms is 60 s)
+_NOT_CONTROLLER_RETRY_S = 15.0
+T = TypeVar("T")
 
 
 class ClusterControllers(ClusterProcesses):
@@ -178,6 +182,26 @@ class ClusterControllers(ClusterProcesses):
             10,
             f"the controller did not apply the faults {self._faults}",
         )
+
+    def _admin(self, fn: Callable[..., Awaitable[T]], *args: object) -> T:
+        """An admin request through a live broker. In a quorum, NOT_CONTROLLER while a
+        controller runs (a failover, or a broker not yet connected to the new active one) is
+        retried for up to ``_NOT_CONTROLLER_RETRY_S``, as Kafka's admin client retries it."""
+        live = self.live_brokers
+        if not live:
+            raise RuntimeError("no broker is running")
+        security = self.security
+        deadline = time.monotonic() + _NOT_CONTROLLER_RETRY_S
+        while True:
+            try:
+                return run_sync(lambda: fn(self.address(live[0]), security, *args))
+            except KafkaRequestError as exc:
+                running = any(self.running(n) for n in self.controller_names)
+                if exc.code != ErrorCode.NOT_CONTROLLER or not self._base.quorum or not running:
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
 
     # -- what brokers serve, and convergence --------------------------------------------------------
     def metadata(self, broker_id: int) -> BrokerView:

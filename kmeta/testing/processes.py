@@ -19,7 +19,6 @@ import ssl as ssl_module
 import subprocess
 import tempfile
 import threading
-import time
 import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -29,16 +28,13 @@ from kmeta.cli.cluster import ADMIN_USER, ClusterConfig, broker_argv, controller
 from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
 from kmeta.cli.zookeeper import LocalZooKeeper
 from kmeta.net.security.sasl_client import ClientCredential, read_credential_file
-from kmeta.protocol.errors import ErrorCode
-from kmeta.testing.requests import ClientSecurity, KafkaRequestError
+from kmeta.testing.requests import ClientSecurity
 
 T = TypeVar("T")
 
 #: a daemon that lost the race for its OS-picked port: start again on new ports
 _PORT_TAKEN = "address already in use"
 _START_ATTEMPTS = 3
-#: how long the handle retries NOT_CONTROLLER in a quorum (Kafka's default.api.timeout.ms is 60 s)
-_NOT_CONTROLLER_RETRY_S = 15.0
 #: log lines of each daemon in the error of a failed start
 _LOG_LINES = 20
 #: the local ZooKeeper of a controller quorum, among the daemons (killed with them)
@@ -284,26 +280,6 @@ class ClusterProcesses:
         return ClientSecurity(self._ssl, self.sasl_credential)
 
     # -- internals -------------------------------------------------------------------------------
-    def _admin(self, fn: Callable[..., Awaitable[T]], *args: object) -> T:
-        """An admin request through a live broker. In a quorum, NOT_CONTROLLER while a
-        controller runs (a failover, or a broker not yet connected to the new active one) is
-        retried for up to ``_NOT_CONTROLLER_RETRY_S``, as Kafka's admin client retries it."""
-        live = self.live_brokers
-        if not live:
-            raise RuntimeError("no broker is running")
-        security = self.security
-        deadline = time.monotonic() + _NOT_CONTROLLER_RETRY_S
-        while True:
-            try:
-                return run_sync(lambda: fn(self.address(live[0]), security, *args))
-            except KafkaRequestError as exc:
-                running = any(self.running(n) for n in self.controller_names)
-                if exc.code != ErrorCode.NOT_CONTROLLER or not self._base.quorum or not running:
-                    raise
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(0.1)
-
     def _check_id(self, broker_id: int) -> int:
         if broker_id not in self.broker_ids:
             raise ValueError(f"no broker {broker_id}: brokers are {self.broker_ids}")

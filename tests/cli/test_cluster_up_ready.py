@@ -63,6 +63,7 @@ def test_ready_file_describes_a_serving_cluster_and_goes_with_it(tmp_path: Path)
         assert [b["metrics_port"] for b in info["brokers"]] == [base + 200, base + 201, base + 202]
         assert info["data_dir"] == str(tmp_path / "data")
         assert info["cluster_id"] == (tmp_path / "data" / "cluster.id").read_text().strip()
+        assert info["accept_produce"] is False
         # already serving when the file appears: any client sees the whole cluster at once
         md = AdminClient({"bootstrap.servers": info["bootstrap_servers"]}).list_topics(timeout=5)
         assert sorted(md.brokers) == [1, 2, 3]
@@ -97,3 +98,31 @@ def test_exit_after_bounds_the_cluster_life(tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert "--exit-after" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_accept_produce_lets_a_producer_deliver(tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    ready = tmp_path / "ready.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kmeta", "cluster", "up", "--brokers", "1", "--accept-produce",
+         "--base-port", str(_free_base_port(1)), "--data-dir", str(tmp_path / "data"),
+         "--ready-file", str(ready), "--exit-after", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        info = _wait_file(ready, proc, 30)
+        assert info["accept_produce"] is True
+        admin = AdminClient({"bootstrap.servers": info["bootstrap_servers"]})
+        admin.create_topics([NewTopic("events", 1, 1)])["events"].result(timeout=15)
+        reports: list[tuple[object, int]] = []
+        producer = Producer({"bootstrap.servers": info["bootstrap_servers"], "acks": "all"})
+        for i in range(5):
+            producer.produce("events", b"e-%d" % i, on_delivery=lambda e, m: reports.append((e, m.offset())))
+        assert producer.flush(15) == 0
+        assert reports == [(None, i) for i in range(5)]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
