@@ -173,12 +173,18 @@ class BrokerLifecycleManager:
             grown: dict[TopicPartitionKey, PartitionRegistration] = {}
             lair: list[tuple[Iterable[int], TopicPartitionKey, bool]] = []
             moved: list[TopicPartitionKey] = []
+            # few distinct states (equal ones are shared): each rejoined once per slice
+            rejoined: dict[PartitionRegistration, PartitionRegistration] = {}
             for info in infos:
                 for p, st in info.partitions.items():
                     if broker_id not in st.replicas:
                         continue
                     tp = (info.name, p)
-                    new = add_replica(st, broker_id, alive)
+                    new = rejoined.get(st)
+                    if new is None:
+                        new = rejoined[st] = add_replica(st, broker_id, alive)
+                    if new == st:  # (unchanged, maybe computed for an equal state)
+                        new = st
                     if new is not st:
                         grown[tp] = new
                     if new is not st or tp in changed:
@@ -313,10 +319,14 @@ class BrokerLifecycleManager:
 
         def each(infos: list[TopicInfo]) -> None:
             changed: dict[TopicPartitionKey, PartitionRegistration] = {}
+            shrunk: dict[PartitionRegistration, PartitionRegistration] = {}  # (as rejoined)
             for info in infos:
                 for p, st in info.partitions.items():
                     if broker_id in st.replicas:
-                        changed[(info.name, p)] = remove_replicas(st, gone)
+                        new = shrunk.get(st)
+                        if new is None:
+                            new = shrunk[st] = remove_replicas(st, gone)
+                        changed[(info.name, p)] = new
             if changed:
                 with self.host.store.transaction():
                     self.host.persist_partitions(changed)
