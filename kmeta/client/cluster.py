@@ -11,10 +11,10 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 from kmeta.metadata.model import Node, TopicPartition
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.types import ZERO_UUID
 
 
@@ -48,7 +48,7 @@ class PartitionInfo:
         )
 
 
-def partition_from_response(topic: str, p: Any) -> PartitionInfo:
+def partition_from_response(topic: str, p: md.MetadataResponsePartition) -> PartitionInfo:
     """A ``PartitionInfo`` from a ``MetadataResponsePartition`` record (any version)."""
     epoch = p.leader_epoch
     return PartitionInfo(
@@ -63,7 +63,7 @@ def partition_from_response(topic: str, p: Any) -> PartitionInfo:
     )
 
 
-def nodes_from_response(response: Any) -> list[Node]:
+def nodes_from_response(response: md.MetadataResponse) -> list[Node]:
     return [Node(b.node_id, b.host, b.port, b.rack) for b in response.brokers]
 
 
@@ -144,7 +144,7 @@ class Cluster:
         return cls(nodes, is_bootstrap=True)
 
     @classmethod
-    def from_response(cls, response: Any) -> Cluster:
+    def from_response(cls, response: md.MetadataResponse) -> Cluster:
         """The plain view of one Metadata response (no fencing against earlier versions)."""
         partitions: list[PartitionInfo] = []
         topic_ids: dict[str, uuid.UUID] = {}
@@ -166,7 +166,7 @@ class Cluster:
     @classmethod
     def of_response(
         cls,
-        response: Any,
+        response: md.MetadataResponse,
         partitions: Iterable[PartitionInfo],
         topic_ids: Mapping[str, uuid.UUID],
         errors: Mapping[str, int],

@@ -26,13 +26,13 @@ import random
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kmeta.client.backoff import ExponentialBackoff
 from kmeta.client.cluster import Cluster, PartitionInfo, partition_from_response
 from kmeta.client.errors import MetadataClosedError
 from kmeta.metadata.model import TopicPartition
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.types import ZERO_UUID
 
 #: Error codes whose Java exceptions extend ``InvalidMetadataException``: the cached metadata
@@ -239,7 +239,7 @@ class Metadata:
         self._allow_update_at_ms = now_ms + self.refresh_backoff.backoff(self._attempts - 1)
 
     def update(
-        self, request_version: int, response: Any, is_partial_update: bool, now_ms: int
+        self, request_version: int, response: md.MetadataResponse, is_partial_update: bool, now_ms: int
     ) -> bool:
         """Apply a Metadata response. False when it counted as a failed update (no brokers)."""
         if self._closed:
@@ -282,7 +282,7 @@ class Metadata:
             and old.topic_errors == new.topic_errors
         )
 
-    def _handle_response(self, response: Any, is_partial: bool, now_ms: int) -> Cluster:
+    def _handle_response(self, response: md.MetadataResponse, is_partial: bool, now_ms: int) -> Cluster:
         old = self._cluster
         reliable_epochs = response.version >= 9  # older brokers did not propagate epochs reliably
         partitions: list[PartitionInfo] = []

@@ -74,7 +74,7 @@ class ClientStats:
 
 def build_metadata_request(
     version: int, wanted: MetadataRequestAndVersion, allow_auto_topic_creation: bool
-) -> Any:
+) -> metadata.MetadataRequest:
     topics = (
         None
         if wanted.topics is None

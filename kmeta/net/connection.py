@@ -25,7 +25,7 @@ from kmeta.protocol.header import (
     response_header_version,
 )
 from kmeta.protocol.registry import APIS, Api
-from kmeta.protocol.schema import Message
+from kmeta.protocol.schema import Message, Record
 
 
 class ConnectionClosedError(ConnectionError):
@@ -136,7 +136,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def send(
         self,
-        request: Any,
+        request: Record,
         *,
         header: RequestHeader | None = None,
         body: bytes | tuple[bytes, ...] | None = None,
@@ -178,7 +178,7 @@ class KafkaConnection(asyncio.Protocol):
         self._transport.write(out)
         return future
 
-    async def request(self, request: Any, timeout_s: float = 30.0) -> Any:
+    async def request(self, request: Record, timeout_s: float = 30.0) -> Any:
         """Send and await the response; a timeout closes the connection (the stream is in order)."""
         future = self.send(request)
         try:
@@ -198,7 +198,7 @@ class KafkaConnection(asyncio.Protocol):
 _API_BY_REQUEST_CLASS: dict[type, Api] = {api.request.cls: api for api in APIS.values()}
 
 
-def api_of_instance(request: Any) -> Api:
+def api_of_instance(request: Record) -> Api:
     """The registry entry for a request instance (found through its namedtuple class)."""
     try:
         return _API_BY_REQUEST_CLASS[type(request)]

@@ -26,6 +26,7 @@ from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import elect_leaders as el
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 from kmeta.protocol.messages import metadata as md
+from kmeta.protocol.schema import Record
 
 
 class KafkaRequestError(Exception):
@@ -103,7 +104,7 @@ def unsettled(live: list[int], status: dict[str, Any] | None, views: list[Broker
 
 
 async def _request(
-    address: Address, request: object, security: ClientSecurity, timeout_s: float
+    address: Address, request: Record, security: ClientSecurity, timeout_s: float
 ) -> object:
     conn = await KafkaConnection.open(
         *address, client_id="kmeta-testing", timeout_s=timeout_s, ssl=security.ssl
