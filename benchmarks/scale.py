@@ -23,6 +23,13 @@ runs out is recorded as ``timed_out`` and the remaining phases of that N are ski
    (``all_caught_up_s``; from the controller's /status, polled every 0.5 s because building it
    walks every partition), and the new controller's peak RSS against the old one's RSS.
 
+During ``create`` and ``broker_restart`` a client polls Metadata for the first topic on every
+broker (one connection each, back to back) and each broker's event-loop probe is read after
+the phase (``kmeta.server.loop_lag``, its /status): ``during`` has, per broker, the polled
+answers' p50/p99/max (ms) and the longest loop stall in the phase (``loop_stall_max_ms``,
+wall time; stalls under 50 ms are not recorded, so 0 means none over 50 ms) with the count
+over 100 ms. A restarted broker's stalls include its apply of the whole state.
+
 "Serving all N" is polled on the first and last topic of the run (cheap at 1M) and confirmed
 with one decoded all-topics answer. Prints one JSON object. Example:
     python benchmarks/scale.py --partitions 10000,100000 --session-timeout-ms 6000
