@@ -390,8 +390,12 @@ SCALE_METADATA = tuple(
 SCALE_DURING = (
     ("create: loop stall max, broker-1", ("create", "during", "broker-1", "loop_stall_max_ms")),
     ("create: Metadata p99, broker-1", ("create", "during", "broker-1", "p99_ms")),
+    ("create: loop stall max CPU, broker-1",
+     ("create", "during", "broker-1", "loop_stall_cpu_max_ms")),
     ("restart: loop stall max, broker-3",
      ("broker_restart", "during", "broker-3", "loop_stall_max_ms")),
+    ("restart: loop stall max CPU, broker-3",
+     ("broker_restart", "during", "broker-3", "loop_stall_cpu_max_ms")),
     ("restart: Metadata p99, broker-1", ("broker_restart", "during", "broker-1", "p99_ms")),
 )  # fmt: skip
 

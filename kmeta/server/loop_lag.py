@@ -10,8 +10,9 @@ during which no request on any connection was read or answered. The probe keeps
   the same stall counted in CPU rather than wall time (on a loaded machine the wall time of a
   held loop stretches with the load; its CPU time does not, so tests bound this one);
 * ``stalls``: the last :data:`STALLS_KEPT` lateness values over ``stall_s``, each with the wall
-  clock time (``time.time()``) it ended, so a benchmark can tell which of its phases a stall
-  fell in (``GET /status`` lists them).
+  clock time (``time.time()``) it ended and the CPU time the loop's thread spent meanwhile
+  beyond the interval, so a benchmark can tell which of its phases a stall fell in and whether
+  it was the loop's own work or the machine's load (``GET /status`` lists them).
 
 Cost: one wakeup per ``interval_s`` (20 ms: 50 timer callbacks a second, a few microseconds
 each). The broker runs it when it serves /metrics.
@@ -38,8 +39,8 @@ class LoopLagProbe:
         self.lag = PlainHistogram(LAG_BUCKETS_S)
         self.max_s = 0.0
         self.max_cpu_s = 0.0
-        #: (wall clock time the stall ended, seconds the loop was held)
-        self.stalls: collections.deque[tuple[float, float]] = collections.deque(maxlen=STALLS_KEPT)
+        #: (wall clock time the stall ended, seconds late, CPU seconds beyond the interval)
+        self.stalls: collections.deque[tuple[float, float, float]] = collections.deque(maxlen=STALLS_KEPT)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -53,12 +54,12 @@ class LoopLagProbe:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def observe(self, late_s: float) -> None:
+    def observe(self, late_s: float, cpu_s: float = 0.0) -> None:
         self.lag.observe(late_s)
-        if late_s > self.max_s:
-            self.max_s = late_s
+        self.max_s = max(self.max_s, late_s)
+        self.max_cpu_s = max(self.max_cpu_s, cpu_s)
         if late_s >= self.stall_s:
-            self.stalls.append((time.time(), late_s))
+            self.stalls.append((time.time(), late_s, cpu_s))
 
     async def _run(self) -> None:
         interval = self.interval_s
@@ -66,8 +67,7 @@ class LoopLagProbe:
         while True:
             due, cpu_before = clock() + interval, cpu()
             await asyncio.sleep(interval)
-            self.observe(max(0.0, clock() - due))
-            self.max_cpu_s = max(self.max_cpu_s, cpu() - cpu_before - interval)
+            self.observe(max(0.0, clock() - due), max(0.0, cpu() - cpu_before - interval))
 
     def status(self) -> dict[str, object]:
         """What /status shows: the worst lateness and the recent stalls (milliseconds)."""
@@ -75,5 +75,7 @@ class LoopLagProbe:
             "max_ms": round(self.max_s * 1000.0, 1),
             "max_cpu_ms": round(self.max_cpu_s * 1000.0, 1),
             "samples": self.lag.count,
-            "stalls": [[round(at, 3), round(s * 1000.0, 1)] for at, s in self.stalls],
+            "stalls": [
+                [round(at, 3), round(s * 1000.0, 1), round(c * 1000.0, 1)] for at, s, c in self.stalls
+            ],
         }

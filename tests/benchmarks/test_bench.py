@@ -213,6 +213,7 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
                 assert during[b]["answers"] > 0
                 assert 0 < during[b]["p50_ms"] <= during[b]["p99_ms"] <= during[b]["max_ms"]
             assert all(d["loop_stall_max_ms"] is not None for d in during.values())
+            assert all(d["loop_stall_cpu_max_ms"] >= 0 for d in during.values())
         restart = s["broker_restart"]
         assert restart["session_timeout_ms"] == 1000
         assert 0 < restart["restart_to_listening_s"] <= restart["restart_to_serving_s"]
@@ -241,6 +242,7 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
     assert "## Scale: N partitions from creation to restart" in text
     assert "| 3,000 |" in text
     assert "create: loop stall max, broker-1 (ms)" in text
+    assert "restart: loop stall max CPU, broker-3 (ms)" in text
     for png in (
         "scale_times.png",
         "scale_memory.png",
