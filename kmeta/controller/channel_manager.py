@@ -42,8 +42,8 @@ from typing import Any
 
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.state_log import StateChangeLog, wall_ms
 from kmeta.metadata.model import Endpoint
+from kmeta.metadata.state_change_log import StateChangeLog, wall_ms
 from kmeta.net.connection import KafkaConnection, api_of_instance
 from kmeta.net.security.sasl_client import (
     ClientCredential,

@@ -56,11 +56,11 @@ from kmeta.controller.request_batch import (
 )
 from kmeta.controller.scram_users import ScramUserManager
 from kmeta.controller.slices import in_slices, push_leader_and_isr
-from kmeta.controller.state_log import StateChangeLog
 from kmeta.controller.store import STORE_RETRY_S, ClusterStore, ControllerStore
 from kmeta.controller.topic_blocks import UpdateMetadataBlocks
 from kmeta.controller.topic_configs import TopicConfigManager
 from kmeta.metadata.model import TopicPartitionKey
+from kmeta.metadata.state_change_log import StateChangeLog
 from kmeta.net.security.authorizer import Authorizer
 from kmeta.net.security.scram import ScramCredentials
 
@@ -105,7 +105,7 @@ class KafkaController:
         self.store: ClusterStore = store if store is not None else ControllerStore(config.data_dir)
         self.state: ClusterState = ClusterState()
         log_path = f"{config.data_dir}/state-change.log" if config.state_change_log else None
-        self.state_log = StateChangeLog(log_path, config.node_id)
+        self.state_log = StateChangeLog(log_path, config.node_id, component="controller")
         #: fault injection (delay / drop / pause the requests to chosen brokers)
         self.faults = FaultInjector()
         for broker_id, fault in configured_faults(config.faults, config.fault_file).items():

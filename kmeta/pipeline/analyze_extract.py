@@ -2,8 +2,9 @@
 
 Log lines are read as text with their file and line number (line order is recovered from the
 split's byte offset and the row's position inside the split), parsed in Spark with
-``from_json`` against the shared schema (docs/state-change-log.md), and every line that does not parse,
-or lacks a required field, goes to the malformed output with its file, line and reason.
+``from_json`` against the format kmeta.metadata.state_change_log defines for the writers too
+(docs/state-change-log.md), and every line that does not parse, or lacks a required field,
+goes to the malformed output with its file, line and reason.
 """
 
 from __future__ import annotations
@@ -18,42 +19,18 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from kmeta.metadata.state_change_log import COMMON_FIELDS, COMPONENTS, FIELDS, JOIN_FIELDS
+
 _CORRUPT = "_corrupt_record"
-EVENT_SCHEMA = T.StructType(
-    [
-        T.StructField("ts_ms", T.DoubleType()),
-        T.StructField("component", T.StringType()),
-        T.StructField("node_id", T.IntegerType()),
-        T.StructField("controller_epoch", T.IntegerType()),
-        T.StructField("event", T.StringType()),
-        T.StructField("name", T.StringType()),
-        T.StructField("queue_ms", T.DoubleType()),
-        T.StructField("process_ms", T.DoubleType()),
-        T.StructField("update_id", T.LongType()),
-        T.StructField("api_key", T.IntegerType()),
-        T.StructField("target_broker", T.IntegerType()),
-        T.StructField("correlation_id", T.LongType()),
-        T.StructField("topics", T.ArrayType(T.StringType())),
-        T.StructField("partitions", T.LongType()),
-        T.StructField("error_code", T.IntegerType()),
-        T.StructField("enqueue_ms", T.DoubleType()),
-        T.StructField("send_ms", T.DoubleType()),
-        T.StructField("ack_ms", T.DoubleType()),
-        T.StructField("controller_id", T.IntegerType()),
-        T.StructField("snapshot_version", T.LongType()),
-        T.StructField("apply_ms", T.DoubleType()),
-    ]
-)
-_PARSE_SCHEMA = T.StructType([*EVENT_SCHEMA.fields, T.StructField(_CORRUPT, T.StringType())])
-_REQUIRED = ("ts_ms", "component", "node_id", "controller_epoch", "event")
-# fields each event kind needs to be joined up (besides the common ones)
-_NEEDS = {
-    "send": ("target_broker", "correlation_id", "update_id"),
-    "enqueue": ("target_broker", "correlation_id", "update_id"),
-    "ack": ("target_broker", "correlation_id", "update_id"),
-    "event": ("update_id",),
-    "apply": ("correlation_id",),
+_SPARK_TYPES: dict[str, T.DataType] = {
+    "double": T.DoubleType(),
+    "int": T.IntegerType(),
+    "long": T.LongType(),
+    "string": T.StringType(),
+    "array<string>": T.ArrayType(T.StringType()),
 }
+EVENT_SCHEMA = T.StructType([T.StructField(f, _SPARK_TYPES[t]) for f, t in FIELDS.items()])
+_PARSE_SCHEMA = T.StructType([*EVENT_SCHEMA.fields, T.StructField(_CORRUPT, T.StringType())])
 MALFORMED_TEXT_CHARS = 200
 
 
@@ -101,10 +78,11 @@ def parse_lines(lines: DataFrame) -> DataFrame:
     )
     ev = F.col("ev")
     missing = F.filter(
-        F.array(*(F.when(ev[f].isNull(), F.lit(f)) for f in _REQUIRED)), lambda x: x.isNotNull()
+        F.array(*(F.when(ev[f].isNull(), F.lit(f)) for f in COMMON_FIELDS)),
+        lambda x: x.isNotNull(),
     )
     kind_missing = F.lit(None).cast("array<string>")
-    for kind, fields in _NEEDS.items():
+    for kind, fields in JOIN_FIELDS.items():
         kind_missing = F.when(
             ev["event"] == kind,
             F.filter(
@@ -115,7 +93,7 @@ def parse_lines(lines: DataFrame) -> DataFrame:
     problem = (
         F.when(ev.isNull() | ev[_CORRUPT].isNotNull(), F.lit("not a JSON object of the log schema"))
         .when(F.size(missing) > 0, F.concat(F.lit("missing "), F.array_join(missing, ", ")))
-        .when(~ev["component"].isin("controller", "broker"), F.lit("unknown component"))
+        .when(~ev["component"].isin(*COMPONENTS), F.lit("unknown component"))
         .when(
             F.size(kind_missing) > 0,
             F.concat(F.lit("missing "), F.array_join(kind_missing, ", ")),

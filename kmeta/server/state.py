@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kmeta.metadata.cache import MetadataCache
+from kmeta.metadata.state_change_log import StateChangeLog
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.metrics import PlainHistogram
 from kmeta.net.security.authorizer import Authorizer
@@ -29,7 +30,6 @@ from kmeta.server.replica_states import FOLLOWER as FOLLOWER
 from kmeta.server.replica_states import LEADER as LEADER
 from kmeta.server.replica_states import ReplicaState as ReplicaState
 from kmeta.server.replica_states import ReplicaStates
-from kmeta.server.state_log import StateChangeLog
 
 if TYPE_CHECKING:  # (it imports this module)
     from kmeta.server.controller_link import ControllerLink
@@ -72,7 +72,7 @@ class BrokerState:
             fixed=() if own is None else ((own.username, own.server_credential()),)
         )
         self.state_log: StateChangeLog | None = (
-            StateChangeLog(config.state_change_log, config.broker_id)
+            StateChangeLog(config.state_change_log, config.broker_id, component="broker")
             if config.state_change_log
             else None
         )

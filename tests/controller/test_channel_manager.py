@@ -11,8 +11,8 @@ from kmeta.controller.channel_manager import ControllerChannelManager
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.request_batch import BatchContext, ControllerBrokerRequestBatch
-from kmeta.controller.state_log import StateChangeLog
 from kmeta.metadata.model import Endpoint
+from kmeta.metadata.state_change_log import StateChangeLog
 from kmeta.net.dispatch import HandlerRegistry
 from kmeta.net.listener import Listener
 from kmeta.protocol.api_keys import ApiKey
@@ -57,7 +57,7 @@ class FakeBrokerControl:
 
 def _manager(tmp_path, backoff_s=0.1):
     metrics = ControllerMetrics()
-    log = StateChangeLog(tmp_path / "state-change.log", 3000)
+    log = StateChangeLog(tmp_path / "state-change.log", 3000, component="controller")
     return ControllerChannelManager(
         listener_name="CONTROL",
         metrics=metrics,

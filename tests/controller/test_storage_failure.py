@@ -30,8 +30,8 @@ from kmeta.controller.daemon import ControllerDaemon
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.state_log import StateChangeLog
 from kmeta.controller.store import ControllerStore, StorageError
+from kmeta.metadata.state_change_log import StateChangeLog
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs
@@ -265,7 +265,7 @@ def test_a_state_change_log_that_cannot_be_written_drops_lines_and_says_so(
     """Writes fail for real (the file may not grow: EFBIG); nothing raises, the torn tail is
     cut off, the loss is reported once per interval, and writing resumes by itself."""
     path = tmp_path / "state-change.log"
-    log = StateChangeLog(path, node_id=3000)
+    log = StateChangeLog(path, node_id=3000, component="controller")
     log.write("event", name="before")
     log.flush()
     good = path.read_bytes()

@@ -1,4 +1,8 @@
-"""The state-change log entry of a control request (not a handler module: no ``register``)."""
+"""The state-change log line of a control request (not a handler module: no ``register``).
+
+The line format and the writer are kmeta.metadata.state_change_log's, shared with the
+controller and the analysis pipeline.
+"""
 
 from __future__ import annotations
 
@@ -34,14 +38,16 @@ def log_apply(
     long it took since ``start_s`` (monotonic) and its top-level error."""
     state: BrokerState = ctx.state
     if state.state_log is not None:
-        state.state_log.apply(
-            api_key=api_key,
+        state.state_log.write(
+            "apply",
+            controller_epoch=request.controller_epoch,
+            api_key=int(api_key),
             correlation_id=ctx.header.correlation_id,
             controller_id=request.controller_id,
-            controller_epoch=request.controller_epoch,
             snapshot_version=state.cache.snapshot.version,
-            topics=topics,
+            topics=sorted(set(topics)),
             partitions=partitions,
-            apply_ms=(time.monotonic() - start_s) * 1000.0,
-            error_code=error,
+            apply_ms=round((time.monotonic() - start_s) * 1000.0, 4),
+            error_code=int(error),
         )
+        state.state_log.flush()

@@ -45,6 +45,7 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.messages.update_metadata import UpdateMetadataResponse
+from kmeta.server.handlers.control_log import log_apply
 from kmeta.server.state import BrokerContext, BrokerRegistry, BrokerState
 from kmeta.server.streamed import STEP_S, StreamedRequest, run, run_yielding
 
@@ -103,18 +104,15 @@ def _apply(ctx: BrokerContext, request: Any) -> Generator[None, None, Any]:
         state.cache.update_metadata(ctx.header.correlation_id, request)
         names, partitions = topic_names(request), len(partition_states(request))
         _applied(state, request, start)
-    if state.state_log is not None:
-        state.state_log.apply(
-            api_key=ApiKey.UPDATE_METADATA,
-            correlation_id=ctx.header.correlation_id,
-            controller_id=request.controller_id,
-            controller_epoch=request.controller_epoch,
-            snapshot_version=state.cache.snapshot.version,
-            topics=names,
-            partitions=partitions,
-            apply_ms=(time.monotonic() - start) * 1000.0,
-            error_code=error,
-        )
+    log_apply(
+        ctx,
+        request,
+        ApiKey.UPDATE_METADATA,
+        topics=names,
+        partitions=partitions,
+        start_s=start,
+        error=error,
+    )
     return refuse(request, error)
 
 

@@ -1,13 +1,15 @@
-"""The controller's state-change log: JSON lines in the data dir (format in the shared spec).
+"""The state-change log: its line format (docs/state-change-log.md) and its one writer.
 
-One line per controller event and per request enqueued, sent and acknowledged. Lines are
-buffered and flushed after each event and each acknowledgement batch, so writing the log costs
-no extra fsync on the request path.
+The controller (kmeta.controller) and every broker (kmeta.server) write it; ``kmeta pipeline
+analyze`` (kmeta.pipeline) reads it. The format is defined here, below all three: ``FIELDS``
+names every field a line may carry with its JSON type, ``COMMON_FIELDS`` are on every line, and
+``JOIN_FIELDS`` are what each kind of line needs to be joined up with the others.
 
 The log is a diagnostic, never a reason to stop: a write that fails (disk full, I/O error)
 drops that batch of lines, cuts any torn line off the file, and is reported at WARNING at most
 once per ``REPORT_INTERVAL_S`` with the count of lines lost; nothing raises into the caller
-(the event loop, a sender). Writing resumes by itself once the disk has room.
+(the controller's event loop, a sender, a broker applying a control request). Writing resumes
+by itself once the disk has room. This module's one piece of I/O.
 """
 
 from __future__ import annotations
@@ -18,9 +20,53 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 log = logging.getLogger(__name__)
+
+Component = Literal["controller", "broker"]
+COMPONENTS: Final = ("controller", "broker")
+
+#: every field of a line and its type, as the analysis reads it ("long": an int that may pass
+#: 2**31, e.g. a counter); unknown fields are ignored by readers
+FIELDS: Final[dict[str, Literal["double", "int", "long", "string", "array<string>"]]] = {
+    # on every line
+    "ts_ms": "double",  # wall clock (time.time() * 1000), so processes can be compared
+    "component": "string",
+    "node_id": "int",
+    "controller_epoch": "int",
+    "event": "string",
+    # controller "event": one controller event handled
+    "name": "string",
+    "queue_ms": "double",
+    "process_ms": "double",
+    "update_id": "long",
+    # controller "enqueue" / "send" / "ack": one request to one broker
+    "api_key": "int",
+    "target_broker": "int",
+    "correlation_id": "long",
+    "topics": "array<string>",
+    "partitions": "long",
+    "error_code": "int",
+    "enqueue_ms": "double",
+    "send_ms": "double",
+    "ack_ms": "double",
+    # broker "apply": one control request applied
+    "controller_id": "int",
+    "snapshot_version": "long",
+    "apply_ms": "double",
+}
+COMMON_FIELDS: Final = ("ts_ms", "component", "node_id", "controller_epoch", "event")
+#: the fields each kind of line needs (besides the common ones) to be joined up: a controller
+#: request's lines by (target_broker, controller_epoch, correlation_id), its batch by update_id,
+#: a broker's apply to the send by (node_id, controller_epoch, correlation_id)
+JOIN_FIELDS: Final[dict[str, tuple[str, ...]]] = {
+    "send": ("target_broker", "correlation_id", "update_id"),
+    "enqueue": ("target_broker", "correlation_id", "update_id"),
+    "ack": ("target_broker", "correlation_id", "update_id"),
+    "event": ("update_id",),
+    "apply": ("correlation_id",),
+}
 
 #: report a failing log at most this often
 REPORT_INTERVAL_S = 10.0
@@ -29,7 +75,11 @@ _FLUSH_AT = 64 * 1024
 
 
 class StateChangeLog:
-    def __init__(self, path: str | Path | None, node_id: int) -> None:
+    """Buffered JSON lines for one process: ``write`` buffers a line, ``flush`` writes what is
+    buffered in one ``os.write`` (the controller flushes after each event and each batch of
+    acknowledgements, a broker after each control request). With no path, writes nothing."""
+
+    def __init__(self, path: str | Path | None, node_id: int, *, component: Component) -> None:
         self.path = path
         self._fd: int | None = None
         if path:
@@ -38,7 +88,9 @@ class StateChangeLog:
         self._size = os.fstat(self._fd).st_size if self._fd is not None else 0
         self._lines: list[str] = []
         self._buffered = 0
+        self.component = component
         self.node_id = node_id
+        #: the epoch a line carries unless it names its own (the controller sets its own here)
         self.controller_epoch = 0
         #: lines lost to failed writes (since start; ``_unreported`` since the last report)
         self.dropped = 0
@@ -50,11 +102,13 @@ class StateChangeLog:
         return self._fd is not None
 
     def write(self, event: str, **fields: Any) -> None:
+        """Buffer one line: the common fields, then ``fields`` (names from ``FIELDS``; a
+        ``controller_epoch`` among them overrides ``self.controller_epoch``)."""
         if self._fd is None:
             return
         line = {
             "ts_ms": time.time() * 1000.0,
-            "component": "controller",
+            "component": self.component,
             "node_id": self.node_id,
             "controller_epoch": self.controller_epoch,
             "event": event,
@@ -99,10 +153,11 @@ class StateChangeLog:
         if self._last_report is None or now - self._last_report >= REPORT_INTERVAL_S:
             self._last_report = now
             log.warning(
-                "state-change log %s: %s; %d line(s) lost so far (the controller goes on)",
+                "state-change log %s: %s; %d line(s) lost so far (the %s goes on)",
                 self.path,
                 exc.strerror or exc,
                 self._unreported,
+                self.component,
             )
 
     def close(self) -> None:
