@@ -17,7 +17,7 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from kmeta.cli.status import from_zookeeper
 from kmeta.protocol.errors import ErrorCode
@@ -36,6 +36,26 @@ class ClusterControllers(ClusterProcesses):
     convergence (the controller's view against what each broker serves)."""
 
     _faults: dict[int, str]
+
+    def start(self) -> Self:
+        """Start as :class:`ClusterProcesses` does; a quorum is ready once every controller took
+        its part in ZooKeeper (one active, the others standing by), so a test's first failover
+        has a standby to elect rather than one still connecting."""
+        super().start()
+        if self.zookeeper_connect is not None:
+            try:
+                self._until(self._quorum_complete, self.start_timeout_s, "the quorum did not form")
+            except BaseException as exc:
+                self._start_failed(exc)
+                raise
+        return self
+
+    def _quorum_complete(self) -> bool:
+        assert self.zookeeper_connect is not None
+        view = from_zookeeper(self.zookeeper_connect, _ZK_TIMEOUT_S)
+        standbys = view["standbys"]
+        assert isinstance(standbys, list)
+        return {view["active"], *map(int, standbys)} >= set(self.controller_ids)
 
     # -- which controller is active --------------------------------------------------------------
     def active_controller(self) -> int | None:
