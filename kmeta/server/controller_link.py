@@ -16,9 +16,13 @@
 * DUPLICATE_BROKER_REGISTRATION (our previous incarnation's session is still valid, after a
   quick restart) is retried quietly, backing off up to 1 s, until that session expires.
 * On stop: ControlledShutdown (7), so the controller moves leaderships away first.
+* NOT_CONTROLLER to a registration or heartbeat (a deposed controller still listening) moves
+  the link to the next controller at once, with the same incarnation and epoch.
 * ``forward(request)`` sends an admin request (CreateTopics, DeleteTopics, CreatePartitions) on
   a second connection, so a slow admin answer never delays heartbeats; client id
-  ``kmeta-broker-<id>`` tells the controller which broker forwarded it.
+  ``kmeta-broker-<id>`` tells the controller which broker forwarded it. As Kafka's
+  ForwardingManager (KIP-590): an answer with NOT_CONTROLLER, or a lost connection, sends it
+  again to the next controller within its time; no answer in time is REQUEST_TIMED_OUT.
 """
 
 from __future__ import annotations
@@ -97,6 +101,18 @@ async def _open(
         conn.close()
         raise ConnectionError(f"ApiVersions: {ErrorCode(response.error_code).name}")
     return conn, peer_versions(response)
+
+
+class NotController(Exception):
+    """A controller answered NOT_CONTROLLER (it was deposed, and still listens): the link moves
+    on to the next controller at once, keeping its incarnation and epoch (KRaft's
+    NodeToControllerChannelManager forgets that controller and finds the active one)."""
+
+
+class ForwardTimedOut(Exception):
+    """No answer to a forwarded request within its time: the controller may still apply it,
+    so the client is told REQUEST_TIMED_OUT (Kafka's ForwardingManager onTimeout), never
+    NOT_CONTROLLER."""
 
 
 class RegistrationRefused(Exception):
@@ -225,6 +241,8 @@ class ControllerLink:
             previous_broker_epoch=self.broker_epoch,
         )
         response = await _call(conn, request)
+        if response.error_code == ErrorCode.NOT_CONTROLLER:
+            raise NotController
         if response.error_code != ErrorCode.NONE:
             raise RegistrationRefused(ErrorCode(response.error_code))
         # Set before anything else runs: control requests stamped with it must not look stale.
@@ -256,6 +274,8 @@ class ControllerLink:
                         want_shut_down=False,
                     ),
                 )
+                if response.error_code == ErrorCode.NOT_CONTROLLER:
+                    raise NotController
                 if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
                     # Fenced, or the controller does not know this connection as our
                     # session's (it restarted, or we reconnected): register again. The same
@@ -269,6 +289,17 @@ class ControllerLink:
                         )  # fmt: skip
                     continue
                 await asyncio.sleep(self.heartbeat_interval_s)
+            except NotController:
+                # deposed but still listening: not a configuration error; claim the session
+                # at the next controller (same incarnation, same epoch)
+                log.info("broker %d: controller %s:%d answered NOT_CONTROLLER; moving on",
+                         self.broker_id, self.host, self.port)  # fmt: skip
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                need_registration = True
+                self._next_controller()
+                await asyncio.sleep(self.retry_backoff_s)
             except RegistrationRefused as exc:
                 if exc.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
                     # Expected after a quick restart: our previous incarnation's session has
@@ -333,33 +364,71 @@ class ControllerLink:
 
     # -- forwarding -----------------------------------------------------------------------------
     async def forward(self, request: Record, timeout_s: float) -> Any:
-        """Send an admin request to the controller at its own version; return the answer."""
-        async with self._admin_lock:
-            if self._admin_conn is None or not self._admin_conn.is_open:
-                self._admin_conn, self._admin_versions = await self._open_admin()
-            conn = self._admin_conn
-            key = api_of_instance(request).key
-            if request.version not in self._admin_versions.get(key, range(0)):
-                raise UnsupportedVersionError(
-                    f"the controller does not serve api {key} v{request.version}"
-                )
-            future = conn.send(request)
+        """Send an admin request to the controller at its own version; return the answer.
+
+        As Kafka's NodeToControllerChannelManager requeues it, a request answered
+        NOT_CONTROLLER (that controller was deposed) or whose connection was lost is sent again
+        to the next controller that listens, within ``timeout_s``; once every controller has
+        answered NOT_CONTROLLER that answer goes back. No answer within ``timeout_s``:
+        :class:`ForwardTimedOut`. No controller reachable: the connection error."""
+        key = api_of_instance(request).key
+        moved: set[int] = set()  # the endpoints that answered NOT_CONTROLLER
+        conn: KafkaConnection | None = None
+        deadline = asyncio.timeout(timeout_s)
         try:
-            async with asyncio.timeout(timeout_s):
-                return await future
+            async with deadline:
+                while True:
+                    async with self._admin_lock:
+                        if self._admin_conn is None or not self._admin_conn.is_open:
+                            try:
+                                opened = await self._open_admin(moved)
+                            except _NET_ERRORS:
+                                if not moved:  # none reachable: the client retries
+                                    raise
+                                opened = None  # a failover under way: wait for the new one
+                            if opened is None:
+                                await asyncio.sleep(self.retry_backoff_s)
+                                continue
+                            self._admin_conn, self._admin_versions = opened
+                        conn, at = self._admin_conn, self._admin_at
+                        if request.version not in self._admin_versions.get(key, range(0)):
+                            raise UnsupportedVersionError(
+                                f"the controller does not serve api {key} v{request.version}"
+                            )
+                        future = conn.send(request)
+                    try:
+                        answer = await future
+                    except (OSError, ConnectionError, ProtocolError) as exc:
+                        log.debug("forwarding: connection lost (%r); sending again", exc)
+                        await asyncio.sleep(self.retry_backoff_s)
+                        continue
+                    if ErrorCode.NOT_CONTROLLER not in _error_codes(answer):
+                        return answer
+                    moved.add(at)
+                    async with self._admin_lock:
+                        if self._admin_conn is conn:
+                            conn.close()
+                            self._admin_conn = None
+                    if len(moved) == len(self.endpoints):
+                        return answer
         except TimeoutError:
-            conn.close()
-            raise
+            if not deadline.expired():
+                raise
+            if conn is not None:
+                conn.close()  # (the answer, if it ever comes, has no one to go to)
+            raise ForwardTimedOut from None
 
-
-    async def _open_admin(self) -> tuple[KafkaConnection, dict[int, range]]:
+    async def _open_admin(self, skip: set[int]) -> tuple[KafkaConnection, dict[int, range]]:
         """A connection to the active controller for forwarding: each controller once, from
         the one the link talks to. Only the active one of a quorum listens, and the link may
         not have found it yet after a failover; a client should not pay NOT_CONTROLLER for
-        that (a Kafka broker's forwarding also waits for the new controller)."""
+        that (a Kafka broker's forwarding also waits for the new controller). Not those in
+        ``skip`` (they answered NOT_CONTROLLER)."""
         failed: BaseException | None = None
         for k in range(len(self.endpoints)):
             at = (self._at + k) % len(self.endpoints)
+            if at in skip:
+                continue
             host, port = self.endpoints[at]
             try:
                 opened = await _open(host, port, self.client_id, self._ssl, self._sasl)
@@ -368,8 +437,29 @@ class ControllerLink:
                 continue
             self._admin_at = at
             return opened
-        assert failed is not None
+        if failed is None:
+            raise ConnectionError("every controller answered NOT_CONTROLLER")
         raise failed
+
+
+def _error_codes(response: object) -> set[int]:
+    """Every error code in a response, at any depth (the keys of Kafka's errorCounts)."""
+    found: set[int] = set()
+    stack = [response]
+    while stack:
+        item = stack.pop()
+        fields = getattr(item, "_fields", None)
+        if fields is None:
+            if isinstance(item, tuple | list):
+                stack.extend(item)
+            continue
+        for name in fields:
+            value = getattr(item, name)
+            if name == "error_code":
+                found.add(int(value))
+            elif isinstance(value, tuple | list):
+                stack.append(value)
+    return found
 
 
 #: extra time over the request's timeout_ms for the controller's answer to come back
@@ -382,7 +472,9 @@ async def forward(
     timeout_ms: int,
     error_response: ErrorResponse[Req, Resp],
 ) -> Resp:
-    """What the admin handlers do: forward through the link; NOT_CONTROLLER if that fails.
+    """What the admin handlers do: forward through the link; NOT_CONTROLLER if no controller
+    can be reached, REQUEST_TIMED_OUT if the controller did not answer in time (it may still
+    apply the change: Kafka's ForwardingManager answers so).
     The answer is the controller's response to ``request``, decoded by the codec its api key
     picks: the type ``error_response`` builds."""
     link = ctx.state.controller_link
@@ -392,6 +484,10 @@ async def forward(
     try:
         answer: Resp = await link.forward(request, timeout_s)  # (KafkaConnection is untyped)
         return answer
+    except ForwardTimedOut:
+        log.warning("forwarding api %d: no answer from the controller within %.1f s",
+                    ctx.header.api_key, timeout_s)  # fmt: skip
+        return error_response(request, ErrorCode.REQUEST_TIMED_OUT)
     except UnsupportedVersionError as exc:
         log.warning("not forwarding: %s", exc)
         return error_response(request, ErrorCode.UNSUPPORTED_VERSION)
