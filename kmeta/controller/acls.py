@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.host import ControllerHost
+from kmeta.controller.request_batch import ControllerRequests
 from kmeta.net.security.acl import AclBinding, AclFilter, validate_binding
 from kmeta.net.security.authorizer import AclSet, Authorizer
 
@@ -87,5 +88,8 @@ class AclManager:
     def _push(self, forwarder: int | None) -> Barrier | None:
         host = self.host
         barrier = Barrier(host.barriers)
-        targets = host.send(um_to=host.state.live_broker_ids(), barrier=barrier, acls=True)
+        targets = host.send(
+            ControllerRequests(update_metadata_to=host.state.live_broker_ids(), with_acls=True),
+            barrier=barrier,
+        )
         return barrier.arm(host.propagation_targets(targets, forwarder))

@@ -16,6 +16,7 @@ from kmeta.controller.admin import TopicPlan, plan_create_partitions, plan_creat
 from kmeta.controller.barrier import Barrier, DeletionBarrier
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import PartitionRegistration, TopicInfo
+from kmeta.controller.request_batch import ControllerRequests
 from kmeta.metadata.log_config import ConfigError, validate
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
@@ -97,7 +98,12 @@ class AdminManager:
         barrier = Barrier(self.host.barriers)
         lair = [(self.host.state.partition(tp).replicas, tp, True) for tp in tps]
         targets = self.host.send(
-            um_to=self.host.state.live_broker_ids(), um_partitions=tps, lair=lair, barrier=barrier
+            ControllerRequests(
+                update_metadata_to=self.host.state.live_broker_ids(),
+                update_metadata_partitions=tps,
+                leader_and_isr=lair,
+            ),
+            barrier=barrier,
         )
         return barrier.arm(self.host.propagation_targets(targets, forwarder))
 

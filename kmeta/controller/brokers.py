@@ -21,7 +21,7 @@ from kmeta.controller.election import add_replica, remove_replicas
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.request_batch import UM_FULL
+from kmeta.controller.request_batch import ControllerRequests
 from kmeta.controller.sessions import BrokerHeartbeatManager
 from kmeta.controller.slices import in_slices
 from kmeta.metadata.model import Endpoint, TopicPartitionKey
@@ -143,7 +143,11 @@ class BrokerLifecycleManager:
         # Kafka's onBrokerStartup order: the others learn of the broker, the new broker gets
         # the full partition set (it serves clients from then on), then LeaderAndIsr for its
         # replicas (see _rejoin: in slices of topics, this event doing the first).
-        self.host.send(um_to=[b for b in self.host.state.live_broker_ids() if b != broker_id])
+        self.host.send(
+            ControllerRequests(
+                update_metadata_to=[b for b in self.host.state.live_broker_ids() if b != broker_id],
+            ),
+        )
         self._rejoin(broker_id, epoch, set(changed))
         self.reassignments.broker_registered(broker_id)
         log.info("broker %d registered with epoch %d", broker_id, epoch)
@@ -198,9 +202,17 @@ class BrokerLifecycleManager:
             um_to = state.live_broker_ids()
             if not full_sent[0]:  # (the full set carries what this slice changed)
                 full_sent[0] = True
-                self.host.send(um_to=[broker_id], um_type=UM_FULL)
+                self.host.send(
+                    ControllerRequests(update_metadata_to=[broker_id], full_update_metadata=True),
+                )
                 um_to = [b for b in um_to if b != broker_id]
-            self.host.send(um_to=um_to if moved else (), um_partitions=moved, lair=lair)
+            self.host.send(
+                ControllerRequests(
+                    update_metadata_to=um_to if moved else (),
+                    update_metadata_partitions=moved,
+                    leader_and_isr=lair,
+                ),
+            )
 
         def rejoin() -> None:
             in_slices(
@@ -213,7 +225,9 @@ class BrokerLifecycleManager:
                 first_here=True,
             )
             if not full_sent[0] and valid():  # no topics (or all being deleted)
-                self.host.send(um_to=[broker_id], um_type=UM_FULL)
+                self.host.send(
+                    ControllerRequests(update_metadata_to=[broker_id], full_update_metadata=True),
+                )
 
         # the full set's topic blocks first (every offline replica list changed with the
         # broker's return), so the event that sends it only splices them
@@ -283,9 +297,11 @@ class BrokerLifecycleManager:
             return changed
         lair = [(self.host.state.partition(tp).replicas, tp, False) for tp, st in changed.items()]
         targets = self.host.send(
-            um_to=self.host.state.live_broker_ids(),
-            um_partitions=changed,
-            lair=lair,
+            ControllerRequests(
+                update_metadata_to=self.host.state.live_broker_ids(),
+                update_metadata_partitions=changed,
+                leader_and_isr=lair,
+            ),
             barrier=barrier,
         )
         if barrier is not None:
@@ -335,13 +351,21 @@ class BrokerLifecycleManager:
             first[0] = False  # (the first tells the live brokers of the new broker set)
             lair = [(st.replicas, tp, False) for tp, st in changed.items()]
             live = self.host.state.live_broker_ids()
-            self.host.send(um_to=live, um_partitions=changed, lair=lair)
+            self.host.send(
+                ControllerRequests(
+                    update_metadata_to=live,
+                    update_metadata_partitions=changed,
+                    leader_and_isr=lair,
+                ),
+            )
 
         in_slices(
             self.host, "BrokerFailurePartitions", list(state.topics), each, valid, first_here=True
         )
         if first[0]:  # no topics at all: the live brokers still learn of the new broker set
-            self.host.send(um_to=self.host.state.live_broker_ids())
+            self.host.send(
+                ControllerRequests(update_metadata_to=self.host.state.live_broker_ids()),
+            )
 
     def controlled_shutdown(
         self, broker_id: int, broker_epoch: int, peer: object

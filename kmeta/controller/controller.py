@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
 from kmeta.controller.acls import AclManager
@@ -49,10 +49,10 @@ from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInf
 from kmeta.controller.reassignment import ReassignmentManager
 from kmeta.controller.replica_election import ReplicaElectionManager
 from kmeta.controller.request_batch import (
-    UM_FULL,
     UPDATE_METADATA_VERSION,
     BatchContext,
     ControllerBrokerRequestBatch,
+    ControllerRequests,
 )
 from kmeta.controller.scram_users import ScramUserManager
 from kmeta.controller.slices import in_slices, push_leader_and_isr
@@ -268,32 +268,21 @@ class KafkaController:
 
     def send(
         self,
+        requests: ControllerRequests,
         *,
-        um_to: Iterable[int] = (),
-        um_partitions: Iterable[TopicPartitionKey] = (),
-        lair: Iterable[tuple[Iterable[int], TopicPartitionKey, bool]] = (),
-        stop: Iterable[tuple[Iterable[int], TopicPartitionKey, bool]] = (),
-        um_type: int = 1,
         barrier: Barrier | None = None,
         stop_callback: Callback | None = None,
-        acls: bool = False,
     ) -> list[int]:
         batch = self._batch()
         batch.new_batch()
-        if acls:
-            batch.add_acls()
-        for brokers, tp, is_new in lair:
-            batch.add_leader_and_isr(brokers, tp, is_new)
-        if um_type == UM_FULL:  # every partition, whatever ``um_partitions`` says
-            batch.add_update_metadata_full(um_to)
-        else:
-            batch.add_update_metadata(um_to, um_partitions)
-        for brokers, tp, delete in stop:
-            batch.add_stop_replica(brokers, tp, delete)
+        requests.add_to(batch)
         if batch.is_empty():
             return []
         return batch.send_requests_to_brokers(
-            self._update_id_for_event(), barrier.ack if barrier else None, um_type, stop_callback
+            self._update_id_for_event(),
+            barrier.ack if barrier else None,
+            requests.update_metadata_type,
+            stop_callback,
         )
 
     def encode_update_metadata(self, topics: list[TopicInfo]) -> None:
@@ -353,5 +342,10 @@ class KafkaController:
         previous controller.
         """
         self.brokers.resume_sessions()
-        self.send(um_to=self.state.live_broker_ids(), um_type=UM_FULL)
+        self.send(
+            ControllerRequests(
+                update_metadata_to=self.state.live_broker_ids(),
+                full_update_metadata=True,
+            ),
+        )
         self.deletion.resume()  # Kafka resumes the topics still under /admin/delete_topics

@@ -32,6 +32,7 @@ from typing import Any
 
 from kmeta.controller.barrier import Barrier, DeletionBarrier
 from kmeta.controller.host import ControllerHost
+from kmeta.controller.request_batch import ControllerRequests
 from kmeta.controller.store import STORE_RETRY_S
 from kmeta.metadata.model import TopicPartitionKey
 
@@ -73,9 +74,11 @@ class TopicDeletionManager:
         if isinstance(barrier, DeletionBarrier):  # (barrier off: the forwarder's UM ack only)
             barrier.stops = {(tp[0], bs[0]) for bs, tp, _ in stops if c.reachable(bs[0])}
         targets = c.send(
-            um_to=c.state.live_broker_ids(),
-            um_partitions=tps,
-            stop=stops,
+            ControllerRequests(
+                update_metadata_to=c.state.live_broker_ids(),
+                update_metadata_partitions=tps,
+                stop_replica=stops,
+            ),
             barrier=barrier,
             stop_callback=self.stop_replica_answered,
         )
@@ -105,7 +108,8 @@ class TopicDeletionManager:
         """``broker_id`` registered again: the StopReplica(delete) that waited for it go out
         (Kafka: resumeDeletionForTopics)."""
         self.host.send(
-            stop=self.stops_for(broker_id=broker_id), stop_callback=self.stop_replica_answered
+            ControllerRequests(stop_replica=self.stops_for(broker_id=broker_id)),
+            stop_callback=self.stop_replica_answered,
         )
 
     # -- answers ------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from kmeta.controller.brokers import live_partitions_on
 from kmeta.controller.faults import Fault
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.request_batch import UM_FULL
+from kmeta.controller.request_batch import ControllerRequests
 from kmeta.metadata.model import TopicPartitionKey
 
 
@@ -54,9 +54,11 @@ class FaultReactions:
             return
         hosted = live_partitions_on(state, broker_id)
         self.host.send(
-            um_to=[broker_id],
-            lair=[([broker_id], tp, False) for tp in hosted],
-            stop=self.deletion.stops_for(broker_id=broker_id),
-            um_type=UM_FULL,
+            ControllerRequests(
+                update_metadata_to=[broker_id],
+                leader_and_isr=[([broker_id], tp, False) for tp in hosted],
+                stop_replica=self.deletion.stops_for(broker_id=broker_id),
+                full_update_metadata=True,
+            ),
             stop_callback=self.deletion.stop_replica_answered,
         )

@@ -9,19 +9,16 @@ request batch (``send``) and the propagation barrier, and the one way to queue a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, MutableSet
+from collections.abc import Callable, MutableSet
 from typing import Protocol, TypeVar
 
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.channel_manager import Callback
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
+from kmeta.controller.request_batch import ControllerRequests
 from kmeta.controller.store import ClusterStore
 from kmeta.metadata.model import TopicPartitionKey
-
-#: (replicas to send to, partition, is_new / delete) as the batch takes them
-Targets = Iterable[tuple[Iterable[int], TopicPartitionKey, bool]]
-
 
 T = TypeVar("T")
 
@@ -45,16 +42,14 @@ class ControllerHost(Protocol):
 
     def send(
         self,
+        requests: ControllerRequests,
         *,
-        um_to: Iterable[int] = (),
-        um_partitions: Iterable[TopicPartitionKey] = (),
-        lair: Targets = (),
-        stop: Targets = (),
-        um_type: int = 1,
         barrier: Barrier | None = None,
         stop_callback: Callback | None = None,
-        acls: bool = False,
-    ) -> list[int]: ...
+    ) -> list[int]:
+        """Send ``requests`` as one batch; returns the brokers an UpdateMetadata went to.
+        ``barrier`` is acknowledged by their answers; ``stop_callback`` runs on every
+        StopReplica answer."""
 
     def encode_update_metadata(self, topics: list[TopicInfo]) -> None:
         """Encode (or check) these topics' shared UpdateMetadata blocks now, so that a full

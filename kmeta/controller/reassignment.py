@@ -45,6 +45,7 @@ from kmeta.controller.barrier import Barrier
 from kmeta.controller.election import reassign_election, with_replicas
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import PartitionRegistration
+from kmeta.controller.request_batch import ControllerRequests
 from kmeta.metadata.model import NO_LEADER, TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
@@ -257,10 +258,12 @@ class ReassignmentManager:
             return results, None
         barrier = Barrier(host.barriers)
         targets = host.send(
-            um_to=state.live_broker_ids(),
-            um_partitions=changed,
-            lair=new_replicas,
-            stop=stops,
+            ControllerRequests(
+                update_metadata_to=state.live_broker_ids(),
+                update_metadata_partitions=changed,
+                leader_and_isr=new_replicas,
+                stop_replica=stops,
+            ),
             barrier=barrier,
         )
         return results, barrier.arm(host.propagation_targets(targets, forwarder))
@@ -381,18 +384,22 @@ class ReassignmentManager:
             self._forget([*gone, *complete])
         if expanded:
             host.send(
-                um_to=state.live_broker_ids(),
-                um_partitions=expanded,
-                lair=[(st.replicas, tp, False) for tp, st in expanded.items()],
+                ControllerRequests(
+                    update_metadata_to=state.live_broker_ids(),
+                    update_metadata_partitions=expanded,
+                    leader_and_isr=[(st.replicas, tp, False) for tp, st in expanded.items()],
+                ),
             )
         if complete:
             with host.store.transaction():
                 host.persist_partitions(complete)
             host.send(
-                um_to=state.live_broker_ids(),
-                um_partitions=complete,
-                lair=[(st.replicas, tp, False) for tp, st in complete.items()],
-                stop=stops,
+                ControllerRequests(
+                    update_metadata_to=state.live_broker_ids(),
+                    update_metadata_partitions=complete,
+                    leader_and_isr=[(st.replicas, tp, False) for tp, st in complete.items()],
+                    stop_replica=stops,
+                ),
             )
             log.info("completed %d partition reassignment(s)", len(complete))
         return list(complete)

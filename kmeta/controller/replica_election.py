@@ -32,6 +32,7 @@ from kmeta.controller.barrier import Barrier
 from kmeta.controller.election import preferred_replica_election, unclean_election
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import PartitionRegistration
+from kmeta.controller.request_batch import ControllerRequests
 from kmeta.metadata.model import NO_LEADER, TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
@@ -124,9 +125,11 @@ class ReplicaElectionManager:
             host.persist_partitions(changed)
         barrier = Barrier(host.barriers)
         targets = host.send(
-            um_to=host.state.live_broker_ids(),
-            um_partitions=changed,
-            lair=[(st.replicas, tp, False) for tp, st in changed.items()],
+            ControllerRequests(
+                update_metadata_to=host.state.live_broker_ids(),
+                update_metadata_partitions=changed,
+                leader_and_isr=[(st.replicas, tp, False) for tp, st in changed.items()],
+            ),
             barrier=barrier,
         )
         for tp, st in changed.items():

@@ -49,6 +49,49 @@ _LAIR_DEFAULTS = tuple(
 )
 
 
+#: (brokers, partition, is_new for LeaderAndIsr / delete for StopReplica)
+Targets = Iterable[tuple[Iterable[int], TopicPartitionKey, bool]]
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRequests:
+    """What one controller event asks of the brokers, built by the caller and sent as one batch
+    by ``ControllerHost.send`` (Kafka's callers fill a ControllerBrokerRequestBatch with
+    addLeaderAndIsrRequestForBrokers, addUpdateMetadataRequestForBrokers and
+    addStopReplicaRequestForBrokers, then call sendRequestsToBrokers). Each broker gets its
+    LeaderAndIsr first, then its UpdateMetadata, then its StopReplica."""
+
+    #: a LeaderAndIsr partition state of each partition for each of its brokers
+    leader_and_isr: Targets = ()
+    #: the brokers that get an UpdateMetadata (it always carries the live broker set) ...
+    update_metadata_to: Iterable[int] = ()
+    #: ... with these partitions' states
+    update_metadata_partitions: Iterable[TopicPartitionKey] = ()
+    #: a FULL UpdateMetadata (KIP-866 type 2): every partition, whatever the field above says
+    full_update_metadata: bool = False
+    #: the UpdateMetadata carries the cluster's ACLs (a full one always does)
+    with_acls: bool = False
+    #: a StopReplica of each partition for each of its brokers
+    stop_replica: Targets = ()
+
+    def add_to(self, batch: ControllerBrokerRequestBatch) -> None:
+        """Add these requests to a new batch, in Kafka's order."""
+        if self.with_acls:
+            batch.add_acls()
+        for brokers, tp, is_new in self.leader_and_isr:
+            batch.add_leader_and_isr(brokers, tp, is_new)
+        if self.full_update_metadata:
+            batch.add_update_metadata_full(self.update_metadata_to)
+        else:
+            batch.add_update_metadata(self.update_metadata_to, self.update_metadata_partitions)
+        for brokers, tp, delete in self.stop_replica:
+            batch.add_stop_replica(brokers, tp, delete)
+
+    @property
+    def update_metadata_type(self) -> int:
+        return UM_FULL if self.full_update_metadata else UM_INCREMENTAL
+
+
 def _epoch_bytes(epoch: int) -> bytes:
     return epoch.to_bytes(8, "big", signed=True)
 

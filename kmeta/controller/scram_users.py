@@ -18,6 +18,7 @@ from typing import Any
 
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.host import ControllerHost
+from kmeta.controller.request_batch import ControllerRequests
 from kmeta.net.security.scram import (
     MAX_ITERATIONS,
     MAX_SALT,
@@ -110,5 +111,8 @@ class ScramUserManager:
         # (memory after the writes; a refused commit reloads both from the store)
         self.credentials.replace((name, cred) for (name, _), cred in current.items())
         barrier = Barrier(self.host.barriers)
-        targets = self.host.send(um_to=self.host.state.live_broker_ids(), barrier=barrier)
+        targets = self.host.send(
+            ControllerRequests(update_metadata_to=self.host.state.live_broker_ids()),
+            barrier=barrier,
+        )
         return outcomes, barrier.arm(self.host.propagation_targets(targets, forwarder))

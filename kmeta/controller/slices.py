@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import TopicInfo
+from kmeta.controller.request_batch import ControllerRequests
 from kmeta.metadata.model import TopicPartitionKey
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ FIRST_SLICE_PARTITIONS = 1000
 #: the work one slice aims at (the loop is held that long, plus the slice's last topic)
 SLICE_TARGET_S = 0.025
 
-#: (replicas to send to, partition, is_new), as ``ControllerHost.send(lair=...)`` takes them
+#: (replicas to send to, partition, is_new), as ``ControllerRequests.leader_and_isr`` takes them
 LeaderAndIsrTargets = list[tuple[Iterable[int], TopicPartitionKey, bool]]
 
 
@@ -110,6 +111,6 @@ def push_leader_and_isr(
         for info in infos:
             lair += targets(info)
         if lair:
-            host.send(lair=lair)
+            host.send(ControllerRequests(leader_and_isr=lair))
 
     in_slices(host, name, topics, each, valid, then)

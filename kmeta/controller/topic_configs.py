@@ -29,6 +29,7 @@ from collections.abc import Mapping
 
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.host import ControllerHost
+from kmeta.controller.request_batch import ControllerRequests
 from kmeta.metadata.log_config import TOPIC_CONFIGS, ConfigError, validate
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
@@ -102,7 +103,13 @@ class TopicConfigManager:
         cleared = host.state.configs_cleared
         cleared.update(t for t, c in changed.items() if not c)
         try:
-            targets = host.send(um_to=host.state.live_broker_ids(), um_partitions=tps, barrier=barrier)
+            targets = host.send(
+                ControllerRequests(
+                    update_metadata_to=host.state.live_broker_ids(),
+                    update_metadata_partitions=tps,
+                ),
+                barrier=barrier,
+            )
         finally:
             cleared.clear()
         return barrier.arm(host.propagation_targets(targets, forwarder))
