@@ -334,22 +334,35 @@ class ControllerLink:
                 await asyncio.sleep(self.retry_backoff_s)
 
     async def _controlled_shutdown(self) -> None:
-        try:
-            response = await self._send_controlled_shutdown()
-            if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
-                # our session is known on another connection (we reconnected): claim it on
-                # this one (same incarnation, same epoch) and ask again
-                await self._register()
+        """ControlledShutdown to the active controller: one that answers NOT_CONTROLLER or
+        cannot be reached is left for the next, each controller once."""
+        for _ in range(len(self.endpoints)):
+            try:
                 response = await self._send_controlled_shutdown()
-            log.info(
-                "controlled shutdown: %s, %d partitions could not move",
-                ErrorCode(response.error_code).name,
-                len(response.remaining_partitions),
-            )
-        except RegistrationRefused as exc:
-            log.warning("controlled shutdown failed: registration refused (%s)", exc.error.name)
-        except _NET_ERRORS as exc:
-            log.warning("controlled shutdown failed: %r", exc)
+                if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
+                    # our session is known on another connection (we reconnected, or moved
+                    # on): claim it on this one (same incarnation, same epoch) and ask again
+                    await self._register()
+                    response = await self._send_controlled_shutdown()
+                if response.error_code == ErrorCode.NOT_CONTROLLER and len(self.endpoints) > 1:
+                    raise NotController
+                log.info(
+                    "controlled shutdown: %s, %d partitions could not move",
+                    ErrorCode(response.error_code).name,
+                    len(response.remaining_partitions),
+                )
+                return
+            except RegistrationRefused as exc:
+                log.warning("controlled shutdown failed: registration refused (%s)", exc.error.name)
+                return
+            except (NotController, *_NET_ERRORS) as exc:
+                log.warning("controlled shutdown at %s:%d failed: %r", self.host, self.port, exc)
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                if len(self.endpoints) == 1:
+                    return
+                self._next_controller()
 
     async def _send_controlled_shutdown(self) -> Any:
         conn = await self._connection()

@@ -137,6 +137,11 @@ async def test_a_forwarded_request_answered_not_controller_is_sent_to_the_new_co
         assert await _create_topic_via(q.client_ports[1], "after") == ErrorCode.NONE
         assert await asyncio.to_thread(q.zkc.exists, "/brokers/topics/after") is not None
         assert not _refuses(q.ctl_ports[3001])  # (3001 was there to answer NOT_CONTROLLER)
+        # a controlled shutdown answered NOT_CONTROLLER there is made at 3002
+        q.procs["broker-1"].send_signal(signal.SIGTERM)
+        await asyncio.to_thread(q.procs["broker-1"].wait, 20)
+        log = (q.tmp / "broker-1.log").read_text()
+        assert "controlled shutdown: NONE" in log, log[-3000:]
     finally:
         await controller.stop()
 
