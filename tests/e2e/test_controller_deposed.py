@@ -23,7 +23,7 @@ from confluent_kafka.admin import NewPartitions, NewTopic
 
 from kmeta.cli.zookeeper import LocalZooKeeper
 from kmeta.controller.zk_requests import read_tree
-from kmeta.controller.zk_store import MAX_MULTI_OPS, ZooKeeperStore
+from kmeta.controller.zk_store import MAX_IN_FLIGHT, MAX_MULTI_OPS, ZooKeeperStore
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
@@ -297,7 +297,8 @@ async def test_a_write_group_cut_between_multi_ops_leaves_each_topic_whole_or_ab
         await asyncio.to_thread(
             _wait, lambda: q.zkc.exists("/kmeta/controllers/3002") is not None, 30, "3002"
         )
-        many = MAX_MULTI_OPS * 10  # (20 multi-ops or more: more than are ever in flight)
+        # more multi-ops than are ever in flight (those sent commit even after the kill)
+        many = MAX_MULTI_OPS * MAX_IN_FLIGHT
 
         # an existing topic extended by many partitions: kept as it was, or whole
         extend = cp.CreatePartitionsRequest(
