@@ -6,7 +6,7 @@ level per component.
 applies to everything below it (``kmeta.net`` covers ``kmeta.net.server``).
 
 The state-change logs are not part of this: they are plain JSON-lines files written by
-``kmeta.metadata.state_change_log`` (broker ``--state-change-log``,
+``kmeta.net.state_change_log`` (broker ``--state-change-log``,
 controller ``<data-dir>/state-change.log``), never through ``logging``, so they stay separate
 from the main log whatever its format.
 """

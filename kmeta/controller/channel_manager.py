@@ -43,13 +43,13 @@ from typing import Any
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.metadata.model import Endpoint
-from kmeta.metadata.state_change_log import StateChangeLog, wall_ms
 from kmeta.net.connection import KafkaConnection, api_of_instance
 from kmeta.net.security.sasl_client import (
     ClientCredential,
     SaslAuthenticationError,
     authenticate,
 )
+from kmeta.net.state_change_log import StateChangeLog, wall_ms
 from kmeta.net.tls import NO_TLS, TlsConfig, uses_sasl, uses_tls
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, ProtocolError

@@ -60,9 +60,9 @@ from kmeta.controller.store import STORE_RETRY_S, ClusterStore, ControllerStore
 from kmeta.controller.topic_blocks import UpdateMetadataBlocks
 from kmeta.controller.topic_configs import TopicConfigManager
 from kmeta.metadata.model import TopicPartitionKey
-from kmeta.metadata.state_change_log import StateChangeLog
 from kmeta.net.security.authorizer import Authorizer
 from kmeta.net.security.scram import ScramCredentials
+from kmeta.net.state_change_log import StateChangeLog
 
 log = logging.getLogger(__name__)
 

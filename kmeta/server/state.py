@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kmeta.metadata.cache import MetadataCache
-from kmeta.metadata.state_change_log import StateChangeLog
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.metrics import PlainHistogram
 from kmeta.net.security.authorizer import Authorizer
 from kmeta.net.security.scram import MECHANISM_NAMES, ScramCredential, ScramCredentials
+from kmeta.net.state_change_log import StateChangeLog
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.config import BrokerConfig
 from kmeta.server.control_order import ControlOrder

@@ -12,9 +12,9 @@ from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.request_batch import BatchContext, ControllerBrokerRequestBatch
 from kmeta.metadata.model import Endpoint
-from kmeta.metadata.state_change_log import StateChangeLog
 from kmeta.net.dispatch import HandlerRegistry
 from kmeta.net.listener import Listener
+from kmeta.net.state_change_log import StateChangeLog
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr

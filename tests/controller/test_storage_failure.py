@@ -31,7 +31,7 @@ from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.store import ControllerStore, StorageError
-from kmeta.metadata.state_change_log import StateChangeLog
+from kmeta.net.state_change_log import StateChangeLog
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs

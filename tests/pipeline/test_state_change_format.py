@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kmeta.metadata.state_change_log import COMMON_FIELDS, FIELDS, JOIN_FIELDS, StateChangeLog
+from kmeta.metadata.state_change_log import COMMON_FIELDS, FIELDS, JOIN_FIELDS
+from kmeta.net.state_change_log import StateChangeLog
 from kmeta.pipeline import analyze_extract as ex
 
 #: a value of each field's type, as a writer would give it
