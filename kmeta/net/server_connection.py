@@ -40,13 +40,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from kmeta.net import zerocopy
+from kmeta.net.answer_framing import Chunks, append_answer, encode_answer
 from kmeta.net.dispatch import (
-    Answer,
     AnswerMemo,
     AnyHandler,
     EncodedPieces,
     MemoFn,
-    NoResponse,
     Peer,
     Reply,
     RequestContext,
@@ -65,6 +64,7 @@ from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.net.serving import ConnectionLimits as ConnectionLimits  # re-export (old home)
 from kmeta.net.serving import ServingInfo as ServingInfo  # re-export (old home)
+from kmeta.net.watchdog import Watchdog
 from kmeta.protocol.errors import (
     ErrorCode,
     FrameTooLargeError,
@@ -72,15 +72,7 @@ from kmeta.protocol.errors import (
     UnsupportedVersionError,
 )
 from kmeta.protocol.framing import FrameSplitter
-from kmeta.protocol.header import (
-    FramedResponse,
-    RequestHeader,
-    decode_request_header,
-    encode_response_header,
-    framed_response,
-    response_header_rest,
-    response_header_version,
-)
+from kmeta.protocol.header import RequestHeader, decode_request_header
 from kmeta.protocol.schema import Record
 
 log = logging.getLogger("kmeta.net.server")
@@ -99,68 +91,6 @@ class _AsyncSlot:
 
 
 MEMORY = "memory"  # the flow-control hold of a full request memory pool
-_BIG = 32 * 1024  # pieces at least this large are handed to the transport, not copied
-Chunks = list[bytes | bytearray]
-
-
-def encode_answer(header: RequestHeader, handler: AnyHandler[Any], result: Reply[Record], out: Chunks) -> None:
-    """Append the framed response for ``result`` to the chunks ``out``.
-
-    ``result``: a record (encoded at its own version, straight into the last chunk), or an
-    encoded body (``bytes``, ``bytearray`` or EncodedPieces at the request's version, framed
-    by :func:`append_answer`); nothing for ``NO_RESPONSE``.
-    """
-    if isinstance(result, NoResponse):
-        return
-    if isinstance(result, bytes | bytearray | EncodedPieces):
-        correlation = header.correlation_id.to_bytes(4, "big", signed=True)
-        append_answer(correlation, handler.response_header_versions[header.api_version], result, out)
-        return
-    buf = out[-1] if out and type(out[-1]) is bytearray else None
-    if buf is None:
-        buf = bytearray()
-        out.append(buf)
-    start = len(buf)
-    buf += b"\0\0\0\0"
-    encode_response_header(
-        header.correlation_id, response_header_version(header.api_key, result.version), buf
-    )
-    handler.api.response.encode_into(result, buf)
-    buf[start : start + 4] = (len(buf) - start - 4).to_bytes(4, "big")
-
-
-def append_answer(
-    correlation: bytes, header_version: int, body: Answer | bytes | bytearray, out: Chunks
-) -> None:
-    """Frame an encoded body: size, response header, body. The one chunking path.
-
-    ``correlation``: the 4 correlation id bytes (a memo hit copies them from the request).
-    ``body``: a FramedResponse (a memoised answer, framed once), bytes, or EncodedPieces.
-    Small answers go into the last chunk (one buffer for many pipelined answers); a large
-    piece becomes a chunk of its own, so cached blocks are never copied on their way to the
-    socket.
-    """
-    last = out[-1] if out else None
-    if type(last) is not bytearray:
-        last = bytearray()
-        out.append(last)
-    if not isinstance(body, EncodedPieces):
-        framed = body if isinstance(body, FramedResponse) else framed_response(header_version, body)
-        last += framed.size
-        last += correlation
-        last += framed.rest
-        return
-    rest = response_header_rest(header_version)
-    last += (4 + len(rest) + sum(map(len, body))).to_bytes(4, "big")
-    last += correlation
-    last += rest
-    for piece in body:
-        if len(piece) >= _BIG:
-            out.append(piece)
-        elif type(out[-1]) is bytearray:
-            out[-1] += piece
-        else:
-            out.append(bytearray(piece))
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,11 +137,8 @@ class ServerConnection(asyncio.Protocol):
         self._flow: FlowControl | None = None
         self._pending: collections.deque[Chunks | _AsyncSlot] = collections.deque()
         self._closing = False
-        self._last_active = time.monotonic()
-        self._idle_timer: asyncio.TimerHandle | None = None
-        self._timer_at = float("inf")  # monotonic time the watchdog timer fires
-        self._partial_since: float | None = None  # a frame started and is not complete yet
-        self._stalled_since: float | None = None  # the peer stopped reading our answers
+        #: the idle, request and write timeouts; also holds the times they are measured from
+        self._watchdog = Watchdog(info.limits, self._expire, self._gone, self._busy, self._not_reading)
         self._stashed: list[bytes] | None = None  # frames read but not handled (write paused)
         self._held = 0  # request bytes (partial frame + stashed frames) counted in info.pool
         self._admit = admit
@@ -243,7 +170,8 @@ class ServerConnection(asyncio.Protocol):
             self._observer = hooks.observer(self)
         if hooks.gate is not None:
             self._gate = hooks.gate(self)
-        self._arm(self._last_active + self.info.limits.idle_timeout_s)
+        watchdog = self._watchdog
+        watchdog.arm(watchdog.last_active + self.info.limits.idle_timeout_s)
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         """The transport's extra info (``peercert``, ``ssl_object``, ...): for hooks."""
@@ -257,18 +185,19 @@ class ServerConnection(asyncio.Protocol):
         observer = self._observer
         if observer is not None:
             observer.on_read(len(data))
-        now = self._last_active = time.monotonic()
+        watchdog = self._watchdog
+        now = watchdog.last_active = time.monotonic()
         try:
             frames = self._splitter.feed(data)
         except ProtocolError as exc:
             self._drop(FaultKind.of(exc), str(exc))
             return
         if self._splitter.buffered:
-            if self._partial_since is None or frames:  # a request started: request_timeout_s
-                self._partial_since = now
-                self._arm(now + self.info.limits.request_timeout_s)
+            if watchdog.partial_since is None or frames:  # a request started: request_timeout_s
+                watchdog.partial_since = now
+                watchdog.arm(now + self.info.limits.request_timeout_s)
         else:
-            self._partial_since = None
+            watchdog.partial_since = None
         if self._stashed is not None:
             self._stashed += frames
         elif frames:
@@ -396,16 +325,16 @@ class ServerConnection(asyncio.Protocol):
         if self._flow is not None:
             self._flow.pause_writing()
             now = time.monotonic()
-            self._stalled_since = now
-            self._arm(now + self.info.limits.write_timeout_s)
+            self._watchdog.stalled_since = now
+            self._watchdog.arm(now + self.info.limits.write_timeout_s)
 
     def resume_writing(self) -> None:
-        self._stalled_since = None
+        self._watchdog.stalled_since = None
         if self._flow is not None:
             self._flow.resume_writing()
         stashed, self._stashed = self._stashed, None
         if stashed and not self._closing:
-            self._last_active = time.monotonic()
+            self._watchdog.last_active = time.monotonic()
             self._process(stashed)
             if self._observer is not None:
                 self._observer.on_answers_ready()
@@ -443,8 +372,7 @@ class ServerConnection(asyncio.Protocol):
         self._release_memory()
         if self._flow is not None:
             self._flow.connection_lost()
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
+        self._watchdog.cancel()
         for slot in self._pending:
             if isinstance(slot, _AsyncSlot):
                 slot.future.cancel()
@@ -548,7 +476,7 @@ class ServerConnection(asyncio.Protocol):
                 encode_answer(head.header, head.handler, head.future.result(), out)
             pending.popleft()
         if out:
-            self._last_active = time.monotonic()
+            self._watchdog.last_active = time.monotonic()
             self._write(out)
         assert self._flow is not None
         if len(pending) <= self.info.limits.max_queued_requests // 2:
@@ -605,60 +533,18 @@ class ServerConnection(asyncio.Protocol):
             else:
                 self._transport.close()
 
-    def _arm(self, deadline: float) -> None:
-        """Make the watchdog fire no later than ``deadline`` (one timer per connection)."""
-        if deadline >= self._timer_at:
-            return
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-        self._timer_at = deadline
-        delay = max(0.0, deadline - time.monotonic())
-        self._idle_timer = asyncio.get_running_loop().call_later(delay, self._check_idle)
+    # -- what the watchdog asks and tells -----------------------------------------------------
+    def _expire(self, kind: FaultKind, reason: str, abort: bool) -> None:
+        self._drop(kind, reason, abort=abort)
 
-    def _check_idle(self) -> None:
-        """The watchdog: idle timeout, request (partial frame) timeout, write timeout."""
-        self._timer_at = float("inf")
-        self._idle_timer = None
-        if self._transport is None or self._transport.is_closing():
-            return
-        limits = self.info.limits
-        now = time.monotonic()
-        if self._stalled_since is not None:
-            stalled_for = now - self._stalled_since
-            if stalled_for >= limits.write_timeout_s:
-                self._drop(
-                    FaultKind.WRITE_TIMEOUT,
-                    f"not reading its answers for {stalled_for:.1f} s",
-                    abort=True,
-                )
-                return
-            self._arm(self._stalled_since + limits.write_timeout_s)
-        if (
-            self._partial_since is not None
-            and self._flow is not None
-            and self._flow.reading_held_except(MEMORY)
-        ):
-            # We are not reading: not the peer's delay. (Paused only because the memory pool
-            # is full, the partial request still times out: partial frames that never
-            # complete must not hold the pool for ever.)
-            self._partial_since = now
-        if self._partial_since is not None:
-            waited = now - self._partial_since
-            if waited >= limits.request_timeout_s:
-                self._drop(
-                    FaultKind.REQUEST_TIMEOUT,
-                    f"request incomplete after {waited:.1f} s (request timeout)",
-                )
-                return
-            self._arm(self._partial_since + limits.request_timeout_s)
-        idle_for = now - self._last_active
-        if idle_for >= limits.idle_timeout_s and not self._pending:
-            self._drop(
-                FaultKind.IDLE_TIMEOUT, f"idle for {idle_for:.1f} s (connections.max.idle.ms)"
-            )
-            return
-        base = self._last_active if idle_for < limits.idle_timeout_s else now
-        self._arm(base + limits.idle_timeout_s)
+    def _gone(self) -> bool:
+        return self._transport is None or self._transport.is_closing()
+
+    def _busy(self) -> bool:
+        return bool(self._pending)
+
+    def _not_reading(self) -> bool:
+        return self._flow is not None and self._flow.reading_held_except(MEMORY)
 
     def close_gracefully(self) -> None:
         """Stop reading; close once the requests already read are answered."""
