@@ -54,7 +54,7 @@ class EchoProtocol(asyncio.Protocol):
         if not pieces:
             return
         if self._writer is not None and not self._transport.get_write_buffer_size():
-            pieces = self._writer.send(pieces)  # as the broker's ServerConnection._write does
+            pieces = self._writer.send(pieces)  # as the broker's AnswerWriter.write does
         if pieces:
             self._transport.writelines(pieces)
 

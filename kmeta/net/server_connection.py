@@ -39,8 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from kmeta.net import zerocopy
 from kmeta.net.answer_framing import Chunks, append_answer, encode_answer
+from kmeta.net.answer_writer import AnswerWriter
 from kmeta.net.dispatch import (
     AnswerMemo,
     AnyHandler,
@@ -146,7 +146,8 @@ class ServerConnection(asyncio.Protocol):
         self._known: _KnownHeader | None = None
         self._memo: AnswerMemo | None = None  # the memo of ``_known``, while current
         self.peer: Peer = None
-        self._socket_writer: zerocopy.SocketWriter | None = None  # with info.zero_copy
+        #: the one write per pass, and the zero-copy seam
+        self._writer = AnswerWriter()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.requests_handled = 0
 
@@ -157,9 +158,7 @@ class ServerConnection(asyncio.Protocol):
         self._transport = transport
         self._flow = FlowControl(transport)
         self.peer = transport.get_extra_info("peername")
-        if self.info.zero_copy:
-            sock = transport.get_extra_info("socket")
-            self._socket_writer = None if sock is None else zerocopy.SocketWriter(sock)
+        self._writer.connected(transport, self.info.zero_copy)
         if self._admit is not None and not self._admit(self):
             self._closing = True  # refused at accept (connection limits); the listener logged it
             transport.abort()
@@ -167,7 +166,7 @@ class ServerConnection(asyncio.Protocol):
         self.admitted = True
         hooks = self._hooks
         if hooks.observer is not None:
-            self._observer = hooks.observer(self)
+            self._observer = self._writer.observer = hooks.observer(self)
         if hooks.gate is not None:
             self._gate = hooks.gate(self)
         watchdog = self._watchdog
@@ -238,12 +237,12 @@ class ServerConnection(asyncio.Protocol):
             try:
                 answer = self._handle_frame(frame, out)
             except ProtocolError as exc:
-                self._write(out)
+                self._writer.write(out)
                 self._drop(FaultKind.of(exc), str(exc))
                 return
             except Exception:
                 log.exception("handler failed for %s on %s; closing it", self.peer, self.info.listener)
-                self._write(out)
+                self._writer.write(out)
                 self._drop(FaultKind.INTERNAL_ERROR, "internal error")
                 return
             if observer is not None:
@@ -251,7 +250,7 @@ class ServerConnection(asyncio.Protocol):
                 observer.on_request(frame[0] << 8 | frame[1], frame[2] << 8 | frame[3], answer)
             if self._raw_receiver is not None:
                 # a SaslHandshake v0 was accepted: the frames after it are raw SASL tokens
-                self._write(out)
+                self._writer.write(out)
                 self._process_raw(frames, i + 1)
                 return
             # the handler may have learned another header or left an answer waiting
@@ -263,11 +262,11 @@ class ServerConnection(asyncio.Protocol):
         if out:
             transport = self._transport
             if len(out) == 1 and observer is None and transport is not None and not transport.is_closing():
-                # _write's common case without the call (a call costs about a tenth of a memo
+                # AnswerWriter.write's common case without the call (a call costs about a tenth of a memo
                 # hit at one request per read)
                 transport.write(out[0])
             else:
-                self._write(out)
+                self._writer.write(out)
         if self._pending and len(self._pending) > self.info.limits.max_queued_requests:
             assert self._flow is not None
             self._flow.hold_reading("queue")
@@ -292,7 +291,7 @@ class ServerConnection(asyncio.Protocol):
         for i in range(start, len(frames)):
             receiver = self._raw_receiver
             if receiver is None:  # the authenticator is done: the rest are Kafka requests
-                self._write(out)
+                self._writer.write(out)
                 self._process(frames[i:])
                 return
             token = frames[i]
@@ -301,21 +300,21 @@ class ServerConnection(asyncio.Protocol):
                     raise FrameTooLargeError(f"SASL token of {len(token)} bytes over {self._raw_max}")
                 challenge = receiver(token)
             except ProtocolError as exc:
-                self._write(out)
+                self._writer.write(out)
                 self._drop(FaultKind.of(exc), str(exc))
                 return
             except Exception:
                 log.exception("SASL token failed for %s on %s; closing it", self.peer, self.info.listener)
-                self._write(out)
+                self._writer.write(out)
                 self._drop(FaultKind.INTERNAL_ERROR, "internal error")
                 return
             out.append(len(challenge).to_bytes(4, "big") + challenge)
-        self._write(out)
+        self._writer.write(out)
 
     def _flush(self, out: Chunks, frames: list[bytes], i: int) -> bool:
         """Bound what one read can make us buffer: write ``out``, and if the peer is not
         reading, keep the frames after ``i`` until it does (True: stop here)."""
-        self._write(out)
+        self._writer.write(out)
         if self._flow is not None and self._flow.write_paused and i + 1 < len(frames):
             self._stashed = frames[i + 1 :]
             return True
@@ -455,13 +454,13 @@ class ServerConnection(asyncio.Protocol):
             elif not head.future.done():
                 break
             elif head.future.cancelled():
-                self._write(out)
+                self._writer.write(out)
                 self._drop(FaultKind.REQUEST_CANCELLED, "request cancelled")
                 return
             else:
                 exc = head.future.exception()
                 if exc is not None:
-                    self._write(out)
+                    self._writer.write(out)
                     if isinstance(exc, ProtocolError):
                         self._drop(FaultKind.of(exc), str(exc))
                     else:
@@ -477,36 +476,12 @@ class ServerConnection(asyncio.Protocol):
             pending.popleft()
         if out:
             self._watchdog.last_active = time.monotonic()
-            self._write(out)
+            self._writer.write(out)
         assert self._flow is not None
         if len(pending) <= self.info.limits.max_queued_requests // 2:
             self._flow.release_reading("queue")
         if self._closing and not pending:
             self._transport.close()
-
-    def _write(self, out: Chunks) -> None:
-        """ONE write for everything answered in this pass (writelines: one writev on uvloop).
-
-        With zero copy, large cached pieces go straight to the socket by sendfile while the
-        transport has nothing buffered (so nothing can overtake it); the transport gets
-        whatever the kernel did not take at once.
-        """
-        transport = self._transport
-        if out and transport is not None and not transport.is_closing():
-            if len(out) == 1:
-                transport.write(out[0])
-            elif (
-                self._socket_writer is not None
-                and any(type(chunk) is zerocopy.SpliceableBytes for chunk in out)
-                and not transport.get_write_buffer_size()
-            ):
-                rest = self._socket_writer.send(out)
-                if rest:
-                    transport.writelines(rest)
-            else:
-                transport.writelines(out)
-            if self._observer is not None:
-                self._observer.on_write(sum(map(len, out)))
 
     # -- closing -------------------------------------------------------------------------------
     def _drop(self, kind: FaultKind, reason: str, *, abort: bool = False) -> None:

@@ -68,7 +68,7 @@ def sendable(body: bytes) -> bytes:
     ``benchmarks/metadata_load.py`` (BENCHMARKS.md, 2026-11-22): 91.6 us of server CPU per
     answer sent this way against 121 us copying (x0.76), with the kernel's own floor for the
     sendfile path at 78 us. Bodies under :data:`kmeta.net.zerocopy.MIN_SIZE` stay plain bytes;
-    :meth:`kmeta.net.server_connection.ServerConnection._write` does the sending.
+    :meth:`kmeta.net.answer_writer.AnswerWriter.write` does the sending.
     """
     return zerocopy.spliceable(body)
 
