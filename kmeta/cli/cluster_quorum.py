@@ -12,14 +12,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
+from kmeta.cli.cluster_config import ClusterConfig
 from kmeta.cli.zookeeper import LocalZooKeeper, ZooKeeperUnavailable
-
-if TYPE_CHECKING:  # (cluster imports this module)
-    from kmeta.cli.cluster import ClusterConfig
 
 #: a quorum's controller j (1-based) has node id 3000 + j
 NODE_ID_BASE = 3000

@@ -1,7 +1,7 @@
 """``kmeta.testing.Cluster``: a real kmeta cluster as a handle a test can hold.
 
 A controller (or a quorum on a local ZooKeeper) and N brokers start as processes of their own,
-built by the same code as ``kmeta cluster up`` (:mod:`kmeta.cli.cluster`, :mod:`kmeta.cli.launch`),
+built by the same code as ``kmeta cluster up`` (:mod:`kmeta.cli.cluster_config`, :mod:`kmeta.cli.launch`),
 on ports the OS picked on loopback, in a new temporary data dir; leaving the context manager
 kills them all and removes the dir. docs/testing.md says what each option does and which Kafka
 event each method imitates.
@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from types import TracebackType
 
-from kmeta.cli.cluster import ClusterConfig
+from kmeta.cli.cluster_config import ClusterConfig
 from kmeta.net.tls import TlsConfig
 from kmeta.protocol.errors import ErrorCode
 from kmeta.testing import requests

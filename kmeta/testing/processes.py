@@ -1,7 +1,7 @@
 """The processes of a :class:`kmeta.testing.Cluster`: started, signalled, logged, cleaned up.
 
 :class:`ClusterProcesses` owns one cluster's data dir and daemons (``python -m kmeta ...`` with
-the argv of :mod:`kmeta.cli.cluster`, started by :mod:`kmeta.cli.launch` as ``kmeta cluster
+the argv of :mod:`kmeta.cli.cluster_config`, started by :mod:`kmeta.cli.launch` as ``kmeta cluster
 up`` does) and knows where everything listens; :class:`~kmeta.testing.Cluster` adds what a test
 does with them. A daemon that lost the race for an OS-picked port (another process took it
 between the pick and the bind) makes the start try again on new ports.
@@ -24,7 +24,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from kmeta.cli.cluster import ADMIN_USER, ClusterConfig, broker_argv, controller_argv, credential_of
+from kmeta.cli.cluster_config import (
+    ADMIN_USER,
+    ClusterConfig,
+    broker_argv,
+    controller_argv,
+    credential_of,
+)
 from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
 from kmeta.cli.zookeeper import LocalZooKeeper
 from kmeta.net.security.sasl_client import ClientCredential, read_credential_file
