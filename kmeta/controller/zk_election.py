@@ -29,7 +29,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
-from kmeta.controller.zk_store import CONTROLLER_EPOCH, PERSISTENT_PATHS
+from kmeta.controller.zk_layout import CONTROLLER_EPOCH, PERSISTENT_PATHS
 
 CONTROLLER = "/controller"
 #: every controller of the quorum, active or standby: an ephemeral znode each (for status)

@@ -1,23 +1,7 @@
 """The ClusterStore's ZooKeeper engine: cluster state in an ensemble, in Kafka's ZK layout.
 
 Used by a controller of a quorum (``kmeta controller --zookeeper``) once it is active (see
-:mod:`zk_election`). The layout follows Kafka's ZkData where it applies:
-
-* ``/cluster/id``                                  {"version":"1","id":...}
-* ``/brokers/ids/<id>``                            the registration (endpoints, rack) and epoch
-* ``/brokers/topics/<t>``                          {"version":3,"partitions":{p: replicas},
-                                                    "topic_id", "adding_replicas",
-                                                    "removing_replicas"}
-* ``/brokers/topics/<t>/partitions/<p>/state``     {"controller_epoch","leader","version":1,
-                                                    "leader_epoch","isr","partition_epoch"}
-* ``/admin/delete_topics/<t>``                     a deletion in progress
-* ``/config/topics/<t>``                           {"version":1,"config":{...}}
-* ``/kafka-acl-extended/<pattern>/<type>/<name>``  {"version":1,"acls":[...]}
-* ``/config/users/<user>``                         {"version":1,"config":{"SCRAM-SHA-512":
-                                                    "salt=..,stored_key=..,server_key=..,
-                                                    iterations=4096"}} (Kafka's
-                                                    ScramCredentialUtils format, base64)
-* ``/kmeta/meta/<key>``                            counters (the broker-epoch counter)
+:mod:`zk_election`); the znodes and their JSON are :mod:`zk_layout`'s.
 
 Fencing (KafkaZkClient's MultiRequest with a CheckOp): every write is part of a multi-op that
 first checks ``/controller_epoch``'s version, the one this controller's election set. Once
@@ -43,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from base64 import b64decode, b64encode
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -57,6 +40,24 @@ from kazoo.security import OPEN_ACL_UNSAFE
 
 from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.store import ControllerMovedError, StorageError
+from kmeta.controller.zk_layout import (
+    BROKER_IDS,
+    CLUSTER_ID,
+    CONTROLLER_EPOCH,
+    DELETE_TOPICS,
+    META,
+    NO_REASSIGNMENT,
+    PERSISTENT_PATHS,
+    TOPIC_CONFIGS,
+    USER_CONFIGS,
+    acl_path,
+    dumps,
+    is_topic,
+    state_from_view,
+    topic_names,
+    topic_path,
+    unassigned,
+)
 from kmeta.controller.zk_requests import (
     CHECK,
     CREATE,
@@ -71,19 +72,6 @@ from kmeta.controller.zk_requests import (
 from kmeta.metadata.model import Endpoint
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import MECHANISM_IDS, ScramCredential
-
-CONTROLLER_EPOCH = "/controller_epoch"
-BROKER_IDS = "/brokers/ids"
-DELETE_TOPICS = "/admin/delete_topics"
-TOPIC_CONFIGS = "/config/topics"
-USER_CONFIGS = "/config/users"
-ACLS = "/kafka-acl-extended"
-META = "/kmeta/meta"
-CLUSTER_ID = "/cluster/id"
-#: persistent paths every engine needs (Kafka's ZkData.PersistentZkPaths)
-PERSISTENT_PATHS = (
-    BROKER_IDS, TOPICS, DELETE_TOPICS, TOPIC_CONFIGS, USER_CONFIGS, ACLS, META, "/cluster"
-)  # fmt: skip
 
 #: one multi-op's bound: jute.maxbuffer (1 MiB) less room for the request's framing
 MAX_MULTI_BYTES = 900_000
@@ -100,36 +88,8 @@ _OP_OVERHEAD = 48  # per op: type, header, path and data lengths, version, ACL
 #: one op of a multi-op: (CREATE | SET_DATA | DELETE, path, data, version)
 _Op = tuple[int, str, bytes, int]
 _OP_NAMES = {CREATE: "create", SET_DATA: "set", DELETE: "delete"}
-
-#: a topic znode with no reassignment in progress, as :func:`_dumps` writes it
-_NO_REASSIGNMENT = (b'"adding_replicas":{}', b'"removing_replicas":{}')
 #: a pending delete in an overlay
 _DELETED: None = None
-
-
-def _dumps(obj: object) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _is_topic(path: str) -> bool:
-    return path.startswith(TOPICS + "/") and path.count("/") == 3
-
-
-def _unassigned(topic_znode: bytes | None) -> bytes:
-    """A new topic's znode before its partitions are written: no partition named yet."""
-    return _dumps({**json.loads(topic_znode or b"{}"), "partitions": {}})
-
-
-def topic_path(topic: str) -> str:
-    return f"{TOPICS}/{topic}"
-
-
-def partition_state_path(topic: str, partition: int) -> str:
-    return f"{TOPICS}/{topic}/partitions/{partition}/state"
-
-
-def _acl_path(b: AclBinding) -> str:
-    return f"{ACLS}/{b.pattern_type}/{b.resource_type}/{quote(b.resource_name, safe='')}"
 
 
 class ZooKeeperStore:
@@ -285,12 +245,12 @@ class ZooKeeperStore:
         # A topic's assignment last, once its partitions' znodes are written: a group cut
         # short between multi-ops leaves each topic as it was, or whole. A new topic's znode
         # (the partitions' parent) is first created naming no partition: not loaded.
-        assignments = [p for p in writes if _is_topic(p)]
-        ops += [(CREATE, p, _unassigned(pending[p]), -1) for p in assignments if p not in self._zk]
+        assignments = [p for p in writes if is_topic(p)]
+        ops += [(CREATE, p, unassigned(pending[p]), -1) for p in assignments if p not in self._zk]
         ops += [
             (SET_DATA if p in self._zk else CREATE, p, pending[p] or b"", -1)
             for p in writes
-            if not _is_topic(p)
+            if not is_topic(p)
         ]
         ops += [(SET_DATA, p, pending[p] or b"", -1) for p in assignments]
         batch: list[_Op] = []
@@ -363,7 +323,7 @@ class ZooKeeperStore:
 
     def set_cluster_id(self, cluster_id: str) -> None:
         with self.transaction():
-            self._put(CLUSTER_ID, _dumps({"version": "1", "id": cluster_id}))
+            self._put(CLUSTER_ID, dumps({"version": "1", "id": cluster_id}))
 
     def bump_controller_epoch(self) -> int:
         """The election raised it (with the /controller znode, in one multi-op)."""
@@ -380,7 +340,7 @@ class ZooKeeperStore:
         first = b.listeners[0] if b.listeners else Endpoint("", "", -1)
         self._put(
             f"{BROKER_IDS}/{b.broker_id}",
-            _dumps(
+            dumps(
                 {
                     "version": 5,
                     "host": first.host,
@@ -408,7 +368,7 @@ class ZooKeeperStore:
         }
         znode["topic_id"] = str(t.topic_id)
         znode["partitions"].update({str(p): list(st.replicas) for p, st in t.partitions.items()})
-        self._put(topic_path(t.name), _dumps(znode))
+        self._put(topic_path(t.name), dumps(znode))
         self._put(f"{topic_path(t.name)}/partitions", b"")
         self._put(f"{DELETE_TOPICS}/{t.name}", b"" if deleting else _DELETED)
 
@@ -429,7 +389,7 @@ class ZooKeeperStore:
                 self._put(path, b"")
             self._put(f"{path}/state", self._state_json(st))
         if changed:
-            self._put(topic_path(topic), _dumps(znode))
+            self._put(topic_path(topic), dumps(znode))
 
     def _state_json(self, st: PartitionRegistration) -> bytes:
         """The state znode's data, memoised: a creation writes thousands of equal states."""
@@ -446,7 +406,7 @@ class ZooKeeperStore:
                 "isr": list(st.isr),
                 "partition_epoch": st.partition_epoch,
             }
-            data = self._states[key] = _dumps(state)
+            data = self._states[key] = dumps(state)
         return data
 
     def delete_topic(self, name: str) -> None:
@@ -484,14 +444,14 @@ class ZooKeeperStore:
                 else:
                     field[str(p)] = list(change[ids])
         for topic, znode in znodes.items():
-            self._put(topic_path(topic), _dumps(znode))
+            self._put(topic_path(topic), dumps(znode))
 
     def load_reassignments(self) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]]:
         out: dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]] = {}
         view = self._view()
-        for name in self._topic_names(view):
+        for name in topic_names(view):
             data = view[topic_path(name)]
-            if _NO_REASSIGNMENT[0] in data and _NO_REASSIGNMENT[1] in data:
+            if NO_REASSIGNMENT[0] in data and NO_REASSIGNMENT[1] in data:
                 continue  # (as this engine writes it: a failover parses no assignment twice)
             znode = json.loads(data)
             adding = znode.get("adding_replicas", {})
@@ -503,13 +463,13 @@ class ZooKeeperStore:
     def put_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
         self._put(
             f"{TOPIC_CONFIGS}/{topic}",
-            _dumps({"version": 1, "config": dict(sorted(configs.items()))}),
+            dumps({"version": 1, "config": dict(sorted(configs.items()))}),
         )
 
     def _edit_acls(self, bindings: Iterable[AclBinding], add: bool) -> None:
         by_path: dict[str, list[AclBinding]] = {}
         for b in bindings:
-            by_path.setdefault(_acl_path(b), []).append(b)
+            by_path.setdefault(acl_path(b), []).append(b)
         for path, items in by_path.items():
             pattern_dir = path.rsplit("/", 1)[0]
             for parent in (pattern_dir.rsplit("/", 1)[0], pattern_dir):
@@ -523,7 +483,7 @@ class ZooKeeperStore:
                     entries.append(entry)
                 elif not add and entry in entries:
                     entries.remove(entry)
-            self._put(path, _dumps({"version": 1, "acls": entries}) if entries else _DELETED)
+            self._put(path, dumps({"version": 1, "acls": entries}) if entries else _DELETED)
 
     def put_acls(self, bindings: Iterable[AclBinding]) -> None:
         self._edit_acls(bindings, add=True)
@@ -537,7 +497,7 @@ class ZooKeeperStore:
         path = f"{USER_CONFIGS}/{quote(user, safe='')}"
         self._put(
             path,
-            _dumps({"version": 1, "config": dict(sorted(config.items()))}) if config else _DELETED,
+            dumps({"version": 1, "config": dict(sorted(config.items()))}) if config else _DELETED,
         )
 
     def put_scram_credential(self, user: str, credential: ScramCredential) -> None:
@@ -575,63 +535,8 @@ class ZooKeeperStore:
         self._edit_acls(bindings, add=False)
 
     # -- read -------------------------------------------------------------------------------------
-    @staticmethod
-    def _topic_names(view: dict[str, bytes]) -> list[str]:
-        prefix = TOPICS + "/"
-        return [p[len(prefix) :] for p in view if p.startswith(prefix) and p.count("/") == 3]
-
     def load(self) -> ClusterState:
         """The state as this store holds it (committed plus the open group's writes): from
         the mirror, no network round trip."""
         with gc_paused():
-            return self._load()
-
-    def _load(self) -> ClusterState:
-        view = self._view()
-        state = ClusterState(controller_epoch=self.epoch)
-        for path, data in view.items():
-            if path.startswith(BROKER_IDS + "/"):
-                b = json.loads(data)
-                bid = int(path.rsplit("/", 1)[1])
-                listeners = tuple(Endpoint(*ep) for ep in b["listeners"])
-                state.brokers[bid] = BrokerInfo(
-                    bid, b["broker_epoch"], b["incarnation_id"], listeners, b["rack"], b["alive"]
-                )
-        # most state znodes hold one of a few values (a creation writes equal ones): each value
-        # is parsed once
-        parsed: dict[bytes, tuple[tuple[int, ...], int, int, int]] = {}
-        for name in self._topic_names(view):
-            znode = json.loads(view[topic_path(name)])
-            if not znode["partitions"]:
-                continue  # created by a group cut short before its assignment: never acked
-            info = TopicInfo(name, uuid.UUID(znode["topic_id"]))
-            prefix = f"{TOPICS}/{name}/partitions/"
-            for p, replicas in znode["partitions"].items():
-                state_data = view.get(f"{prefix}{p}/state")
-                if state_data is None:
-                    break  # its deletion cut short (states are deleted first)
-                st = parsed.get(state_data)
-                if st is None:
-                    j = json.loads(state_data)
-                    st = parsed[state_data] = (
-                        tuple(j["isr"]), j["leader"], j["leader_epoch"], j["partition_epoch"]
-                    )  # fmt: skip
-                info.partitions[int(p)] = PartitionRegistration(tuple(replicas), *st)
-            else:
-                info.partitions = dict(sorted(info.partitions.items()))
-                configs = view.get(f"{TOPIC_CONFIGS}/{name}")
-                if configs:
-                    info.configs.update(json.loads(configs)["config"])
-                state.topics[name] = info
-                if f"{DELETE_TOPICS}/{name}" in view:
-                    state.deleting.add(name)
-        for path, data in view.items():
-            if path.startswith(ACLS + "/") and path.count("/") == 4:
-                _, _, pattern, rtype, name = path.split("/")
-                for principal, host, op, perm in json.loads(data)["acls"]:
-                    state.acls.add(
-                        AclBinding(
-                            int(rtype), unquote(name), int(pattern), principal, host, op, perm
-                        )
-                    )
-        return state
+            return state_from_view(self._view(), self.epoch)

@@ -16,7 +16,8 @@ from kmeta.controller import zk_requests
 from kmeta.controller.model import BrokerInfo, PartitionRegistration, TopicInfo
 from kmeta.controller.store import StorageError
 from kmeta.controller.zk_election import CONTROLLER, ControllerElection, active_controller
-from kmeta.controller.zk_store import MAX_MULTI_BYTES, ZooKeeperStore, partition_state_path
+from kmeta.controller.zk_layout import partition_state_path
+from kmeta.controller.zk_store import MAX_MULTI_BYTES, ZooKeeperStore
 from kmeta.metadata.model import Endpoint
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import make_credential

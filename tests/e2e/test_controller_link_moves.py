@@ -19,7 +19,8 @@ import pytest
 from kmeta.cli.zookeeper import LocalZooKeeper
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.daemon import ControllerDaemon
-from kmeta.controller.zk_store import PERSISTENT_PATHS, ZooKeeperStore
+from kmeta.controller.zk_layout import PERSISTENT_PATHS
+from kmeta.controller.zk_store import ZooKeeperStore
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
