@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,31 +20,9 @@ from kazoo.client import KazooClient
 from kmeta.cli.cluster_quorum import RestartPolicy
 from kmeta.cli.zookeeper import ZOOKEEPER_JAR
 from kmeta.controller.zk_election import active_controller
-from tests.cli.test_cluster_up_ready import _wait_file
+from tests.cli.test_cluster_up_ready import _free_base_port, _wait_file
 
 pytestmark = pytest.mark.e2e
-
-
-def _free_base_port(brokers: int, controllers: int) -> int:
-    """A base port whose whole plan is free now (brokers from +0/+100/+200, controllers from
-    +300/+1000)."""
-    for _ in range(50):
-        base = random.randrange(20_000, 40_000)
-        wanted = [base + off + i for off in (0, 100, 200) for i in range(brokers)]
-        wanted += [base + off + j for off in (300, 1000) for j in range(controllers)]
-        socks: list[socket.socket] = []
-        try:
-            for port in wanted:
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError("no free port range")
 
 
 def _alive(pid: int) -> bool:

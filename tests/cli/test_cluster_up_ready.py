@@ -18,12 +18,13 @@ from confluent_kafka.admin import AdminClient
 pytestmark = pytest.mark.e2e
 
 
-def _free_base_port(brokers: int) -> int:
-    """A base port whose whole `cluster up` plan is free now (client, +100, +200, +300, +1000)."""
+def _free_base_port(brokers: int, controllers: int = 1) -> int:
+    """A base port whose whole `cluster up` plan is free now (brokers from +0/+100/+200,
+    controllers from +300/+1000)."""
     for _ in range(50):
         base = random.randrange(20_000, 40_000)
         wanted = [base + off + i for off in (0, 100, 200) for i in range(brokers)]
-        wanted += [base + 300, base + 1000]
+        wanted += [base + off + j for off in (300, 1000) for j in range(controllers)]
         socks = []
         try:
             for port in wanted:
