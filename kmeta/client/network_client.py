@@ -1,8 +1,10 @@
 """``NetworkClient``: connections to brokers and the metadata refresh loop.
 
-Kafka's ``NetworkClient`` + ``DefaultMetadataUpdater`` on asyncio. One background task plays
-``poll()``: it asks ``maybe_update(now)`` what to do and sleeps until the returned time or a
-wake-up (an update was requested, a connection came up or went down, a response arrived).
+Kafka's ``NetworkClient`` + ``DefaultMetadataUpdater`` on asyncio (the updater in
+kmeta.client.metadata_updater: when to fetch, from whom, what an answer does). One background
+task plays ``poll()``: it asks ``maybe_update(now)`` what to do and sleeps until the returned
+time or a wake-up (an update was requested, a connection came up or went down, a response
+arrived).
 
 * Connections go DISCONNECTED -> CONNECTING -> CHECKING_API_VERSIONS -> READY; each READY
   connection has negotiated the highest Metadata version both sides speak (1..13).
@@ -20,8 +22,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kmeta import __version__
@@ -32,57 +33,31 @@ from kmeta.client.connection_states import (
     least_loaded_node,
 )
 from kmeta.client.errors import ClientError
-from kmeta.client.metadata import Metadata, MetadataRequestAndVersion
+from kmeta.client.metadata import Metadata
+from kmeta.client.metadata_updater import (
+    MAX_POLL_MS,
+    ClientStats,
+    DefaultMetadataUpdater,
+    build_metadata_request,
+)
 from kmeta.metadata.model import Node
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, ProtocolError
-from kmeta.protocol.messages import api_versions, metadata
+from kmeta.protocol.messages import api_versions
 from kmeta.protocol.registry import highest_common, peer_versions
 
 log = logging.getLogger(__name__)
 
-#: poll() never sleeps longer than this, so a lost wake-up cannot stall the client
-_MAX_POLL_MS = 5_000
 _API_VERSIONS_VERSION = 3
 _SOFTWARE_NAME = "kmeta"
 
 
+__all__ = ["ClientStats", "NetworkClient", "UnsupportedBrokerError", "build_metadata_request"]
+
+
 class UnsupportedBrokerError(ClientError):
     """The broker speaks no Metadata version the client does."""
-
-
-@dataclass(frozen=True, slots=True)
-class _InProgress:
-    node_id: int
-    request_version: int
-    is_partial_update: bool
-
-
-@dataclass(slots=True)
-class ClientStats:
-    connects: int = 0
-    connect_failures: int = 0
-    disconnects: int = 0
-    metadata_requests: int = 0
-    metadata_responses: int = 0
-    metadata_failures: int = 0
-    empty_responses: int = 0  # answers that listed no brokers (a broker still starting)
-    rebootstraps: int = 0
-    requests_by_node: dict[int, int] = field(default_factory=dict)
-
-
-def build_metadata_request(
-    version: int, wanted: MetadataRequestAndVersion, allow_auto_topic_creation: bool
-) -> metadata.MetadataRequest:
-    topics = (
-        None
-        if wanted.topics is None
-        else tuple(metadata.MetadataRequestTopic(name=name) for name in wanted.topics)
-    )
-    return metadata.MetadataRequest(
-        version=version, topics=topics, allow_auto_topic_creation=allow_auto_topic_creation
-    )
 
 
 class NetworkClient:
@@ -102,12 +77,11 @@ class NetworkClient:
             config.reconnect_backoff_ms, config.reconnect_backoff_max_ms, self._rng
         )
         self.stats = ClientStats()
-        self.last_no_node_reason = ""
         self.last_error: BaseException | None = None
         self._conns: dict[int, KafkaConnection] = {}
         self._metadata_versions: dict[int, int] = {}
         self._api_versions_v0: set[tuple[str, int]] = set()  # brokers older than KIP-511
-        self._in_progress: _InProgress | None = None
+        self._updater = DefaultMetadataUpdater(self)
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
@@ -166,10 +140,10 @@ class NetworkClient:
             return f"{self.stats.empty_responses} Metadata answers listed no brokers"
         if self.last_error is not None:
             return f"last error: {self.last_error!r}"
-        return self.last_no_node_reason or "no answer yet"
+        return self._updater.last_no_node_reason or "no answer yet"
 
     def has_metadata_in_flight(self) -> bool:
-        return self._in_progress is not None
+        return self._updater.has_metadata_in_flight()
 
     def least_loaded_node(self, now_ms: int) -> LeastLoadedNode:
         return least_loaded_node(
@@ -181,93 +155,15 @@ class NetworkClient:
             self._rng,
         )
 
-    # -- the metadata updater --------------------------------------------------------------------
     def maybe_update(self, now_ms: int) -> int:
         """Start a Metadata request or a connection if due; return ms until worth asking again."""
-        due_in = self.metadata.time_to_next_update(now_ms)
-        wait_for_fetch = self.config.request_timeout_ms if self._in_progress else 0
-        timeout = max(due_in, wait_for_fetch)
-        if timeout > 0:
-            return timeout
-        chosen = self.least_loaded_node(now_ms)
-        if (
-            self.config.metadata_recovery_strategy == "rebootstrap"
-            and not chosen.has_node_available_or_connection_ready
-        ):
-            log.info("no known node is reachable (%s); rebootstrapping", chosen.reason)
-            self.stats.rebootstraps += 1
-            self.metadata.rebootstrap()
-            chosen = self.least_loaded_node(now_ms)
-        if chosen.node is None:
-            self.last_no_node_reason = chosen.reason
-            log.debug("no node for a metadata request: %s", chosen.reason)
-            return self.config.reconnect_backoff_ms
-        return self._maybe_update_node(now_ms, chosen.node)
-
-    def _maybe_update_node(self, now_ms: int, node: Node) -> int:
-        if self.can_send_request(node.id):
-            self._send_metadata(node.id, now_ms)
-            return self.config.request_timeout_ms
-        if self.states.is_any_node_connecting():
-            # wait for that connection rather than opening more (the connect wakes us)
-            return self.config.reconnect_backoff_ms
-        if self.states.can_connect(node.id, now_ms):
-            self.initiate_connect(node, now_ms)
-            return self.config.reconnect_backoff_ms
-        return _MAX_POLL_MS  # connected but saturated: a response will wake us
-
-    def _send_metadata(self, node_id: int, now_ms: int) -> None:
-        wanted = self.metadata.new_metadata_request(now_ms)
-        request = build_metadata_request(
-            self._metadata_versions[node_id], wanted, self.config.allow_auto_topic_creation
-        )
-        conn = self._conns[node_id]
-        future = conn.send(request)
-        progress = _InProgress(node_id, wanted.request_version, wanted.is_partial_update)
-        self._in_progress = progress
-        self.stats.metadata_requests += 1
-        self.stats.requests_by_node[node_id] = self.stats.requests_by_node.get(node_id, 0) + 1
-        self._spawn(self._await_metadata(conn, future, progress))
-
-    async def _await_metadata(
-        self, conn: KafkaConnection, future: asyncio.Future[Any], progress: _InProgress
-    ) -> None:
-        try:
-            async with asyncio.timeout(self.config.request_timeout_ms / 1000):
-                response = await future
-        except TimeoutError as exc:
-            self.last_error = exc
-            conn.close()  # an in-order stream cannot skip the late answer; triggers an update
-            self._failed_metadata()
-        except (ConnectionError, ProtocolError) as exc:
-            self.last_error = exc
-            self._failed_metadata()
-        else:
-            self.stats.metadata_responses += 1
-            top_error = getattr(response, "error_code", ErrorCode.NONE)
-            if top_error != ErrorCode.NONE:
-                log.warning("metadata response carries error %s", top_error)
-                self._failed_metadata()
-            elif self.metadata.update(
-                progress.request_version, response, progress.is_partial_update, self.now_ms()
-            ):
-                self._close_connections_to_unknown_nodes()
-            else:
-                self.stats.empty_responses += 1
-        finally:
-            if self._in_progress is progress:
-                self._in_progress = None
-            self.wakeup()
-
-    def _failed_metadata(self) -> None:
-        self.stats.metadata_failures += 1
-        self.metadata.failed_update(self.now_ms())
+        return self._updater.maybe_update(now_ms)
 
     # -- connections -----------------------------------------------------------------------------
     def initiate_connect(self, node: Node, now_ms: int) -> None:
         self.states.connecting(node.id, now_ms, node.host)
         self.stats.connects += 1
-        self._spawn(self._connect(node))
+        self.spawn(self._connect(node))
 
     async def _connect(self, node: Node) -> None:
         conn: KafkaConnection | None = None
@@ -283,7 +179,7 @@ class NetworkClient:
             self._conns[node.id] = conn
             self._metadata_versions[node.id] = await self._negotiate(conn, node)
             self.states.ready(node.id)
-            self._spawn(self._watch_connection(node.id, conn))
+            self.spawn(self._watch_connection(node.id, conn))
         except (OSError, TimeoutError, ProtocolError, ClientError) as exc:
             log.info("connection to node %s at %s failed: %r", node.id, node.address, exc)
             self.last_error = exc
@@ -345,7 +241,7 @@ class NetworkClient:
         self.metadata.request_update()
         self.wakeup()
 
-    def _close_connections_to_unknown_nodes(self) -> None:
+    def close_connections_to_unknown_nodes(self) -> None:
         """Drop idle connections to nodes the new metadata no longer lists (e.g. bootstrap -1)."""
         known = self.metadata.cluster.nodes_by_id
         for node_id in [n for n, c in self._conns.items() if n not in known and not c.in_flight]:
@@ -354,7 +250,8 @@ class NetworkClient:
             self.states.remove(node_id)
             conn.close()
 
-    def _spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` as a task ``close()`` cancels."""
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -368,7 +265,7 @@ class NetworkClient:
             except Exception:  # a bug here must not kill the client's only loop
                 log.exception("metadata update step failed")
                 timeout_ms = self.config.retry_backoff_max_ms
-            timeout_ms = min(max(timeout_ms, 1), _MAX_POLL_MS)
+            timeout_ms = min(max(timeout_ms, 1), MAX_POLL_MS)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout_ms / 1000):
                     await self._wake.wait()
