@@ -38,7 +38,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from kmeta.controller.barrier import Barrier
@@ -97,27 +97,115 @@ def invalid_target(target: tuple[int, ...]) -> str | None:
 class _Current(Mapping[TopicPartitionKey, Reassignment]):
     """The reassignments whose topic still exists as it was (what the request batch reads)."""
 
-    def __init__(self, manager: ReassignmentManager) -> None:
-        self._m = manager
+    def __init__(
+        self,
+        ongoing: Mapping[TopicPartitionKey, Reassignment],
+        current_of: Callable[[TopicPartitionKey], Reassignment | None],
+    ) -> None:
+        self._ongoing = ongoing
+        self._current_of = current_of
 
     def __getitem__(self, tp: TopicPartitionKey) -> Reassignment:
-        r = self._m._current(tp)
+        r = self._current_of(tp)
         if r is None:
             raise KeyError(tp)
         return r
 
     def get(self, tp: TopicPartitionKey, default: Any = None) -> Any:
         """A dict lookup first: the batch asks for every partition it sends (100k on a resync)."""
-        if tp not in self._m.ongoing:
+        if tp not in self._ongoing:
             return default
-        r = self._m._current(tp)
+        r = self._current_of(tp)
         return default if r is None else r
 
     def __len__(self) -> int:
-        return len(self._m.ongoing)
+        return len(self._ongoing)
 
     def __iter__(self) -> Iterator[TopicPartitionKey]:
-        return iter([tp for tp in self._m.ongoing if self._m._current(tp) is not None])
+        return iter([tp for tp in self._ongoing if self._current_of(tp) is not None])
+
+
+def step_a(st: PartitionRegistration, full: tuple[int, ...]) -> PartitionRegistration:
+    """A1: RS = TRS + ORS, the ISR in its order (replicas no longer in RS leave it), the
+    leader kept if still a replica (else the first ISR member), leader epoch bumped."""
+    isr = tuple(r for r in full if r in st.isr) or full[:1]
+    leader = st.leader if st.leader in full else next(iter(isr), NO_LEADER)
+    if leader not in full:
+        leader = NO_LEADER
+    return with_replicas(st, full, isr, leader)
+
+
+def step_b(
+    st: PartitionRegistration, target: tuple[int, ...], alive: Callable[[int], bool]
+) -> PartitionRegistration | None:
+    """B2-B4: RS = TRS, RR out of the ISR, a TRS leader; None if no TRS replica can lead."""
+    leader = st.leader
+    if leader not in target or not alive(leader):
+        leader = reassign_election(st, target, alive)
+        if leader == NO_LEADER:
+            return None
+    isr = tuple(x for x in target if x in st.isr)
+    return with_replicas(st, target, isr, leader)
+
+
+class CatchUpTimer:
+    """When each reassigning partition's adding replicas count as caught up.
+
+    Stands in for the leaders' AlterPartition (ISR expansion) Kafka's controller waits for:
+    there is no data to copy here, so a partition is due a fixed delay after it was armed.
+    One task sleeps until the earliest due time (or a new arming) and hands every partition
+    then due to ``on_due`` at once; a failure there is logged and the loop goes on, since the
+    next registration of an adding replica re-arms its partitions.
+    """
+
+    def __init__(self, on_due: Callable[[list[TopicPartitionKey]], Awaitable[object]]) -> None:
+        self._on_due = on_due
+        self._due: dict[TopicPartitionKey, float] = {}  # partition -> when (monotonic)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self._due
+
+    def arm(self, tps: Iterable[TopicPartitionKey], delay_s: float) -> None:
+        when = time.monotonic() + delay_s
+        for tp in tps:
+            self._due[tp] = when
+        self._wake.set()
+
+    def disarm(self, tps: Iterable[TopicPartitionKey]) -> None:
+        for tp in tps:
+            self._due.pop(tp, None)
+
+    def keep_only(self, tps: Mapping[TopicPartitionKey, object]) -> None:
+        self._due = {tp: when for tp, when in self._due.items() if tp in tps}
+
+    async def _loop(self) -> None:
+        while True:
+            now = time.monotonic()
+            if not self._due or min(self._due.values()) > now:
+                delay = min(self._due.values()) - now if self._due else None
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
+                continue
+            due = [tp for tp, when in self._due.items() if when <= now]
+            for tp in due:
+                del self._due[tp]
+            try:
+                await self._on_due(due)
+            except Exception:  # (the event manager logged it; the next registration re-arms)
+                log.exception("reassignment catch-up of %d partition(s) failed", len(due))
 
 
 class ReassignmentManager:
@@ -125,11 +213,11 @@ class ReassignmentManager:
         self.host = host
         self.ongoing: dict[TopicPartitionKey, Reassignment] = {}
         #: ``ongoing`` without the reassignments of deleted (or re-created) topics
-        self.current: Mapping[TopicPartitionKey, Reassignment] = _Current(self)
-        #: partitions waiting for their adding replicas to catch up -> when (monotonic)
-        self._due: dict[TopicPartitionKey, float] = {}
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self.current: Mapping[TopicPartitionKey, Reassignment] = _Current(
+            self.ongoing, self._current
+        )
+        #: partitions waiting for their adding replicas to catch up
+        self._catch_up = CatchUpTimer(self._enqueue_caught_up)
 
     @property
     def _catch_up_s(self) -> float:
@@ -142,7 +230,7 @@ class ReassignmentManager:
         if self.ongoing:
             log.info("resuming %d partition reassignment(s)", len(self.ongoing))
             self._arm(self.ongoing)
-        self._task = asyncio.get_running_loop().create_task(self._catch_up_loop())
+        self._catch_up.start()
 
     def _load(self) -> None:
         state = self.host.state
@@ -156,14 +244,11 @@ class ReassignmentManager:
         """The controller reloaded its state after a refused commit: so do we (a reassignment
         that was not kept is forgotten, one whose completion was not kept is retried)."""
         self._load()
-        self._due = {tp: when for tp, when in self._due.items() if tp in self.ongoing}
-        self._arm(tp for tp in self.ongoing if tp not in self._due)
+        self._catch_up.keep_only(self.ongoing)
+        self._arm(tp for tp in self.ongoing if tp not in self._catch_up)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._catch_up.stop()
 
     def broker_registered(self, broker_id: int) -> None:
         """A returning broker may be the adding replica a reassignment waits for."""
@@ -220,14 +305,14 @@ class ReassignmentManager:
                 stops += [([r], tp, True) for r in unneeded]
                 # Kafka's isReassignmentComplete: nothing to move, or TRS already in the ISR
                 now = (not adding and not removing) or set(target).issubset(st.isr)
-                new = self._step_b(st, target, alive.__contains__) if now else None
+                new = step_b(st, target, alive.__contains__) if now else None
                 if new is not None:  # phase B at once: RR get StopReplica
                     self.ongoing.pop(tp, None)
                     started.pop(tp, None)
                     finished.append(tp)
                     stops += [([r], tp, True) for r in removing]
                 else:  # phase A (also when no TRS replica can lead yet)
-                    new = self._step_a(st, full)
+                    new = step_a(st, full)
                     if adding or removing:
                         self.ongoing[tp] = Reassignment(info.topic_id, adding, removing)
                         started[tp] = (adding, removing)
@@ -245,8 +330,7 @@ class ReassignmentManager:
             host.store.delete_reassignments(tp for tp in finished if tp not in started)
             host.store.put_reassignments((*tp, a, r) for tp, (a, r) in started.items())
             host.persist_partitions(changed)
-        for tp in finished:
-            self._due.pop(tp, None)
+        self._catch_up.disarm(finished)
         self._arm(started)
         if changed:
             log.info(
@@ -267,29 +351,6 @@ class ReassignmentManager:
             barrier=barrier,
         )
         return results, barrier.arm(host.propagation_targets(targets, forwarder))
-
-    @staticmethod
-    def _step_a(st: PartitionRegistration, full: tuple[int, ...]) -> PartitionRegistration:
-        """A1: RS = TRS + ORS, the ISR in its order (replicas no longer in RS leave it), the
-        leader kept if still a replica (else the first ISR member), leader epoch bumped."""
-        isr = tuple(r for r in full if r in st.isr) or full[:1]
-        leader = st.leader if st.leader in full else next(iter(isr), NO_LEADER)
-        if leader not in full:
-            leader = NO_LEADER
-        return with_replicas(st, full, isr, leader)
-
-    @staticmethod
-    def _step_b(
-        st: PartitionRegistration, target: tuple[int, ...], alive: Callable[[int], bool]
-    ) -> PartitionRegistration | None:
-        """B2-B4: RS = TRS, RR out of the ISR, a TRS leader; None if no TRS replica can lead."""
-        leader = st.leader
-        if leader not in target or not alive(leader):
-            leader = reassign_election(st, target, alive)
-            if leader == NO_LEADER:
-                return None
-        isr = tuple(x for x in target if x in st.isr)
-        return with_replicas(st, target, isr, leader)
 
     # -- ListPartitionReassignments ---------------------------------------------------------
     def in_progress(
@@ -319,36 +380,17 @@ class ReassignmentManager:
     def _forget(self, tps: Iterable[TopicPartitionKey]) -> None:
         """Drop the reassignments of ``tps`` (inside the caller's transaction)."""
         gone = [tp for tp in tps if self.ongoing.pop(tp, None) is not None]
-        for tp in tps:
-            self._due.pop(tp, None)
+        self._catch_up.disarm(tps)
         if gone:
             self.host.store.delete_reassignments(gone)
 
     def _arm(self, tps: Iterable[TopicPartitionKey]) -> None:
-        when = time.monotonic() + self._catch_up_s
-        for tp in tps:
-            self._due[tp] = when
-        self._wake.set()
+        self._catch_up.arm(tps, self._catch_up_s)
 
-    async def _catch_up_loop(self) -> None:
-        while True:
-            now = time.monotonic()
-            if not self._due or min(self._due.values()) > now:
-                delay = min(self._due.values()) - now if self._due else None
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await self._wake.wait()
-                continue
-            due = [tp for tp, when in self._due.items() if when <= now]
-            for tp in due:
-                del self._due[tp]
-            try:
-                await self.host.enqueue(
-                    "PartitionReassignmentIsrChange", functools.partial(self.caught_up, due)
-                )
-            except Exception:  # (the event manager logged it; the next registration re-arms)
-                log.exception("reassignment catch-up of %d partition(s) failed", len(due))
+    async def _enqueue_caught_up(self, due: list[TopicPartitionKey]) -> None:
+        await self.host.enqueue(
+            "PartitionReassignmentIsrChange", functools.partial(self.caught_up, due)
+        )
 
     def caught_up(self, tps: list[TopicPartitionKey]) -> list[TopicPartitionKey]:
         """The catch-up event: live adding replicas join the ISR (one step, sent), then the
@@ -375,7 +417,7 @@ class ReassignmentManager:
                     expanded[tp] = st
                 if not set(r.target(st.replicas)).issubset(isr):
                     continue  # an adding replica is down: waits for its registration
-                new = self._step_b(st, r.target(st.replicas), alive)
+                new = step_b(st, r.target(st.replicas), alive)
                 if new is None:
                     continue
                 complete[tp] = new
