@@ -14,8 +14,10 @@ runs out is recorded as ``timed_out`` and the remaining phases of that N are ski
    (the client's decoding is not counted; one decoded answer checks that all N are served).
 4. ``broker_restart``: broker 3 killed (-9) and started at once; restart → listening →
    serving all N. A killed broker's session outlives it (DUPLICATE_BROKER_REGISTRATION until it
-   expires, KRaft's rule), so this includes up to ``--session-timeout-ms``, which the
-   controller is given and the result records.
+   expires, KRaft's rule), but the restarted process holds its state dir's lock and names the
+   dead incarnation, so the controller registers it at once (``restart_to_registered_s``:
+   process start and registration; kmeta.server.state_dir). ``--session-timeout-ms`` is
+   recorded: without a state dir the restart would wait it out.
 5. ``controller_restart``: once the controller's /status shows every broker caught up
    (``settled_before_kill_s``: the broker's rejoin may still propagate), the controller is
    killed (-9) and started on its data dir; restart → first CreateTopics (1 partition) acknowledged, → every broker acknowledged an UpdateMetadata
@@ -343,8 +345,8 @@ async def broker_restart(
     marks: dict[str, float] = {}
 
     async def watch_registration() -> None:
-        # KRaft's DUPLICATE_BROKER_REGISTRATION: the new process waits out the old session,
-        # so the part after its registration is what the controller and broker cost
+        # the part after its registration is what the controller and broker cost (without
+        # its state dir the new process would wait out the old session before it)
         while old_epoch is not None and time.monotonic() < deadline:
             epoch = await broker_epoch(cluster, 3)
             if epoch is not None and epoch > old_epoch:

@@ -55,6 +55,18 @@ APIS = {
 #: kmeta.metadata.cache): null = not said, a list = the topic's whole override set. Tag 10000
 #: keeps clear of the small tags Kafka hands out.
 KMETA_TAGGED = {
+    "BrokerRegistrationRequest": {
+        # the incarnation whose epoch PreviousBrokerEpoch names, read from the broker's state
+        # dir: with it, a restarted broker that holds the dir's lock (its previous process is
+        # gone) takes over its registration at once (kmeta.controller.brokers). The epoch alone
+        # is no proof (the controller's /status shows it); the incarnation id only the
+        # controller and that process ever held. Zero = not said. Tag 10010: clear of Kafka's
+        # tags and of kmeta's other requests' tags.
+        "BrokerRegistrationRequest": [
+            {"name": "KmetaPreviousIncarnationId", "type": "uuid", "versions": "3+",
+             "tag": 10010, "taggedVersions": "3+"},
+        ],
+    },
     "UpdateMetadataRequest": {
         # top level (the struct named as the message): the cluster's whole ACL set, sent on
         # full updates and when ACLs change; null = not said (see kmeta.server.acl_cache)

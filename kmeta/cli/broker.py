@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import click
@@ -22,6 +23,7 @@ from kmeta.metadata.addresses import parse_host_port
 from kmeta.server.broker import run
 from kmeta.server.config import BrokerConfig, parse_listeners
 from kmeta.server.controller_link import controller_link
+from kmeta.server.state_dir import StateDir, StateDirError
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
 
@@ -48,6 +50,13 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
 @click.option("--control-listener-name", default="CONTROL", show_default=True)
 @click.option("--cluster-id", default=None)
 @click.option("--state-change-log", default=None, help="Append state-change JSON lines here.")
+@click.option(
+    "--state-dir",
+    default=None,
+    help="The broker's own dir (Kafka's log.dirs analogue): its id, cluster id and last "
+    "registration, locked while it runs. A broker restarted on it after a crash registers at "
+    "once instead of waiting out its previous session; a second process on it is refused.",
+)
 @click.option("--max-frame-size", type=int, default=_DEFAULTS["max_frame_size"], show_default=True)
 @click.option(
     "--connections-max-idle-ms",
@@ -114,6 +123,7 @@ def broker_command(
     control_listener_name: str,
     cluster_id: str | None,
     state_change_log: str | None,
+    state_dir: str | None,
     max_frame_size: int,
     connections_max_idle_ms: int,
     controller: str | None,
@@ -137,6 +147,7 @@ def broker_command(
             max_frame_size=max_frame_size,
             connections_max_idle_ms=connections_max_idle_ms,
             state_change_log=state_change_log,
+            state_dir=state_dir,
             controller=_host_port(controller.split(",")[0] if controller else None),
             controller_quorum=tuple(
                 hp for item in (controller or "").split(",")[1:] if (hp := _host_port(item.strip()))
@@ -155,8 +166,15 @@ def broker_command(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
+    opened = None
+    if config.state_dir is not None:
+        try:  # (first: a second process on the dir stops here, before binding anything)
+            opened = StateDir.open(config.state_dir, config.broker_id, config.cluster_id)
+        except StateDirError as exc:
+            raise click.ClickException(str(exc)) from None
+    link = functools.partial(controller_link, state_dir=opened)
     with refuse_busy_port():
-        run(config, [controller_link] if config.controller is not None else [])
+        run(config, [link] if config.controller is not None else [])
 
 
 def register(group: click.Group) -> None:

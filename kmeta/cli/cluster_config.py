@@ -217,6 +217,7 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         "--cluster-id", cluster_id_of(data_dir),
         "--heartbeat-interval-ms", str(cfg.heartbeat_ms),
         "--state-change-log", str(data_dir / f"broker-{i}.state-change.log"),
+        "--state-dir", str(data_dir / f"broker-{i}"),
         "--log-level", cfg.log_level,
         *(("--metrics-port", str(cfg.metrics_port(i))) if cfg.metrics else ()),
         *(("--rack", rack) if (rack := cfg.rack(i)) else ()),

@@ -92,6 +92,7 @@ class BrokerLifecycleManager:
         listeners: tuple[Endpoint, ...],
         rack: str | None,
         peer: object = None,
+        succeeds: tuple[int, str] | None = None,
     ) -> tuple[ErrorCode, int]:
         """BrokerRegistration event: (error, broker epoch).
 
@@ -101,13 +102,31 @@ class BrokerLifecycleManager:
         retries until the old session expired; a second process with a live id never takes
         over its address and leaderships). Past the session, the old incarnation is failed
         and the new one registered, in one event. ``peer``: the connection that owns the
-        session from now on."""
+        session from now on.
+
+        ``succeeds``: (epoch, incarnation id) of the incarnation this one follows, as the
+        broker's state dir recorded them (PreviousBrokerEpoch and kmeta's
+        KmetaPreviousIncarnationId). The broker sends them only while it holds the dir's lock,
+        which its previous process held until it died (kmeta.server.state_dir), so when they
+        name exactly the registered incarnation, that one is gone: the new one is registered
+        at once, the old failed in the same event, as past its session. Anything else (no
+        state dir, an older epoch, another incarnation) waits out the session as before.
+        Here kmeta differs from Kafka: KRaft's controller does not read PreviousBrokerEpoch
+        to end a session (KIP-966 sends it after a clean shutdown, for the eligible leader
+        replicas), so a Kafka broker restarted within broker.session.timeout.ms waits it
+        out; kmeta's brokers keep no logs to recover, and that wait was most of a restart."""
         old = self.host.state.brokers.get(broker_id)
         if old is not None and old.alive and old.incarnation_id == incarnation_id:
             # the same process again (a retry, or its session on a new connection)
             self.sessions.registered(broker_id, peer)
             return ErrorCode.NONE, old.epoch
-        if old is not None and self.sessions.has_valid_session(broker_id):
+        if old is not None and old.alive and succeeds == (old.epoch, old.incarnation_id):
+            log.info(
+                "broker %d incarnation %s succeeds incarnation %s (epoch %d), whose process "
+                "is gone (it held the broker's state dir): failing it now",
+                broker_id, incarnation_id, old.incarnation_id, old.epoch,
+            )  # fmt: skip
+        elif old is not None and self.sessions.has_valid_session(broker_id):
             if self.host.say_once("duplicate", broker_id, incarnation_id, old.epoch):
                 log.info(
                     "refusing the registration of broker %d incarnation %s: incarnation %s is "

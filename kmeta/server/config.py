@@ -62,6 +62,9 @@ class BrokerConfig:
     #: frames included); reading pauses while it is reached
     queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
     state_change_log: str | None = None  # JSON lines, see the state-change log contract
+    #: --state-dir: the broker's identity and last registration, locked while it runs (Kafka's
+    #: log.dirs analogue, kmeta.server.state_dir); None: a restart waits out the old session
+    state_dir: str | None = None
     #: the controller to register with (host, port); None: no controller link
     controller: tuple[str, int] | None = None
     #: the other controllers of a quorum (--controller a,b,c): the link registers with

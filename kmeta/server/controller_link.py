@@ -14,7 +14,9 @@
   connection was reopened: the session belongs to the connection that registered it), the
   same incarnation keeps its epoch and nothing else changes.
 * DUPLICATE_BROKER_REGISTRATION (our previous incarnation's session is still valid, after a
-  quick restart) is retried quietly, backing off up to 1 s, until that session expires.
+  quick restart) is retried quietly, backing off up to 1 s, until that session expires. With
+  a state dir (``--state-dir``, :mod:`kmeta.server.state_dir`) the first registration names
+  the previous process's last epoch and incarnation, and the controller registers us at once.
 * On stop: ControlledShutdown (7), so the controller moves leaderships away first.
 * NOT_CONTROLLER to a registration or heartbeat (a deposed controller still listening) moves
   the link to the next controller at once, with the same incarnation and epoch.
@@ -48,6 +50,7 @@ from kmeta.protocol.messages import controlled_shutdown as cs
 from kmeta.protocol.registry import highest_common, peer_versions
 from kmeta.protocol.schema import Record
 from kmeta.server.state import BrokerContext
+from kmeta.server.state_dir import StateDir
 
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker
@@ -140,6 +143,7 @@ class ControllerLink:
         *,
         heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
         retry_backoff_s: float = RETRY_BACKOFF_S,
+        state_dir: StateDir | None = None,
     ) -> None:
         assert broker.config.controller is not None
         self.broker = broker
@@ -158,6 +162,10 @@ class ControllerLink:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.retry_backoff_s = retry_backoff_s
         self.broker_epoch = -1
+        #: records each new epoch; its record of the previous process's last registration is
+        #: named in ours until we have an epoch (the controller then need not wait out that
+        #: process's session: the dir's lock says it is gone)
+        self.state_dir = state_dir
         self.registered = asyncio.Event()
         self._conn: KafkaConnection | None = None
         self._admin_conn: KafkaConnection | None = None
@@ -240,6 +248,11 @@ class ControllerLink:
             log_dirs=(),
             previous_broker_epoch=self.broker_epoch,
         )
+        previous = self.state_dir.previous if self.state_dir is not None else None
+        if self.broker_epoch < 0 and previous is not None:
+            request = request._replace(
+                previous_broker_epoch=previous[0], kmeta_previous_incarnation_id=previous[1]
+            )
         response = await _call(conn, request)
         if response.error_code == ErrorCode.NOT_CONTROLLER:
             raise NotController
@@ -252,6 +265,8 @@ class ControllerLink:
         self.registered.set()
         if not again:
             log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
+            if self.state_dir is not None:
+                self.state_dir.registered(self.broker_epoch, self.incarnation_id)
 
     async def _run(self) -> None:
         need_registration = True
@@ -509,6 +524,11 @@ async def forward(
         return error_response(request, ErrorCode.NOT_CONTROLLER)
 
 
-def controller_link(broker: Broker) -> ControllerLink:
-    """The Service factory ``kmeta broker`` passes to ``Broker`` when --controller is set."""
-    return ControllerLink(broker, heartbeat_interval_s=broker.config.heartbeat_interval_ms / 1000.0)
+def controller_link(broker: Broker, state_dir: StateDir | None = None) -> ControllerLink:
+    """The Service factory ``kmeta broker`` passes to ``Broker`` when --controller is set
+    (with the --state-dir it opened, bound)."""
+    return ControllerLink(
+        broker,
+        heartbeat_interval_s=broker.config.heartbeat_interval_ms / 1000.0,
+        state_dir=state_dir,
+    )

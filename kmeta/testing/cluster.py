@@ -220,7 +220,9 @@ class Cluster(ClusterControllers):
     def kill_broker(self, broker_id: int) -> None:
         """SIGKILL: a broker crash or power loss. No ControlledShutdown: the controller fences
         it when its session times out (``session_timeout_ms``), then moves its leaderships to
-        other ISR members and shrinks the ISRs, as Kafka does on a broker's death."""
+        other ISR members and shrinks the ISRs, as Kafka does on a broker's death. Started
+        again before that, it registers at once (its state dir says the old process is
+        gone: :mod:`kmeta.server.state_dir`), and the old incarnation is failed then."""
         self._signal(f"broker-{self._check_id(broker_id)}", signal.SIGKILL)
 
     def stop_broker(self, broker_id: int) -> None:

@@ -22,6 +22,7 @@ from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
+from kmeta.protocol.types import ZERO_UUID
 from tests.controller.helpers import expire_session, start_controller, wait_until
 from tests.controller.test_controller_flows import _brokers, _create, _request
 
@@ -137,6 +138,55 @@ async def test_registration_as_kraft(tmp_path):
         later = await _request(ctl.port, _registration(1, cluster_id="ours"))
         assert later.error_code == 0
         assert later.broker_epoch > first.broker_epoch
+    finally:
+        await ctl.stop()
+
+
+async def test_a_successor_naming_the_registered_incarnation_registers_at_once(tmp_path):
+    """PreviousBrokerEpoch with kmeta's KmetaPreviousIncarnationId (a restarted broker that
+    holds its state dir's lock): exactly the registered incarnation and epoch = that process
+    is gone, registered at once (well inside the session) and the old one failed; any other
+    pair (a stale epoch, another incarnation, the epoch alone: /status shows it) is still
+    DUPLICATE_BROKER_REGISTRATION until the session ends."""
+    ctl = await start_controller(tmp_path, cluster_id="ours", session_timeout_ms=60_000)
+    try:
+        first = _registration(1, cluster_id="ours", host="127.0.0.1")
+        answer = await _request(ctl.port, first)
+        assert answer.error_code == 0
+        e1, i1 = answer.broker_epoch, first.incarnation_id
+
+        def successor(epoch: int, incarnation: uuid.UUID, version: int = 4):
+            return _registration(1, cluster_id="ours")._replace(
+                version=version,
+                previous_broker_epoch=epoch,
+                kmeta_previous_incarnation_id=incarnation,
+            )
+
+        before = _stored_brokers(ctl)
+        for forged in (
+            successor(e1, uuid.uuid4()),  # the epoch alone (it is no secret)
+            successor(e1 - 1, i1),  # an older epoch
+            successor(e1 + 1, i1),
+            successor(e1, ZERO_UUID),  # not said
+            successor(-1, i1),
+            successor(e1, i1, version=2),  # (v2 carries neither)
+        ):
+            dup = await _request(ctl.port, forged)
+            assert dup.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+        assert _stored_brokers(ctl) == before
+        # the successor of the registered incarnation: at once, a new epoch, its address
+        second = successor(e1, i1)
+        answer = await _request(ctl.port, second)
+        assert answer.error_code == 0
+        e2 = answer.broker_epoch
+        assert e2 > e1
+        registered = ctl.controller.state.brokers[1]
+        assert (registered.incarnation_id, registered.epoch) == (str(second.incarnation_id), e2)
+        assert _stored_brokers(ctl)[1] == (e2, "127.0.0.2")
+        # the same pair again names an incarnation that is no longer registered
+        again = await _request(ctl.port, successor(e1, i1))
+        assert again.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+        assert ctl.controller.state.brokers[1].epoch == e2
     finally:
         await ctl.stop()
 

@@ -27,6 +27,7 @@ from kmeta.metadata.model import Endpoint
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br
+from kmeta.protocol.types import ZERO_UUID
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,12 @@ def _listeners_error(req: br.BrokerRegistrationRequest) -> str | None:
 async def handle(ctx: ControllerContext, req: br.BrokerRegistrationRequest) -> br.BrokerRegistrationResponse:
     """KRaft's order: the cluster id first (empty or another: INCONSISTENT_CLUSTER_ID, when
     this controller knows its id), then the id's session (DUPLICATE_BROKER_REGISTRATION, in
-    the event). PreviousBrokerEpoch (v3+, KIP-966) is accepted and not acted on: Kafka's
-    controller does not read it either (it serves the eligible leader replicas kmeta has not).
-    kmeta reads it for one thing: the same incarnation naming its live epoch is a reconnect,
-    answered at once (:meth:`BrokerHeartbeatManager.rebind`).
+    the event). PreviousBrokerEpoch (v3+, KIP-966): Kafka's controller does not read it (it
+    serves the eligible leader replicas kmeta has not). kmeta reads it for two things: the
+    same incarnation naming its live epoch is a reconnect, answered at once
+    (:meth:`BrokerHeartbeatManager.rebind`); a new incarnation naming the registered epoch
+    and, in kmeta's tagged KmetaPreviousIncarnationId, the registered incarnation follows a
+    process that is gone, and registers at once (:meth:`BrokerLifecycleManager.register`).
     """
     c = controller_of(ctx)
 
@@ -95,11 +98,14 @@ async def handle(ctx: ControllerContext, req: br.BrokerRegistrationRequest) -> b
         return br.BrokerRegistrationResponse(
             version=req.version, error_code=0, broker_epoch=previous
         )
+    succeeds = None  # (the incarnation this one follows: both fields, or not said)
+    if previous >= 0 and req.kmeta_previous_incarnation_id != ZERO_UUID:
+        succeeds = (previous, str(req.kmeta_previous_incarnation_id))
     try:
         error, epoch = await c.enqueue(
             "BrokerRegistration",
             lambda: c.brokers.register(
-                req.broker_id, str(req.incarnation_id), listeners, req.rack, ctx.peer
+                req.broker_id, str(req.incarnation_id), listeners, req.rack, ctx.peer, succeeds
             ),
         )
     except StorageError as exc:

@@ -26,6 +26,7 @@ class BrokerRegistrationRequest(NamedTuple):
     is_migrating_zk_broker: bool = False
     log_dirs: Sequence[uuid.UUID] = ()
     previous_broker_epoch: int = -1
+    kmeta_previous_incarnation_id: uuid.UUID = ZERO_UUID
 
 
 class Listener(NamedTuple):
@@ -78,6 +79,7 @@ REQUEST = Message(
         F('is_migrating_zk_broker', 'bool', '1+', default=False),
         F('log_dirs', '[]uuid', '2+'),
         F('previous_broker_epoch', 'int64', '3+', default=-1),
+        F('kmeta_previous_incarnation_id', 'uuid', '3+', tag=10010, tagged='3+'),
     ),
     records=(BrokerRegistrationRequest, Listener, Feature,),
 )
