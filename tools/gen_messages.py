@@ -9,7 +9,10 @@ spec's comments as the module docstring. Run it when the specs change and review
 Each module also declares its records as typed ``NamedTuple`` classes (one per struct, and one
 per message carrying ``version``: one type per API, not per version), so the type checker sees
 every field. They are the runtime classes too: ``Message`` checks that their fields and
-defaults are the declaration's and decodes into them, so the two cannot drift.
+defaults are the declaration's and decodes into them, so the two cannot drift. The request
+class names its response class (``response_class()``), and each message is declared with its
+record class (``REQUEST: Message[MetadataRequest]``), so what a connection decodes and what a
+handler is registered for are typed end to end; ``API`` ties both to the API key.
 """
 
 from __future__ import annotations
@@ -189,7 +192,7 @@ def struct_names(fields: list[dict], out: list[str]) -> None:
 
 
 def emit_message(spec: dict, var: str, names: list[str], records: list[str]) -> list[str]:
-    lines = [f"{var} = Message("]
+    lines = [f"{var}: Message[{spec['name']}] = Message("]
     lines.append(f"    {spec['name']!r},")
     lines.append(f"    api_key={spec.get('apiKey')},")
     lines.append(f"    valid={spec['validVersions']!r},")
@@ -246,7 +249,9 @@ def annotation(f: dict) -> tuple[str, str]:
     return py, default
 
 
-def emit_record(name: str, fields: list[dict], doc: str, version: int | None = None) -> list[str]:
+def emit_record(
+    name: str, fields: list[dict], doc: str, version: int | None = None, response: str | None = None
+) -> list[str]:
     lines = [f"class {name}(NamedTuple):", f'    """{doc}"""', ""]
     if version is not None:
         lines.append(f"    version: int = {version}")
@@ -254,6 +259,10 @@ def emit_record(name: str, fields: list[dict], doc: str, version: int | None = N
         py, default = annotation(f)
         ignore = "  # type: ignore[assignment]" if snake(f["name"]) in _TUPLE_ATTRS else ""
         lines.append(f"    {snake(f['name'])}: {py} = {default}{ignore}")
+    if response is not None:  # the request names its response (kmeta.protocol.schema.Request)
+        # a field named ``type`` (UpdateMetadata, LeaderAndIsr) shadows the builtin in the class
+        type_ = "builtins.type" if any(snake(f["name"]) == "type" for f in fields) else "type"
+        lines += ["", f"    def response_class(self) -> {type_}[{response}]:", f"        return {response}"]
     return lines
 
 
@@ -281,7 +290,9 @@ def emit_records(req: dict, resp: dict) -> tuple[list[str], list[str], list[str]
     names: dict[str, list[str]] = {"req": [], "resp": []}
     for side, spec, title in (("req", req, "request"), ("resp", resp, "response")):
         top = int(spec["validVersions"].split("-")[-1])
-        lines += ["", "", *emit_record(spec["name"], spec["fields"], f"The {title}, at ``version``.", top)]
+        response = resp["name"] if side == "req" else None
+        lines += ["", "", *emit_record(spec["name"], spec["fields"], f"The {title}, at ``version``.", top,
+                                       response)]
         names[side].append(spec["name"])
         for struct, fields in records_of(spec):
             names[side].append(struct)
@@ -322,16 +333,19 @@ def main() -> None:
         names: list[str] = []
         typed, req_records, resp_records = emit_records(req, resp)
         body = [*emit_message(req, "REQUEST", names, req_records), "", "",
-                *emit_message(resp, "RESPONSE", names, resp_records)]
+                *emit_message(resp, "RESPONSE", names, resp_records), "",
+                f"API = Api(ApiKey.{snake(api).upper()}, REQUEST, RESPONSE)"]
         # E501 is off project-wide, so the generated files need no noqa; S only when used.
         uses_common = bool(req.get("commonStructs") or resp.get("commonStructs"))
-        imports = "F, Message, S" if uses_common else "F, Message"
+        imports = "Api, F, Message, S" if uses_common else "Api, F, Message"
         source = "\n".join(typed)
         text = ['"""' + "\n".join(doc).rstrip().replace('"""', "'''") + '\n"""', "",
                 "from __future__ import annotations", ""]
+        text += ["import builtins"] if "builtins.type" in source else []
         text += ["import uuid"] if "uuid.UUID" in source else []
         text += ["from collections.abc import Sequence"] if "Sequence[" in source else []
-        text += ["from typing import NamedTuple", "", f"from kmeta.protocol.schema import {imports}"]
+        text += ["from typing import NamedTuple", "", "from kmeta.protocol.api_keys import ApiKey",
+                 f"from kmeta.protocol.schema import {imports}"]
         text += ["from kmeta.protocol.types import ZERO_UUID"] if "ZERO_UUID" in source else []
         text += typed
         text += ["", "", *body]

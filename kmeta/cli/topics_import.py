@@ -130,7 +130,7 @@ async def run_import(config: ImportConfig, console: Console) -> ImportResult:
         existing = {
             t.name: {p.partition_index: tuple(p.replica_nodes) for p in t.partitions}
             for t in md.topics
-            if t.error_code == ErrorCode.NONE
+            if t.error_code == ErrorCode.NONE and t.name is not None
         }
         create, same, conflicts = diff(planned, existing)
         result = ImportResult(unchanged=same, conflicts=conflicts)

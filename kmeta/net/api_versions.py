@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from kmeta.net.dispatch import HandlerRegistry, RequestContext, S
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import api_versions
 from kmeta.protocol.messages.api_versions import (
     ApiVersion,
     ApiVersionsRequest,
@@ -53,4 +54,4 @@ def unsupported_version(ctx: RequestContext[S]) -> ApiVersionsResponse:
 
 
 def register(registry: HandlerRegistry[S]) -> None:
-    registry.register(ApiKey.API_VERSIONS, handle, unsupported_version=unsupported_version)
+    registry.register(api_versions.API, handle, unsupported_version=unsupported_version)

@@ -14,7 +14,7 @@ import asyncio
 import collections
 import ssl as ssl_module
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from kmeta.protocol.errors import ProtocolError
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameSplitter
@@ -25,7 +25,10 @@ from kmeta.protocol.header import (
     response_header_version,
 )
 from kmeta.protocol.registry import APIS, Api
-from kmeta.protocol.schema import Message, Record
+from kmeta.protocol.schema import Message, Record, Request
+
+#: the response record class a request names (kmeta.protocol.schema.Request)
+R = TypeVar("R", bound=Record)
 
 
 class ConnectionClosedError(ConnectionError):
@@ -35,7 +38,7 @@ class ConnectionClosedError(ConnectionError):
 @dataclass(slots=True)
 class _InFlight:
     correlation_id: int
-    response: Message
+    response: Message[Any]  # decodes into what ``future`` promises (see ``send``)
     version: int
     header_version: int
     future: asyncio.Future[Any]
@@ -136,11 +139,11 @@ class KafkaConnection(asyncio.Protocol):
 
     def send(
         self,
-        request: Record,
+        request: Request[R],
         *,
         header: RequestHeader | None = None,
         body: bytes | tuple[bytes, ...] | None = None,
-    ) -> asyncio.Future[Any]:
+    ) -> asyncio.Future[R]:
         """Write ``request`` (a message instance carrying its version); the future gets the response.
 
         ``body``: ``request`` already encoded (the controller encodes one big request once and
@@ -165,7 +168,8 @@ class KafkaConnection(asyncio.Protocol):
         else:
             out += body
         out[0:4] = (len(out) - 4).to_bytes(4, "big")
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        # the registry's response message decodes into ``request.response_class()``
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._in_flight.append(
             _InFlight(
                 head.correlation_id,
@@ -178,7 +182,7 @@ class KafkaConnection(asyncio.Protocol):
         self._transport.write(out)
         return future
 
-    async def request(self, request: Record, timeout_s: float = 30.0) -> Any:
+    async def request(self, request: Request[R], timeout_s: float = 30.0) -> R:
         """Send and await the response; a timeout closes the connection (the stream is in order)."""
         future = self.send(request)
         try:
@@ -195,10 +199,10 @@ class KafkaConnection(asyncio.Protocol):
         await self._closed
 
 
-_API_BY_REQUEST_CLASS: dict[type, Api] = {api.request.cls: api for api in APIS.values()}
+_API_BY_REQUEST_CLASS: dict[type, Api[Any, Any]] = {api.request.cls: api for api in APIS.values()}
 
 
-def api_of_instance(request: Record) -> Api:
+def api_of_instance(request: Record) -> Api[Any, Any]:
     """The registry entry for a request instance (found through its namedtuple class)."""
     try:
         return _API_BY_REQUEST_CLASS[type(request)]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast, overload
 
 from kmeta.net.hooks import RequestGate
 from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
@@ -43,8 +43,7 @@ from kmeta.protocol.header import (
     framed_response,
     response_header_version,
 )
-from kmeta.protocol.registry import Api, api_for
-from kmeta.protocol.schema import Record
+from kmeta.protocol.schema import Api, Record
 
 
 class NoResponse:
@@ -70,8 +69,10 @@ class EncodedPieces(tuple[bytes, ...]):
 #: the daemon's state, one type per registry (the broker's BrokerState, the controller)
 S = TypeVar("S")
 #: an API's request and response records (kmeta.protocol.messages)
-Req = TypeVar("Req")
+Req = TypeVar("Req", bound=Record)
 Resp = TypeVar("Resp", bound=Record)
+#: what a handler gets: its API's request record, or what its ``decode`` hook reads instead
+Got = TypeVar("Got")
 #: (host, port) of an IPv4 peer, (host, port, flowinfo, scope id) of an IPv6 one, as the
 #: transport reports it; None before it is known (or for a transport without one)
 Peer = tuple[str, int] | tuple[str, int, int, int] | None
@@ -99,7 +100,7 @@ class RequestContext(Generic[S]):
 #: version, or NO_RESPONSE
 Reply: TypeAlias = Resp | bytes | bytearray | EncodedPieces | NoResponse
 #: ``handle(ctx, request)``: the reply, or an awaitable of it (answered in order all the same)
-HandleFn: TypeAlias = Callable[[RequestContext[S], Req], Reply[Resp] | Awaitable[Reply[Resp]]]
+HandleFn: TypeAlias = Callable[[RequestContext[S], Got], Reply[Resp] | Awaitable[Reply[Resp]]]
 #: the error response for a request refused on a listener
 RefuseFn: TypeAlias = Callable[[Req, ErrorCode], Resp]
 UnsupportedFn: TypeAlias = Callable[[RequestContext[S]], Resp]
@@ -163,15 +164,17 @@ class AnswerMemo:
 #: ``(state, api version, listener) -> AnswerMemo``: the memo for the state's current snapshot
 MemoFn: TypeAlias = Callable[[S, int, str], AnswerMemo]
 #: ``(frame, api version, body position) -> request``: a handler's own reading of its body
-DecodeFn: TypeAlias = Callable[[bytes, int, int], Any]
+DecodeFn: TypeAlias = Callable[[bytes, int, int], Got]
 
 
 @dataclass(frozen=True, slots=True)
-class Handler(Generic[S, Req, Resp]):
-    """One API's handler: ``Handler[S, Req, Resp]`` serves ``Req`` records with ``Resp`` ones."""
+class Handler(Generic[S, Req, Resp, Got]):
+    """One API's handler: ``Handler[S, Req, Resp, Got]`` answers the API whose records are
+    ``Req`` and ``Resp``; ``handle`` gets ``Got``: the decoded ``Req``, or what ``decode``
+    reads instead (:meth:`HandlerRegistry.register` checks that they fit together)."""
 
-    api: Api
-    handle: HandleFn[S, Req, Resp]
+    api: Api[Req, Resp]
+    handle: HandleFn[S, Got, Resp]
     min_version: int
     max_version: int
     on_client: bool
@@ -187,16 +190,17 @@ class Handler(Generic[S, Req, Resp]):
     #: reads the body instead of the API's whole-message decoder (None: that decoder). A broker
     #: reads a million-partition UpdateMetadata in steps from the frame with it (the handler
     #: gets what this returns); a frame it cannot read raises ProtocolError as decode does.
-    decode: DecodeFn | None = None
+    decode: DecodeFn[Got] | None = None
 
     def serves(self, is_control: bool) -> bool:
         return self.on_control if is_control else self.on_client
 
 
 #: a handler as the registry keeps it, by api key: the api key chooses both the codec that
-#: decodes the request (``api.request``) and the handler, so what it decodes is the handler's
-#: ``Req``; this one seam (the connection's decode) is where the request type is not spelled
-AnyHandler: TypeAlias = Handler[S, Any, Record]
+#: decodes the request (``api.request``, or the ``decode`` hook) and the handler, and
+#: ``register`` checked that they fit, so the connection's decode is the one place inside net
+#: where the request type is not spelled
+AnyHandler: TypeAlias = Handler[S, Any, Record, Any]
 
 
 class HandlerRegistry(Generic[S]):
@@ -205,9 +209,10 @@ class HandlerRegistry(Generic[S]):
     def __init__(self) -> None:
         self._handlers: dict[int, AnyHandler[S]] = {}
 
+    @overload
     def register(
         self,
-        api_key: int,
+        api: Api[Req, Resp],
         handle: HandleFn[S, Req, Resp],
         *,
         on_client: bool = True,
@@ -215,11 +220,44 @@ class HandlerRegistry(Generic[S]):
         refuse: RefuseFn[Req, Resp] | None = None,
         unsupported_version: UnsupportedFn[S, Resp] | None = None,
         memo: MemoFn[S] | None = None,
-        decode: DecodeFn | None = None,
+        decode: None = None,
+        min_version: int | None = None,
+        max_version: int | None = None,
+    ) -> None: ...
+
+    @overload
+    def register(
+        self,
+        api: Api[Req, Resp],
+        handle: HandleFn[S, Got, Resp],
+        *,
+        on_client: bool = True,
+        on_control: bool = True,
+        refuse: RefuseFn[Req, Resp] | None = None,
+        unsupported_version: UnsupportedFn[S, Resp] | None = None,
+        memo: MemoFn[S] | None = None,
+        decode: DecodeFn[Got],
+        min_version: int | None = None,
+        max_version: int | None = None,
+    ) -> None: ...
+
+    def register(  # the overloads above are the checked signatures
+        self,
+        api: Api[Any, Any],
+        handle: HandleFn[S, Any, Any],
+        *,
+        on_client: bool = True,
+        on_control: bool = True,
+        refuse: RefuseFn[Any, Any] | None = None,
+        unsupported_version: UnsupportedFn[S, Any] | None = None,
+        memo: MemoFn[S] | None = None,
+        decode: DecodeFn[Any] | None = None,
         min_version: int | None = None,
         max_version: int | None = None,
     ) -> None:
-        api = api_for(api_key)
+        """Serve ``api`` (a generated module's ``API``) with ``handle``: it gets the API's
+        request record, or what ``decode`` reads instead; its answers are the API's response."""
+        api_key = api.key
         low = api.min_version if min_version is None else min_version
         high = api.max_version if max_version is None else max_version
         if not api.min_version <= low <= high <= api.max_version:
@@ -229,11 +267,11 @@ class HandlerRegistry(Generic[S]):
         if api_key in self._handlers:
             raise ValueError(f"api {api_key} already has a handler")
         header_versions = tuple(response_header_version(api_key, v) for v in range(high + 1))
-        handler: AnyHandler[S] = Handler(
+        # kept by api key: its records are erased to Any (requests) and Record (responses)
+        self._handlers[api_key] = cast(AnyHandler[S], Handler(
             api, handle, low, high, on_client, on_control, refuse, unsupported_version,
             header_versions, memo, decode,
-        )  # fmt: skip
-        self._handlers[api_key] = handler
+        ))  # fmt: skip
 
     def guard(self, api_key: int, check: Callable[[RequestContext[S], Req], Record | None]) -> None:
         """Run ``check(ctx, request)`` before the handler of ``api_key``: a result other than

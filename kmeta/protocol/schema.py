@@ -23,10 +23,11 @@ from collections import namedtuple
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from construct import ConstructError
 
+from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.compiler import Codec, compile_struct
 from kmeta.protocol.errors import CorruptMessageError, UnsupportedVersionError
 from kmeta.protocol.splice import Splice
@@ -75,6 +76,19 @@ class Record(Protocol):
 
     @property
     def version(self) -> int: ...
+
+
+#: a message's record class (the request or the response of one API)
+R = TypeVar("R", bound=Record)
+R_co = TypeVar("R_co", bound=Record, covariant=True)
+
+
+class Request(Record, Protocol[R_co]):
+    """A request record that names its response's record class (franz-go's ``ResponseKind``):
+    every generated request class has ``response_class()``, so a connection's ``request``
+    returns the response's type, not ``Any``."""
+
+    def response_class(self) -> type[R_co]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +178,9 @@ def _type_default(f: Field) -> Any:
     return None  # a nested struct with no default
 
 
-class Message:
-    """One API's request or response (or a header): classes, construct and codecs per version."""
+class Message(Generic[R]):
+    """One API's request or response: classes, construct and codecs per version. ``R`` is its
+    record class (declare the module's message as ``REQUEST: Message[MetadataRequest]``)."""
 
     def __init__(
         self,
@@ -195,7 +210,7 @@ class Message:
             )
         top = ("version", *(f.name for f in fields))
         defaults = (self.max_version, *(_type_default(f) for f in fields))
-        self.cls: Any = self._record(name, top, defaults, declared)
+        self.cls: type[R] = self._record(name, top, defaults, declared)
         self.fields = tuple(fields)
         self._struct = cache(self._make_struct)
         self._codec = cache(self._make_codec)
@@ -301,14 +316,14 @@ class Message:
     def _make_stream(self, version: int, field: str) -> Stream:
         return Stream(self._struct(version), field, f"{self.name} v{version}")
 
-    def decode(self, data: bytes | bytearray | memoryview, version: int, pos: int = 0) -> Any:
+    def decode(self, data: bytes | bytearray | memoryview, version: int, pos: int = 0) -> R:
         """Decode one message body; bytes after the last field are ignored, as Kafka does."""
         value, _ = self.decode_from(data, version, pos)
         return value
 
     def decode_from(
         self, data: bytes | bytearray | memoryview, version: int, pos: int = 0
-    ) -> tuple[Any, int]:
+    ) -> tuple[R, int]:
         """Decode at ``pos``; return the value and the position after it.
 
         A large frame allocates hundreds of thousands of small tuples; letting the cyclic GC
@@ -329,25 +344,52 @@ class Message:
             if pause:
                 gc.enable()
 
-    def encode(self, value: Any) -> bytes:
+    def encode(self, value: R) -> bytes:
         out = bytearray()
         self.encode_into(value, out)
         return bytes(out)
 
-    def encode_into(self, value: Any, out: bytearray) -> None:
+    def encode_into(self, value: R, out: bytearray) -> None:
         self.codec(value.version).build_into(value, out)
 
     # -- the interpreted path, for tests and baselines ----------------------------------------
-    def parse_interpreted(self, data: bytes, version: int) -> Any:
+    def parse_interpreted(self, data: bytes, version: int) -> R:
         try:
-            return self.struct(version).parse(data)
+            return self.struct(version).parse(data)  # type: ignore[no-any-return]
         except CorruptMessageError:
             raise
         except (ConstructError, ValueError, OverflowError) as exc:
             raise CorruptMessageError(f"{self.name} v{version}: {exc}") from None
 
-    def build_interpreted(self, value: Any) -> bytes:
+    def build_interpreted(self, value: R) -> bytes:
         return self.struct(value.version).build(value)  # type: ignore[no-any-return]
+
+
+#: an API's request and response record classes
+Q = TypeVar("Q", bound=Record)
+P = TypeVar("P", bound=Record)
+
+
+@dataclass(frozen=True, slots=True)
+class Api(Generic[Q, P]):
+    """One API: its key and the messages of its request (``Q``) and response (``P``). Each
+    generated module declares its ``API``; a handler registered for it is checked against
+    ``Q`` and ``P`` (kmeta.net.dispatch)."""
+
+    key: ApiKey
+    request: Message[Q]
+    response: Message[P]
+
+    @property
+    def min_version(self) -> int:
+        return self.request.min_version
+
+    @property
+    def max_version(self) -> int:
+        return self.request.max_version
+
+    def is_flexible(self, version: int) -> bool:
+        return version in self.request.flexible
 
 
 def uuid_or_zero(value: uuid.UUID | None) -> uuid.UUID:

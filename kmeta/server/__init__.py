@@ -12,7 +12,7 @@
 Seams for the controller link and forwarded admin requests (another engineer's files):
 
 * ``kmeta/server/handlers/{create_topics,delete_topics,create_partitions}.py``: define
-  ``register(registry)`` calling ``registry.register(ApiKey.CREATE_TOPICS, handle)``; ``handle``
+  ``register(registry)`` calling ``registry.register(create_topics.API, handle)``; ``handle``
   may be ``async`` (forwarding to the controller) -- the connection keeps answering in order.
   Add the module names to ``HANDLER_MODULES`` in ``handlers/__init__.py``; ApiVersions then
   advertises them. ``ctx.state`` is the ``BrokerState``; a forwarding handler can reach the

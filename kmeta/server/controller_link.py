@@ -34,7 +34,7 @@ import contextlib
 import logging
 import uuid
 from ssl import SSLContext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from kmeta import __version__
 from kmeta.net.connection import KafkaConnection, api_of_instance
@@ -48,7 +48,7 @@ from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs
 from kmeta.protocol.registry import highest_common, peer_versions
-from kmeta.protocol.schema import Record
+from kmeta.protocol.schema import Record, Request
 from kmeta.server.state import BrokerContext
 from kmeta.server.state_dir import StateDir
 
@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from kmeta.server.broker import Broker
 
 log = logging.getLogger("kmeta.server.controller_link")
+#: the response record a request names (kmeta.protocol.schema.Request)
+R = TypeVar("R", bound=Record)
 
 HEARTBEAT_INTERVAL_S = 2.0  # broker.heartbeat.interval.ms default
 RETRY_BACKOFF_S = 0.1
@@ -65,7 +67,7 @@ REQUEST_TIMEOUT_S = 10.0
 _NET_ERRORS = (OSError, ConnectionError, TimeoutError, ProtocolError)
 
 
-async def _call(conn: KafkaConnection, request: Any) -> Any:
+async def _call(conn: KafkaConnection, request: Request[R]) -> R:
     """Send and await; a timeout closes the connection. Cancelling leaves no orphan future."""
     future = conn.send(request)
     try:
@@ -225,7 +227,7 @@ class ControllerLink:
             )
         return self._conn
 
-    def _listeners(self) -> tuple[Any, ...]:
+    def _listeners(self) -> tuple[br.Listener, ...]:
         out = []
         for spec in self.broker.config.advertised:
             port = spec.port or self.broker.port(spec.name)
@@ -379,7 +381,7 @@ class ControllerLink:
                     return
                 self._next_controller()
 
-    async def _send_controlled_shutdown(self) -> Any:
+    async def _send_controlled_shutdown(self) -> cs.ControlledShutdownResponse:
         conn = await self._connection()
         return await _call(
             conn,
@@ -391,7 +393,7 @@ class ControllerLink:
         )
 
     # -- forwarding -----------------------------------------------------------------------------
-    async def forward(self, request: Record, timeout_s: float) -> Any:
+    async def forward(self, request: Request[R], timeout_s: float) -> R:
         """Send an admin request to the controller at its own version; return the answer.
 
         As Kafka's NodeToControllerChannelManager requeues it, a request answered
@@ -510,8 +512,8 @@ async def forward(
         return error_response(request, ErrorCode.NOT_CONTROLLER)
     timeout_s = max(timeout_ms / 1000.0, 1.0) + FORWARD_MARGIN_S
     try:
-        answer: Resp = await link.forward(request, timeout_s)  # (KafkaConnection is untyped)
-        return answer
+        # error_response and the request's response_class() name the same response record
+        return await link.forward(cast("Request[Resp]", request), timeout_s)
     except ForwardTimedOut:
         log.warning("forwarding api %d: no answer from the controller within %.1f s",
                     ctx.header.api_key, timeout_s)  # fmt: skip

@@ -13,10 +13,10 @@ the event loop (one topic is never split), queued behind the broker's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Iterator
-from typing import Any
+from collections.abc import Callable, Generator, Iterator
+from typing import Any, Generic, Protocol, TypeVar, cast
 
-from kmeta.protocol.schema import Message
+from kmeta.protocol.schema import Message, Record
 from kmeta.protocol.stream import Stream
 
 #: a body at least this large is applied in steps that yield to the event loop
@@ -25,14 +25,39 @@ SYNC_BELOW_BYTES = 256 * 1024
 STEP_S = 0.02
 
 
-class StreamedRequest:
-    """A request whose fields before its topic states are read; the topic states and the
-    fields after them are read from ``frame`` as it is applied."""
+#: the whole request's record (UpdateMetadataRequest, LeaderAndIsrRequest)
+R = TypeVar("R", bound=Record)
+#: the record of one of its topic states
+T = TypeVar("T")
+#: what the steps of an apply return (the answer)
+A = TypeVar("A")
+
+
+class Head(Protocol):
+    """The fields before the topic states, as read first (enough to fence the request)."""
+
+    @property
+    def controller_id(self) -> int: ...
+
+    @property
+    def controller_epoch(self) -> int: ...
+
+    @property
+    def broker_epoch(self) -> int: ...
+
+    def _asdict(self) -> dict[str, Any]: ...
+
+
+class StreamedRequest(Generic[R, T]):
+    """A request (record ``R``) whose fields before its topic states (records ``T``) are
+    read; the topic states and the fields after them are read from ``frame`` as it is
+    applied. A handler module names its own: ``StreamedRequest[UpdateMetadataRequest,
+    UpdateMetadataTopicState]``."""
 
     __slots__ = ("count", "first", "frame", "head", "message", "stream", "version")
 
     def __init__(
-        self, message: Message, version: int, frame: bytes, stream: Stream, head: Any, count: int, first: int
+        self, message: Message[R], version: int, frame: bytes, stream: Stream, head: Head, count: int, first: int
     ) -> None:
         self.message = message
         self.version = version
@@ -44,59 +69,64 @@ class StreamedRequest:
 
     @property
     def controller_id(self) -> int:
-        return int(self.head.controller_id)
+        return self.head.controller_id
 
     @property
     def controller_epoch(self) -> int:
-        return int(self.head.controller_epoch)
+        return self.head.controller_epoch
 
     @property
     def broker_epoch(self) -> int:
-        return int(self.head.broker_epoch)
+        return self.head.broker_epoch
 
     @property
     def large(self) -> bool:
         return len(self.frame) - self.first >= SYNC_BELOW_BYTES
 
-    def topic_states(self) -> Iterator[tuple[Any, int]]:
+    def topic_states(self) -> Iterator[tuple[T, int]]:
         """Each topic state with the position after it."""
         return self.stream.elements(self.frame, self.first, self.count)
 
-    def rest(self, end: int) -> Any:
-        """The whole request record but its topic states (read from ``end``, after them)."""
+    def rest(self, end: int, topic_states: tuple[T, ...] = ()) -> R:
+        """The whole request record, with ``topic_states`` (none: the ones applied in steps),
+        the fields after them read from ``end``."""
         tail = self.stream.tail(self.frame, end)
-        return self.message.cls(self.version, **self.head._asdict(), **tail._asdict())
+        make = cast(Callable[..., R], self.message.cls)  # the record's fields, by name
+        states = {self.stream.field: topic_states}
+        return make(self.version, **self.head._asdict(), **states, **tail._asdict())
 
-    def decoded(self) -> Any:
+    def decoded(self) -> R:
         """The whole request, decoded at once (only for a request that is not applied)."""
         end = self.first
         states = []
         for ts, after in self.topic_states():
             states.append(ts)
             end = after
-        return self.rest(end)._replace(topic_states=tuple(states))
+        return self.rest(end, tuple(states))
 
     @classmethod
-    def read(cls, message: Message, field: str, frame: bytes, version: int, pos: int) -> StreamedRequest:
+    def read(cls, message: Message[R], field: str, frame: bytes, version: int, pos: int) -> StreamedRequest[R, T]:
         stream = message.stream(version, field)
         head, count, first = stream.head(frame, pos)
         return cls(message, version, frame, stream, head, count, first)
 
 
-def run(steps: Generator[None, None, Any]) -> Any:
+def run(steps: Generator[None, None, A]) -> A:
     """The steps' result, run at once."""
     try:
         while True:
             next(steps)
     except StopIteration as done:
-        return done.value
+        result: A = done.value  # what the generator returned
+    return result
 
 
-async def run_yielding(steps: Generator[None, None, Any]) -> Any:
+async def run_yielding(steps: Generator[None, None, A]) -> A:
     """The steps' result, the loop yielded between two."""
     try:
         while True:
             next(steps)
             await asyncio.sleep(0)
     except StopIteration as done:
-        return done.value
+        result: A = done.value  # what the generator returned
+    return result

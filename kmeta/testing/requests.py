@@ -12,7 +12,7 @@ from __future__ import annotations
 import ssl as ssl_module
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kmeta.cli.topics import TIMEOUT_MS as ADMIN_TIMEOUT_MS
 from kmeta.cli.topics import create_topic_request
@@ -26,7 +26,10 @@ from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import elect_leaders as el
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 from kmeta.protocol.messages import metadata as md
-from kmeta.protocol.schema import Record
+from kmeta.protocol.schema import Record, Request
+
+#: the response record a request names
+R = TypeVar("R", bound=Record)
 
 
 class KafkaRequestError(Exception):
@@ -104,8 +107,8 @@ def unsettled(live: list[int], status: dict[str, Any] | None, views: list[Broker
 
 
 async def _request(
-    address: Address, request: Record, security: ClientSecurity, timeout_s: float
-) -> object:
+    address: Address, request: Request[R], security: ClientSecurity, timeout_s: float
+) -> R:
     conn = await KafkaConnection.open(
         *address, client_id="kmeta-testing", timeout_s=timeout_s, ssl=security.ssl
     )
@@ -122,7 +125,6 @@ async def fetch_view(
 ) -> BrokerView:
     request = md.MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False)
     response = await _request(address, request, security, timeout_s)
-    assert isinstance(response, md.MetadataResponse)
     topics: dict[str, dict[int, PartitionView]] = {}
     for t in response.topics:
         if t.error_code != 0 or t.name is None:
@@ -162,7 +164,6 @@ async def create_topic(
     cfgs = tuple(ct.CreatableTopicConfig(name=k, value=v) for k, v in configs.items())
     request = create_topic_request(name, partitions, rf, assignments, cfgs)
     response = await _request(address, request, security, ADMIN_TIMEOUT_MS / 1000 + 5)
-    assert isinstance(response, ct.CreateTopicsResponse)
     result = response.topics[0]
     if result.error_code:
         raise KafkaRequestError(f"CreateTopics {name!r}", result.error_code, result.error_message)
@@ -173,7 +174,6 @@ async def delete_topic(address: Address, security: ClientSecurity, name: str) ->
         version=6, topics=(dt.DeleteTopicState(name=name),), timeout_ms=ADMIN_TIMEOUT_MS
     )
     response = await _request(address, request, security, ADMIN_TIMEOUT_MS / 1000 + 5)
-    assert isinstance(response, dt.DeleteTopicsResponse)
     result = response.responses[0]
     if result.error_code:
         raise KafkaRequestError(f"DeleteTopics {name!r}", result.error_code, result.error_message)
@@ -201,7 +201,6 @@ async def add_partitions(
         validate_only=False,
     )
     response = await _request(address, request, security, ADMIN_TIMEOUT_MS / 1000 + 5)
-    assert isinstance(response, cp.CreatePartitionsResponse)
     result = response.results[0]
     if result.error_code:
         raise KafkaRequestError(
@@ -229,7 +228,6 @@ async def elect_leaders(
         timeout_ms=ADMIN_TIMEOUT_MS,
     )
     response = await _request(address, request, security, ADMIN_TIMEOUT_MS / 1000 + 5)
-    assert isinstance(response, el.ElectLeadersResponse)
     if response.error_code:
         raise KafkaRequestError("ElectLeaders", response.error_code)
     return {
@@ -252,7 +250,6 @@ async def reassign(
         ),
     )
     response = await _request(address, request, security, ADMIN_TIMEOUT_MS / 1000 + 5)
-    assert isinstance(response, apr.AlterPartitionReassignmentsResponse)
     what = f"AlterPartitionReassignments {topic}-{partition}"
     if response.error_code:
         raise KafkaRequestError(what, response.error_code, response.error_message)
@@ -272,7 +269,6 @@ async def reassigning(
         topics=(lpr.ListPartitionReassignmentsTopics(topic, (partition,)),),
     )
     response = await _request(address, request, security, ADMIN_TIMEOUT_MS / 1000 + 5)
-    assert isinstance(response, lpr.ListPartitionReassignmentsResponse)
     if response.error_code:
         raise KafkaRequestError("ListPartitionReassignments", response.error_code)
     return any(t.name == topic and t.partitions for t in response.topics)

@@ -27,6 +27,7 @@ from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
+from kmeta.protocol.registry import api_for
 from kmeta.server.broker import Broker
 from kmeta.server.config import BrokerConfig, parse_listeners
 from kmeta.server.controller_link import controller_link
@@ -74,7 +75,7 @@ class RecordingBroker:
             (ApiKey.LEADER_AND_ISR, lair.LeaderAndIsrResponse),
             (ApiKey.STOP_REPLICA, sr.StopReplicaResponse),
         ):
-            registry.register(key, self._handler(key, response))
+            registry.register(api_for(key), self._handler(key, response))
         self.listener = Listener(
             "CONTROL", "127.0.0.1", 0, is_control=True, registry=registry, state=None
         )

@@ -19,6 +19,7 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
+from kmeta.protocol.registry import api_for
 
 
 class FakeBrokerControl:
@@ -32,7 +33,7 @@ class FakeBrokerControl:
             (ApiKey.LEADER_AND_ISR, lair.LeaderAndIsrResponse),
             (ApiKey.STOP_REPLICA, sr.StopReplicaResponse),
         ):
-            registry.register(key, self._handler(key, response))
+            registry.register(api_for(key), self._handler(key, response))
         self.registry = registry
         self.listener: Listener | None = None
 

@@ -211,9 +211,9 @@ async def test_a_handler_completes_authentication_through_ctx_gate() -> None:
         ctx.gate.authenticated = True  # here a SASL exchange would have succeeded
         return api_versions_handler.handle(ctx, request)
 
-    registry.register(ApiKey.API_VERSIONS, authenticate)
+    registry.register(av.API, authenticate)
     registry.register(
-        ApiKey.METADATA, lambda _ctx, request: md.MetadataResponse(version=request.version)
+        md.API, lambda _ctx, request: md.MetadataResponse(version=request.version)
     )
     lst = Listener("PLAINTEXT", "127.0.0.1", 0, is_control=False, registry=registry, state=None)
     lst.hooks = ConnectionHooks(gate=lambda _conn: Gate())
@@ -244,7 +244,7 @@ async def test_handlers_see_the_principal_the_gate_established() -> None:
         seen.append(str(ctx.principal))
         return md.MetadataResponse(version=request.version)
 
-    registry.register(ApiKey.METADATA, metadata)
+    registry.register(md.API, metadata)
     conns: list[ServerConnection] = []
 
     def make_gate(conn: ServerConnection) -> Gate:

@@ -81,7 +81,7 @@ def _answers(transport: MemoryTransport) -> list[bytes]:
 async def test_memo_answers_repeated_headers_and_keeps_correlation_ids() -> None:
     h = _Counting()
     registry = HandlerRegistry()
-    registry.register(ApiKey.METADATA, h.handle, memo=h.memo)
+    registry.register(md.API, h.handle, memo=h.memo)
     conn, transport = _connection(registry)
     one = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="a"),))
     other = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="b"),))

@@ -134,7 +134,7 @@ async def _slow_metadata(ctx: RequestContext, request: object) -> object:
 async def test_async_handler_keeps_request_order() -> None:
     registry = HandlerRegistry()
     api_versions_handler.register(registry)
-    registry.register(ApiKey.METADATA, _slow_metadata)
+    registry.register(md.API, _slow_metadata)
     lst = Listener("PLAINTEXT", "127.0.0.1", 0, is_control=False, registry=registry, state=None)
     await lst.start()
     reader, writer = await _open(lst.port)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from kmeta.controller.apis.config_requests import Change, alter, preprocess
 from kmeta.controller.handlers import ControllerContext, ControllerRegistry
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import alter_configs as ac
 
 
@@ -45,4 +44,4 @@ async def handle(ctx: ControllerContext, request: ac.AlterConfigsRequest) -> ac.
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.ALTER_CONFIGS, handle)
+    registry.register(ac.API, handle)

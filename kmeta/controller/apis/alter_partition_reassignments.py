@@ -28,7 +28,6 @@ from kmeta.controller.handlers import (
 )
 from kmeta.controller.reassignment import AlterResult
 from kmeta.controller.store import StorageError
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr
 
@@ -77,4 +76,4 @@ async def handle(ctx: ControllerContext, request: apr.AlterPartitionReassignment
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, handle)
+    registry.register(apr.API, handle)

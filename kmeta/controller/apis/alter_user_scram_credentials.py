@@ -16,7 +16,6 @@ from kmeta.controller.handlers import (
 )
 from kmeta.controller.scram_users import Outcome
 from kmeta.controller.store import StorageError
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_user_scram_credentials as aus
 
@@ -52,4 +51,4 @@ async def handle(ctx: ControllerContext, request: aus.AlterUserScramCredentialsR
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, handle)
+    registry.register(aus.API, handle)

@@ -18,7 +18,6 @@ from kmeta.controller.handlers import (
     cluster_action,
     controller_of,
 )
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh
 
@@ -43,4 +42,4 @@ def handle(ctx: ControllerContext, req: bh.BrokerHeartbeatRequest) -> bh.BrokerH
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.BROKER_HEARTBEAT, handle)
+    registry.register(bh.API, handle)

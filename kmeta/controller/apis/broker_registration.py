@@ -24,7 +24,6 @@ from kmeta.controller.handlers import (
 )
 from kmeta.controller.store import StorageError
 from kmeta.metadata.model import Endpoint
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.types import ZERO_UUID
@@ -116,4 +115,4 @@ async def handle(ctx: ControllerContext, req: br.BrokerRegistrationRequest) -> b
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.BROKER_REGISTRATION, handle)
+    registry.register(br.API, handle)

@@ -20,7 +20,6 @@ from kmeta.controller.handlers import (
     wait_for,
 )
 from kmeta.controller.store import StorageError
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import controlled_shutdown as cs
 
@@ -51,4 +50,4 @@ async def handle(ctx: ControllerContext, req: cs.ControlledShutdownRequest) -> c
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.CONTROLLED_SHUTDOWN, handle)
+    registry.register(cs.API, handle)

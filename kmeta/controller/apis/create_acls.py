@@ -29,7 +29,6 @@ from kmeta.controller.handlers import (
 )
 from kmeta.controller.store import StorageError
 from kmeta.net.security.acl import AclBinding, PatternType
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_acls as ca
 
@@ -71,4 +70,4 @@ async def handle(ctx: ControllerContext, request: ca.CreateAclsRequest) -> ca.Cr
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.CREATE_ACLS, handle)
+    registry.register(ca.API, handle)

@@ -29,7 +29,6 @@ from kmeta.controller.handlers import (
     wait_for,
 )
 from kmeta.controller.store import StorageError
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
 
@@ -79,4 +78,4 @@ async def handle(ctx: ControllerContext, req: cp.CreatePartitionsRequest) -> cp.
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.CREATE_PARTITIONS, handle)
+    registry.register(cp.API, handle)

@@ -27,7 +27,6 @@ from kmeta.controller.handlers import (
 )
 from kmeta.controller.store import StorageError
 from kmeta.controller.topic_configs import created_configs
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.schema import uuid_or_zero
@@ -105,4 +104,4 @@ async def handle(ctx: ControllerContext, req: ct.CreateTopicsRequest) -> ct.Crea
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.CREATE_TOPICS, handle)
+    registry.register(ct.API, handle)

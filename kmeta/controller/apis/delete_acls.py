@@ -27,7 +27,6 @@ from kmeta.controller.handlers import (
 )
 from kmeta.controller.store import StorageError
 from kmeta.net.security.acl import AclBinding, AclFilter, PatternType
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_acls as da
 
@@ -84,4 +83,4 @@ async def handle(ctx: ControllerContext, request: da.DeleteAclsRequest) -> da.De
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.DELETE_ACLS, handle)
+    registry.register(da.API, handle)

@@ -29,7 +29,6 @@ from kmeta.controller.handlers import (
     wait_for,
 )
 from kmeta.controller.store import StorageError
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.schema import uuid_or_zero
@@ -132,4 +131,4 @@ async def handle(ctx: ControllerContext, req: dt.DeleteTopicsRequest) -> dt.Dele
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.DELETE_TOPICS, handle)
+    registry.register(dt.API, handle)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from kmeta.controller.handlers import ControllerContext, ControllerRegistry, controller_of
 from kmeta.net.security.describe_scram import describe
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import describe_user_scram_credentials as dusc
 
 
@@ -14,4 +13,4 @@ def handle(ctx: ControllerContext, request: dusc.DescribeUserScramCredentialsReq
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, handle)
+    registry.register(dusc.API, handle)

@@ -28,7 +28,6 @@ from kmeta.controller.handlers import (
 )
 from kmeta.controller.replica_election import PREFERRED, UNCLEAN, ElectionResult
 from kmeta.controller.store import StorageError
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import elect_leaders as el
 
@@ -81,4 +80,4 @@ async def handle(ctx: ControllerContext, request: el.ElectLeadersRequest) -> el.
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.ELECT_LEADERS, handle)
+    registry.register(el.API, handle)

@@ -22,7 +22,6 @@ from __future__ import annotations
 from kmeta.controller.apis.config_requests import Change, alter, preprocess
 from kmeta.controller.handlers import ControllerContext, ControllerRegistry
 from kmeta.metadata.log_config import APPEND, DELETE, SET, SUBTRACT, apply_incremental
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import incremental_alter_configs as iac
 
@@ -53,4 +52,4 @@ async def handle(ctx: ControllerContext, request: iac.IncrementalAlterConfigsReq
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.INCREMENTAL_ALTER_CONFIGS, handle)
+    registry.register(iac.API, handle)

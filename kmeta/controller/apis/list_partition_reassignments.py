@@ -17,7 +17,6 @@ from kmeta.controller.handlers import (
     refusal_code,
 )
 from kmeta.controller.store import StorageError
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 
 
@@ -53,4 +52,4 @@ async def handle(ctx: ControllerContext, request: lpr.ListPartitionReassignments
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, handle)
+    registry.register(lpr.API, handle)

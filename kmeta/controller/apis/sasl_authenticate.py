@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kmeta.controller.handlers import ControllerRegistry
 from kmeta.net.security.sasl import handle_authenticate
-from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.messages import sasl_authenticate
 
 
 def register(registry: ControllerRegistry) -> None:
-    registry.register(ApiKey.SASL_AUTHENTICATE, handle_authenticate)
+    registry.register(sasl_authenticate.API, handle_authenticate)

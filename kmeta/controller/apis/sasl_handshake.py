@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from kmeta.controller.handlers import ControllerRegistry
 from kmeta.net.security.sasl import handle_handshake
-from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.messages import sasl_handshake
 
 
 def register(registry: ControllerRegistry) -> None:
     # v0: raw tokens without Kafka framing follow (clients older than Kafka 1.0); see sasl.py
-    registry.register(ApiKey.SASL_HANDSHAKE, handle_handshake)
+    registry.register(sasl_handshake.API, handle_handshake)

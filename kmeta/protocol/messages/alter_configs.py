@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class AlterConfigsRequest(NamedTuple):
@@ -27,6 +28,9 @@ class AlterConfigsRequest(NamedTuple):
     version: int = 2
     resources: Sequence[AlterConfigsResource] = ()
     validate_only: bool = False
+
+    def response_class(self) -> type[AlterConfigsResponse]:
+        return AlterConfigsResponse
 
 
 class AlterConfigsResource(NamedTuple):
@@ -61,7 +65,7 @@ class AlterConfigsResourceResponse(NamedTuple):
     resource_name: str = ''
 
 
-REQUEST = Message(
+REQUEST: Message[AlterConfigsRequest] = Message(
     'AlterConfigsRequest',
     api_key=33,
     valid='0-2',
@@ -81,7 +85,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[AlterConfigsResponse] = Message(
     'AlterConfigsResponse',
     api_key=33,
     valid='0-2',
@@ -97,3 +101,5 @@ RESPONSE = Message(
     ),
     records=(AlterConfigsResponse, AlterConfigsResourceResponse,),
 )
+
+API = Api(ApiKey.ALTER_CONFIGS, REQUEST, RESPONSE)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class AlterPartitionReassignmentsRequest(NamedTuple):
@@ -17,6 +18,9 @@ class AlterPartitionReassignmentsRequest(NamedTuple):
     version: int = 0
     timeout_ms: int = 60000
     topics: Sequence[ReassignableTopic] = ()
+
+    def response_class(self) -> type[AlterPartitionReassignmentsResponse]:
+        return AlterPartitionReassignmentsResponse
 
 
 class ReassignableTopic(NamedTuple):
@@ -58,7 +62,7 @@ class ReassignablePartitionResponse(NamedTuple):
     error_message: str | None = ''
 
 
-REQUEST = Message(
+REQUEST: Message[AlterPartitionReassignmentsRequest] = Message(
     'AlterPartitionReassignmentsRequest',
     api_key=45,
     valid='0',
@@ -77,7 +81,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[AlterPartitionReassignmentsResponse] = Message(
     'AlterPartitionReassignmentsResponse',
     api_key=45,
     valid='0',
@@ -97,3 +101,5 @@ RESPONSE = Message(
     ),
     records=(AlterPartitionReassignmentsResponse, ReassignableTopicResponse, ReassignablePartitionResponse,),
 )
+
+API = Api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, REQUEST, RESPONSE)

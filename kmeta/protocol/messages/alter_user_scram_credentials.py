@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class AlterUserScramCredentialsRequest(NamedTuple):
@@ -17,6 +18,9 @@ class AlterUserScramCredentialsRequest(NamedTuple):
     version: int = 0
     deletions: Sequence[ScramCredentialDeletion] = ()
     upsertions: Sequence[ScramCredentialUpsertion] = ()
+
+    def response_class(self) -> type[AlterUserScramCredentialsResponse]:
+        return AlterUserScramCredentialsResponse
 
 
 class ScramCredentialDeletion(NamedTuple):
@@ -52,7 +56,7 @@ class AlterUserScramCredentialsResult(NamedTuple):
     error_message: str | None = ''
 
 
-REQUEST = Message(
+REQUEST: Message[AlterUserScramCredentialsRequest] = Message(
     'AlterUserScramCredentialsRequest',
     api_key=51,
     valid='0',
@@ -74,7 +78,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[AlterUserScramCredentialsResponse] = Message(
     'AlterUserScramCredentialsResponse',
     api_key=51,
     valid='0',
@@ -89,3 +93,5 @@ RESPONSE = Message(
     ),
     records=(AlterUserScramCredentialsResponse, AlterUserScramCredentialsResult,),
 )
+
+API = Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, REQUEST, RESPONSE)

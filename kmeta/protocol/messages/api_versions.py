@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class ApiVersionsRequest(NamedTuple):
@@ -34,6 +35,9 @@ class ApiVersionsRequest(NamedTuple):
     version: int = 4
     client_software_name: str = ''
     client_software_version: str = ''
+
+    def response_class(self) -> type[ApiVersionsResponse]:
+        return ApiVersionsResponse
 
 
 class ApiVersionsResponse(NamedTuple):
@@ -73,7 +77,7 @@ class FinalizedFeatureKey(NamedTuple):
     min_version_level: int = 0
 
 
-REQUEST = Message(
+REQUEST: Message[ApiVersionsRequest] = Message(
     'ApiVersionsRequest',
     api_key=18,
     valid='0-4',
@@ -86,7 +90,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[ApiVersionsResponse] = Message(
     'ApiVersionsResponse',
     api_key=18,
     valid='0-4',
@@ -116,3 +120,5 @@ RESPONSE = Message(
     ),
     records=(ApiVersionsResponse, ApiVersion, SupportedFeatureKey, FinalizedFeatureKey,),
 )
+
+API = Api(ApiKey.API_VERSIONS, REQUEST, RESPONSE)

@@ -9,7 +9,8 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class BrokerHeartbeatRequest(NamedTuple):
@@ -23,6 +24,9 @@ class BrokerHeartbeatRequest(NamedTuple):
     want_shut_down: bool = False
     offline_log_dirs: Sequence[uuid.UUID] = ()
 
+    def response_class(self) -> type[BrokerHeartbeatResponse]:
+        return BrokerHeartbeatResponse
+
 
 class BrokerHeartbeatResponse(NamedTuple):
     """The response, at ``version``."""
@@ -35,7 +39,7 @@ class BrokerHeartbeatResponse(NamedTuple):
     should_shut_down: bool = False
 
 
-REQUEST = Message(
+REQUEST: Message[BrokerHeartbeatRequest] = Message(
     'BrokerHeartbeatRequest',
     api_key=63,
     valid='0-1',
@@ -52,7 +56,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[BrokerHeartbeatResponse] = Message(
     'BrokerHeartbeatResponse',
     api_key=63,
     valid='0-1',
@@ -66,3 +70,5 @@ RESPONSE = Message(
     ),
     records=(BrokerHeartbeatResponse,),
 )
+
+API = Api(ApiKey.BROKER_HEARTBEAT, REQUEST, RESPONSE)

@@ -9,7 +9,8 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 from kmeta.protocol.types import ZERO_UUID
 
 
@@ -27,6 +28,9 @@ class BrokerRegistrationRequest(NamedTuple):
     log_dirs: Sequence[uuid.UUID] = ()
     previous_broker_epoch: int = -1
     kmeta_previous_incarnation_id: uuid.UUID = ZERO_UUID
+
+    def response_class(self) -> type[BrokerRegistrationResponse]:
+        return BrokerRegistrationResponse
 
 
 class Listener(NamedTuple):
@@ -55,7 +59,7 @@ class BrokerRegistrationResponse(NamedTuple):
     broker_epoch: int = -1
 
 
-REQUEST = Message(
+REQUEST: Message[BrokerRegistrationRequest] = Message(
     'BrokerRegistrationRequest',
     api_key=62,
     valid='0-4',
@@ -85,7 +89,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[BrokerRegistrationResponse] = Message(
     'BrokerRegistrationResponse',
     api_key=62,
     valid='0-4',
@@ -97,3 +101,5 @@ RESPONSE = Message(
     ),
     records=(BrokerRegistrationResponse,),
 )
+
+API = Api(ApiKey.BROKER_REGISTRATION, REQUEST, RESPONSE)

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class ControlledShutdownRequest(NamedTuple):
@@ -29,6 +30,9 @@ class ControlledShutdownRequest(NamedTuple):
     version: int = 3
     broker_id: int = 0
     broker_epoch: int = -1
+
+    def response_class(self) -> type[ControlledShutdownResponse]:
+        return ControlledShutdownResponse
 
 
 class ControlledShutdownResponse(NamedTuple):
@@ -46,7 +50,7 @@ class RemainingPartition(NamedTuple):
     partition_index: int = 0
 
 
-REQUEST = Message(
+REQUEST: Message[ControlledShutdownRequest] = Message(
     'ControlledShutdownRequest',
     api_key=7,
     valid='0-3',
@@ -59,7 +63,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[ControlledShutdownResponse] = Message(
     'ControlledShutdownResponse',
     api_key=7,
     valid='0-3',
@@ -73,3 +77,5 @@ RESPONSE = Message(
     ),
     records=(ControlledShutdownResponse, RemainingPartition,),
 )
+
+API = Api(ApiKey.CONTROLLED_SHUTDOWN, REQUEST, RESPONSE)

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class CreateAclsRequest(NamedTuple):
@@ -28,6 +29,9 @@ class CreateAclsRequest(NamedTuple):
 
     version: int = 3
     creations: Sequence[AclCreation] = ()
+
+    def response_class(self) -> type[CreateAclsResponse]:
+        return CreateAclsResponse
 
 
 class AclCreation(NamedTuple):
@@ -57,7 +61,7 @@ class AclCreationResult(NamedTuple):
     error_message: str | None = ''
 
 
-REQUEST = Message(
+REQUEST: Message[CreateAclsRequest] = Message(
     'CreateAclsRequest',
     api_key=30,
     valid='0-3',
@@ -77,7 +81,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[CreateAclsResponse] = Message(
     'CreateAclsResponse',
     api_key=30,
     valid='0-3',
@@ -91,3 +95,5 @@ RESPONSE = Message(
     ),
     records=(CreateAclsResponse, AclCreationResult,),
 )
+
+API = Api(ApiKey.CREATE_ACLS, REQUEST, RESPONSE)

@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class CreatePartitionsRequest(NamedTuple):
@@ -32,6 +33,9 @@ class CreatePartitionsRequest(NamedTuple):
     topics: Sequence[CreatePartitionsTopic] = ()
     timeout_ms: int = 0
     validate_only: bool = False
+
+    def response_class(self) -> type[CreatePartitionsResponse]:
+        return CreatePartitionsResponse
 
 
 class CreatePartitionsTopic(NamedTuple):
@@ -64,7 +68,7 @@ class CreatePartitionsTopicResult(NamedTuple):
     error_message: str | None = None
 
 
-REQUEST = Message(
+REQUEST: Message[CreatePartitionsRequest] = Message(
     'CreatePartitionsRequest',
     api_key=37,
     valid='0-3',
@@ -85,7 +89,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[CreatePartitionsResponse] = Message(
     'CreatePartitionsResponse',
     api_key=37,
     valid='0-3',
@@ -100,3 +104,5 @@ RESPONSE = Message(
     ),
     records=(CreatePartitionsResponse, CreatePartitionsTopicResult,),
 )
+
+API = Api(ApiKey.CREATE_PARTITIONS, REQUEST, RESPONSE)

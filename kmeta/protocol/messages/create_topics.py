@@ -31,7 +31,8 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 from kmeta.protocol.types import ZERO_UUID
 
 
@@ -42,6 +43,9 @@ class CreateTopicsRequest(NamedTuple):
     topics: Sequence[CreatableTopic] = ()
     timeout_ms: int = 60000
     validate_only: bool = False
+
+    def response_class(self) -> type[CreateTopicsResponse]:
+        return CreateTopicsResponse
 
 
 class CreatableTopic(NamedTuple):
@@ -99,7 +103,7 @@ class CreatableTopicConfigs(NamedTuple):
     is_sensitive: bool = False
 
 
-REQUEST = Message(
+REQUEST: Message[CreateTopicsRequest] = Message(
     'CreateTopicsRequest',
     api_key=19,
     valid='0-7',
@@ -125,7 +129,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[CreateTopicsResponse] = Message(
     'CreateTopicsResponse',
     api_key=19,
     valid='0-7',
@@ -152,3 +156,5 @@ RESPONSE = Message(
     ),
     records=(CreateTopicsResponse, CreatableTopicResult, CreatableTopicConfigs,),
 )
+
+API = Api(ApiKey.CREATE_TOPICS, REQUEST, RESPONSE)

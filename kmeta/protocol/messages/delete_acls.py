@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class DeleteAclsRequest(NamedTuple):
@@ -29,6 +30,9 @@ class DeleteAclsRequest(NamedTuple):
 
     version: int = 3
     filters: Sequence[DeleteAclsFilter] = ()
+
+    def response_class(self) -> type[DeleteAclsResponse]:
+        return DeleteAclsResponse
 
 
 class DeleteAclsFilter(NamedTuple):
@@ -73,7 +77,7 @@ class DeleteAclsMatchingAcl(NamedTuple):
     permission_type: int = 0
 
 
-REQUEST = Message(
+REQUEST: Message[DeleteAclsRequest] = Message(
     'DeleteAclsRequest',
     api_key=31,
     valid='0-3',
@@ -93,7 +97,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[DeleteAclsResponse] = Message(
     'DeleteAclsResponse',
     api_key=31,
     valid='0-3',
@@ -118,3 +122,5 @@ RESPONSE = Message(
     ),
     records=(DeleteAclsResponse, DeleteAclsFilterResult, DeleteAclsMatchingAcl,),
 )
+
+API = Api(ApiKey.DELETE_ACLS, REQUEST, RESPONSE)

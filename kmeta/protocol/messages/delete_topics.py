@@ -29,7 +29,8 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 from kmeta.protocol.types import ZERO_UUID
 
 
@@ -40,6 +41,9 @@ class DeleteTopicsRequest(NamedTuple):
     topics: Sequence[DeleteTopicState] = ()
     topic_names: Sequence[str] = ()
     timeout_ms: int = 0
+
+    def response_class(self) -> type[DeleteTopicsResponse]:
+        return DeleteTopicsResponse
 
 
 class DeleteTopicState(NamedTuple):
@@ -66,7 +70,7 @@ class DeletableTopicResult(NamedTuple):
     error_message: str | None = None
 
 
-REQUEST = Message(
+REQUEST: Message[DeleteTopicsRequest] = Message(
     'DeleteTopicsRequest',
     api_key=20,
     valid='0-6',
@@ -83,7 +87,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[DeleteTopicsResponse] = Message(
     'DeleteTopicsResponse',
     api_key=20,
     valid='0-6',
@@ -99,3 +103,5 @@ RESPONSE = Message(
     ),
     records=(DeleteTopicsResponse, DeletableTopicResult,),
 )
+
+API = Api(ApiKey.DELETE_TOPICS, REQUEST, RESPONSE)

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class DescribeAclsRequest(NamedTuple):
@@ -35,6 +36,9 @@ class DescribeAclsRequest(NamedTuple):
     host_filter: str | None = ''
     operation: int = 0
     permission_type: int = 0
+
+    def response_class(self) -> type[DescribeAclsResponse]:
+        return DescribeAclsResponse
 
 
 class DescribeAclsResponse(NamedTuple):
@@ -65,7 +69,7 @@ class AclDescription(NamedTuple):
     permission_type: int = 0
 
 
-REQUEST = Message(
+REQUEST: Message[DescribeAclsRequest] = Message(
     'DescribeAclsRequest',
     api_key=29,
     valid='0-3',
@@ -83,7 +87,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[DescribeAclsResponse] = Message(
     'DescribeAclsResponse',
     api_key=29,
     valid='0-3',
@@ -106,3 +110,5 @@ RESPONSE = Message(
     ),
     records=(DescribeAclsResponse, DescribeAclsResource, AclDescription,),
 )
+
+API = Api(ApiKey.DESCRIBE_ACLS, REQUEST, RESPONSE)

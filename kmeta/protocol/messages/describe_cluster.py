@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class DescribeClusterRequest(NamedTuple):
@@ -26,6 +27,9 @@ class DescribeClusterRequest(NamedTuple):
     version: int = 1
     include_cluster_authorized_operations: bool = False
     endpoint_type: int = 1
+
+    def response_class(self) -> type[DescribeClusterResponse]:
+        return DescribeClusterResponse
 
 
 class DescribeClusterResponse(NamedTuple):
@@ -51,7 +55,7 @@ class DescribeClusterBroker(NamedTuple):
     rack: str | None = None
 
 
-REQUEST = Message(
+REQUEST: Message[DescribeClusterRequest] = Message(
     'DescribeClusterRequest',
     api_key=60,
     valid='0-1',
@@ -64,7 +68,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[DescribeClusterResponse] = Message(
     'DescribeClusterResponse',
     api_key=60,
     valid='0-1',
@@ -86,3 +90,5 @@ RESPONSE = Message(
     ),
     records=(DescribeClusterResponse, DescribeClusterBroker,),
 )
+
+API = Api(ApiKey.DESCRIBE_CLUSTER, REQUEST, RESPONSE)

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class DescribeConfigsRequest(NamedTuple):
@@ -30,6 +31,9 @@ class DescribeConfigsRequest(NamedTuple):
     resources: Sequence[DescribeConfigsResource] = ()
     include_synonyms: bool = False
     include_documentation: bool = False
+
+    def response_class(self) -> type[DescribeConfigsResponse]:
+        return DescribeConfigsResponse
 
 
 class DescribeConfigsResource(NamedTuple):
@@ -80,7 +84,7 @@ class DescribeConfigsSynonym(NamedTuple):
     source: int = 0
 
 
-REQUEST = Message(
+REQUEST: Message[DescribeConfigsRequest] = Message(
     'DescribeConfigsRequest',
     api_key=32,
     valid='0-4',
@@ -98,7 +102,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[DescribeConfigsResponse] = Message(
     'DescribeConfigsResponse',
     api_key=32,
     valid='0-4',
@@ -129,3 +133,5 @@ RESPONSE = Message(
     ),
     records=(DescribeConfigsResponse, DescribeConfigsResult, DescribeConfigsResourceResult, DescribeConfigsSynonym,),
 )
+
+API = Api(ApiKey.DESCRIBE_CONFIGS, REQUEST, RESPONSE)

@@ -9,7 +9,8 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 from kmeta.protocol.types import ZERO_UUID
 
 
@@ -20,6 +21,9 @@ class DescribeTopicPartitionsRequest(NamedTuple):
     topics: Sequence[TopicRequest] = ()
     response_partition_limit: int = 2000
     cursor: Cursor | None = None
+
+    def response_class(self) -> type[DescribeTopicPartitionsResponse]:
+        return DescribeTopicPartitionsResponse
 
 
 class TopicRequest(NamedTuple):
@@ -69,7 +73,7 @@ class DescribeTopicPartitionsResponsePartition(NamedTuple):
     offline_replicas: Sequence[int] = ()
 
 
-REQUEST = Message(
+REQUEST: Message[DescribeTopicPartitionsRequest] = Message(
     'DescribeTopicPartitionsRequest',
     api_key=75,
     valid='0',
@@ -89,7 +93,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[DescribeTopicPartitionsResponse] = Message(
     'DescribeTopicPartitionsResponse',
     api_key=75,
     valid='0',
@@ -122,3 +126,5 @@ RESPONSE = Message(
     ),
     records=(DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponseTopic, DescribeTopicPartitionsResponsePartition, Cursor,),
 )
+
+API = Api(ApiKey.DESCRIBE_TOPIC_PARTITIONS, REQUEST, RESPONSE)

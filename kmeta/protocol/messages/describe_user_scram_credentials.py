@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class DescribeUserScramCredentialsRequest(NamedTuple):
@@ -16,6 +17,9 @@ class DescribeUserScramCredentialsRequest(NamedTuple):
 
     version: int = 0
     users: Sequence[UserName] | None = ()
+
+    def response_class(self) -> type[DescribeUserScramCredentialsResponse]:
+        return DescribeUserScramCredentialsResponse
 
 
 class UserName(NamedTuple):
@@ -50,7 +54,7 @@ class CredentialInfo(NamedTuple):
     iterations: int = 0
 
 
-REQUEST = Message(
+REQUEST: Message[DescribeUserScramCredentialsRequest] = Message(
     'DescribeUserScramCredentialsRequest',
     api_key=50,
     valid='0',
@@ -65,7 +69,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[DescribeUserScramCredentialsResponse] = Message(
     'DescribeUserScramCredentialsResponse',
     api_key=50,
     valid='0',
@@ -86,3 +90,5 @@ RESPONSE = Message(
     ),
     records=(DescribeUserScramCredentialsResponse, DescribeUserScramCredentialsResult, CredentialInfo,),
 )
+
+API = Api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, REQUEST, RESPONSE)

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class ElectLeadersRequest(NamedTuple):
@@ -28,6 +29,9 @@ class ElectLeadersRequest(NamedTuple):
     election_type: int = 0
     topic_partitions: Sequence[TopicPartitions] | None = ()
     timeout_ms: int = 60000
+
+    def response_class(self) -> type[ElectLeadersResponse]:
+        return ElectLeadersResponse
 
 
 class TopicPartitions(NamedTuple):
@@ -61,7 +65,7 @@ class PartitionResult(NamedTuple):
     error_message: str | None = ''
 
 
-REQUEST = Message(
+REQUEST: Message[ElectLeadersRequest] = Message(
     'ElectLeadersRequest',
     api_key=43,
     valid='0-2',
@@ -79,7 +83,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[ElectLeadersResponse] = Message(
     'ElectLeadersResponse',
     api_key=43,
     valid='0-2',
@@ -98,3 +102,5 @@ RESPONSE = Message(
     ),
     records=(ElectLeadersResponse, ReplicaElectionResult, PartitionResult,),
 )
+
+API = Api(ApiKey.ELECT_LEADERS, REQUEST, RESPONSE)

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class IncrementalAlterConfigsRequest(NamedTuple):
@@ -25,6 +26,9 @@ class IncrementalAlterConfigsRequest(NamedTuple):
     version: int = 1
     resources: Sequence[AlterConfigsResource] = ()
     validate_only: bool = False
+
+    def response_class(self) -> type[IncrementalAlterConfigsResponse]:
+        return IncrementalAlterConfigsResponse
 
 
 class AlterConfigsResource(NamedTuple):
@@ -60,7 +64,7 @@ class AlterConfigsResourceResponse(NamedTuple):
     resource_name: str = ''
 
 
-REQUEST = Message(
+REQUEST: Message[IncrementalAlterConfigsRequest] = Message(
     'IncrementalAlterConfigsRequest',
     api_key=44,
     valid='0-1',
@@ -81,7 +85,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[IncrementalAlterConfigsResponse] = Message(
     'IncrementalAlterConfigsResponse',
     api_key=44,
     valid='0-1',
@@ -97,3 +101,5 @@ RESPONSE = Message(
     ),
     records=(IncrementalAlterConfigsResponse, AlterConfigsResourceResponse,),
 )
+
+API = Api(ApiKey.INCREMENTAL_ALTER_CONFIGS, REQUEST, RESPONSE)

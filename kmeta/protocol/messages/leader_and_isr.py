@@ -24,11 +24,13 @@ Response versions:
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message, S
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message, S
 from kmeta.protocol.types import ZERO_UUID
 
 
@@ -44,6 +46,9 @@ class LeaderAndIsrRequest(NamedTuple):
     ungrouped_partition_states: Sequence[LeaderAndIsrPartitionState] = ()
     topic_states: Sequence[LeaderAndIsrTopicState] = ()
     live_leaders: Sequence[LeaderAndIsrLiveLeader] = ()
+
+    def response_class(self) -> builtins.type[LeaderAndIsrResponse]:
+        return LeaderAndIsrResponse
 
 
 class LeaderAndIsrTopicState(NamedTuple):
@@ -103,7 +108,7 @@ class LeaderAndIsrPartitionError(NamedTuple):
     error_code: int = 0
 
 
-REQUEST = Message(
+REQUEST: Message[LeaderAndIsrRequest] = Message(
     'LeaderAndIsrRequest',
     api_key=4,
     valid='0-7',
@@ -146,7 +151,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[LeaderAndIsrResponse] = Message(
     'LeaderAndIsrResponse',
     api_key=4,
     valid='0-7',
@@ -168,3 +173,5 @@ RESPONSE = Message(
     ),
     records=(LeaderAndIsrResponse, LeaderAndIsrTopicError, LeaderAndIsrPartitionError,),
 )
+
+API = Api(ApiKey.LEADER_AND_ISR, REQUEST, RESPONSE)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class ListPartitionReassignmentsRequest(NamedTuple):
@@ -17,6 +18,9 @@ class ListPartitionReassignmentsRequest(NamedTuple):
     version: int = 0
     timeout_ms: int = 60000
     topics: Sequence[ListPartitionReassignmentsTopics] | None = None
+
+    def response_class(self) -> type[ListPartitionReassignmentsResponse]:
+        return ListPartitionReassignmentsResponse
 
 
 class ListPartitionReassignmentsTopics(NamedTuple):
@@ -52,7 +56,7 @@ class OngoingPartitionReassignment(NamedTuple):
     removing_replicas: Sequence[int] = ()
 
 
-REQUEST = Message(
+REQUEST: Message[ListPartitionReassignmentsRequest] = Message(
     'ListPartitionReassignmentsRequest',
     api_key=46,
     valid='0',
@@ -69,7 +73,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[ListPartitionReassignmentsResponse] = Message(
     'ListPartitionReassignmentsResponse',
     api_key=46,
     valid='0',
@@ -90,3 +94,5 @@ RESPONSE = Message(
     ),
     records=(ListPartitionReassignmentsResponse, OngoingTopicReassignment, OngoingPartitionReassignment,),
 )
+
+API = Api(ApiKey.LIST_PARTITION_REASSIGNMENTS, REQUEST, RESPONSE)

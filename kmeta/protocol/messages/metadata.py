@@ -27,7 +27,8 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 from kmeta.protocol.types import ZERO_UUID
 
 
@@ -39,6 +40,9 @@ class MetadataRequest(NamedTuple):
     allow_auto_topic_creation: bool = True
     include_cluster_authorized_operations: bool = False
     include_topic_authorized_operations: bool = False
+
+    def response_class(self) -> type[MetadataResponse]:
+        return MetadataResponse
 
 
 class MetadataRequestTopic(NamedTuple):
@@ -93,7 +97,7 @@ class MetadataResponsePartition(NamedTuple):
     offline_replicas: Sequence[int] = ()
 
 
-REQUEST = Message(
+REQUEST: Message[MetadataRequest] = Message(
     'MetadataRequest',
     api_key=3,
     valid='0-13',
@@ -112,7 +116,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[MetadataResponse] = Message(
     'MetadataResponse',
     api_key=3,
     valid='0-13',
@@ -148,3 +152,5 @@ RESPONSE = Message(
     ),
     records=(MetadataResponse, MetadataResponseBroker, MetadataResponseTopic, MetadataResponsePartition,),
 )
+
+API = Api(ApiKey.METADATA, REQUEST, RESPONSE)

@@ -36,7 +36,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class ProduceRequest(NamedTuple):
@@ -47,6 +48,9 @@ class ProduceRequest(NamedTuple):
     acks: int = 0
     timeout_ms: int = 0
     topic_data: Sequence[TopicProduceData] = ()
+
+    def response_class(self) -> type[ProduceResponse]:
+        return ProduceResponse
 
 
 class TopicProduceData(NamedTuple):
@@ -115,7 +119,7 @@ class NodeEndpoint(NamedTuple):
     rack: str | None = None
 
 
-REQUEST = Message(
+REQUEST: Message[ProduceRequest] = Message(
     'ProduceRequest',
     api_key=0,
     valid='0-11',
@@ -136,7 +140,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[ProduceResponse] = Message(
     'ProduceResponse',
     api_key=0,
     valid='0-11',
@@ -173,3 +177,5 @@ RESPONSE = Message(
     ),
     records=(ProduceResponse, TopicProduceResponse, PartitionProduceResponse, BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint,),
 )
+
+API = Api(ApiKey.PRODUCE, REQUEST, RESPONSE)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class SaslAuthenticateRequest(NamedTuple):
@@ -25,6 +26,9 @@ class SaslAuthenticateRequest(NamedTuple):
 
     version: int = 2
     auth_bytes: bytes = b''
+
+    def response_class(self) -> type[SaslAuthenticateResponse]:
+        return SaslAuthenticateResponse
 
 
 class SaslAuthenticateResponse(NamedTuple):
@@ -37,7 +41,7 @@ class SaslAuthenticateResponse(NamedTuple):
     session_lifetime_ms: int = 0
 
 
-REQUEST = Message(
+REQUEST: Message[SaslAuthenticateRequest] = Message(
     'SaslAuthenticateRequest',
     api_key=36,
     valid='0-2',
@@ -49,7 +53,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[SaslAuthenticateResponse] = Message(
     'SaslAuthenticateResponse',
     api_key=36,
     valid='0-2',
@@ -62,3 +66,5 @@ RESPONSE = Message(
     ),
     records=(SaslAuthenticateResponse,),
 )
+
+API = Api(ApiKey.SASL_AUTHENTICATE, REQUEST, RESPONSE)

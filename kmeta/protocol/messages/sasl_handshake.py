@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class SaslHandshakeRequest(NamedTuple):
@@ -30,6 +31,9 @@ class SaslHandshakeRequest(NamedTuple):
 
     version: int = 1
     mechanism: str = ''
+
+    def response_class(self) -> type[SaslHandshakeResponse]:
+        return SaslHandshakeResponse
 
 
 class SaslHandshakeResponse(NamedTuple):
@@ -40,7 +44,7 @@ class SaslHandshakeResponse(NamedTuple):
     mechanisms: Sequence[str] = ()
 
 
-REQUEST = Message(
+REQUEST: Message[SaslHandshakeRequest] = Message(
     'SaslHandshakeRequest',
     api_key=17,
     valid='0-1',
@@ -52,7 +56,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[SaslHandshakeResponse] = Message(
     'SaslHandshakeResponse',
     api_key=17,
     valid='0-1',
@@ -63,3 +67,5 @@ RESPONSE = Message(
     ),
     records=(SaslHandshakeResponse,),
 )
+
+API = Api(ApiKey.SASL_HANDSHAKE, REQUEST, RESPONSE)

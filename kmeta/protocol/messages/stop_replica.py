@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message
 
 
 class StopReplicaRequest(NamedTuple):
@@ -37,6 +38,9 @@ class StopReplicaRequest(NamedTuple):
     ungrouped_partitions: Sequence[StopReplicaPartitionV0] = ()
     topics: Sequence[StopReplicaTopicV1] = ()
     topic_states: Sequence[StopReplicaTopicState] = ()
+
+    def response_class(self) -> type[StopReplicaResponse]:
+        return StopReplicaResponse
 
 
 class StopReplicaPartitionV0(NamedTuple):
@@ -84,7 +88,7 @@ class StopReplicaPartitionError(NamedTuple):
     error_code: int = 0
 
 
-REQUEST = Message(
+REQUEST: Message[StopReplicaRequest] = Message(
     'StopReplicaRequest',
     api_key=5,
     valid='0-4',
@@ -116,7 +120,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[StopReplicaResponse] = Message(
     'StopReplicaResponse',
     api_key=5,
     valid='0-4',
@@ -131,3 +135,5 @@ RESPONSE = Message(
     ),
     records=(StopReplicaResponse, StopReplicaPartitionError,),
 )
+
+API = Api(ApiKey.STOP_REPLICA, REQUEST, RESPONSE)

@@ -19,11 +19,13 @@ Response versions:
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from kmeta.protocol.schema import F, Message, S
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.schema import Api, F, Message, S
 from kmeta.protocol.types import ZERO_UUID
 
 
@@ -41,6 +43,9 @@ class UpdateMetadataRequest(NamedTuple):
     live_brokers: Sequence[UpdateMetadataBroker] = ()
     kmeta_acls: Sequence[KmetaAcl] | None = None
     kmeta_scram_credentials: Sequence[KmetaScramCredential] | None = None
+
+    def response_class(self) -> builtins.type[UpdateMetadataResponse]:
+        return UpdateMetadataResponse
 
 
 class UpdateMetadataTopicState(NamedTuple):
@@ -122,7 +127,7 @@ class UpdateMetadataResponse(NamedTuple):
     error_code: int = 0
 
 
-REQUEST = Message(
+REQUEST: Message[UpdateMetadataRequest] = Message(
     'UpdateMetadataRequest',
     api_key=6,
     valid='0-8',
@@ -193,7 +198,7 @@ REQUEST = Message(
 )
 
 
-RESPONSE = Message(
+RESPONSE: Message[UpdateMetadataResponse] = Message(
     'UpdateMetadataResponse',
     api_key=6,
     valid='0-8',
@@ -203,3 +208,5 @@ RESPONSE = Message(
     ),
     records=(UpdateMetadataResponse,),
 )
+
+API = Api(ApiKey.UPDATE_METADATA, REQUEST, RESPONSE)

@@ -19,7 +19,6 @@ Versions: v1 same as v0; v2 flexible.
 from __future__ import annotations
 
 from kmeta.protocol import error_responses
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import alter_configs as ac
 from kmeta.server.state import BrokerContext, BrokerRegistry
 from kmeta.server.topic_authorization import forward_config_alteration
@@ -34,4 +33,4 @@ async def handle(ctx: BrokerContext, request: ac.AlterConfigsRequest) -> ac.Alte
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.ALTER_CONFIGS, handle, on_control=False)
+    registry.register(ac.API, handle, on_control=False)

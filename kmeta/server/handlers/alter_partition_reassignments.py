@@ -19,7 +19,6 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr
 from kmeta.server.controller_link import forward
@@ -35,4 +34,4 @@ async def handle(ctx: BrokerContext, request: apr.AlterPartitionReassignmentsReq
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.ALTER_PARTITION_REASSIGNMENTS, handle, on_control=False)
+    registry.register(apr.API, handle, on_control=False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_user_scram_credentials as ausc
 from kmeta.server.controller_link import forward
@@ -28,4 +27,4 @@ async def handle(ctx: BrokerContext, request: ausc.AlterUserScramCredentialsRequ
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, handle, on_control=False)
+    registry.register(ausc.API, handle, on_control=False)

@@ -1,4 +1,6 @@
-"""The state-change log line of a control request (not a handler module: no ``register``).
+"""What every control request does first and last (not a handler module: no ``register``):
+its admission (:func:`admission`: CLUSTER_ACTION, then the epochs) and its state-change log
+line (:func:`log_apply`).
 
 The line format and the writer are kmeta.metadata.state_change_log's, shared with the
 controller and the analysis pipeline.
@@ -10,18 +12,33 @@ import time
 from collections.abc import Iterable
 from typing import Protocol
 
+from kmeta.net.security.acl import AclOperation
+from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.state import BrokerContext, BrokerState
 
 
 class ControlRequest(Protocol):
-    """UpdateMetadata, LeaderAndIsr and StopReplica, as the state-change log reads them."""
+    """UpdateMetadata, LeaderAndIsr and StopReplica (whole, or read in steps), as admission
+    and the state-change log read them."""
 
     @property
     def controller_id(self) -> int: ...
 
     @property
     def controller_epoch(self) -> int: ...
+
+    @property
+    def broker_epoch(self) -> int: ...
+
+
+def admission(ctx: BrokerContext, request: ControlRequest) -> ErrorCode:
+    """NONE if the request may change this broker: CLUSTER_AUTHORIZATION_FAILED without
+    CLUSTER_ACTION on the cluster (checked first, so a refused request raises no epoch), else
+    the epoch fence's answer (STALE_BROKER_EPOCH, STALE_CONTROLLER_EPOCH)."""
+    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return ctx.state.fence(request.controller_epoch, request.broker_epoch)
 
 
 def log_apply(

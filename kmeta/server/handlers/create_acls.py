@@ -19,7 +19,6 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import authorizer_of, cluster_allowed
 from kmeta.protocol import error_responses
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_acls as ca
 from kmeta.server.controller_link import forward
@@ -40,4 +39,4 @@ async def handle(ctx: BrokerContext, request: ca.CreateAclsRequest) -> ca.Create
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.CREATE_ACLS, handle, on_control=False)
+    registry.register(ca.API, handle, on_control=False)

@@ -17,7 +17,6 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed
 from kmeta.protocol import error_responses
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.server.state import BrokerContext, BrokerRegistry
@@ -42,4 +41,4 @@ async def handle(ctx: BrokerContext, request: cp.CreatePartitionsRequest) -> cp.
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.CREATE_PARTITIONS, handle, on_control=False)
+    registry.register(cp.API, handle, on_control=False)

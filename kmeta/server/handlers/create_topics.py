@@ -21,7 +21,6 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, authorizer_of, cluster_allowed
 from kmeta.protocol import error_responses
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.server.controller_link import forward
@@ -66,4 +65,4 @@ async def handle(ctx: BrokerContext, request: ct.CreateTopicsRequest) -> ct.Crea
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.CREATE_TOPICS, handle, on_control=False)
+    registry.register(ct.API, handle, on_control=False)

@@ -17,7 +17,6 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import authorizer_of, cluster_allowed
 from kmeta.protocol import error_responses
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_acls as da
 from kmeta.server.controller_link import forward
@@ -38,4 +37,4 @@ async def handle(ctx: BrokerContext, request: da.DeleteAclsRequest) -> da.Delete
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.DELETE_ACLS, handle, on_control=False)
+    registry.register(da.API, handle, on_control=False)

@@ -21,7 +21,6 @@ from typing import Any
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, authorizer_of
 from kmeta.protocol import error_responses
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.types import ZERO_UUID
@@ -83,4 +82,4 @@ async def handle(ctx: BrokerContext, request: dt.DeleteTopicsRequest) -> dt.Dele
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.DELETE_TOPICS, handle, on_control=False)
+    registry.register(dt.API, handle, on_control=False)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from kmeta.net.security.acl import AclBinding, AclFilter, AclOperation, PatternType
 from kmeta.net.security.authorizer import authorizer_of, cluster_allowed
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_acls as da
 from kmeta.server.state import BrokerContext, BrokerRegistry
@@ -70,4 +69,4 @@ def handle(ctx: BrokerContext, request: da.DescribeAclsRequest) -> da.DescribeAc
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.DESCRIBE_ACLS, handle, on_control=False)
+    registry.register(da.API, handle, on_control=False)

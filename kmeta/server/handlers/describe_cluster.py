@@ -24,7 +24,6 @@ from __future__ import annotations
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.security.acl import CLUSTER_NAME, ResourceType
 from kmeta.net.security.authorizer import authorizer_of, client_host
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_cluster as dc
 from kmeta.server.handlers.metadata import CLUSTER_OPERATIONS, OPERATIONS_NOT_ASKED
@@ -80,4 +79,4 @@ def _operations(ctx: BrokerContext) -> int:
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.DESCRIBE_CLUSTER, handle)
+    registry.register(dc.API, handle)

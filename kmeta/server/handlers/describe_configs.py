@@ -37,7 +37,6 @@ from kmeta.metadata.log_config import (
 )
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.security.acl import AclOperation
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_configs as dcf
 from kmeta.server.config import BrokerConfig
@@ -182,4 +181,4 @@ def handle(ctx: BrokerContext, request: dcf.DescribeConfigsRequest) -> dcf.Descr
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.DESCRIBE_CONFIGS, handle)
+    registry.register(dcf.API, handle)

@@ -37,7 +37,6 @@ from typing import Any
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import authorizer_of, client_host
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_topic_partitions as dtp
 from kmeta.protocol.types import ZERO_UUID
@@ -172,4 +171,4 @@ def handle(ctx: BrokerContext, request: dtp.DescribeTopicPartitionsRequest) -> d
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.DESCRIBE_TOPIC_PARTITIONS, handle)
+    registry.register(dtp.API, handle)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.net.security.describe_scram import describe
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_user_scram_credentials as dus
 from kmeta.server.state import BrokerContext, BrokerRegistry, BrokerState
@@ -27,4 +26,4 @@ def handle(ctx: BrokerContext, request: dus.DescribeUserScramCredentialsRequest)
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, handle, on_control=False)
+    registry.register(dus.API, handle, on_control=False)

@@ -20,7 +20,6 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import elect_leaders as el
 from kmeta.server.controller_link import forward
@@ -36,4 +35,4 @@ async def handle(ctx: BrokerContext, request: el.ElectLeadersRequest) -> el.Elec
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.ELECT_LEADERS, handle, on_control=False)
+    registry.register(el.API, handle, on_control=False)

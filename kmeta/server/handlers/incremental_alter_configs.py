@@ -19,7 +19,6 @@ Versions: v0 first version (KIP-339); v1 flexible.
 from __future__ import annotations
 
 from kmeta.protocol import error_responses
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import incremental_alter_configs as iac
 from kmeta.server.state import BrokerContext, BrokerRegistry
 from kmeta.server.topic_authorization import forward_config_alteration
@@ -34,4 +33,4 @@ async def handle(ctx: BrokerContext, request: iac.IncrementalAlterConfigsRequest
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.INCREMENTAL_ALTER_CONFIGS, handle, on_control=False)
+    registry.register(iac.API, handle, on_control=False)

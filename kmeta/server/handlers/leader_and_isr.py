@@ -22,20 +22,19 @@ recovery state; v7 KRaft controller flag.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Generator, Sequence
+from typing import TypeAlias
 
 from kmeta.net.dispatch import EncodedPieces
-from kmeta.net.security.acl import AclOperation
-from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.control_order import in_turn
-from kmeta.server.handlers.control_log import log_apply
+from kmeta.server.handlers.control_log import admission, log_apply
 from kmeta.server.state import (
     FOLLOWER,
     LEADER,
@@ -88,7 +87,7 @@ def refuse(request: lai.LeaderAndIsrRequest, error: ErrorCode) -> lai.LeaderAndI
 
 
 def _apply_topic(
-    state: BrokerState, name: str, topic_id: uuid.UUID, parts: list[lai.LeaderAndIsrPartitionState], errors: dict[tuple[str, int], int]
+    state: BrokerState, name: str, topic_id: uuid.UUID, parts: Sequence[lai.LeaderAndIsrPartitionState], errors: dict[tuple[str, int], int]
 ) -> None:
     """Apply one topic's partition states; each partition's error goes into ``errors``."""
     request_id = None if topic_id == ZERO_UUID else topic_id
@@ -119,14 +118,20 @@ def _apply_topic(
         errors[key] = ErrorCode.NONE
 
 
-def read(frame: bytes, version: int, pos: int) -> Any:
+#: a LeaderAndIsr v5+ as the ``decode`` hook reads it
+Streamed: TypeAlias = StreamedRequest[lai.LeaderAndIsrRequest, lai.LeaderAndIsrTopicState]
+
+
+def read(frame: bytes, version: int, pos: int) -> lai.LeaderAndIsrRequest | Streamed:
     """The registry's ``decode`` hook: v5+ read in steps (:mod:`kmeta.server.streamed`)."""
     if version < 5:
         return lai.REQUEST.decode(frame, version, pos)
-    return StreamedRequest.read(lai.REQUEST, "topic_states", frame, version, pos)
+    return Streamed.read(lai.REQUEST, "topic_states", frame, version, pos)
 
 
-def handle(ctx: BrokerContext, request: Any) -> Any:
+def handle(
+    ctx: BrokerContext, request: lai.LeaderAndIsrRequest | Streamed
+) -> lai.LeaderAndIsrResponse | EncodedPieces | asyncio.Task[lai.LeaderAndIsrResponse | EncodedPieces]:
     """Applied now, or after a control request still being applied in steps; a large v5+
     request is itself applied in steps (its answer encoded topic by topic as it goes)."""
     order = ctx.state.control_order
@@ -137,14 +142,13 @@ def handle(ctx: BrokerContext, request: Any) -> Any:
     return in_turn(order, lambda: _apply(ctx, request))
 
 
-def _apply_steps(ctx: BrokerContext, request: StreamedRequest) -> Generator[None, None, Any]:
+def _apply_steps(
+    ctx: BrokerContext, request: Streamed
+) -> Generator[None, None, lai.LeaderAndIsrResponse | EncodedPieces]:
     """:func:`_apply` of a streamed v5+ request, yielding between steps."""
     state: BrokerState = ctx.state
     start = time.monotonic()
-    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
-        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    else:
-        error = state.fence(request.controller_epoch, request.broker_epoch)
+    error = admission(ctx, request)
     if error != ErrorCode.NONE:
         whole = request.decoded()
         groups = _grouped(whole)
@@ -179,10 +183,7 @@ def _apply_steps(ctx: BrokerContext, request: StreamedRequest) -> Generator[None
 def _apply(ctx: BrokerContext, request: lai.LeaderAndIsrRequest) -> lai.LeaderAndIsrResponse:
     state: BrokerState = ctx.state
     start = time.monotonic()
-    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):  # (before fencing: no epoch is raised)
-        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    else:
-        error = state.fence(request.controller_epoch, request.broker_epoch)
+    error = admission(ctx, request)
     groups = _grouped(request)
     if error != ErrorCode.NONE:
         response = refuse(request, error)
@@ -204,4 +205,4 @@ def _apply(ctx: BrokerContext, request: lai.LeaderAndIsrRequest) -> lai.LeaderAn
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.LEADER_AND_ISR, handle, on_client=False, refuse=refuse, decode=read)
+    registry.register(lai.API, handle, on_client=False, refuse=refuse, decode=read)

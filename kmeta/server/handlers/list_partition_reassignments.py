@@ -17,7 +17,6 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 from kmeta.server.controller_link import forward
@@ -33,4 +32,4 @@ async def handle(ctx: BrokerContext, request: lpr.ListPartitionReassignmentsRequ
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.LIST_PARTITION_REASSIGNMENTS, handle, on_control=False)
+    registry.register(lpr.API, handle, on_control=False)

@@ -51,7 +51,6 @@ from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import EncodedPieces
 from kmeta.net.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kmeta.net.security.authorizer import Authorizer, client_host
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.types import ZERO_UUID
@@ -376,4 +375,4 @@ def handle(
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.METADATA, handle, memo=metadata_blocks.answer_memo)
+    registry.register(md.API, handle, memo=metadata_blocks.answer_memo)

@@ -48,7 +48,6 @@ from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import NO_RESPONSE, NoResponse
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, ProtocolError
 from kmeta.protocol.messages import produce as pr
 from kmeta.protocol.record_batch import (
@@ -231,4 +230,4 @@ def _response(
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.PRODUCE, handle, on_control=False, min_version=MIN_VERSION)
+    registry.register(pr.API, handle, on_control=False, min_version=MIN_VERSION)

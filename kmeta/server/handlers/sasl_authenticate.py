@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from kmeta.net.security.sasl import handle_authenticate
-from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.messages import sasl_authenticate
 from kmeta.server.state import BrokerRegistry
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.SASL_AUTHENTICATE, handle_authenticate)
+    registry.register(sasl_authenticate.API, handle_authenticate)

@@ -7,10 +7,10 @@ that is not SASL it answers ILLEGAL_SASL_STATE, as Kafka's KafkaApis does.
 from __future__ import annotations
 
 from kmeta.net.security.sasl import handle_handshake
-from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.messages import sasl_handshake
 from kmeta.server.state import BrokerRegistry
 
 
 def register(registry: BrokerRegistry) -> None:
     # v0: raw tokens without Kafka framing follow (clients older than Kafka 1.0); see sasl.py
-    registry.register(ApiKey.SASL_HANDSHAKE, handle_handshake)
+    registry.register(sasl_handshake.API, handle_handshake)

@@ -22,13 +22,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from kmeta.net.security.acl import AclOperation
-from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.server.control_order import in_turn
-from kmeta.server.handlers.control_log import log_apply
+from kmeta.server.handlers.control_log import admission, log_apply
 from kmeta.server.state import BrokerContext, BrokerRegistry, BrokerState
 
 NO_EPOCH = -1
@@ -77,10 +75,7 @@ def handle(ctx: BrokerContext, request: sr.StopReplicaRequest) -> sr.StopReplica
 def _apply(ctx: BrokerContext, request: sr.StopReplicaRequest) -> sr.StopReplicaResponse:
     state: BrokerState = ctx.state
     start = time.monotonic()
-    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):  # (before fencing: no epoch is raised)
-        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    else:
-        error = state.fence(request.controller_epoch, request.broker_epoch)
+    error = admission(ctx, request)
     parts = partitions(request)
     if error != ErrorCode.NONE:
         response = refuse(request, error)
@@ -101,4 +96,4 @@ def _apply(ctx: BrokerContext, request: sr.StopReplicaRequest) -> sr.StopReplica
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.STOP_REPLICA, handle, on_client=False, refuse=refuse)
+    registry.register(sr.API, handle, on_client=False, refuse=refuse)

@@ -33,28 +33,32 @@ and the Type tag (KIP-866).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Generator
-from typing import Any
+from typing import TypeAlias
 
 from kmeta.metadata.cache import FULL_UPDATE
 from kmeta.metadata.update import NOT_SENT
-from kmeta.net.security.acl import AclBinding, AclOperation
-from kmeta.net.security.authorizer import AclSet, cluster_allowed
+from kmeta.net.security.acl import AclBinding
+from kmeta.net.security.authorizer import AclSet
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.messages.update_metadata import UpdateMetadataResponse
-from kmeta.server.handlers.control_log import log_apply
+from kmeta.server.handlers.control_log import admission, log_apply
 from kmeta.server.state import BrokerContext, BrokerRegistry, BrokerState
 from kmeta.server.streamed import STEP_S, StreamedRequest, run, run_yielding
 
+#: an UpdateMetadata v5+ as the ``decode`` hook reads it
+Streamed: TypeAlias = StreamedRequest[um.UpdateMetadataRequest, um.UpdateMetadataTopicState]
 
-def read(frame: bytes, version: int, pos: int) -> Any:
+
+def read(frame: bytes, version: int, pos: int) -> um.UpdateMetadataRequest | Streamed:
     """The registry's ``decode`` hook: v5+ read in steps, older versions decoded whole."""
     if version < 5:
         return um.REQUEST.decode(frame, version, pos)
-    return StreamedRequest.read(um.REQUEST, "topic_states", frame, version, pos)
+    return Streamed.read(um.REQUEST, "topic_states", frame, version, pos)
 
 
 def partition_states(request: um.UpdateMetadataRequest) -> list[um.UpdateMetadataPartitionState]:
@@ -73,19 +77,17 @@ def refuse(request: um.UpdateMetadataRequest, error: ErrorCode) -> um.UpdateMeta
     return UpdateMetadataResponse(version=request.version, error_code=error)
 
 
-def _apply(ctx: BrokerContext, request: Any) -> Generator[None, None, Any]:
+def _apply(
+    ctx: BrokerContext, request: um.UpdateMetadataRequest | Streamed
+) -> Generator[None, None, um.UpdateMetadataResponse]:
     """Fence, apply and log ``request``; yields between steps of a streamed one."""
     state: BrokerState = ctx.state
     start = time.monotonic()
-    if not cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
-        error = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    else:
-        error = state.fence(request.controller_epoch, request.broker_epoch)
-    streamed = isinstance(request, StreamedRequest)
+    error = admission(ctx, request)
     if error != ErrorCode.NONE:
-        whole = request.decoded() if streamed else request
+        whole = request.decoded() if isinstance(request, StreamedRequest) else request
         names, partitions = topic_names(whole), len(partition_states(whole))
-    elif streamed:
+    elif isinstance(request, StreamedRequest):
         update = state.cache.begin_update(request.version)
         v7, v6 = request.version >= 7, request.version >= 6
         end, deadline = request.first, time.monotonic() + STEP_S
@@ -113,19 +115,21 @@ def _apply(ctx: BrokerContext, request: Any) -> Generator[None, None, Any]:
         start_s=start,
         error=error,
     )
-    return refuse(request, error)
+    return UpdateMetadataResponse(version=request.version, error_code=error)
 
 
-def _applied(state: BrokerState, request: Any, start: float) -> None:
+def _applied(state: BrokerState, request: um.UpdateMetadataRequest, start: float) -> None:
     """What follows an applied update: ACLs, credentials, the apply metric, the full flag."""
     if request.kmeta_acls is not None and state.authorizer is not None:
         state.authorizer.replace(AclSet(AclBinding(*acl) for acl in request.kmeta_acls))
-    state.apply_credentials(getattr(request, "kmeta_scram_credentials", None))
+    state.apply_credentials(request.kmeta_scram_credentials)
     state.update_apply.observe(time.monotonic() - start)
     state.metadata_applied(request.version >= 8 and request.type == FULL_UPDATE)
 
 
-def handle(ctx: BrokerContext, request: Any) -> Any:
+def handle(
+    ctx: BrokerContext, request: um.UpdateMetadataRequest | Streamed
+) -> um.UpdateMetadataResponse | asyncio.Task[um.UpdateMetadataResponse]:
     state: BrokerState = ctx.state
     order = state.control_order
     if order.busy or (isinstance(request, StreamedRequest) and request.large):
@@ -134,4 +138,4 @@ def handle(ctx: BrokerContext, request: Any) -> Any:
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ApiKey.UPDATE_METADATA, handle, on_client=False, refuse=refuse, decode=read)
+    registry.register(um.API, handle, on_client=False, refuse=refuse, decode=read)
