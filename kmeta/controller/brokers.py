@@ -13,17 +13,16 @@ collaborators that react to a registration, each through a one-method protocol.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Protocol
 
 from kmeta.controller.barrier import Barrier
+from kmeta.controller.broker_changes import drop_round_trips, offline_in_slices, rejoin_in_slices
 from kmeta.controller.election import add_replica, remove_replicas
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration
 from kmeta.controller.request_batch import ControllerRequests
 from kmeta.controller.sessions import BrokerHeartbeatManager
-from kmeta.controller.slices import in_slices
 from kmeta.metadata.model import Endpoint, TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
@@ -155,126 +154,24 @@ class BrokerLifecycleManager:
                     if new is not st:
                         changed[tp] = new
                 changed = {**failed, **changed}
-                self._drop_round_trips(changed, before)
+                drop_round_trips(self.host.state, changed, before)
                 self.host.persist_partitions(changed)
         self.sessions.registered(broker_id, peer)
         self.channels.add_broker(broker_id, listeners)
         # Kafka's onBrokerStartup order: the others learn of the broker, the new broker gets
         # the full partition set (it serves clients from then on), then LeaderAndIsr for its
-        # replicas (see _rejoin: in slices of topics, this event doing the first).
+        # replicas (see rejoin_in_slices: in slices of topics, this event doing the first).
         self.host.send(
             ControllerRequests(
                 update_metadata_to=[b for b in self.host.state.live_broker_ids() if b != broker_id],
             ),
         )
-        self._rejoin(broker_id, epoch, set(changed))
+        rejoin_in_slices(
+            self.host, broker_id, epoch, set(changed), lambda: self.deletion.resume_for(broker_id)
+        )
         self.reassignments.broker_registered(broker_id)
         log.info("broker %d registered with epoch %d", broker_id, epoch)
         return ErrorCode.NONE, epoch
-
-    def _rejoin(self, broker_id: int, epoch: int, changed: set[TopicPartitionKey]) -> None:
-        """A registered broker rejoins the ISRs of the partitions it hosts (standing in for
-        the leaders' AlterPartition expansions: kmeta has no logs to catch up), gets the full
-        partition set, then LeaderAndIsr for its replicas; the partitions whose ISR or leader
-        changed (here, or in ``changed`` by a bounce) go to all their replicas and the other
-        brokers. In slices of topics (:mod:`slices`): with 1M partitions this is seconds of
-        work, which one event would hold the loop for. The full set's topic blocks are
-        encoded first, in slices; then the first slice of the rejoin sends the full set after
-        its own changes (a small cluster's all happens in the registration event); each later slice reads the state as it is then, and sends
-        what it changes to every live broker, the new one too. Then the deletions that
-        waited for the broker (Kafka: resumeDeletionForTopics)."""
-        full_sent = [False]
-
-        def valid() -> bool:
-            # the registration was refused (its commit failed), or is stale
-            broker = self.host.state.brokers.get(broker_id)
-            return broker is not None and broker.alive and broker.epoch == epoch
-
-        def each(infos: list[TopicInfo]) -> None:
-            state = self.host.state
-            alive = set(state.live_broker_ids()).__contains__
-            grown: dict[TopicPartitionKey, PartitionRegistration] = {}
-            lair: list[tuple[Iterable[int], TopicPartitionKey, bool]] = []
-            moved: list[TopicPartitionKey] = []
-            # few distinct states (equal ones are shared): each rejoined once per slice
-            rejoined: dict[PartitionRegistration, PartitionRegistration] = {}
-            for info in infos:
-                for p, st in info.partitions.items():
-                    if broker_id not in st.replicas:
-                        continue
-                    tp = (info.name, p)
-                    new = rejoined.get(st)
-                    if new is None:
-                        new = rejoined[st] = add_replica(st, broker_id, alive)
-                    if new == st:  # (unchanged, maybe computed for an equal state)
-                        new = st
-                    if new is not st:
-                        grown[tp] = new
-                    if new is not st or tp in changed:
-                        lair.append((new.replicas, tp, False))
-                        moved.append(tp)
-                    else:
-                        lair.append(([broker_id], tp, False))
-            if grown:
-                with self.host.store.transaction():
-                    self.host.persist_partitions(grown)
-            um_to = state.live_broker_ids()
-            if not full_sent[0]:  # (the full set carries what this slice changed)
-                full_sent[0] = True
-                self.host.send(
-                    ControllerRequests(update_metadata_to=[broker_id], full_update_metadata=True),
-                )
-                um_to = [b for b in um_to if b != broker_id]
-            self.host.send(
-                ControllerRequests(
-                    update_metadata_to=um_to if moved else (),
-                    update_metadata_partitions=moved,
-                    leader_and_isr=lair,
-                ),
-            )
-
-        def rejoin() -> None:
-            in_slices(
-                self.host,
-                "BrokerRegistrationLeaderAndIsr",
-                list(self.host.state.topics),
-                each,
-                valid,
-                then=lambda: self.deletion.resume_for(broker_id),
-                first_here=True,
-            )
-            if not full_sent[0] and valid():  # no topics (or all being deleted)
-                self.host.send(
-                    ControllerRequests(update_metadata_to=[broker_id], full_update_metadata=True),
-                )
-
-        # the full set's topic blocks first (every offline replica list changed with the
-        # broker's return), so the event that sends it only splices them
-        in_slices(
-            self.host,
-            "BrokerRegistrationEncode",
-            list(self.host.state.topics),
-            self.host.encode_update_metadata,
-            valid,
-            then=rejoin,
-            first_here=True,
-        )
-
-    def _drop_round_trips(
-        self,
-        changed: dict[TopicPartitionKey, PartitionRegistration],
-        before: dict[TopicPartitionKey, PartitionRegistration],
-    ) -> None:
-        """A bounced broker's partitions that end with the leader and ISR they had (it was a
-        follower, left the ISR and rejoined it) keep their old state: nothing to write or send
-        to anyone but the broker itself (its LeaderAndIsr), and at 100k partitions that is
-        most of a resync's work."""
-        partitions = {name: info.partitions for name, info in self.host.state.topics.items()}
-        for tp, old in before.items():
-            new = changed.get(tp)
-            if new is not None and new[1] == old[1] and new[2] == old[2]:  # isr, leader
-                partitions[tp[0]][tp[1]] = old
-                del changed[tp]
 
     def _on_broker_failure(
         self,
@@ -345,46 +242,7 @@ class BrokerLifecycleManager:
         self.channels.remove_broker(broker_id)
         for waiting in list(self.host.barriers):
             waiting.broker_gone(broker_id)
-        gone = {broker_id}.__contains__
-        first = [True]
-
-        def valid() -> bool:
-            now = self.host.state.brokers.get(broker_id)
-            return now is not None and not now.alive and now.epoch == epoch
-
-        def each(infos: list[TopicInfo]) -> None:
-            changed: dict[TopicPartitionKey, PartitionRegistration] = {}
-            shrunk: dict[PartitionRegistration, PartitionRegistration] = {}  # (as rejoined)
-            for info in infos:
-                for p, st in info.partitions.items():
-                    if broker_id in st.replicas:
-                        new = shrunk.get(st)
-                        if new is None:
-                            new = shrunk[st] = remove_replicas(st, gone)
-                        changed[(info.name, p)] = new
-            if changed:
-                with self.host.store.transaction():
-                    self.host.persist_partitions(changed)
-            elif not first[0]:
-                return
-            first[0] = False  # (the first tells the live brokers of the new broker set)
-            lair = [(st.replicas, tp, False) for tp, st in changed.items()]
-            live = self.host.state.live_broker_ids()
-            self.host.send(
-                ControllerRequests(
-                    update_metadata_to=live,
-                    update_metadata_partitions=changed,
-                    leader_and_isr=lair,
-                ),
-            )
-
-        in_slices(
-            self.host, "BrokerFailurePartitions", list(state.topics), each, valid, first_here=True
-        )
-        if first[0]:  # no topics at all: the live brokers still learn of the new broker set
-            self.host.send(
-                ControllerRequests(update_metadata_to=self.host.state.live_broker_ids()),
-            )
+        offline_in_slices(self.host, broker_id, epoch)
 
     def controlled_shutdown(
         self, broker_id: int, broker_epoch: int, peer: object
