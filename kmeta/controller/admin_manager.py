@@ -10,6 +10,7 @@ TopicDeletionManager. Each returns the propagation barrier the answer waits on.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from kmeta.controller.admin import TopicPlan, plan_create_partitions, plan_create_topics
@@ -70,7 +71,7 @@ class AdminManager:
                 info.configs = configs.get(plan.name, {})
                 if info.configs:
                     self.host.store.put_topic_configs(plan.name, info.configs)
-        barrier = self._announce(new_tps, forwarder)
+        barrier = self._announce(new_tps, forwarder, new_topics=list(ids))
         return plans, ids, barrier
 
     @staticmethod
@@ -94,14 +95,24 @@ class AdminManager:
                 plan.fail(ErrorCode.INVALID_CONFIG, str(exc))
         return out
 
-    def _announce(self, tps: list[TopicPartitionKey], forwarder: int | None) -> Barrier:
+    def _announce(
+        self, tps: list[TopicPartitionKey], forwarder: int | None, new_topics: Sequence[str] = ()
+    ) -> Barrier:
+        """LeaderAndIsr (is_new) of ``tps`` to their replicas, UpdateMetadata of them to every
+        live broker. ``new_topics``: topics all of whose partitions are in ``tps`` (a create),
+        whose LeaderAndIsr is built per topic; the other partitions go one by one."""
         barrier = Barrier(self.host.barriers)
-        lair = [(self.host.state.partition(tp).replicas, tp, True) for tp in tps]
+        whole = set(new_topics)
+        lair = [
+            (self.host.state.partition(tp).replicas, tp, True) for tp in tps if tp[0] not in whole
+        ]
         targets = self.host.send(
             ControllerRequests(
                 update_metadata_to=self.host.state.live_broker_ids(),
                 update_metadata_partitions=tps,
                 leader_and_isr=lair,
+                leader_and_isr_topics=new_topics,
+                new_topics=True,
             ),
             barrier=barrier,
         )

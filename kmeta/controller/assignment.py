@@ -74,10 +74,17 @@ def _rack_unaware(
 ) -> dict[int, list[int]]:
     n = len(ids)
     out: dict[int, list[int]] = {}
+    # a replica list depends only on its first replica and the shift modulo n - 1: n * (n - 1)
+    # distinct lists at most, computed once each (a 1M-partition create walks this 1M times)
+    known: dict[tuple[int, int], tuple[int, ...]] = {}
+    wrap = max(1, n - 1)
     for current, first, shift in _walk(n, n_parts, fixed, start_partition, rng):
-        out[current] = [ids[first]] + [
-            ids[_replica_index(first, shift, j, n)] for j in range(rf - 1)
-        ]
+        key = (first, shift % wrap)
+        replicas = known.get(key)
+        if replicas is None:
+            followers = (ids[_replica_index(first, shift, j, n)] for j in range(rf - 1))
+            replicas = known[key] = (ids[first], *followers)
+        out[current] = list(replicas)
     return out
 
 

@@ -7,7 +7,9 @@ then StopReplica, each stamped with the controller epoch and the target broker's
 LeaderAndIsr partition states are read from the cluster state when added, UpdateMetadata ones
 when sent (the same event, which adds and sends at once); a topic queued for deletion goes
 out with leader -2 (LeaderDuringDelete) so brokers drop it. UpdateMetadata bodies are spliced
-from per-topic blocks (:mod:`kmeta.controller.topic_blocks`) shared by every broker. Each UpdateMetadata topic state
+from per-topic blocks (:mod:`kmeta.controller.topic_blocks`) shared by every broker, and
+LeaderAndIsr bodies from per-topic entries (:mod:`kmeta.controller.leader_and_isr_blocks`); a
+create adds its new topics whole (``leader_and_isr_topics``), not partition by partition. Each UpdateMetadata topic state
 also carries the topic's config overrides (kmeta's tagged field ``kmeta_topic_configs``).
 """
 
@@ -16,9 +18,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from kmeta.controller.channel_manager import Callback, ControllerChannelManager
+from kmeta.controller.leader_and_isr_blocks import (
+    AddingRemoving,
+    LeaderAndIsrBlocks,
+    TopicParts,
+    leader_and_isr_plans,
+    live_leaders,
+)
 from kmeta.controller.model import ClusterState, TopicInfo
 from kmeta.controller.topic_blocks import UpdateMetadataBlocks
 from kmeta.metadata.model import TopicPartitionKey
@@ -43,12 +52,6 @@ EPOCH_DURING_DELETE = -2
 _BROKER_EPOCH_AT = 9
 
 
-_LAIR_DEFAULTS = tuple(
-    lair.LeaderAndIsrPartitionState._field_defaults[f]
-    for f in ("adding_replicas", "removing_replicas", "leader_recovery_state")
-)
-
-
 #: (brokers, partition, is_new for LeaderAndIsr / delete for StopReplica)
 Targets = Iterable[tuple[Iterable[int], TopicPartitionKey, bool]]
 
@@ -63,6 +66,10 @@ class ControllerRequests:
 
     #: a LeaderAndIsr partition state of each partition for each of its brokers
     leader_and_isr: Targets = ()
+    #: LeaderAndIsr of every partition of these topics for each of its replicas (is_new: they
+    #: were just created): built per topic, not per partition
+    leader_and_isr_topics: Iterable[str] = ()
+    new_topics: bool = False
     #: the brokers that get an UpdateMetadata (it always carries the live broker set) ...
     update_metadata_to: Iterable[int] = ()
     #: ... with these partitions' states
@@ -80,6 +87,8 @@ class ControllerRequests:
             batch.add_acls()
         for brokers, tp, is_new in self.leader_and_isr:
             batch.add_leader_and_isr(brokers, tp, is_new)
+        for name in self.leader_and_isr_topics:
+            batch.add_leader_and_isr_topic(name, self.new_topics)
         if self.full_update_metadata:
             batch.add_update_metadata_full(self.update_metadata_to)
         else:
@@ -120,16 +129,6 @@ def encode_for_brokers(request: Any, epochs: dict[int, int]) -> dict[int, tuple[
     }
 
 
-class AddingRemoving(Protocol):
-    """A partition's reassignment as LeaderAndIsr v3+ carries it (Kafka's AR and RR)."""
-
-    @property
-    def adding(self) -> tuple[int, ...]: ...
-
-    @property
-    def removing(self) -> tuple[int, ...]: ...
-
-
 @dataclass(slots=True)
 class BatchContext:
     """What a batch reads from the controller when it sends."""
@@ -149,12 +148,17 @@ class BatchContext:
     blocks: UpdateMetadataBlocks = field(
         default_factory=lambda: UpdateMetadataBlocks(UPDATE_METADATA_VERSION)
     )
+    lair_blocks: LeaderAndIsrBlocks = field(
+        default_factory=lambda: LeaderAndIsrBlocks(LEADER_AND_ISR_VERSION)
+    )
 
 
 class ControllerBrokerRequestBatch:
     def __init__(self, ctx: BatchContext) -> None:
         self.ctx = ctx
         self._lair: dict[int, dict[TopicPartitionKey, tuple[Any, bool]]] = {}
+        #: whole topics for LeaderAndIsr -> is_new
+        self._lair_topics: dict[str, bool] = {}
         self._um_brokers: set[int] = set()
         #: topic -> its partition indexes to send (insertion-ordered, no repeats)
         self._um_partitions: dict[str, dict[int, None]] = {}
@@ -164,11 +168,11 @@ class ControllerBrokerRequestBatch:
         self._with_acls = False
 
     def new_batch(self) -> None:
-        if self._lair or self._um_brokers or self._stop:
+        if self._lair or self._lair_topics or self._um_brokers or self._stop:
             raise RuntimeError("a new batch was started while the previous one was not sent")
 
     def is_empty(self) -> bool:
-        return not (self._lair or self._um_brokers or self._stop)
+        return not (self._lair or self._lair_topics or self._um_brokers or self._stop)
 
     # -- adding ---------------------------------------------------------------------------------
     def add_leader_and_isr(
@@ -184,6 +188,10 @@ class ControllerBrokerRequestBatch:
                 if parts is None:
                     parts = self._lair[b] = {}
                 parts[tp] = (st, is_new)
+
+    def add_leader_and_isr_topic(self, name: str, is_new: bool = False) -> None:
+        """Every partition of ``name`` to each of its live replicas (read when sent)."""
+        self._lair_topics[name] = is_new
 
     def add_update_metadata(
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartitionKey] = ()
@@ -233,6 +241,7 @@ class ControllerBrokerRequestBatch:
         finally:
             self._send_stop_replica(update_id, stop_callback)
             self._lair.clear()
+            self._lair_topics.clear()
             self._um_brokers.clear()
             self._um_partitions.clear()
             self._um_full = False
@@ -264,74 +273,49 @@ class ControllerBrokerRequestBatch:
 
     def _send_leader_and_isr(self, update_id: int) -> None:
         # Brokers that get the same partitions (every broker, when all hold all replicas) get
-        # the same request but for their epoch: build and encode it once for all of them.
-        groups: list[tuple[dict[TopicPartitionKey, tuple[Any, bool]], list[int]]] = []
-        for broker_id, parts in self._lair.items():
-            for group_parts, members in groups:
-                if group_parts == parts:
+        # the same body after their own head (the broker epoch): built once for all of them.
+        groups: list[tuple[dict[str, TopicParts], list[int]]] = []
+        ctx = self.ctx
+        for broker_id, plan in leader_and_isr_plans(
+            ctx.state, self._lair, self._lair_topics
+        ).items():
+            for group_plan, members in groups:
+                if group_plan == plan:
                     members.append(broker_id)
                     break
             else:
-                groups.append((parts, [broker_id]))
-        for parts, members in groups:
-            request, topics = self._leader_and_isr(parts)
-            epochs = {b: self._broker_epoch(b) for b in members}
-            for broker_id, (req, body) in encode_for_brokers(request, epochs).items():
-                self.ctx.channel.send_request(
-                    broker_id,
-                    req,
-                    None,
-                    update_id=update_id,
-                    topics=topics,
-                    partitions=len(parts),
-                    encoded=body,
+                groups.append((plan, [broker_id]))
+        blocks = ctx.lair_blocks
+        for plan, members in groups:
+            leaders: set[int] = set()
+            entries = [
+                blocks.topic_entry(
+                    name,
+                    self._topic_id(name),
+                    parts,
+                    ctx.controller_epoch,
+                    ctx.reassigning,
+                    leaders,
                 )
-
-    def _leader_and_isr(
-        self, parts: dict[TopicPartitionKey, tuple[Any, bool]]
-    ) -> tuple[Any, list[str]]:
-        ctx = self.ctx
-        by_topic: dict[str, list[Any]] = {}
-        leaders: set[int] = set()
-        make, cls = tuple.__new__, lair.LeaderAndIsrPartitionState
-        epoch = ctx.controller_epoch
-        # topic_name is not on the wire at v2+ (states are grouped by topic)
-        no_adding, no_removing, recovery = _LAIR_DEFAULTS
-        reassigning = ctx.reassigning
-        for (topic, p), (st, is_new) in parts.items():
-            adding, removing = no_adding, no_removing
-            if reassigning:
-                r = reassigning.get((topic, p))
-                if r is not None:
-                    adding, removing = r.adding, r.removing
-            leaders.add(st.leader)
-            group = by_topic.get(topic)
-            if group is None:
-                group = by_topic[topic] = []
-            group.append(make(cls, (
-                "", p, epoch, st.leader, st.leader_epoch, st.isr, st.partition_epoch,
-                st.replicas, adding, removing, is_new, recovery,
-            )))  # fmt: skip
-        live_leaders = []
-        for leader in sorted(leaders):
-            broker = ctx.state.brokers.get(leader)
-            ep = broker.endpoint(None) if broker is not None and broker.alive else None
-            if ep is not None:
-                live_leaders.append(lair.LeaderAndIsrLiveLeader(leader, ep.host, ep.port))
-        request = lair.LeaderAndIsrRequest(
-            version=LEADER_AND_ISR_VERSION,
-            controller_id=ctx.controller_id,
-            is_kraft_controller=True,
-            controller_epoch=ctx.controller_epoch,
-            broker_epoch=-1,
-            type=0,
-            topic_states=tuple(
-                lair.LeaderAndIsrTopicState(t, self._topic_id(t), tuple(ps))
-                for t, ps in by_topic.items()
-            ),
-            live_leaders=tuple(live_leaders),
-        )
-        return request, list(by_topic)
+                for name, parts in plan.items()
+            ]
+            shared = blocks.body(entries, live_leaders(ctx.state, leaders))
+            topics, count = list(plan), sum(len(parts) for parts in plan.values())
+            for broker_id in members:
+                epoch = self._broker_epoch(broker_id)
+                request = lair.LeaderAndIsrRequest(
+                    version=LEADER_AND_ISR_VERSION,
+                    controller_id=ctx.controller_id,
+                    is_kraft_controller=True,
+                    controller_epoch=ctx.controller_epoch,
+                    broker_epoch=epoch,
+                    topic_states=(),  # (on the wire: ``encoded``)
+                )
+                head = blocks.head(ctx.controller_id, ctx.controller_epoch, epoch)
+                ctx.channel.send_request(
+                    broker_id, request, None, update_id=update_id, topics=topics,
+                    partitions=count, encoded=(head, shared),
+                )  # fmt: skip
 
     def live_brokers(self) -> tuple[Any, ...]:
         out = []

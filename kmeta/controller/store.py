@@ -353,11 +353,16 @@ class ControllerStore:
         )
 
     def put_topic(self, t: TopicInfo, deleting: bool = False) -> None:
-        self._flush()
-        self._db.execute(
-            "INSERT OR REPLACE INTO topics VALUES(?, ?, ?)",
-            (t.name, str(t.topic_id), int(deleting)),
-        )
+        """Deferred like :meth:`put_partitions` (a create writes a topic row before each
+        topic's partitions: written at once, it would flush the previous topic's rows on the
+        event loop)."""
+        sql = "INSERT OR REPLACE INTO topics VALUES(?, ?, ?)"
+        row = (t.name, str(t.topic_id), int(deleting))
+        if self._open:
+            self._rows.append((sql, [row]))
+        else:
+            self._flush()
+            self._db.execute(sql, row)
 
     def put_partitions(
         self, topic: str, parts: Iterable[tuple[int, PartitionRegistration]]

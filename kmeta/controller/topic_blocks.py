@@ -19,6 +19,7 @@ after the broker epoch is one object shared by every broker's request.
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from kmeta.controller.model import PartitionRegistration, TopicInfo
 from kmeta.metadata.model import LEADER_DURING_DELETE
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.splice import Splice
+
+_INDEX = struct.Struct(">i")
 
 #: what a topic's block depends on beside its partition states: (controller epoch, live
 #: brokers, deleting, topic id, config overrides as sent)
@@ -48,6 +51,10 @@ class UpdateMetadataBlocks:
     def __init__(self, version: int) -> None:
         self.version = version
         self.splice: Splice = um.REQUEST.splice(version, "topic_states")
+        #: a topic's entry laid out around its partitions
+        self.topic: Splice = self.splice.inner("partition_states")
+        if self.topic.leading != "partition_index":
+            raise ValueError(f"UpdateMetadata v{version}: partitions are not grouped by topic")
         self._blocks: dict[str, _Block] = {}
         #: blocks reused and encoded since start (tests and the bench read them)
         self.hits = 0
@@ -89,25 +96,44 @@ class UpdateMetadataBlocks:
         parts: Iterable[tuple[int, PartitionRegistration]],
         key: BlockKey,
     ) -> bytes:
-        """One topic's entry for ``parts`` (not cached: a part of a topic, or a new block)."""
+        """One topic's entry for ``parts`` (not cached: a part of a topic, or a new block).
+
+        A topic's partitions share a few state objects (see ``AdminManager.create_topics``),
+        and a partition's entry is its index then bytes that depend only on its state: each
+        distinct state is encoded once (:meth:`Splice.element_rest`) and the entry is joined
+        from the indexes and those bytes, the very bytes the element encoder writes."""
         controller_epoch, alive, deleting, _, configs = key
-        # tuple.__new__: a NamedTuple's __new__ is a Python-level wrapper, and this runs for
-        # every partition of a full update
-        make, cls = tuple.__new__, um.UpdateMetadataPartitionState
-        states = []
+        topic = self.topic
+        rests: dict[int, bytes] = {}  # id(state) -> its bytes (the states outlive this call)
+        pack = _INDEX.pack
+        out: list[bytes] = []
+        append = out.append
+        n = 0
         for index, st in parts:
-            replicas = st.replicas
-            offline = (
-                () if alive.issuperset(replicas) else tuple(r for r in replicas if r not in alive)
-            )
-            leader = LEADER_DURING_DELETE if deleting else st.leader
-            states.append(make(cls, (
-                name, index, controller_epoch, leader, st.leader_epoch, st.isr,
-                st.partition_epoch, replicas, offline,
-            )))  # fmt: skip
-        return self.splice.element(
-            um.UpdateMetadataTopicState(name, topic_id, tuple(states), configs)
-        )
+            rest = rests.get(id(st))
+            if rest is None:
+                rest = rests[id(st)] = topic.element_rest(
+                    self._partition(st, controller_epoch, alive, deleting)
+                )
+            append(pack(index))
+            append(rest)
+            n += 1
+        return b"".join((
+            topic.head(topic_name=name, topic_id=topic_id), topic.count(n), *out,
+            topic.tail(kmeta_topic_configs=configs),
+        ))  # fmt: skip
+
+    @staticmethod
+    def _partition(
+        st: PartitionRegistration, controller_epoch: int, alive: frozenset[int], deleting: bool
+    ) -> um.UpdateMetadataPartitionState:
+        replicas = st.replicas
+        offline = () if alive.issuperset(replicas) else tuple(r for r in replicas if r not in alive)
+        leader = LEADER_DURING_DELETE if deleting else st.leader
+        return um.UpdateMetadataPartitionState(
+            "", 0, controller_epoch, leader, st.leader_epoch, st.isr, st.partition_epoch,
+            replicas, offline,
+        )  # fmt: skip
 
     def keep_only(self, names: Iterable[str]) -> None:
         """Forget the blocks of topics not in ``names`` (deleted since)."""

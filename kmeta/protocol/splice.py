@@ -15,6 +15,7 @@ from typing import Any
 
 from kmeta.protocol.codegen import uvarint_bytes
 from kmeta.protocol.compiler import compile_struct
+from kmeta.protocol.primitives import Int32
 from kmeta.protocol.types import KafkaType, KArray, KStruct, TaggedField
 
 _Wire = tuple[tuple[str, KafkaType, Any], ...]
@@ -23,7 +24,8 @@ _Wire = tuple[tuple[str, KafkaType, Any], ...]
 class Splice:
     """How one version of a message is laid out around its top-level array ``field``."""
 
-    __slots__ = ("_after", "_before", "_build_element", "_names", "_tagged", "array", "flexible")
+    __slots__ = ("_after", "_before", "_build_element", "_names", "_tagged", "array", "flexible",
+                 "leading")  # fmt: skip
 
     def __init__(self, struct: KStruct, field: str, label: str) -> None:
         before: list[tuple[str, KafkaType, Any]] = []
@@ -48,6 +50,16 @@ class Splice:
         self._build_element: Callable[[Any, bytearray], None] = compile_struct(
             array.element, f"{label} {field}[]"
         ).build_into
+        first = next(((name, t) for name, t, _ in array.element.fields if t is not None), None)
+        #: the element's first field on the wire when it is an int32 (else None): see
+        #: :meth:`element_rest`
+        self.leading: str | None = first[0] if first is not None and first[1] is Int32 else None
+
+    def inner(self, field: str) -> Splice:
+        """The array's element struct laid out around its own array ``field`` (a topic's
+        partitions inside a request's topics)."""
+        assert isinstance(self.array.element, KStruct)
+        return Splice(self.array.element, field, f"{self.array.element.cls.__name__}")
 
     def head(self, **values: Any) -> bytes:
         """The fields before the array; a field not given is written as its default."""
@@ -64,6 +76,16 @@ class Splice:
         out = bytearray()
         self._build_element(value, out)
         return bytes(out)
+
+    def element_rest(self, value: Any) -> bytes:
+        """``element(value)`` without its first four bytes, the int32 field :attr:`leading`.
+
+        Elements that differ only in that field (a topic's partitions: the index, and few
+        distinct states) encode as ``index.to_bytes(4, "big", signed=True) + rest``: each
+        distinct rest is encoded once, with the element encoder itself."""
+        if self.leading is None:
+            raise ValueError("the element does not start with an int32 field")
+        return self.element(value)[4:]
 
     def tail(self, **values: Any) -> bytes:
         """The fields after the array, then (flexible versions) the message's tag section."""
