@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, MutableSet
-from typing import Any
 
-from kmeta.controller.channel_manager import answer_error
+from kmeta.controller.channel_manager import ControlResponse, answer_error
 from kmeta.protocol.errors import ErrorCode
 
 
@@ -31,7 +30,7 @@ class Barrier:
         self._check()
         return self
 
-    def ack(self, response: Any, broker_id: int) -> None:
+    def ack(self, response: ControlResponse, broker_id: int) -> None:
         """The channel's callback for an answer of ``broker_id``."""
         error = answer_error(response)
         if error != ErrorCode.NONE:

@@ -38,7 +38,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.metrics import ControllerMetrics
@@ -54,21 +54,24 @@ from kmeta.net.tls import NO_TLS, TlsConfig, uses_sasl, uses_tls
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, ProtocolError
 from kmeta.protocol.header import RequestHeader
-from kmeta.protocol.messages.leader_and_isr import LeaderAndIsrResponse
-from kmeta.protocol.messages.stop_replica import StopReplicaResponse
-from kmeta.protocol.messages.update_metadata import UpdateMetadataResponse
+from kmeta.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
+from kmeta.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
+from kmeta.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
 
 log = logging.getLogger(__name__)
 
 _CONTROL_RESPONSES = (LeaderAndIsrResponse, StopReplicaResponse, UpdateMetadataResponse)
-Callback = Callable[[Any, int], None]  # (response, broker_id)
+#: what the channel sends: the control requests, and their answers
+ControlRequest: TypeAlias = UpdateMetadataRequest | LeaderAndIsrRequest | StopReplicaRequest
+ControlResponse: TypeAlias = UpdateMetadataResponse | LeaderAndIsrResponse | StopReplicaResponse
+Callback = Callable[[ControlResponse, int], None]  # (response, broker_id)
 #: an operation held until release: ("send", broker, QueueItem) or ("add"/"remove", broker, listeners)
 _HeldOp = tuple[str, int, Any]
 #: UpdateMetadata v8 Type FULL (KIP-866): the broker's whole partition set replaced
 _UM_FULL = 2
 
 
-def answer_error(response: Any) -> ErrorCode:
+def answer_error(response: ControlResponse) -> ErrorCode:
     """NONE if a control answer acknowledges the request, else the error it rejects it with.
 
     The top-level error, then the per-partition ones (LeaderAndIsr, StopReplica). Not a
@@ -103,7 +106,7 @@ def _error(code: int) -> ErrorCode:
 @dataclass(slots=True)
 class QueueItem:
     api_key: int
-    request: Any
+    request: ControlRequest
     callback: Callback | None
     enqueue_time: float  # time.monotonic()
     correlation_id: int = 0
@@ -175,7 +178,7 @@ class _BrokerChannel:
                         "callback for api %d to broker %d failed", item.api_key, self.broker_id
                     )
 
-    async def _send_until_answered(self, item: QueueItem) -> Any:
+    async def _send_until_answered(self, item: QueueItem) -> ControlResponse:
         owner = self.owner
         first = True
         while True:
@@ -202,7 +205,9 @@ class _BrokerChannel:
                 # stamped before the write: a broker on this host may apply the request
                 # before send() returns, and "sent" must never come after "applied"
                 sent_at = time.monotonic()
-                future = self.conn.send(item.request, header=header, body=item.encoded)
+                # (the union of three requests types the answer as their join, Record: it is
+                # the one ``item.request.response_class()`` names, one of ControlResponse)
+                future = cast("asyncio.Future[ControlResponse]", self.conn.send(item.request, header=header, body=item.encoded))
                 if first:
                     owner._sent(self.broker_id, item, sent_at)
                     first = False
@@ -362,7 +367,7 @@ class ControllerChannelManager:
     def send_request(
         self,
         broker_id: int,
-        request: Any,
+        request: ControlRequest,
         callback: Callback | None = None,
         *,
         update_id: int = 0,
@@ -425,12 +430,13 @@ class ControllerChannelManager:
         self.metrics.request_rate_and_queue_time_ms.labels(str(broker_id)).observe(queue_ms)
         self._log("send", broker_id, item, send_ms=wall_ms(now))
 
-    def _acked(self, broker_id: int, item: QueueItem, response: Any) -> None:
-        full = item.api_key == ApiKey.UPDATE_METADATA and item.request.type == _UM_FULL
+    def _acked(self, broker_id: int, item: QueueItem, response: ControlResponse) -> None:
+        request = item.request
+        full = isinstance(request, UpdateMetadataRequest) and request.type == _UM_FULL
         self.metrics.propagation.acked(broker_id, item.api_key, item.update_id, full=full)
         self._log_answer(broker_id, item, ErrorCode.NONE)
 
-    def _rejected(self, broker_id: int, item: QueueItem, response: Any, error: ErrorCode) -> None:
+    def _rejected(self, broker_id: int, item: QueueItem, response: ControlResponse, error: ErrorCode) -> None:
         api = ApiKey(item.api_key).name
         self.metrics.rejections.labels(str(broker_id), api, error.name).inc()
         started = self.metrics.propagation.rejected(

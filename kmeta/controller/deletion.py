@@ -28,13 +28,14 @@ import asyncio
 import functools
 import logging
 from collections.abc import Iterable
-from typing import Any
 
 from kmeta.controller.barrier import Barrier, DeletionBarrier
+from kmeta.controller.channel_manager import ControlResponse
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.request_batch import ControllerRequests
 from kmeta.controller.store import STORE_RETRY_S
 from kmeta.metadata.model import TopicPartitionKey
+from kmeta.protocol.messages.stop_replica import StopReplicaResponse
 
 log = logging.getLogger(__name__)
 
@@ -113,13 +114,14 @@ class TopicDeletionManager:
         )
 
     # -- answers ------------------------------------------------------------------------------
-    def stop_replica_answered(self, response: Any, broker_id: int) -> None:
+    def stop_replica_answered(self, response: ControlResponse, broker_id: int) -> None:
         """Channel callback (outside any event): count the answer in an event of its own."""
+        assert isinstance(response, StopReplicaResponse)  # (the answer to a StopReplica)
         c = self.host
         fn = functools.partial(self._on_answer, broker_id, response)
         c.enqueue("TopicDeletionStopReplicaResponseReceived", fn).add_done_callback(self._committed)
 
-    def _on_answer(self, broker_id: int, response: Any) -> _Done:
+    def _on_answer(self, broker_id: int, response: StopReplicaResponse) -> _Done:
         if response.error_code != 0:
             log.warning(
                 "broker %d refused StopReplica (error %d); retried when it registers again",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 from kmeta.controller.brokers import live_partitions_on
+from kmeta.controller.channel_manager import ControlResponse
 from kmeta.controller.faults import Fault
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.request_batch import ControllerRequests
@@ -27,7 +28,7 @@ class PendingDeletions(Protocol):
         self, names: Iterable[str] | None = None, broker_id: int | None = None
     ) -> list[tuple[list[int], TopicPartitionKey, bool]]: ...
 
-    def stop_replica_answered(self, response: Any, broker_id: int) -> None: ...
+    def stop_replica_answered(self, response: ControlResponse, broker_id: int) -> None: ...
 
 
 class FaultReactions:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kmeta.controller.channel_manager import Callback, ControllerChannelManager
 from kmeta.controller.leader_and_isr_blocks import (
@@ -37,6 +37,9 @@ from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.types import ZERO_UUID
+
+#: one of the control requests (each broker's copy differs only in broker_epoch)
+Q = TypeVar("Q", um.UpdateMetadataRequest, lair.LeaderAndIsrRequest, sr.StopReplicaRequest)
 
 LEADER_AND_ISR_VERSION = 7
 UPDATE_METADATA_VERSION = 8
@@ -105,7 +108,7 @@ def _epoch_bytes(epoch: int) -> bytes:
     return epoch.to_bytes(8, "big", signed=True)
 
 
-def encode_for_brokers(request: Any, epochs: dict[int, int]) -> dict[int, tuple[Any, bytes | None]]:
+def encode_for_brokers(request: Q, epochs: dict[int, int]) -> dict[int, tuple[Q, bytes | None]]:
     """broker id -> (its request, its encoded body): one encode for all of them.
 
     The requests differ only in ``broker_epoch``, so the body is encoded once (a full

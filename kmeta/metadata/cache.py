@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, KeysView, Mapping, Sequence
-from typing import Any, overload
+from typing import overload
 
 from kmeta.metadata.model import (
     Broker,
@@ -50,7 +50,12 @@ from kmeta.metadata.model import (
 )
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.metadata.update import FULL_UPDATE as FULL_UPDATE
-from kmeta.metadata.update import MetadataUpdate
+from kmeta.metadata.update import NOT_SENT, MetadataUpdate, PushedConfigs
+from kmeta.protocol.messages.update_metadata import (
+    UpdateMetadataBroker,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
 
 log = logging.getLogger("kmeta.metadata")
 
@@ -65,9 +70,9 @@ class MetadataCache:
         #: replica/ISR sets shared by every topic's partitions (kmeta.metadata.partitions)
         self.interned: dict[tuple[int, ...], tuple[int, ...]] = {}
         # the last live_brokers seen and what they became: most updates repeat them
-        self._last_live: tuple[int, Any, dict[int, Broker], dict[int, dict[str, Node]]] | None = (
-            None
-        )
+        self._last_live: (
+            tuple[int, Sequence[UpdateMetadataBroker], dict[int, Broker], dict[int, dict[str, Node]]] | None
+        ) = None
 
     # --- reads: each takes the snapshot once ---------------------------------------------
 
@@ -131,19 +136,15 @@ class MetadataCache:
 
     # --- the one writer -------------------------------------------------------------------
 
-    def update_metadata(self, correlation_id: int, request: Any) -> list[TopicPartition]:
+    def update_metadata(self, correlation_id: int, request: UpdateMetadataRequest) -> list[TopicPartition]:
         """Apply a decoded UpdateMetadataRequest (v0-8); return the deleted partitions.
 
         Builds the next snapshot from the current one and publishes it with one assignment.
         """
-        version: int = request.version
+        version = request.version
         update = self.begin_update(version)
-        configs = version >= 6
         for name, topic_id, parts, pushed in _topic_groups(request, version):
-            if configs:
-                update.add_topic(name, topic_id, parts, pushed)
-            else:
-                update.add_topic(name, topic_id, parts)
+            update.add_topic(name, topic_id, parts, pushed)
         return update.finish(correlation_id, request)
 
     def begin_update(self, version: int) -> MetadataUpdate:
@@ -152,7 +153,7 @@ class MetadataCache:
         return MetadataUpdate(self, version)
 
     def log_applied(
-        self, snap: MetadataSnapshot, request: Any, correlation_id: int, topics: int, deleted: int,
+        self, snap: MetadataSnapshot, request: UpdateMetadataRequest, correlation_id: int, topics: int, deleted: int,
         brokers: int,
     ) -> None:  # fmt: skip
         log.debug(
@@ -163,7 +164,7 @@ class MetadataCache:
         )  # fmt: skip
 
     def live_brokers_of(
-        self, live: Any, version: int
+        self, live: Sequence[UpdateMetadataBroker], version: int
     ) -> tuple[dict[int, Broker], dict[int, dict[str, Node]]]:
         """Brokers and nodes for ``live``, reused when equal to the previous update's.
 
@@ -190,7 +191,7 @@ class MetadataCache:
 
 
 def _live_brokers(
-    live: Iterable[Any], version: int
+    live: Iterable[UpdateMetadataBroker], version: int
 ) -> tuple[dict[int, Broker], dict[int, dict[str, Node]]]:
     """Brokers and per-listener nodes from ``live_brokers``, normalised as Kafka does.
 
@@ -217,8 +218,8 @@ def _live_brokers(
 
 
 def _topic_groups(
-    request: Any, version: int
-) -> list[tuple[str, uuid.UUID | None, Sequence[Any], Any]]:
+    request: UpdateMetadataRequest, version: int
+) -> list[tuple[str, uuid.UUID | None, Sequence[UpdateMetadataPartitionState], PushedConfigs]]:
     """(topic, topic id or None, partition states, pushed configs) per topic, in request order.
 
     v0-4 list partitions ungrouped with their topic name; grouping keeps each topic's order,
@@ -227,10 +228,10 @@ def _topic_groups(
     if version >= 5:
         return [
             (ts.topic_name, ts.topic_id if version >= 7 else None, ts.partition_states,
-             ts.kmeta_topic_configs if version >= 6 else None)
+             ts.kmeta_topic_configs if version >= 6 else NOT_SENT)
             for ts in request.topic_states
         ]
-    grouped: dict[str, list[Any]] = {}
+    grouped: dict[str, list[UpdateMetadataPartitionState]] = {}
     for p in request.ungrouped_partition_states:
         grouped.setdefault(p.topic_name, []).append(p)
-    return [(name, None, parts, None) for name, parts in grouped.items()]
+    return [(name, None, parts, NOT_SENT) for name, parts in grouped.items()]

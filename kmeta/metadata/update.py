@@ -17,22 +17,38 @@ it did not start from.
 
 from __future__ import annotations
 
+import enum
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from kmeta.metadata.cowmap import DELETED, CowMap, _Deleted
-from kmeta.metadata.model import LEADER_DURING_DELETE, TopicPartition
+from kmeta.metadata.model import LEADER_DURING_DELETE, PartitionState, TopicPartition
 from kmeta.metadata.partitions import TopicBuilder, TopicPartitions
 from kmeta.metadata.snapshot import MetadataSnapshot, TopicNames
+from kmeta.protocol.messages.update_metadata import (
+    KmetaTopicConfig,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
 from kmeta.protocol.types import ZERO_UUID
 
 if TYPE_CHECKING:
     from kmeta.metadata.cache import MetadataCache
 
 FULL_UPDATE = 2  # UpdateMetadata v8 Type: 0 unknown, 1 incremental, 2 full (KIP-866)
-NOT_SENT: Any = object()
+
+
+class _NotSent(enum.Enum):
+    NOT_SENT = enum.auto()
+
+
+NOT_SENT: Final = _NotSent.NOT_SENT
 """``configs`` of a topic state that has no kmeta_topic_configs field (v0-5)."""
+#: a snapshot's partition states (MetadataSnapshot.partition_states)
+PartitionStates: TypeAlias = Mapping[str, Mapping[int, PartitionState]]
+#: a topic state's pushed configs: the topic's whole override set, None (keep), or NOT_SENT
+PushedConfigs: TypeAlias = Sequence[KmetaTopicConfig] | Literal[_NotSent.NOT_SENT] | None
 
 
 class MetadataUpdate:
@@ -45,17 +61,21 @@ class MetadataUpdate:
         self._work: dict[str, TopicBuilder] = {}
         self.deleted: dict[TopicPartition, None] = {}  # ordered set
         self._ids: dict[str, uuid.UUID | _Deleted] = {}
-        self._configs: dict[str, Any] = {}  # topic -> its pushed list (None: keep)
+        self._configs: dict[str, Sequence[KmetaTopicConfig] | None] = {}  # None: keep
         self.topics = 0
         self.partitions = 0
         #: the topic states' names, in request order (for the state-change log)
         self.topic_names: list[str] = []
 
     def add_topic(
-        self, name: str, topic_id: uuid.UUID | None, parts: Iterable[Any], configs: Any = NOT_SENT
+        self,
+        name: str,
+        topic_id: uuid.UUID | None,
+        parts: Iterable[UpdateMetadataPartitionState],
+        configs: PushedConfigs = NOT_SENT,
     ) -> None:
-        """One topic's partition states (records with the UpdateMetadataPartitionState fields),
-        its id (v5+; None before v7) and its pushed configs (v6+)."""
+        """One topic's partition states, its id (v5+; None before v7) and its pushed configs
+        (v6+)."""
         self.topics += 1
         self.topic_names.append(name)
         if self.version >= 5:
@@ -83,7 +103,7 @@ class MetadataUpdate:
                 deleted.pop(TopicPartition(name, index), None)
         self.partitions += n
 
-    def finish(self, correlation_id: int, request: Any) -> list[TopicPartition]:
+    def finish(self, correlation_id: int, request: UpdateMetadataRequest) -> list[TopicPartition]:
         """Publish the snapshot; ``request`` carries the other fields (controller id and
         epoch, live brokers, v8 type and KRaft flag). Returns the deleted partitions."""
         cache, old, version = self.cache, self.base, self.version
@@ -137,7 +157,7 @@ class MetadataUpdate:
     def _evolve_configs(
         self,
         configs: Mapping[str, Mapping[str, str]],
-        states: Mapping[str, Any],
+        states: PartitionStates,
         topic_set_changed: bool,
         full: bool,
     ) -> Mapping[str, Mapping[str, str]]:
@@ -168,8 +188,8 @@ class MetadataUpdate:
 
 
 def _evolve(
-    states: Mapping[str, Any], changes: Mapping[str, TopicPartitions | _Deleted]
-) -> Mapping[str, Any]:
+    states: PartitionStates, changes: Mapping[str, TopicPartitions | _Deleted]
+) -> PartitionStates:
     if isinstance(states, CowMap):
         return states.evolve(changes)
     return CowMap(states).evolve(changes)

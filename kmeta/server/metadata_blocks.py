@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from functools import cache
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net import zerocopy
@@ -148,7 +148,7 @@ def answer_memo(state: BrokerState, version: int, listener: str) -> AnswerMemo:
     return MetadataBlocks.of(cache.snapshot).answer_memo(version, listener, cache)
 
 
-def brokers(snap: MetadataSnapshot, listener: str) -> tuple[Any, ...]:
+def brokers(snap: MetadataSnapshot, listener: str) -> tuple[md.MetadataResponseBroker, ...]:
     """Live brokers that have ``listener``, with that listener's host and port."""
     out = []
     for broker_id in sorted(snap.alive_nodes):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kmeta.metadata.cache import MetadataCache
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
@@ -24,6 +24,7 @@ from kmeta.net.security.authorizer import Authorizer
 from kmeta.net.security.scram import MECHANISM_NAMES, ScramCredential, ScramCredentials
 from kmeta.net.state_change_log import StateChangeLog
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages.update_metadata import KmetaScramCredential
 from kmeta.server.config import BrokerConfig
 from kmeta.server.control_order import ControlOrder
 from kmeta.server.replica_states import FOLLOWER as FOLLOWER
@@ -86,7 +87,7 @@ class BrokerState:
         self.controller_epoch = controller_epoch
         return ErrorCode.NONE
 
-    def apply_credentials(self, pushed: Sequence[Any] | None) -> None:
+    def apply_credentials(self, pushed: Sequence[KmetaScramCredential] | None) -> None:
         """An accepted UpdateMetadata's credentials (None: it did not say) replace ours."""
         if pushed is None:
             return

@@ -32,8 +32,6 @@ Versions: v0 first version (KIP-966), flexible.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import authorizer_of, client_host
@@ -64,7 +62,7 @@ def error_response(request: dtp.DescribeTopicPartitionsRequest, error: ErrorCode
     )
 
 
-def _partitions(snap: MetadataSnapshot, topic: str, start: int, max_count: int, listener: str) -> tuple[list[Any], int]:
+def _partitions(snap: MetadataSnapshot, topic: str, start: int, max_count: int, listener: str) -> tuple[list[dtp.DescribeTopicPartitionsResponsePartition], int]:
     """Partitions ``start``.. of ``topic`` (at most ``max_count``) and the next index, or -1."""
     parts = snap.partition_states[topic]
     alive = snap.alive_nodes
@@ -121,7 +119,7 @@ def handle(ctx: BrokerContext, request: dtp.DescribeTopicPartitionsRequest) -> d
     if cursor is not None and cursor.partition_index < 0:
         return error_response(request, ErrorCode.INVALID_REQUEST)
     remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, request.response_partition_limit), 1)
-    topics: list[Any] = []
+    topics: list[dtp.DescribeTopicPartitionsResponseTopic] = []
     next_cursor = None
     for name in names:
         if remaining == 0:

@@ -85,7 +85,9 @@ def is_valid_topic_name(name: str) -> bool:
     )
 
 
-def partitions(snap: MetadataSnapshot, topic: str, version: int, listener: str) -> tuple[Any, ...]:
+def partitions(
+    snap: MetadataSnapshot, topic: str, version: int, listener: str
+) -> tuple[md.MetadataResponsePartition, ...]:
     """The partition records of ``topic`` as seen from ``listener`` at ``version``."""
     alive = snap.alive_nodes
     filter_dead = version == 0
