@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from kmeta.controller.election import add_replica, remove_replicas
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
+from kmeta.controller.model import PartitionRegistration, TopicInfo
 from kmeta.controller.request_batch import ControllerRequests
 from kmeta.controller.slices import in_slices
 from kmeta.metadata.model import TopicPartitionKey
@@ -24,14 +24,17 @@ def rejoin_in_slices(
     host: ControllerHost,
     broker_id: int,
     epoch: int,
-    changed: set[TopicPartitionKey],
+    bounced: bool,
     then: Callable[[], object],
 ) -> None:
     """A registered broker rejoins the ISRs of the partitions it hosts (standing in for
     the leaders' AlterPartition expansions: kmeta has no logs to catch up), gets the full
     partition set, then LeaderAndIsr for its replicas; the partitions whose ISR or leader
-    changed (here, or in ``changed`` by a bounce) go to all their replicas and the other
-    brokers. In slices of topics (:mod:`slices`): with 1M partitions this is seconds of
+    changed go to all their replicas and the other brokers. ``bounced``: the broker's
+    previous incarnation was registered alive until this registration, so each partition is
+    first failed for it (re-elected, ISR shrunk: Kafka's onBrokerFailure), then rejoined;
+    one that ends with the leader and ISR it had (the broker was a follower) keeps its
+    state, so only the broker itself hears of it (its LeaderAndIsr). In slices of topics (:mod:`slices`): with 1M partitions this is seconds of
     work, which one event would hold the loop for. The full set's topic blocks are
     encoded first, in slices; then the first slice of the rejoin sends the full set after
     its own changes (a small cluster's all happens in the registration event); each later
@@ -39,6 +42,7 @@ def rejoin_in_slices(
     new one too. Then ``then`` (the deletions that waited for the broker: Kafka's
     resumeDeletionForTopics)."""
     full_sent = [False]
+    gone = {broker_id}.__contains__
 
     def valid() -> bool:
         # the registration was refused (its commit failed), or is stale
@@ -53,19 +57,26 @@ def rejoin_in_slices(
         moved: list[TopicPartitionKey] = []
         # few distinct states (equal ones are shared): each rejoined once per slice
         rejoined: dict[PartitionRegistration, PartitionRegistration] = {}
+        failed_rejoined: dict[PartitionRegistration, PartitionRegistration] = {}
+        deleting = state.deleting
         for info in infos:
+            # (no election for a topic being deleted: Kafka's ineligible topics)
+            fail = bounced and info.name not in deleting
+            cache = failed_rejoined if fail else rejoined
             for p, st in info.partitions.items():
                 if broker_id not in st.replicas:
                     continue
                 tp = (info.name, p)
-                new = rejoined.get(st)
+                new = cache.get(st)
                 if new is None:
-                    new = rejoined[st] = add_replica(st, broker_id, alive)
+                    new = add_replica(remove_replicas(st, gone) if fail else st, broker_id, alive)
+                    if fail and new[1] == st[1] and new[2] == st[2]:  # isr, leader: as before
+                        new = st
+                    cache[st] = new
                 if new == st:  # (unchanged, maybe computed for an equal state)
                     new = st
                 if new is not st:
                     grown[tp] = new
-                if new is not st or tp in changed:
                     lair.append((new.replicas, tp, False))
                     moved.append(tp)
                 else:
@@ -114,23 +125,6 @@ def rejoin_in_slices(
         then=rejoin,
         first_here=True,
     )
-
-
-def drop_round_trips(
-    state: ClusterState,
-    changed: dict[TopicPartitionKey, PartitionRegistration],
-    before: dict[TopicPartitionKey, PartitionRegistration],
-) -> None:
-    """A bounced broker's partitions that end with the leader and ISR they had (it was a
-    follower, left the ISR and rejoined it) keep their old state: nothing to write or send
-    to anyone but the broker itself (its LeaderAndIsr), and at 100k partitions that is
-    most of a resync's work."""
-    partitions = {name: info.partitions for name, info in state.topics.items()}
-    for tp, old in before.items():
-        new = changed.get(tp)
-        if new is not None and new[1] == old[1] and new[2] == old[2]:  # isr, leader
-            partitions[tp[0]][tp[1]] = old
-            del changed[tp]
 
 
 def offline_in_slices(host: ControllerHost, broker_id: int, epoch: int) -> None:

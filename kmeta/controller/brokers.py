@@ -16,8 +16,8 @@ import logging
 from typing import Protocol
 
 from kmeta.controller.barrier import Barrier
-from kmeta.controller.broker_changes import drop_round_trips, offline_in_slices, rejoin_in_slices
-from kmeta.controller.election import add_replica, remove_replicas
+from kmeta.controller.broker_changes import offline_in_slices, rejoin_in_slices
+from kmeta.controller.election import remove_replicas
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration
@@ -99,8 +99,9 @@ class BrokerLifecycleManager:
         again keeps its epoch; another incarnation of an id whose session is still valid is
         refused with DUPLICATE_BROKER_REGISTRATION and nothing changes (a restarted broker
         retries until the old session expired; a second process with a live id never takes
-        over its address and leaderships). Past the session, the old incarnation is failed
-        and the new one registered, in one event. ``peer``: the connection that owns the
+        over its address and leaderships). Past the session, the old incarnation is ended and
+        the new one registered in one event; the old one's partitions are failed and rejoined
+        in the rejoin's slices (:func:`rejoin_in_slices`). ``peer``: the connection that owns the
         session from now on.
 
         ``succeeds``: (epoch, incarnation id) of the incarnation this one follows, as the
@@ -108,7 +109,7 @@ class BrokerLifecycleManager:
         KmetaPreviousIncarnationId). The broker sends them only while it holds the dir's lock,
         which its previous process held until it died (kmeta.server.state_dir), so when they
         name exactly the registered incarnation, that one is gone: the new one is registered
-        at once, the old failed in the same event, as past its session. Anything else (no
+        at once, the old ended in the same event, as past its session. Anything else (no
         state dir, an older epoch, another incarnation) waits out the session as before.
         Here kmeta differs from Kafka: KRaft's controller does not read PreviousBrokerEpoch
         to end a session (KIP-966 sends it after a clean shutdown, for the eligible leader
@@ -133,29 +134,20 @@ class BrokerLifecycleManager:
                     broker_id, incarnation_id, old.incarnation_id, old.epoch,
                 )  # fmt: skip
             return ErrorCode.DUPLICATE_BROKER_REGISTRATION, -1
-        failed: dict[TopicPartitionKey, PartitionRegistration] = {}
-        before: dict[TopicPartitionKey, PartitionRegistration] = {}
         bounced = old is not None and old.alive
         if bounced:
-            # Bounced: fail the old incarnation first. What that changes goes out below with
-            # the re-registration (one push of the final states, not two of 100k partitions).
-            failed = self._on_broker_failure([broker_id], send=False, before=before)
-        changed: dict[TopicPartitionKey, PartitionRegistration] = {}
+            # Bounced: the old incarnation ends here (its session, channel and what waited on
+            # it); its partitions are failed and rejoined together, in the rejoin's slices
+            # (one push of the final states, not two of 1M partitions, nor one event of them).
+            self.sessions.end(broker_id)
+            self.channels.remove_broker(broker_id)
+            for waiting in list(self.host.barriers):
+                waiting.broker_gone(broker_id)
         with self.host.store.transaction():
             epoch = self.host.store.next_broker_epoch()
             broker = BrokerInfo(broker_id, epoch, incarnation_id, listeners, rack, True)
             self.host.state.brokers[broker_id] = broker
             self.host.store.put_broker(broker)
-            if bounced:  # rejoined here too, so only the final states are written and sent
-                alive = set(self.host.state.live_broker_ids()).__contains__  # (C-level)
-                for tp in live_partitions_on(self.host.state, broker_id):
-                    st = self.host.state.partition(tp)
-                    new = add_replica(st, broker_id, alive)
-                    if new is not st:
-                        changed[tp] = new
-                changed = {**failed, **changed}
-                drop_round_trips(self.host.state, changed, before)
-                self.host.persist_partitions(changed)
         self.sessions.registered(broker_id, peer)
         self.channels.add_broker(broker_id, listeners)
         # Kafka's onBrokerStartup order: the others learn of the broker, the new broker gets
@@ -167,7 +159,7 @@ class BrokerLifecycleManager:
             ),
         )
         rejoin_in_slices(
-            self.host, broker_id, epoch, set(changed), lambda: self.deletion.resume_for(broker_id)
+            self.host, broker_id, epoch, bounced, lambda: self.deletion.resume_for(broker_id)
         )
         self.reassignments.broker_registered(broker_id)
         log.info("broker %d registered with epoch %d", broker_id, epoch)
@@ -177,13 +169,8 @@ class BrokerLifecycleManager:
         self,
         dead: list[int],
         barrier: Barrier | None = None,
-        send: bool = True,
-        before: dict[TopicPartitionKey, PartitionRegistration] | None = None,
     ) -> dict[TopicPartitionKey, PartitionRegistration]:
-        """Fence ``dead``, re-elect and shrink ISRs; returns the changed partitions.
-
-        ``send=False``: the caller sends them in its own batch (a bounced broker's
-        re-registration); ``before`` then gets the changed partitions' previous states."""
+        """Fence ``dead``, re-elect and shrink ISRs; returns the changed partitions."""
         gone = set(dead)
         with self.host.store.transaction():
             for broker_id in dead:
@@ -199,9 +186,7 @@ class BrokerLifecycleManager:
                     if not gone.isdisjoint(st.replicas):
                         new = remove_replicas(st, gone.__contains__)
                         changed[(topic.name, p)] = new
-                        if before is not None:
-                            before[(topic.name, p)] = st
-            self.host.persist_partitions(changed, write=send)  # else written by the caller
+            self.host.persist_partitions(changed)
         for broker_id in dead:
             self.sessions.end(broker_id)
             self.channels.remove_broker(broker_id)
@@ -209,8 +194,6 @@ class BrokerLifecycleManager:
             for waiting in list(self.host.barriers):
                 if waiting is not barrier:
                     waiting.broker_gone(broker_id)
-        if not send:
-            return changed
         lair = [(self.host.state.partition(tp).replicas, tp, False) for tp, st in changed.items()]
         targets = self.host.send(
             ControllerRequests(

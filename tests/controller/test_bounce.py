@@ -21,7 +21,8 @@ async def test_bounced_follower_partitions_keep_their_state(tmp_path):
         for b in brokers.values():
             b.received.clear()
         # restarted; its old session expired, and the registration comes before the expiry
-        # is processed: the old incarnation is failed and the new one registered in one event
+        # is processed: the old incarnation ends in the registration event, and its
+        # partitions are failed and rejoined together in the rejoin's slices
         await expire_session(ctl, 3, fence=False)
         brokers[3].incarnation_id = uuid.uuid4()
         await brokers[3].register(ctl.port)

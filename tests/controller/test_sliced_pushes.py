@@ -110,6 +110,55 @@ async def test_a_fenced_broker_and_its_return_are_pushed_in_short_slices(tmp_pat
         await ctl.stop()
 
 
+async def test_a_bounced_broker_is_failed_and_rejoined_in_short_slices(tmp_path: Path) -> None:
+    """A new incarnation registered while the old one is still alive (its session just
+    expired, or its state dir says it is gone): the old one's partitions are failed and
+    rejoined together in the rejoin's slices, not in the registration event."""
+    ctl = await start_controller(tmp_path)
+    brokers = await _brokers(ctl.port)
+    try:
+        created = await _request(ctl.port, _create_all())
+        assert all(t.error_code == 0 for t in created.topics)
+        state = ctl.controller.state
+        led = {
+            (info.name, p)
+            for info in state.topics.values()
+            for p, st in info.partitions.items()
+            if st.leader == 3
+        }
+        assert led
+        times = _timed(ctl)
+        still_led: list[int] = []  # after the registration event: its partitions not failed yet
+        hook = ctl.controller.events.on_processed
+
+        def record(event: Any, queue_s: float, process_s: float) -> None:
+            if event.name == "BrokerRegistration":
+                still_led.append(sum(state.partition(tp).leader == 3 for tp in led))
+            hook(event, queue_s, process_s)
+
+        ctl.controller.events.on_processed = record
+        await expire_session(ctl, 3, fence=False)
+        brokers[3].received.clear()
+        brokers[3].incarnation_id = uuid.uuid4()
+        await brokers[3].register(ctl.port)
+        await wait_until(lambda: len(_told(brokers[3])) == TOPICS * PER_TOPIC, 30.0, 0.2)
+        # its leaderships moved (a new process), and it is back in every ISR
+        for info in state.topics.values():
+            for p, st in info.partitions.items():
+                assert 3 in st.isr
+                assert (st.leader != 3) if (info.name, p) in led else (st.leader in (1, 2, 3))
+        assert still_led[0] > len(led) // 2  # (the event itself did not fail them all)
+        followed = [s for name, s in times if name == "BrokerRegistrationLeaderAndIsr"]
+        assert len(followed) >= TOPICS * PER_TOPIC // slices.SLICE_PARTITIONS
+        followed += [s for name, s in times if name.startswith("BrokerRegistration")]
+        assert _short(followed), followed
+    finally:
+        gc.unfreeze()
+        for b in brokers.values():
+            await b.stop()
+        await ctl.stop()
+
+
 async def test_a_restarted_controller_pushes_everything_in_short_slices(tmp_path: Path) -> None:
     ctl = await start_controller(tmp_path)
     brokers = await _brokers(ctl.port)
