@@ -37,6 +37,7 @@ from typing import Any, Generic, TypeVar, cast
 from kmeta.controller.acls import AclManager
 from kmeta.controller.admin_manager import AdminManager
 from kmeta.controller.barrier import Barrier as Barrier  # (re-exported for the handlers)
+from kmeta.controller.batch_sender import BatchSender
 from kmeta.controller.brokers import BrokerLifecycleManager
 from kmeta.controller.channel_manager import Callback, ControllerChannelManager
 from kmeta.controller.config import ControllerConfig
@@ -48,12 +49,7 @@ from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.reassignment import ReassignmentManager
 from kmeta.controller.replica_election import ReplicaElectionManager
-from kmeta.controller.request_batch import (
-    UPDATE_METADATA_VERSION,
-    BatchContext,
-    ControllerBrokerRequestBatch,
-    ControllerRequests,
-)
+from kmeta.controller.request_batch import UPDATE_METADATA_VERSION, ControllerRequests
 from kmeta.controller.scram_users import ScramUserManager
 from kmeta.controller.slices import in_slices, push_leader_and_isr
 from kmeta.controller.store import STORE_RETRY_S, ClusterStore, ControllerStore
@@ -151,8 +147,14 @@ class KafkaController:
         self.scram_users = ScramUserManager(self, self.credentials)
         #: each topic's encoded UpdateMetadata entry, shared by brokers and requests
         self.topic_blocks = UpdateMetadataBlocks(UPDATE_METADATA_VERSION)
-        self._update_id = 0
-        self._event_update_id = 0
+        self.sender = BatchSender(
+            self,
+            self.channel,
+            config.node_id,
+            self.reassignments.current,
+            self.credentials,
+            self.topic_blocks,
+        )
         self.epoch = 0
         #: refused registrations already logged (a refused broker retries every 100 ms)
         self._said: set[tuple[object, ...]] = set()
@@ -241,31 +243,11 @@ class KafkaController:
             name=event.name,
             queue_ms=queue_s * 1000.0,
             process_ms=process_s * 1000.0,
-            update_id=self._event_update_id,
+            update_id=self.sender.event_done(),
         )
-        self._event_update_id = 0
         self.state_log.flush()
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _batch(self) -> ControllerBrokerRequestBatch:
-        return ControllerBrokerRequestBatch(
-            BatchContext(
-                self.state,
-                self.channel,
-                self.epoch,
-                self.config.node_id,
-                self.reassignments.current,
-                self.credentials,
-                self.topic_blocks,
-            )
-        )
-
-    def _update_id_for_event(self) -> int:
-        if not self._event_update_id:
-            self._update_id += 1
-            self._event_update_id = self._update_id
-        return self._event_update_id
-
     def send(
         self,
         requests: ControllerRequests,
@@ -273,20 +255,10 @@ class KafkaController:
         barrier: Barrier | None = None,
         stop_callback: Callback | None = None,
     ) -> list[int]:
-        batch = self._batch()
-        batch.new_batch()
-        requests.add_to(batch)
-        if batch.is_empty():
-            return []
-        return batch.send_requests_to_brokers(
-            self._update_id_for_event(),
-            barrier.ack if barrier else None,
-            requests.update_metadata_type,
-            stop_callback,
-        )
+        return self.sender.send(requests, barrier=barrier, stop_callback=stop_callback)
 
     def encode_update_metadata(self, topics: list[TopicInfo]) -> None:
-        self._batch().encode_update_metadata(topics)
+        self.sender.encode_update_metadata(topics)
 
     def persist_partitions(
         self, changed: dict[TopicPartitionKey, PartitionRegistration], write: bool = True
