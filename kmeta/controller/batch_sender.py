@@ -15,9 +15,9 @@ from typing import Protocol
 
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.channel_manager import Callback, ControllerChannelManager
+from kmeta.controller.leader_and_isr_blocks import AddingRemoving
 from kmeta.controller.model import ClusterState, TopicInfo
 from kmeta.controller.request_batch import (
-    AddingRemoving,
     BatchContext,
     ControllerBrokerRequestBatch,
     ControllerRequests,
