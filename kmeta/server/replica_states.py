@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import uuid
 from array import array
-from collections.abc import Iterator, MutableMapping
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator, MutableMapping, Sequence
+from typing import NamedTuple, Protocol
+
+from kmeta.protocol.errors import ErrorCode
 
 LEADER = "leader"
 FOLLOWER = "follower"
@@ -37,6 +39,27 @@ class ReplicaState(NamedTuple):
     replicas: tuple[int, ...]
     topic_id: uuid.UUID | None
 
+
+class PartitionStateRecord(Protocol):
+    """What :meth:`ReplicaStates.apply_leader_and_isr` reads of a LeaderAndIsr partition state."""
+
+    @property
+    def partition_index(self) -> int: ...
+    @property
+    def leader(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def partition_epoch(self) -> int: ...
+    @property
+    def isr(self) -> Sequence[int]: ...
+    @property
+    def replicas(self) -> Sequence[int]: ...
+
+
+_INCONSISTENT_TOPIC_ID = int(ErrorCode.INCONSISTENT_TOPIC_ID)
+_STALE_CONTROLLER_EPOCH = int(ErrorCode.STALE_CONTROLLER_EPOCH)
+_UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 #: int32 per partition: index (ABSENT: no state), role (1: leader), leader, leader epoch,
 #: partition epoch, isr and replicas (positions in ``sets``), topic id (position in ``ids``)
@@ -68,11 +91,11 @@ class _Topic:
             return -1
         return rows.get(index, -1)
 
-    def ref(self, ids: tuple[int, ...], interned: dict[tuple[int, ...], tuple[int, ...]]) -> int:
-        ref = self.set_ref.get(ids)
+    def ref(self, ids: Sequence[int], interned: dict[tuple[int, ...], tuple[int, ...]]) -> int:
+        t = ids if type(ids) is tuple else tuple(ids)
+        ref = self.set_ref.get(t)
         if ref is None:
-            ref = self.set_ref[ids] = len(self.sets)
-            t = tuple(ids)
+            ref = self.set_ref[t] = len(self.sets)
             self.sets.append(interned.setdefault(t, t))
         return ref
 
@@ -156,6 +179,63 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
             topic.ref(state.isr, interned), topic.ref(state.replicas, interned),
             topic.id_ref(state.topic_id),
         ))  # fmt: skip
+
+    def apply_leader_and_isr(
+        self, name: str, topic_id: uuid.UUID | None, parts: Iterable[PartitionStateRecord], me: int
+    ) -> list[int]:
+        """One topic's LeaderAndIsr partition states applied as Kafka's broker does (see
+        :mod:`kmeta.server.handlers.leader_and_isr`): each partition's error code, in order.
+
+        The columns are read and written directly (a state is not made per partition): a
+        million-partition create sends every broker a state per partition it replicates.
+        ``topic_id``: the request's (None: it has none)."""
+        topic = self._topics.get(name)
+        new_topic = topic is None
+        if topic is None:
+            topic = _Topic()
+        interned = self._interned
+        if len(interned) >= 100_000:
+            interned.clear()  # sharing is an optimisation, not a rule
+        data, ids, ref, row_of = topic.data, topic.ids, topic.ref, topic.row
+        id_ref = topic.id_ref(topic_id) if topic_id is not None else 0
+        errors: list[int] = []
+        append = errors.append
+        for p in parts:
+            index = p.partition_index
+            row = row_of(index)
+            held_id = 0
+            if row >= 0:
+                b = row * WIDTH
+                held_id = data[b + _ID]
+                held = ids[held_id]
+                if held is not None and topic_id is not None and held != topic_id:
+                    append(_INCONSISTENT_TOPIC_ID)
+                    continue
+                if p.leader_epoch <= data[b + _LE]:
+                    append(_STALE_CONTROLLER_EPOCH)
+                    continue
+            if me not in p.replicas:
+                append(_UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            values = array("i", (
+                index, p.leader == me, p.leader, p.leader_epoch, p.partition_epoch,
+                ref(p.isr, interned), ref(p.replicas, interned),
+                id_ref if topic_id is not None else held_id,
+            ))  # fmt: skip
+            if row < 0:
+                if topic.rows is None and index == len(data) // WIDTH:  # the next dense row
+                    data.extend(values)
+                    topic.count += 1
+                    append(0)
+                    continue
+                row = topic.place(index)
+                topic.count += 1
+            b = row * WIDTH
+            data[b : b + WIDTH] = values
+            append(0)
+        if new_topic and topic.count:
+            self._topics[name] = topic
+        return errors
 
     def __delitem__(self, key: tuple[str, int]) -> None:
         name, index = key

@@ -64,3 +64,57 @@ def test_a_partition_costs_under_60_bytes_and_a_far_index_no_more() -> None:
     assert states[("topic-042", 999)].role == LEADER
     # equal replica sets are one tuple across topics
     assert states[("topic-000", 1)].replicas is states[("topic-099", 1)].replicas
+
+
+def _model_apply(model: dict, name: str, topic_id: uuid.UUID | None, parts: list, me: int) -> list[int]:
+    """Kafka's becomeLeaderOrFollower per partition, on a plain dict (the rule as the handler
+    applied it one state at a time)."""
+    from kmeta.protocol.errors import ErrorCode
+
+    errors = []
+    for p in parts:
+        key = (name, p.partition_index)
+        held = model.get(key)
+        if held is not None:
+            if held.topic_id and topic_id and held.topic_id != topic_id:
+                errors.append(ErrorCode.INCONSISTENT_TOPIC_ID)
+                continue
+            if p.leader_epoch <= held.leader_epoch:
+                errors.append(ErrorCode.STALE_CONTROLLER_EPOCH)
+                continue
+        if me not in p.replicas:
+            errors.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            continue
+        model[key] = ReplicaState(
+            LEADER if p.leader == me else FOLLOWER, p.leader, p.leader_epoch, p.partition_epoch,
+            tuple(p.isr), tuple(p.replicas), topic_id or (held.topic_id if held else None),
+        )  # fmt: skip
+        errors.append(0)
+    return errors
+
+
+def test_a_topics_leader_and_isr_applied_at_once_as_one_by_one() -> None:
+    from kmeta.protocol.messages.leader_and_isr import LeaderAndIsrPartitionState
+
+    rng = random.Random(4)
+    states, model = ReplicaStates(), {}
+    other = uuid.UUID(int=8)
+    for _ in range(300):
+        name = f"t{rng.randrange(3)}"
+        topic_id = rng.choice([TOPIC_ID, TOPIC_ID, other, None])
+        indexes = rng.sample(range(rng.choice([40, 3000])), rng.randrange(1, 40))
+        parts = []
+        for i in indexes:
+            replicas = tuple(rng.sample([1, 2, 3, 4], 3))
+            parts.append(LeaderAndIsrPartitionState(
+                partition_index=i, leader=rng.choice(replicas), leader_epoch=rng.randrange(6),
+                isr=replicas[: rng.randrange(1, 4)], partition_epoch=rng.randrange(9),
+                replicas=replicas,
+            ))  # fmt: skip
+        got = states.apply_leader_and_isr(name, topic_id, parts, 1)
+        assert got == _model_apply(model, name, topic_id, parts, 1)
+        assert dict(states.items()) == model
+        if rng.random() < 0.1 and model:  # StopReplica drops some
+            for key in rng.sample(list(model), min(5, len(model))):
+                del states[key], model[key]
+    assert len(states) == len(model)

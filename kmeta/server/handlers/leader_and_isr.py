@@ -23,6 +23,7 @@ recovery state; v7 KRaft controller flag.
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 import uuid
 from collections.abc import Generator, Sequence
@@ -32,16 +33,14 @@ from kmeta.net.dispatch import EncodedPieces
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import leader_and_isr as lai
+from kmeta.protocol.splice import Splice
 from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.control_order import in_turn
 from kmeta.server.handlers.control_log import admission, log_apply
 from kmeta.server.state import (
-    FOLLOWER,
-    LEADER,
     BrokerContext,
     BrokerRegistry,
     BrokerState,
-    ReplicaState,
 )
 from kmeta.server.streamed import STEP_S, StreamedRequest, run, run_yielding
 
@@ -90,32 +89,35 @@ def _apply_topic(
     state: BrokerState, name: str, topic_id: uuid.UUID, parts: Sequence[lai.LeaderAndIsrPartitionState], errors: dict[tuple[str, int], int]
 ) -> None:
     """Apply one topic's partition states; each partition's error goes into ``errors``."""
-    request_id = None if topic_id == ZERO_UUID else topic_id
-    replicas, me = state.replicas, state.broker_id
-    make = tuple.__new__  # ReplicaState is a NamedTuple: skip its Python-level __new__
-    for p in parts:
-        key = (name, p.partition_index)
-        held = replicas.get(key)
-        if held is not None:
-            if held.topic_id and request_id and held.topic_id != request_id:
-                errors[key] = ErrorCode.INCONSISTENT_TOPIC_ID
-                continue
-            if p.leader_epoch <= held.leader_epoch:
-                errors[key] = ErrorCode.STALE_CONTROLLER_EPOCH
-                continue
-        if me not in p.replicas:
-            errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            continue
-        replicas[key] = make(ReplicaState, (
-            LEADER if p.leader == me else FOLLOWER,
-            p.leader,
-            p.leader_epoch,
-            p.partition_epoch,
-            tuple(p.isr),
-            tuple(p.replicas),
-            request_id or (held.topic_id if held is not None else None),
-        ))  # fmt: skip
-        errors[key] = ErrorCode.NONE
+    codes = state.replicas.apply_leader_and_isr(
+        name, None if topic_id == ZERO_UUID else topic_id, parts, state.broker_id
+    )
+    for p, code in zip(parts, codes, strict=True):
+        errors[(name, p.partition_index)] = code
+
+
+def _topic_errors(version: int, topic_id: uuid.UUID, parts: Sequence[lai.LeaderAndIsrPartitionState], codes: list[int]) -> bytes:
+    """One topic's entry of a v5+ answer: each partition's entry is its index then bytes that
+    depend only on its error code, encoded once per code (the element encoder's bytes)."""
+    topic = _ERRORS.get(version)
+    if topic is None:
+        topic = _ERRORS[version] = lai.RESPONSE.splice(version, "topics").inner("partition_errors")
+        assert topic.leading == "partition_index"
+    rests: dict[int, bytes] = {}
+    pack = _INDEX.pack
+    out: list[bytes] = []
+    for p, code in zip(parts, codes, strict=True):
+        rest = rests.get(code)
+        if rest is None:
+            rest = rests[code] = topic.element_rest(lai.LeaderAndIsrPartitionError("", 0, code))
+        out.append(pack(p.partition_index))
+        out.append(rest)
+    return b"".join((topic.head(topic_id=topic_id), topic.count(len(codes)), *out, topic.tail()))
+
+
+_INDEX = struct.Struct(">i")
+#: version -> a v5+ answer's topic entry laid out around its partition errors
+_ERRORS: dict[int, Splice] = {}
 
 
 #: a LeaderAndIsr v5+ as the ``decode`` hook reads it
@@ -162,13 +164,10 @@ def _apply_steps(
     end, deadline = request.first, time.monotonic() + STEP_S
     for ts, after in request.topic_states():
         end = after
-        errors: dict[tuple[str, int], int] = {}
         name, parts = ts.topic_name, ts.partition_states
-        _apply_topic(state, name, ts.topic_id, parts, errors)
-        pieces.append(splice.element(lai.LeaderAndIsrTopicError(ts.topic_id, tuple(
-            lai.LeaderAndIsrPartitionError("", p.partition_index, errors[(name, p.partition_index)])
-            for p in parts
-        ))))  # fmt: skip
+        topic_id = None if ts.topic_id == ZERO_UUID else ts.topic_id
+        codes = state.replicas.apply_leader_and_isr(name, topic_id, parts, state.broker_id)
+        pieces.append(_topic_errors(request.version, ts.topic_id, parts, codes))
         names.append(name)
         partitions += len(parts)
         if time.monotonic() >= deadline:
