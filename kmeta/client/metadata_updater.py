@@ -148,7 +148,7 @@ class DefaultMetadataUpdater:
         host.spawn(self._await_metadata(conn, future, progress))
 
     async def _await_metadata(
-        self, conn: KafkaConnection, future: asyncio.Future[Any], progress: _InProgress
+        self, conn: KafkaConnection, future: asyncio.Future[metadata.MetadataResponse], progress: _InProgress
     ) -> None:
         host = self._host
         try:

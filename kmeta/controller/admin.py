@@ -23,13 +23,27 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, TypeVar
 
 from kmeta.controller.assignment import AssignmentError, assign_replicas
 from kmeta.controller.model import ClusterState
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import create_partitions as cp
+from kmeta.protocol.messages import create_topics as ct
+
+H = TypeVar("H", bound=Hashable)
+
+
+class TopicEntry(Protocol):
+    """An entry of CreateTopics or CreatePartitions, as planning reads its name."""
+
+    @property
+    def name(self) -> str: ...
+
+
+Entry = TypeVar("Entry", bound=TopicEntry)
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -74,7 +88,7 @@ def _collides(name: str, state: ClusterState) -> str | None:
     return None
 
 
-def duplicates(names: Sequence[Any]) -> set[Any]:
+def duplicates(names: Sequence[H]) -> set[H]:
     return {n for n, c in Counter(names).items() if c > 1}
 
 
@@ -83,7 +97,7 @@ def _live_racks(state: ClusterState) -> dict[int, str | None]:
 
 
 def _check_manual_assignment(
-    plan: TopicPlan, assignments: Sequence[Any], state: ClusterState
+    plan: TopicPlan, assignments: Sequence[ct.CreatableReplicaAssignment], state: ClusterState
 ) -> dict[int, list[int]] | None:
     """CreateTopics' explicit assignments, checked as Kafka's controller checks them
     (ReplicationControlManager.createTopic / validateManualPartitionAssignment): per entry in
@@ -177,8 +191,8 @@ def _check_added_assignment(
 
 
 def _unique_entries(
-    topics: Sequence[Any], plans: list[TopicPlan], duplicate_message: str
-) -> Iterator[tuple[Any, TopicPlan]]:
+    topics: Sequence[Entry], plans: list[TopicPlan], duplicate_message: str
+) -> Iterator[tuple[Entry, TopicPlan]]:
     """Append one plan per entry to ``plans``; entries naming a topic twice fail with
     INVALID_REQUEST (Kafka's per-API message, ``{}`` = the name); yield the others."""
     dup = duplicates([t.name for t in topics])
@@ -192,7 +206,7 @@ def _unique_entries(
 
 
 def plan_create_topics(
-    topics: Sequence[Any],
+    topics: Sequence[ct.CreatableTopic],
     state: ClusterState,
     *,
     default_partitions: int,
@@ -267,7 +281,7 @@ def plan_create_topics(
 
 
 def plan_create_partitions(
-    topics: Sequence[Any], state: ClusterState, *, max_partitions: int
+    topics: Sequence[cp.CreatePartitionsTopic], state: ClusterState, *, max_partitions: int
 ) -> list[TopicPlan]:
     """One plan per CreatePartitionsTopic entry; ``assignment`` holds only the new partitions."""
     plans: list[TopicPlan] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from kmeta.controller.admin import TopicPlan, plan_create_partitions, plan_create_topics
 from kmeta.controller.barrier import Barrier, DeletionBarrier
@@ -21,6 +21,8 @@ from kmeta.controller.request_batch import ControllerRequests
 from kmeta.metadata.log_config import ConfigError, validate
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import create_partitions as cp
+from kmeta.protocol.messages import create_topics as ct
 
 
 class TopicDeleter(Protocol):
@@ -34,7 +36,7 @@ class AdminManager:
         self.deletion = deletion
 
     def create_topics(
-        self, topics: Any, validate_only: bool, forwarder: int | None
+        self, topics: Sequence[ct.CreatableTopic], validate_only: bool, forwarder: int | None
     ) -> tuple[list[TopicPlan], dict[str, uuid.UUID], Barrier | None]:
         plans = plan_create_topics(
             topics,
@@ -75,7 +77,7 @@ class AdminManager:
         return plans, ids, barrier
 
     @staticmethod
-    def _creation_configs(topics: Any, plans: list[TopicPlan]) -> dict[str, dict[str, str]]:
+    def _creation_configs(topics: Sequence[ct.CreatableTopic], plans: list[TopicPlan]) -> dict[str, dict[str, str]]:
         """The valid plans' configs as kept; a plan with a config Kafka's LogConfig rejects
         fails with INVALID_CONFIG (Kafka's message), as ZkAdminManager.createTopics."""
         given = {t.name: t.configs for t in topics}
@@ -90,7 +92,7 @@ class AdminManager:
                 plan.fail(ErrorCode.INVALID_CONFIG, message)
                 continue
             try:
-                out[plan.name] = validate({c.name: c.value for c in entries})
+                out[plan.name] = validate({c.name: c.value for c in entries if c.value is not None})
             except ConfigError as exc:
                 plan.fail(ErrorCode.INVALID_CONFIG, str(exc))
         return out
@@ -119,7 +121,7 @@ class AdminManager:
         return barrier.arm(self.host.propagation_targets(targets, forwarder))
 
     def create_partitions(
-        self, topics: Any, validate_only: bool, forwarder: int | None
+        self, topics: Sequence[cp.CreatePartitionsTopic], validate_only: bool, forwarder: int | None
     ) -> tuple[list[TopicPlan], Barrier | None]:
         plans = plan_create_partitions(
             topics, self.host.state, max_partitions=self.host.config.max_partitions_per_topic

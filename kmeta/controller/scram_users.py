@@ -14,7 +14,6 @@ it too). The answer waits for the propagation barrier like CreateTopics.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from kmeta.controller.barrier import Barrier
 from kmeta.controller.host import ControllerHost
@@ -30,6 +29,7 @@ from kmeta.net.security.scram import (
     credential_from_salted_password,
 )
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import alter_user_scram_credentials as aus
 
 Outcome = tuple[int, str | None]
 OK: Outcome = (ErrorCode.NONE, None)
@@ -37,7 +37,7 @@ OK: Outcome = (ErrorCode.NONE, None)
 MAX_OPERATIONS = 10_000
 
 
-def check_operation(name: str, mechanism: int, op: Any | None) -> Outcome | None:
+def check_operation(name: str, mechanism: int, op: aus.ScramCredentialUpsertion | None) -> Outcome | None:
     """The error of one deletion (``op`` None) or upsertion, before looking at the store."""
     if not name:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
@@ -61,11 +61,15 @@ class ScramUserManager:
         self.credentials = credentials
 
     def alter(
-        self, deletions: Sequence[Any], upsertions: Sequence[Any], forwarder: int | None
+        self,
+        deletions: Sequence[aus.ScramCredentialDeletion],
+        upsertions: Sequence[aus.ScramCredentialUpsertion],
+        forwarder: int | None,
     ) -> tuple[dict[str, Outcome], Barrier | None]:
         """The alteration event: per user its outcome, and the barrier of the change."""
         outcomes: dict[str, Outcome] = {}
         seen: set[tuple[str, int]] = set()
+        ops: list[tuple[str, int, aus.ScramCredentialUpsertion | None]]
         ops = [(d.name, d.mechanism, None) for d in deletions]
         ops += [(u.name, u.mechanism, u) for u in upsertions]
         if len(ops) > MAX_OPERATIONS:

@@ -9,8 +9,9 @@ waits for the propagation barrier.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Protocol, TypeVar
 
+from kmeta.controller.barrier import Barrier
 from kmeta.controller.handlers import (
     ControllerContext,
     controller_of,
@@ -28,11 +29,37 @@ BROKER = 4
 #: resources one request may name
 MAX_RESOURCES = 10_000
 
+class ConfigEntry(Protocol):
+    """An AlterableConfig of either request, as the checks read it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def value(self) -> str | None: ...
+
+
+C = TypeVar("C", bound=ConfigEntry, covariant=True)
+
+
+class ConfigResource(Protocol[C]):
+    """An AlterConfigsResource of AlterConfigs or IncrementalAlterConfigs."""
+
+    @property
+    def resource_type(self) -> int: ...
+
+    @property
+    def resource_name(self) -> str: ...
+
+    @property
+    def configs(self) -> Sequence[C]: ...
+
+
 #: the topic's current overrides -> its new ones (raises ConfigError)
 Change = Callable[[dict[str, str]], dict[str, str]]
 
 
-def preprocess(resources: Sequence[Any], null_ok: Callable[[Any], bool]) -> list[Outcome | None]:
+def preprocess(resources: Sequence[ConfigResource[C]], null_ok: Callable[[C], bool]) -> list[Outcome | None]:
     """Per resource: an error outcome, or None when it goes on to the topic checks."""
     out: list[Outcome | None] = [None] * len(resources)
     if len(resources) > MAX_RESOURCES:
@@ -60,7 +87,7 @@ def preprocess(resources: Sequence[Any], null_ok: Callable[[Any], bool]) -> list
 
 async def alter(
     ctx: ControllerContext,
-    resources: Sequence[Any],
+    resources: Sequence[ConfigResource[ConfigEntry]],
     outcomes: list[Outcome | None],
     changes: list[Change | None],
     validate_only: bool,
@@ -69,7 +96,7 @@ async def alter(
     c = controller_of(ctx)
     forwarder = forwarder_of(ctx)
 
-    def event() -> tuple[list[Outcome], Any]:
+    def event() -> tuple[list[Outcome], Barrier | None]:
         results: list[Outcome] = []
         accepted: dict[str, dict[str, str]] = {}
         for r, early, change in zip(resources, outcomes, changes, strict=True):

@@ -13,7 +13,6 @@ The deletion itself is :mod:`kmeta.controller.deletion`'s.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from kmeta.controller.apis.topic_requests import (
     not_propagated,
@@ -56,9 +55,9 @@ async def handle(ctx: ControllerContext, req: dt.DeleteTopicsRequest) -> dt.Dele
             ),
         )
 
-    def run() -> tuple[list[tuple[str | None, Any, int, str | None]], Barrier | None]:
+    def run() -> tuple[list[tuple[str | None, uuid.UUID | None, int, str | None]], Barrier | None]:
         state = c.state
-        results: list[tuple[str | None, Any, int, str | None]] = []
+        results: list[tuple[str | None, uuid.UUID | None, int, str | None]] = []
         seen: dict[str, int] = {}
         for name, topic_id in entries:
             zero = topic_id is None or topic_id.int == 0
