@@ -4,10 +4,11 @@ As Kafka's ``ControllerChannelManager``:
 
 * ``send_request(broker_id, request, callback)`` only enqueues a :class:`QueueItem`
   (api key, request, callback, enqueue time); an unknown broker is logged and dropped.
-* One sender task per broker (Kafka's RequestSendThread) takes the next item, waits until the
-  broker is reachable, sends it and awaits the response. On any failure it closes the
-  connection, backs off ``retry_backoff_s`` and retries the same item, until it is sent or the
-  broker is removed. Requests to one broker therefore go out strictly in order.
+* One sender task per broker (Kafka's RequestSendThread, :mod:`request_send_thread`) takes
+  the next item, waits until the broker is reachable, sends it and awaits the response. On
+  any failure it closes the connection, backs off ``retry_backoff_s`` and retries the same
+  item, until it is sent or the broker is removed. Requests to one broker therefore go out
+  strictly in order.
 * The response must be LeaderAndIsr, StopReplica or UpdateMetadata; then the callback runs.
 * Only a success answer is an acknowledgement (:func:`answer_error`). An error answer is a
   rejection: counted per broker, api and error (``kmeta_controller_channel_rejections``),
@@ -37,11 +38,18 @@ import logging
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeAlias, cast
+from typing import Any
 
 from kmeta.controller.faults import FaultInjector
 from kmeta.controller.metrics import ControllerMetrics
+from kmeta.controller.request_send_thread import (
+    Callback,
+    ControlRequest,
+    ControlResponse,
+    QueueItem,
+    RequestSendThread,
+    answer_error,
+)
 from kmeta.metadata.model import Endpoint
 from kmeta.net.connection import KafkaConnection, api_of_instance
 from kmeta.net.security.sasl_client import (
@@ -52,176 +60,26 @@ from kmeta.net.security.sasl_client import (
 from kmeta.net.state_change_log import StateChangeLog, wall_ms
 from kmeta.net.tls import NO_TLS, TlsConfig, uses_sasl, uses_tls
 from kmeta.protocol.api_keys import ApiKey
-from kmeta.protocol.errors import ErrorCode, ProtocolError
-from kmeta.protocol.header import RequestHeader
-from kmeta.protocol.messages.leader_and_isr import LeaderAndIsrRequest, LeaderAndIsrResponse
-from kmeta.protocol.messages.stop_replica import StopReplicaRequest, StopReplicaResponse
-from kmeta.protocol.messages.update_metadata import UpdateMetadataRequest, UpdateMetadataResponse
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages.update_metadata import UpdateMetadataRequest
 
 log = logging.getLogger(__name__)
 
-_CONTROL_RESPONSES = (LeaderAndIsrResponse, StopReplicaResponse, UpdateMetadataResponse)
-#: what the channel sends: the control requests, and their answers
-ControlRequest: TypeAlias = UpdateMetadataRequest | LeaderAndIsrRequest | StopReplicaRequest
-ControlResponse: TypeAlias = UpdateMetadataResponse | LeaderAndIsrResponse | StopReplicaResponse
-Callback = Callable[[ControlResponse, int], None]  # (response, broker_id)
+#: (re-exported: the controller imports the channel's vocabulary from here)
+__all__ = [
+    "Callback",
+    "ChannelBookkeeping",
+    "ControlRequest",
+    "ControlResponse",
+    "ControllerChannelManager",
+    "QueueItem",
+    "answer_error",
+]
+
 #: an operation held until release: ("send", broker, QueueItem) or ("add"/"remove", broker, listeners)
 _HeldOp = tuple[str, int, Any]
 #: UpdateMetadata v8 Type FULL (KIP-866): the broker's whole partition set replaced
 _UM_FULL = 2
-
-
-def answer_error(response: ControlResponse) -> ErrorCode:
-    """NONE if a control answer acknowledges the request, else the error it rejects it with.
-
-    The top-level error, then the per-partition ones (LeaderAndIsr, StopReplica). Not a
-    rejection: a LeaderAndIsr partition answered STALE_CONTROLLER_EPOCH, which Kafka's broker
-    answers for a leader epoch it already holds (a resend after a controller restart or a
-    resync) as well as an older one; Kafka's controller ignores it too. A broker whose
-    controller epoch was raised says so at the top level."""
-    top = int(response.error_code)
-    if top:
-        return _error(top)
-    if isinstance(response, StopReplicaResponse):
-        for e in response.partition_errors or ():
-            if e.error_code:
-                return _error(e.error_code)
-    elif isinstance(response, LeaderAndIsrResponse):
-        parts = [*(response.partition_errors or ())]
-        for t in response.topics or ():
-            parts += t.partition_errors
-        for part in parts:
-            if part.error_code and part.error_code != ErrorCode.STALE_CONTROLLER_EPOCH:
-                return _error(part.error_code)
-    return ErrorCode.NONE
-
-
-def _error(code: int) -> ErrorCode:
-    try:
-        return ErrorCode(code)
-    except ValueError:  # a code this build does not name
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-@dataclass(slots=True)
-class QueueItem:
-    api_key: int
-    request: ControlRequest
-    callback: Callback | None
-    enqueue_time: float  # time.monotonic()
-    correlation_id: int = 0
-    #: for the state-change log: update id, topic names, partition count
-    update_id: int = 0
-    topics: list[str] = field(default_factory=list)
-    partitions: int = 0
-    send_time: float = 0.0
-    #: ``request`` already encoded (one big body shared by several brokers; pieces: the
-    #: broker's own head, then the part every broker's request shares), or None
-    encoded: bytes | tuple[bytes, ...] | None = None
-
-
-class _BrokerChannel:
-    """The queue and sender task of one broker."""
-
-    def __init__(self, owner: ControllerChannelManager, broker_id: int, endpoint: Endpoint) -> None:
-        self.owner = owner
-        self.broker_id = broker_id
-        self.endpoint = endpoint
-        self.queue: asyncio.Queue[QueueItem] = asyncio.Queue()
-        self.conn: KafkaConnection | None = None
-        self.task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self.task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"controller-sender-{self.broker_id}"
-        )
-
-    def stop(self) -> asyncio.Task[None] | None:
-        """Cancel the sender (it stops at its next await) and close the connection."""
-        task, self.task = self.task, None
-        if task is not None:
-            task.cancel()
-        self._close()
-        return task
-
-    def _close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
-
-    async def _run(self) -> None:
-        owner = self.owner
-        while self.task is not None:
-            item = await self.queue.get()
-            owner._queue_changed(self.broker_id, self.queue.qsize())
-            if not await owner.faults.admit(self.broker_id, item.enqueue_time):
-                continue  # fault injection: dropped (see kmeta.controller.faults)
-            response = await self._send_until_answered(item)
-            if not isinstance(response, _CONTROL_RESPONSES):
-                log.error(
-                    "broker %d answered api %s with %r",
-                    self.broker_id,
-                    item.api_key,
-                    type(response),
-                )
-                continue
-            error = answer_error(response)
-            if error == ErrorCode.NONE:
-                owner._acked(self.broker_id, item, response)
-            else:
-                owner._rejected(self.broker_id, item, response, error)
-            if item.callback is not None:  # (on every answer: ``answer_error`` tells an ack)
-                try:
-                    item.callback(response, self.broker_id)
-                except Exception:
-                    log.exception(
-                        "callback for api %d to broker %d failed", item.api_key, self.broker_id
-                    )
-
-    async def _send_until_answered(self, item: QueueItem) -> ControlResponse:
-        owner = self.owner
-        first = True
-        while True:
-            try:
-                if self.conn is None or not self.conn.is_open:
-                    self._close()
-                    conn = await KafkaConnection.open(
-                        self.endpoint.host,
-                        self.endpoint.port,
-                        client_id=owner.client_id,
-                        timeout_s=owner.request_timeout_s,
-                        max_frame_size=owner.max_frame_size,
-                        ssl=owner.ssl_for(self.endpoint),
-                    )
-                    try:
-                        await owner.authenticate(conn, self.endpoint)
-                    except BaseException:
-                        conn.close()
-                        raise
-                    self.conn = conn
-                header = RequestHeader(
-                    item.api_key, item.request.version, item.correlation_id, owner.client_id
-                )
-                # stamped before the write: a broker on this host may apply the request
-                # before send() returns, and "sent" must never come after "applied"
-                sent_at = time.monotonic()
-                # (the union of three requests types the answer as their join, Record: it is
-                # the one ``item.request.response_class()`` names, one of ControlResponse)
-                future = cast("asyncio.Future[ControlResponse]", self.conn.send(item.request, header=header, body=item.encoded))
-                if first:
-                    owner._sent(self.broker_id, item, sent_at)
-                    first = False
-                async with asyncio.timeout(owner.request_timeout_s):
-                    return await future
-            except (OSError, ConnectionError, TimeoutError, ProtocolError) as exc:
-                if self.task is None:
-                    # stop() cancelled us and closed the connection; the close can win the race
-                    # with the cancel and surface instead of it, which must not be retried.
-                    raise asyncio.CancelledError from exc
-                owner.metrics.send_failures.labels(str(self.broker_id)).inc()
-                log.debug("send to broker %d failed (%r); retrying", self.broker_id, exc)
-                self._close()
-                await asyncio.sleep(owner.retry_backoff_s)
 
 
 class ControllerChannelManager:
@@ -251,7 +109,7 @@ class ControllerChannelManager:
         self.sasl = sasl
         self.faults = faults or FaultInjector()
         self._ssl: ssl.SSLContext | None = None
-        self._channels: dict[int, _BrokerChannel] = {}
+        self._channels: dict[int, RequestSendThread] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._next_correlation_id = 0
         self._running = False
@@ -259,8 +117,8 @@ class ControllerChannelManager:
         self._held: list[_HeldOp] | None = None
         #: broker id -> member after the held operations (what has_broker answers meanwhile)
         self._held_members: dict[int, bool] = {}
-        #: (broker, broker epoch, controller epoch) whose STALE_CONTROLLER_EPOCH was said
-        self._stale_said: set[tuple[int, int, int]] = set()
+        #: metrics and state-change log lines of what the senders do
+        self.book = ChannelBookkeeping(metrics, state_log, self.queue_size)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -316,7 +174,7 @@ class ControllerChannelManager:
             return
         endpoint = next((ep for ep in listeners if ep.listener == self.listener_name), None)
         endpoint = endpoint or listeners[0]
-        ch = _BrokerChannel(self, broker_id, endpoint)
+        ch = RequestSendThread(self, self.book, broker_id, endpoint)
         self._channels[broker_id] = ch
         if self._running:
             ch.start()
@@ -330,14 +188,30 @@ class ControllerChannelManager:
         ch = self._channels.pop(broker_id, None)
         if ch is None:
             return None
-        self.metrics.broker_queue_size.labels(str(broker_id)).set(0)
-        self._update_total()
-        self.metrics.propagation.broker_removed(broker_id)
+        self.book.broker_removed(broker_id)
         task = ch.stop()
         if task is not None:  # referenced until it has finished cancelling (else GC'd pending)
             self._stopping.add(task)
             task.add_done_callback(self._stopping.discard)
         return task
+
+    async def connect(self, endpoint: Endpoint) -> KafkaConnection:
+        """A connection to a broker's ``endpoint`` for its sender: TLS and SASL as the
+        broker registered the listener."""
+        conn = await KafkaConnection.open(
+            endpoint.host,
+            endpoint.port,
+            client_id=self.client_id,
+            timeout_s=self.request_timeout_s,
+            max_frame_size=self.max_frame_size,
+            ssl=self.ssl_for(endpoint),
+        )
+        try:
+            await self.authenticate(conn, endpoint)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     async def authenticate(self, conn: KafkaConnection, endpoint: Endpoint) -> None:
         """SASL with the cluster credential when the broker registered its listener as
@@ -403,10 +277,8 @@ class ControllerChannelManager:
             return None
         item.enqueue_time = time.monotonic()
         ch.queue.put_nowait(item)
-        self._queue_changed(broker_id, ch.queue.qsize())
-        propagation = self.metrics.propagation
-        propagation.enqueued(broker_id, item.api_key, item.update_id, item.enqueue_time)
-        self._log("enqueue", broker_id, item)
+        self.book.queue_changed(broker_id, ch.queue.qsize())
+        self.book.enqueued(broker_id, item)
         return item
 
     def queue_size(self, broker_id: int | None = None) -> int:
@@ -415,28 +287,60 @@ class ControllerChannelManager:
         ch = self._channels.get(broker_id)
         return 0 if ch is None else ch.queue.qsize()
 
-    # -- bookkeeping (called by the senders) ----------------------------------------------------
-    def _queue_changed(self, broker_id: int, size: int) -> None:
+
+class ChannelBookkeeping:
+    """The channel's metrics and state-change log lines: what the manager and its senders
+    report (Kafka's ControllerChannelManager gauges QueueSize and RequestRateAndQueueTimeMs,
+    its state-change logger's lines, and kmeta's propagation tracker and rejections)."""
+
+    def __init__(
+        self,
+        metrics: ControllerMetrics,
+        state_log: StateChangeLog,
+        total_queue_size: Callable[[], int],
+    ) -> None:
+        self.metrics = metrics
+        self.state_log = state_log
+        self._total_queue_size = total_queue_size
+        #: (broker, broker epoch, controller epoch) whose STALE_CONTROLLER_EPOCH was said
+        self._stale_said: set[tuple[int, int, int]] = set()
+
+    def queue_changed(self, broker_id: int, size: int) -> None:
         self.metrics.broker_queue_size.labels(str(broker_id)).set(size)
         self._update_total()
 
     def _update_total(self) -> None:
-        self.metrics.total_queue_size.set(self.queue_size())
+        self.metrics.total_queue_size.set(self._total_queue_size())
 
-    def _sent(self, broker_id: int, item: QueueItem, now: float) -> None:
+    def broker_removed(self, broker_id: int) -> None:
+        self.metrics.broker_queue_size.labels(str(broker_id)).set(0)
+        self._update_total()
+        self.metrics.propagation.broker_removed(broker_id)
+
+    def enqueued(self, broker_id: int, item: QueueItem) -> None:
+        propagation = self.metrics.propagation
+        propagation.enqueued(broker_id, item.api_key, item.update_id, item.enqueue_time)
+        self._log("enqueue", broker_id, item)
+
+    def send_failed(self, broker_id: int) -> None:
+        self.metrics.send_failures.labels(str(broker_id)).inc()
+
+    def sent(self, broker_id: int, item: QueueItem, now: float) -> None:
         item.send_time = now
         queue_ms = (now - item.enqueue_time) * 1000
         self.metrics.request_queue_time_ms.observe(queue_ms)
         self.metrics.request_rate_and_queue_time_ms.labels(str(broker_id)).observe(queue_ms)
         self._log("send", broker_id, item, send_ms=wall_ms(now))
 
-    def _acked(self, broker_id: int, item: QueueItem, response: ControlResponse) -> None:
+    def acked(self, broker_id: int, item: QueueItem, response: ControlResponse) -> None:
         request = item.request
         full = isinstance(request, UpdateMetadataRequest) and request.type == _UM_FULL
         self.metrics.propagation.acked(broker_id, item.api_key, item.update_id, full=full)
         self._log_answer(broker_id, item, ErrorCode.NONE)
 
-    def _rejected(self, broker_id: int, item: QueueItem, response: ControlResponse, error: ErrorCode) -> None:
+    def rejected(
+        self, broker_id: int, item: QueueItem, response: ControlResponse, error: ErrorCode
+    ) -> None:
         api = ApiKey(item.api_key).name
         self.metrics.rejections.labels(str(broker_id), api, error.name).inc()
         started = self.metrics.propagation.rejected(
