@@ -66,6 +66,15 @@ KMETA_TAGGED = {
         # controller and that process ever held. Zero = not said. Tag 10010: clear of Kafka's
         # tags and of kmeta's other requests' tags.
         "BrokerRegistrationRequest": [
+            # a digest per topic of the LeaderAndIsr states this broker holds (see
+            # kmeta.metadata.replica_digest); a controller taking over sends LeaderAndIsr only for
+            # the topics whose digest differs from its own. null = not said (all are sent).
+            {"name": "KmetaTopicDigests", "type": "[]KmetaTopicDigest", "versions": "0+",
+             "nullableVersions": "0+", "default": "null", "tag": 10003, "taggedVersions": "0+",
+             "fields": [
+                 {"name": "Name", "type": "string", "versions": "0+"},
+                 {"name": "Digest", "type": "int64", "versions": "0+"},
+             ]},
             {"name": "KmetaPreviousIncarnationId", "type": "uuid", "versions": "3+",
              "tag": 10010, "taggedVersions": "3+"},
         ],

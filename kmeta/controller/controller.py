@@ -51,7 +51,8 @@ from kmeta.controller.reassignment import ReassignmentManager
 from kmeta.controller.replica_election import ReplicaElectionManager
 from kmeta.controller.request_batch import UPDATE_METADATA_VERSION, ControllerRequests
 from kmeta.controller.scram_users import ScramUserManager
-from kmeta.controller.slices import in_slices, push_leader_and_isr
+from kmeta.controller.slices import in_slices
+from kmeta.controller.startup_resync import StartupResync
 from kmeta.controller.store import STORE_RETRY_S, ClusterStore, ControllerStore
 from kmeta.controller.topic_blocks import UpdateMetadataBlocks
 from kmeta.controller.topic_configs import TopicConfigManager
@@ -145,6 +146,8 @@ class KafkaController:
             )
         )
         self.scram_users = ScramUserManager(self, self.credentials)
+        #: Startup's LeaderAndIsr, per broker once it registered here (digest-filtered)
+        self.resync = StartupResync(self)
         #: each topic's encoded UpdateMetadata entry, shared by brokers and requests
         self.topic_blocks = UpdateMetadataBlocks(UPDATE_METADATA_VERSION)
         self.sender = BatchSender(
@@ -163,6 +166,7 @@ class KafkaController:
     async def start(self) -> None:
         self.epoch = self.store.bump_controller_epoch()
         self.state = self.store.load()
+        self.resync.loaded()
         self.credentials.replace(self.store.load_scram_credentials())
         self.state.controller_epoch = self.epoch
         self.state_log.controller_epoch = self.epoch
@@ -175,6 +179,7 @@ class KafkaController:
         self.reassignments.start()
 
     async def stop(self) -> None:
+        self.resync.stop()
         await self.brokers.stop()
         await self.elections.stop()
         await self.reassignments.stop()
@@ -186,8 +191,9 @@ class KafkaController:
     def _startup(self) -> None:
         """The Startup event, after its full update's topic blocks were encoded in slices of
         topics (:mod:`slices`: with 1M partitions that is seconds of work, which one event
-        would hold the loop for), then its LeaderAndIsr in slices. Again after STORE_RETRY_S
-        if it is refused (the blocks are then already encoded)."""
+        would hold the loop for), then its LeaderAndIsr to each broker as it registers here,
+        only for the topics whose digest differs (:mod:`startup_resync`). Again after
+        STORE_RETRY_S if it is refused (the blocks are then already encoded)."""
 
         def done(future: asyncio.Future[Any]) -> None:
             if future.cancelled():
@@ -196,14 +202,7 @@ class KafkaController:
                 log.error("controller startup failed (%s); retrying", future.exception())
                 asyncio.get_running_loop().call_later(STORE_RETRY_S, self._startup)
                 return
-            push_leader_and_isr(
-                self,
-                "StartupLeaderAndIsr",
-                list(self.state.topics),
-                lambda info: [
-                    (st.replicas, (info.name, p), False) for p, st in info.partitions.items()
-                ],
-            )
+            self.resync.started()
 
         in_slices(
             self,
@@ -310,8 +309,9 @@ class KafkaController:
         first get the full partition set with the live brokers (sendUpdateMetadataRequest),
         spliced from the topic blocks encoded before this event, then LeaderAndIsr for the
         partitions they host (the replica state machine's startup, in slices after this
-        event), all stamped with the new controller epoch, which fences any request of the
-        previous controller.
+        event; each broker's once it registered here, and only the topics it does not hold
+        as stored: :mod:`startup_resync`), all stamped with the new controller epoch, which
+        fences any request of the previous controller.
         """
         self.brokers.resume_sessions()
         self.send(

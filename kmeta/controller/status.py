@@ -81,6 +81,12 @@ def controller_status(controller: KafkaController) -> dict[str, Any]:
             "event_queue_size": controller.events.queue_size,
             "total_queue_size": controller.channel.queue_size(),
             "latest_update": tracker.latest_update,
+            # since this controller started: topics whose startup LeaderAndIsr a broker's
+            # digest made unnecessary, and the partitions it did send (startup_resync)
+            "startup_resync": {
+                "skipped_topics": controller.resync.skipped_topics,
+                "sent_partitions": controller.resync.sent_partitions,
+            },
         },
         "faults": {str(b): str(f) for b, f in sorted(controller.faults.active().items())},
         "brokers": brokers,

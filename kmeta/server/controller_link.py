@@ -2,7 +2,10 @@
 
 * On start a background task connects (retrying with backoff), sends BrokerRegistration (62)
   with this process's incarnation id and advertised listeners, and records the broker epoch in
-  ``BrokerState.broker_epoch`` (control requests are fenced with it).
+  ``BrokerState.broker_epoch`` (control requests are fenced with it). Each registration
+  carries a digest per topic of the LeaderAndIsr states held (kmeta's tagged field
+  ``KmetaTopicDigests``, :mod:`kmeta.metadata.replica_digest`): a controller that took over
+  sends LeaderAndIsr only for the topics whose digest differs from its own.
 * Each new connection starts with ApiVersions (18), as Kafka's broker-to-controller channel
   does; registration, heartbeat and controlled shutdown then use the highest version both
   sides serve, and a forwarded admin request whose version the controller does not serve is
@@ -32,11 +35,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from ssl import SSLContext
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from kmeta import __version__
+from kmeta.metadata.replica_digest import MAX_DIGEST_TOPICS
 from kmeta.net.connection import KafkaConnection, api_of_instance
 from kmeta.net.security.sasl_client import ClientCredential, authenticate
 from kmeta.net.tls import SECURITY_PROTOCOLS, uses_sasl, uses_tls
@@ -51,6 +56,7 @@ from kmeta.protocol.registry import highest_common, peer_versions
 from kmeta.protocol.schema import Record, Request
 from kmeta.server.state import BrokerContext
 from kmeta.server.state_dir import StateDir
+from kmeta.server.streamed import STEP_S
 
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker
@@ -237,7 +243,25 @@ class ControllerLink:
             )
         return tuple(out)
 
+    async def _topic_digests(self) -> list[br.KmetaTopicDigest]:
+        """A digest per topic of the LeaderAndIsr states held (kmeta's tagged field: a
+        controller taking over sends LeaderAndIsr only where its own differs). Computed in
+        steps of STEP_S (at 1M partitions it is a fraction of a second); each is kept until
+        its topic changes."""
+        replicas = self.broker.state.replicas
+        out: list[br.KmetaTopicDigest] = []
+        step_end = time.monotonic() + STEP_S
+        for name in replicas.topic_names()[:MAX_DIGEST_TOPICS]:
+            digest = replicas.digest(name)
+            if digest is not None:
+                out.append(br.KmetaTopicDigest(name, digest))
+            if time.monotonic() > step_end:
+                await asyncio.sleep(0)
+                step_end = time.monotonic() + STEP_S
+        return out
+
     async def _register(self) -> None:
+        digests = await self._topic_digests()
         conn = await self._connection()
         request = br.BrokerRegistrationRequest(
             version=_pick(self.controller_versions, ApiKey.BROKER_REGISTRATION, 4),
@@ -249,6 +273,7 @@ class ControllerLink:
             rack=self.broker.config.rack,
             log_dirs=(),
             previous_broker_epoch=self.broker_epoch,
+            kmeta_topic_digests=digests,
         )
         previous = self.state_dir.previous if self.state_dir is not None else None
         if self.broker_epoch < 0 and previous is not None:

@@ -20,6 +20,7 @@ from array import array
 from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from typing import NamedTuple, Protocol
 
+from kmeta.metadata.replica_digest import partition_words, topic_digest
 from kmeta.protocol.errors import ErrorCode
 
 LEADER = "leader"
@@ -73,7 +74,7 @@ _ROLES = (FOLLOWER, LEADER)
 
 
 class _Topic:
-    __slots__ = ("count", "data", "ids", "rows", "set_ref", "sets")
+    __slots__ = ("count", "data", "digest", "ids", "rows", "set_ref", "sets")
 
     def __init__(self) -> None:
         self.data: array[int] = array("i")
@@ -82,6 +83,8 @@ class _Topic:
         self.set_ref: dict[tuple[int, ...], int] = {}
         self.ids: list[uuid.UUID | None] = [None]
         self.count = 0
+        #: kmeta.metadata.replica_digest's digest of the rows (None: not computed since a change)
+        self.digest: int | None = None
 
     def row(self, index: int) -> int:
         rows = self.rows
@@ -123,6 +126,37 @@ class _Topic:
         data.extend([ABSENT] * WIDTH)
         self.rows[index] = row
         return row
+
+    def compute_digest(self) -> int | None:
+        """The rows' digest (:mod:`kmeta.metadata.replica_digest`); None when they do not
+        share one topic id (no digest can match then: the topic is not reported)."""
+        d, sets, W = self.data, self.sets, WIDTH
+        ids: set[int] = set()
+        tails: dict[tuple[int, int, int, int, int], tuple[int, ...]] = {}
+        parts: list[tuple[int, tuple[int, ...]]] = []
+        columns = (
+            d[_IDX::W],
+            d[_LEADER::W],
+            d[_LE::W],
+            d[_PE::W],
+            d[_REP::W],
+            d[_ISR::W],
+            d[_ID::W],
+        )
+        for i, leader, le, pe, rep, isr, tid in zip(*columns, strict=True):
+            if i == ABSENT:
+                continue
+            ids.add(tid)
+            key = (leader, le, pe, rep, isr)
+            tail = tails.get(key)
+            if tail is None:
+                tail = tails[key] = partition_words(leader, le, pe, sets[rep], sets[isr])
+            parts.append((i, tail))
+        if len(ids) != 1:
+            return None
+        if self.rows is not None:  # (dense rows are in index order already)
+            parts.sort()
+        return topic_digest(self.ids[ids.pop()], parts)
 
     def state(self, row: int) -> ReplicaState:
         d, sets, b = self.data, self.sets, row * WIDTH
@@ -174,6 +208,7 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
         if len(interned) >= 100_000:
             interned.clear()  # sharing is an optimisation, not a rule
         b = row * WIDTH
+        topic.digest = None
         topic.data[b : b + WIDTH] = array("i", (
             index, state.role == LEADER, state.leader, state.leader_epoch, state.partition_epoch,
             topic.ref(state.isr, interned), topic.ref(state.replicas, interned),
@@ -233,6 +268,8 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
             b = row * WIDTH
             data[b : b + WIDTH] = values
             append(0)
+        if 0 in errors:
+            topic.digest = None  # (a row changed)
         if new_topic and topic.count:
             self._topics[name] = topic
         return errors
@@ -244,11 +281,25 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
         if row < 0 or topic is None:
             raise KeyError(key)
         topic.data[row * WIDTH] = ABSENT
+        topic.digest = None
         if topic.rows is not None:
             del topic.rows[index]
         topic.count -= 1
         if topic.count == 0:
             del self._topics[name]
+
+    def topic_names(self) -> list[str]:
+        return list(self._topics)
+
+    def digest(self, name: str) -> int | None:
+        """The digest of ``name``'s states (kept until one of them changes); None: no state,
+        or not one topic id."""
+        topic = self._topics.get(name)
+        if topic is None:
+            return None
+        if topic.digest is None:
+            topic.digest = topic.compute_digest()
+        return topic.digest
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         for name, topic in list(self._topics.items()):

@@ -22,6 +22,7 @@ from kmeta.controller.handlers import (
     controller_of,
     refusal_code,
 )
+from kmeta.controller.startup_resync import reported_digests
 from kmeta.controller.store import StorageError
 from kmeta.metadata.model import Endpoint
 from kmeta.protocol.errors import ErrorCode
@@ -65,6 +66,9 @@ async def handle(ctx: ControllerContext, req: br.BrokerRegistrationRequest) -> b
     (:meth:`BrokerHeartbeatManager.rebind`); a new incarnation naming the registered epoch
     and, in kmeta's tagged KmetaPreviousIncarnationId, the registered incarnation follows a
     process that is gone, and registers at once (:meth:`BrokerLifecycleManager.register`).
+    kmeta's tagged ``KmetaTopicDigests`` (at most MAX_DIGEST_TOPICS, else ignored) tell a
+    controller that took over which topics' LeaderAndIsr the broker already holds
+    (:mod:`startup_resync`).
     """
     c = controller_of(ctx)
 
@@ -92,8 +96,11 @@ async def handle(ctx: ControllerContext, req: br.BrokerRegistrationRequest) -> b
         Endpoint(ls.name, ls.host, ls.port, ls.security_protocol) for ls in req.listeners
     )
     previous = req.previous_broker_epoch if req.version >= 3 else -1
+    digests = reported_digests(req.kmeta_topic_digests)
     if c.brokers.sessions.rebind(req.broker_id, str(req.incarnation_id), previous, ctx.peer):
         # a reconnect, not a restart: the session moves to this connection, nothing else
+        # (but a controller that just took over pushes what the broker lacks)
+        c.resync.broker_registered(req.broker_id, previous, digests)
         return br.BrokerRegistrationResponse(
             version=req.version, error_code=0, broker_epoch=previous
         )
@@ -111,6 +118,7 @@ async def handle(ctx: ControllerContext, req: br.BrokerRegistrationRequest) -> b
         return refused(refusal_code(exc))
     if error != ErrorCode.NONE:
         return refused(error)
+    c.resync.broker_registered(req.broker_id, epoch, digests)
     return br.BrokerRegistrationResponse(version=req.version, error_code=0, broker_epoch=epoch)
 
 

@@ -27,6 +27,7 @@ class BrokerRegistrationRequest(NamedTuple):
     is_migrating_zk_broker: bool = False
     log_dirs: Sequence[uuid.UUID] = ()
     previous_broker_epoch: int = -1
+    kmeta_topic_digests: Sequence[KmetaTopicDigest] | None = None
     kmeta_previous_incarnation_id: uuid.UUID = ZERO_UUID
 
     def response_class(self) -> type[BrokerRegistrationResponse]:
@@ -48,6 +49,13 @@ class Feature(NamedTuple):
     name: str = ''
     min_supported_version: int = 0
     max_supported_version: int = 0
+
+
+class KmetaTopicDigest(NamedTuple):
+    """KmetaTopicDigest (request)."""
+
+    name: str = ''
+    digest: int = 0
 
 
 class BrokerRegistrationResponse(NamedTuple):
@@ -83,9 +91,14 @@ REQUEST: Message[BrokerRegistrationRequest] = Message(
         F('is_migrating_zk_broker', 'bool', '1+', default=False),
         F('log_dirs', '[]uuid', '2+'),
         F('previous_broker_epoch', 'int64', '3+', default=-1),
+        F('kmeta_topic_digests', '[]KmetaTopicDigest', '0+',
+            F('name', 'string', '0+'),
+            F('digest', 'int64', '0+'),
+            nullable='0+', tag=10003, tagged='0+', default=None,
+        ),
         F('kmeta_previous_incarnation_id', 'uuid', '3+', tag=10010, tagged='3+'),
     ),
-    records=(BrokerRegistrationRequest, Listener, Feature,),
+    records=(BrokerRegistrationRequest, Listener, Feature, KmetaTopicDigest,),
 )
 
 
