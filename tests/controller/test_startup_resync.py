@@ -13,6 +13,7 @@ from kmeta.controller.store import ControllerStore
 from kmeta.metadata.replica_digest import MAX_DIGEST_TOPICS
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import broker_registration as br
+from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.server.broker import Broker
 from kmeta.server.controller_link import controller_link
 from kmeta.server.replica_states import FOLLOWER, LEADER, ReplicaState, ReplicaStates
@@ -130,6 +131,14 @@ def test_the_broker_and_the_controller_compute_the_same_digest() -> None:
     # the kept digest follows a change on the broker's side
     held[("t", 0)] = held[("t", 0)]._replace(leader_epoch=1)
     assert held.digest("t") == expected_digest(_info(changed, topic_id), 1, {})
+    # ... and a LeaderAndIsr applied on the columns
+    moved = stored[0]._replace(leader=3, leader_epoch=2, partition_epoch=1)
+    state = lai.LeaderAndIsrPartitionState(
+        topic_name="t", partition_index=0, leader=3, leader_epoch=2, isr=moved.isr,
+        partition_epoch=1, replicas=moved.replicas,
+    )  # fmt: skip
+    assert held.apply_leader_and_isr("t", topic_id, [state], 1) == [0]
+    assert held.digest("t") == expected_digest(_info({**stored, 0: moved}, topic_id), 1, {})
     # rows under two topic ids: no digest (the topic is not reported, so it is sent)
     held[("t", 5000)] = held[("t", 5000)]._replace(topic_id=uuid.uuid4())
     assert held.digest("t") is None
