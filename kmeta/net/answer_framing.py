@@ -24,6 +24,9 @@ from kmeta.protocol.header import (
 from kmeta.protocol.schema import Record
 
 _BIG = 32 * 1024  # pieces at least this large are handed to the transport, not copied
+#: a pass writes what it encoded once it holds this much (or more than one chunk), so what
+#: one read makes us buffer is bounded
+FLUSH_AT = 1024 * 1024
 Chunks = list[bytes | bytearray]
 
 

@@ -36,16 +36,13 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
-from kmeta.net.answer_framing import Chunks, append_answer, encode_answer
+from kmeta.net.answer_framing import FLUSH_AT, Chunks, append_answer, encode_answer
 from kmeta.net.answer_writer import AnswerWriter
 from kmeta.net.dispatch import (
-    AnswerMemo,
     AnyHandler,
     EncodedPieces,
-    MemoFn,
     Peer,
     Reply,
     RequestContext,
@@ -60,6 +57,7 @@ from kmeta.net.hooks import (
     RawFrameReceiver,
     RequestGate,
 )
+from kmeta.net.memo_path import MemoPath, Missed
 from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.net.serving import ConnectionLimits as ConnectionLimits  # re-export (old home)
@@ -77,9 +75,6 @@ from kmeta.protocol.schema import Record
 
 log = logging.getLogger("kmeta.net.server")
 
-#: answers encoded in one pass before we look at the write buffer again
-_FLUSH_AT = 1024 * 1024
-
 
 class _AsyncSlot:
     __slots__ = ("future", "handler", "header")
@@ -91,20 +86,6 @@ class _AsyncSlot:
 
 
 MEMORY = "memory"  # the flow-control hold of a full request memory pool
-
-
-@dataclass(frozen=True, slots=True)
-class _KnownHeader:
-    """The header of the last request whose handler has a memo. A request whose header bytes
-    are the same but for the correlation id is looked up in the memo without decoding its
-    header (see ``ServerConnection._process``)."""
-
-    prefix: bytes  # api key and version
-    body_pos: int
-    rest: bytes  # the header bytes after the correlation id (client id, tags)
-    memo: MemoFn[Any]
-    version: int
-    response_header_version: int
 
 
 class ServerConnection(asyncio.Protocol):
@@ -143,8 +124,8 @@ class ServerConnection(asyncio.Protocol):
         self._held = 0  # request bytes (partial frame + stashed frames) counted in info.pool
         self._admit = admit
         self.admitted = False
-        self._known: _KnownHeader | None = None
-        self._memo: AnswerMemo | None = None  # the memo of ``_known``, while current
+        #: the last memoised request's header, and its memo
+        self._memo_path = MemoPath(info.state, info.listener)
         self.peer: Peer = None
         #: the one write per pass, and the zero-copy seam
         self._writer = AnswerWriter()
@@ -186,6 +167,24 @@ class ServerConnection(asyncio.Protocol):
             observer.on_read(len(data))
         watchdog = self._watchdog
         now = watchdog.last_active = time.monotonic()
+        memo = True  # look frames up in the memo (False: this read's one frame just missed)
+        if observer is None and not self._splitter.buffered and self._stashed is None and not self._pending:
+            # one whole memoised request per read (depth 1): answered in place, see MemoPath
+            answer = self._memo_path.answer_read(data)
+            if type(answer) is bytes:
+                self.requests_handled += 1
+                transport = self._transport
+                if transport is not None and not transport.is_closing():
+                    transport.write(answer)
+                return
+            if isinstance(answer, Missed):
+                memo = False
+            elif answer is not None:  # a large answer: its pieces are framed, not copied
+                self.requests_handled += 1
+                out: Chunks = []
+                append_answer(data[8:12], self._memo_path.response_header_version, answer, out)
+                self._writer.write(out)
+                return
         try:
             frames = self._splitter.feed(data)
         except ProtocolError as exc:
@@ -200,14 +199,14 @@ class ServerConnection(asyncio.Protocol):
         if self._stashed is not None:
             self._stashed += frames
         elif frames:
-            self._process(frames)
+            self._process(frames, memo)
             if observer is not None:
                 observer.on_answers_ready()
         pool = self.info.pool
         if pool is not None and (self._held or self._splitter.buffered or self._stashed):
             self._account_memory(pool)
 
-    def _process(self, frames: list[bytes]) -> None:
+    def _process(self, frames: list[bytes], memo: bool = True) -> None:
         if self._raw_receiver is not None:  # the one test a read pays for SaslHandshake v0
             self._process_raw(frames, 0)
             return
@@ -217,23 +216,29 @@ class ServerConnection(asyncio.Protocol):
         # as the last request whose handler has a memo, while no answer waits (in-order
         # answers), has a known header parse; a memo hit then needs no header object, no
         # context, no handle(). Both only change when a frame takes the full path.
-        known = None if self._pending else self._known
-        for i, frame in enumerate(frames):
-            if known is not None and frame[:4] == known.prefix and frame[8 : known.body_pos] == known.rest:
-                memo = self._memo
-                if memo is None or memo.holder.snapshot is not memo.snapshot:
-                    memo = self._memo = known.memo(self.info.state, known.version, self.info.listener)
-                hit = memo.answers.get(frame[known.body_pos :])
-                if hit is not None:
-                    self.requests_handled += 1
-                    append_answer(frame[4:8], known.response_header_version, hit, out)
+        memo_path = self._memo_path
+        known = memo and not self._pending and memo_path.known
+        i, n = 0, len(frames)
+        while i < n:
+            if known:
+                hits = memo_path.answer_frames(frames, i, out) - i
+                if hits:
+                    self.requests_handled += hits
                     if observer is not None:
-                        observer.on_request(frame[0] << 8 | frame[1], known.version, None)
-                    if len(out) > 1 or len(out[0]) >= _FLUSH_AT:
-                        if self._flush(out, frames, i):
+                        key, version = frames[i][0] << 8 | frames[i][1], memo_path.version
+                        for _ in range(hits):
+                            observer.on_request(key, version, None)
+                    i += hits
+                    if len(out) > 1 or len(out[0]) >= FLUSH_AT:
+                        if self._flush(out, frames, i - 1):
                             return
                         out = []
-                    continue
+                        continue  # frame i is not looked up yet
+                    if i == n:
+                        break
+                # frame i is not a memo hit: the full path
+            frame = frames[i]
+            i += 1
             try:
                 answer = self._handle_frame(frame, out)
             except ProtocolError as exc:
@@ -251,12 +256,12 @@ class ServerConnection(asyncio.Protocol):
             if self._raw_receiver is not None:
                 # a SaslHandshake v0 was accepted: the frames after it are raw SASL tokens
                 self._writer.write(out)
-                self._process_raw(frames, i + 1)
+                self._process_raw(frames, i)
                 return
             # the handler may have learned another header or left an answer waiting
-            known = None if self._pending else self._known
-            if out and (len(out) > 1 or len(out[0]) >= _FLUSH_AT):
-                if self._flush(out, frames, i):
+            known = not self._pending and memo_path.known
+            if out and (len(out) > 1 or len(out[0]) >= FLUSH_AT):
+                if self._flush(out, frames, i - 1):
                     return
                 out = []
         if out:
@@ -282,6 +287,7 @@ class ServerConnection(asyncio.Protocol):
         """
         self._raw_receiver = receiver
         self._raw_max = max_size
+        self._memo_path.forget()
         self._splitter.max_frame_size = (
             self.info.limits.max_frame_size if receiver is None else max_size
         )
@@ -413,8 +419,7 @@ class ServerConnection(asyncio.Protocol):
                 # Only the header-known path above reads the memo: this one decodes anyway,
                 # and fills it for the next request.
                 header_version = handler.response_header_versions[version]
-                self._known = _KnownHeader(frame[:4], pos, frame[8:pos], memo, version, header_version)
-                self._memo = None
+                self._memo_path.learn(frame, pos, memo, version, header_version)
                 if type(result) is EncodedPieces or type(result) is bytes:
                     memo(info.state, version, info.listener).offer(frame[pos:], result, header_version)
         elif handler.refuse is not None:

@@ -117,3 +117,32 @@ async def test_broker_memo_answers_equal_the_full_path() -> None:
     request = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="t"),))
     response = fast.decode(request, fast.raw(fast.encode(request, 10))[0])
     assert len(response.topics[0].partitions) == 2
+
+
+async def test_memo_paths_answer_as_the_full_path_however_the_reads_fall() -> None:
+    """A small (framed) and a large (pieces) memoised answer, each request whole in its own
+    read (MemoPath.answer_read), all pipelined in one read (answer_frames), and cut into 7-byte
+    reads (the splitter): the same bytes as a connection that serves each by the full path."""
+    state = broker_state()
+    brokers = [live_broker(1, {PLAINTEXT: ("127.0.0.1", 9092)})]
+    topics = {f"topic-{t:03d}": [partition(p, 1, (1,)) for p in range(4)] for t in range(300)}
+    state.cache.update_metadata(0, update_metadata(brokers, topics))
+    one = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="topic-007"),))
+    every = md.MetadataRequest(version=12, topics=None)
+    requests = [one, one, every, one, every, every, one]
+
+    def expected(cid: int, request: Any) -> bytes:
+        fresh = ConnectionPair(state)  # nothing learned: the full path
+        return fresh.raw(fresh.encode(request, cid))[0]
+
+    want = [expected(cid, r) for cid, r in enumerate(requests)]
+    assert len(want[2]) > 32 * 1024  # large enough to be kept as pieces
+    per_read, pipelined, cut = ConnectionPair(state), ConnectionPair(state), ConnectionPair(state)
+    frames = [per_read.encode(r, cid) for cid, r in enumerate(requests)]
+    assert [a for f in frames for a in per_read.raw(f)] == want
+    assert pipelined.raw(b"".join(frames)) == want
+    stream = b"".join(frames)
+    got = [a for k in range(0, len(stream), 7) for a in cut.raw(stream[k : k + 7])]
+    assert got == want
+    for pair in (per_read, pipelined, cut):
+        assert pair.server.requests_handled == len(requests)
