@@ -20,8 +20,8 @@ current one (a C-speed copy of the block) while the current one keeps serving.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import ItemsView, Iterator, Mapping, Sequence, ValuesView
+from typing import Any, TypeVar, overload
 
 from kmeta.metadata.model import PartitionState
 
@@ -32,6 +32,7 @@ _IDX, _CE, _LEADER, _LE, _ZK, _ISR, _REP, _OFF = range(WIDTH)
 _make = tuple.__new__
 #: distinct replica sets kept in a shared intern table before it is dropped and rebuilt
 INTERN_LIMIT = 100_000
+T = TypeVar("T")
 
 
 class TopicPartitions(Mapping[int, PartitionState]):
@@ -80,7 +81,12 @@ class TopicPartitions(Mapping[int, PartitionState]):
             raise KeyError(index)
         return self._state(row)
 
-    def get(self, index: int, default: Any = None) -> Any:
+    @overload
+    def get(self, index: int, /) -> PartitionState | None: ...
+    @overload
+    def get(self, index: int, /, default: PartitionState | T) -> PartitionState | T: ...
+
+    def get(self, index: int, /, default: PartitionState | T | None = None) -> PartitionState | T | None:
         row = self._row(index)
         return default if row < 0 else self._state(row)
 
@@ -97,10 +103,10 @@ class TopicPartitions(Mapping[int, PartitionState]):
         state = self._state
         return (state(row) for row in range(len(self)))
 
-    def items(self) -> Any:
+    def items(self) -> ItemsView[int, PartitionState]:
         return _Items(self)
 
-    def values(self) -> Any:
+    def values(self) -> ValuesView[PartitionState]:
         return _Values(self)
 
     def __eq__(self, other: object) -> bool:
@@ -116,30 +122,24 @@ class TopicPartitions(Mapping[int, PartitionState]):
         return f"TopicPartitions({self.topic!r}, {dict(self.items())!r})"
 
 
-class _Items:
-    __slots__ = ("_parts",)
+class _Items(ItemsView[int, PartitionState]):
+    """The items, read row by row (no tuple of states built up front)."""
 
-    def __init__(self, parts: TopicPartitions) -> None:
-        self._parts = parts
+    __slots__ = ()
+    _mapping: TopicPartitions
 
     def __iter__(self) -> Iterator[tuple[int, PartitionState]]:
-        return ((s.partition_index, s) for s in self._parts.iter_states())
-
-    def __len__(self) -> int:
-        return len(self._parts)
+        return ((s.partition_index, s) for s in self._mapping.iter_states())
 
 
-class _Values:
-    __slots__ = ("_parts",)
+class _Values(ValuesView[PartitionState]):
+    """The states, read row by row."""
 
-    def __init__(self, parts: TopicPartitions) -> None:
-        self._parts = parts
+    __slots__ = ()
+    _mapping: TopicPartitions
 
     def __iter__(self) -> Iterator[PartitionState]:
-        return self._parts.iter_states()
-
-    def __len__(self) -> int:
-        return len(self._parts)
+        return self._mapping.iter_states()
 
 
 class TopicBuilder:
@@ -170,13 +170,14 @@ class TopicBuilder:
             self._sets = list(current._sets)
             index = current._data[_IDX::WIDTH]
             self._rows = dict(zip(index, range(len(index)), strict=True))
-        self._set_ref: dict[tuple[int, ...], int] = {s: i for i, s in enumerate(self._sets)}
+        # keyed by the decoded sequences as they come (tuples), equal to the tuples kept
+        self._set_ref: dict[Sequence[int], int] = {s: i for i, s in enumerate(self._sets)}
         self._seen = bytearray(len(self._rows))
         self._deleted: set[int] = set()
         #: put, delete or drop_unseen changed something (else the current version stands)
         self.changed = False
 
-    def _ref(self, ids: Any) -> int:
+    def _ref(self, ids: Sequence[int]) -> int:
         ref = self._set_ref.get(ids)
         if ref is None:
             ref = self._set_ref[ids] = len(self._sets)
@@ -187,8 +188,8 @@ class TopicBuilder:
             self._sets.append(interned.setdefault(t, t))
         return ref
 
-    def put(self, index: int, controller_epoch: int, leader: int, leader_epoch: int, isr: Any,
-            zk_version: int, replicas: Any, offline: Any) -> None:  # fmt: skip
+    def put(self, index: int, controller_epoch: int, leader: int, leader_epoch: int, isr: Sequence[int],
+            zk_version: int, replicas: Sequence[int], offline: Sequence[int]) -> None:  # fmt: skip
         self.changed = True
         ref = self._ref
         row = self._rows.get(index)
