@@ -23,6 +23,8 @@ from pyspark import SparkContext
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
+from kmeta.pipeline import jvm_archive
+
 DEFAULT_SHUFFLE_PARTITIONS = 8
 #: the client JIT only: a job of seconds spends much of its CPU compiling Spark's own classes
 #: with C2. Measured on 2 shared cores (load average 5-7, so noisy): session start 15-21 s ->
@@ -94,7 +96,10 @@ def build_session(
     app_name: str = "kmeta",
     master: str | None = None,
     shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+    archive_options: str | None = None,
 ) -> SparkSession:
+    """``archive_options``: the driver JVM's class-data archive options, by default those that
+    map ``make spark-archive``'s archive when it exists (see :mod:`jvm_archive`)."""
     builder = SparkSession.builder.appName(app_name)
     launching_jvm = SparkContext._active_spark_context is None and (
         "PYSPARK_GATEWAY_PORT" not in os.environ
@@ -112,9 +117,10 @@ def build_session(
     )
     if launching_jvm:
         # Only reaches the driver JVM when we start it; a local master needs no LAN address.
+        archive = jvm_archive.run_options() if archive_options is None else archive_options
         builder = builder.config(
             "spark.driver.extraJavaOptions",
-            f"{DRIVER_JIT_OPTIONS} -Dlog4j2.configurationFile={_log4j_file()}",
+            f"{DRIVER_JIT_OPTIONS} {archive} -Dlog4j2.configurationFile={_log4j_file()}",
         ).config("spark.sql.catalogImplementation", "in-memory")
         if (master or "local").startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
