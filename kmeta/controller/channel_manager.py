@@ -381,7 +381,7 @@ class ChannelBookkeeping:
         )
         self.state_log.flush()
 
-    def _log(self, event: str, broker_id: int, item: QueueItem, **extra: Any) -> None:
+    def _log(self, event: str, broker_id: int, item: QueueItem, **extra: object) -> None:
         if not self.state_log.enabled:
             return
         self.state_log.write(

@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class StateChangeLog:
     def enabled(self) -> bool:
         return self._fd is not None
 
-    def write(self, event: str, **fields: Any) -> None:
+    def write(self, event: str, **fields: object) -> None:
         """Buffer one line: the common fields, then ``fields`` (names from ``FIELDS``; a
         ``controller_epoch`` among them overrides ``self.controller_epoch``)."""
         if self._fd is None:

@@ -24,7 +24,7 @@ import sys
 import weakref
 from _socket import socket as _RawSocket
 from collections.abc import Sequence
-from typing import Any
+from typing import Protocol
 
 #: Linux only: memfd_create and sealing (sendfile from a shmem file is zero-copy there)
 AVAILABLE = sys.platform == "linux" and hasattr(os, "memfd_create") and hasattr(os, "sendfile")
@@ -82,6 +82,17 @@ def spliceable(data: bytes) -> bytes:
     return SpliceableBytes(data) if len(data) >= MIN_SIZE else data
 
 
+class TransportSocket(Protocol):
+    """What a transport's ``get_extra_info("socket")`` gives (a socket.socket, uvloop's
+    PseudoSocket), as far as :class:`SocketWriter` reads it."""
+
+    family: int
+    type: int
+    proto: int
+
+    def fileno(self) -> int: ...
+
+
 class SocketWriter:
     """Direct, non-blocking writes to a transport's plain TCP socket. The transport keeps
     owning it: the socket object made for each call is detached, never closed. (It is the C
@@ -89,7 +100,7 @@ class SocketWriter:
 
     __slots__ = ("_family", "_fd", "_proto", "_type")
 
-    def __init__(self, sock: Any) -> None:
+    def __init__(self, sock: TransportSocket) -> None:
         """``sock``: the transport's ``get_extra_info("socket")``."""
         self._fd: int = sock.fileno()
         self._family: int = sock.family

@@ -61,7 +61,7 @@ class Splice:
         assert isinstance(self.array.element, KStruct)
         return Splice(self.array.element, field, f"{self.array.element.cls.__name__}")
 
-    def head(self, **values: Any) -> bytes:
+    def head(self, **values: object) -> bytes:
         """The fields before the array; a field not given is written as its default."""
         return self._fields(self._before, values)
 
@@ -71,13 +71,13 @@ class Splice:
             return uvarint_bytes(n + 1)
         return n.to_bytes(4, "big", signed=True)
 
-    def element(self, value: Any) -> bytes:
+    def element(self, value: tuple[object, ...]) -> bytes:
         """One element (a record of the array's struct), encoded."""
         out = bytearray()
         self._build_element(value, out)
         return bytes(out)
 
-    def element_rest(self, value: Any) -> bytes:
+    def element_rest(self, value: tuple[object, ...]) -> bytes:
         """``element(value)`` without its first four bytes, the int32 field :attr:`leading`.
 
         Elements that differ only in that field (a topic's partitions: the index, and few
@@ -87,7 +87,7 @@ class Splice:
             raise ValueError("the element does not start with an int32 field")
         return self.element(value)[4:]
 
-    def tail(self, **values: Any) -> bytes:
+    def tail(self, **values: object) -> bytes:
         """The fields after the array, then (flexible versions) the message's tag section."""
         out = self._fields(self._after, values)
         if not self.flexible:
@@ -102,7 +102,7 @@ class Splice:
                 present += 1
         return out + uvarint_bytes(present) + bytes(tags)
 
-    def _fields(self, wire: _Wire, values: dict[str, Any]) -> bytes:
+    def _fields(self, wire: _Wire, values: dict[str, object]) -> bytes:
         unknown = values.keys() - self._names
         if unknown:
             raise ValueError(f"no such fields: {sorted(unknown)}")
