@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import json
 import uuid
+from base64 import b64decode, b64encode
 from urllib.parse import quote, unquote
 
 from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.zk_requests import TOPICS
 from kmeta.metadata.model import Endpoint
 from kmeta.net.security.acl import AclBinding
+from kmeta.net.security.scram import MECHANISM_IDS, ScramCredential
 
 CONTROLLER_EPOCH = "/controller_epoch"
 BROKER_IDS = "/brokers/ids"
@@ -76,6 +78,79 @@ def acl_path(b: AclBinding) -> str:
 def topic_names(view: dict[str, bytes]) -> list[str]:
     prefix = TOPICS + "/"
     return [p[len(prefix) :] for p in view if p.startswith(prefix) and p.count("/") == 3]
+
+
+def broker_znode(b: BrokerInfo) -> bytes:
+    """``/brokers/ids/<id>``: Kafka's v5 registration (host, port and endpoints of the first
+    listener) plus what kmeta reads back (listeners, epoch, incarnation, liveness)."""
+    endpoints = [f"{ep.listener}://{ep.host}:{ep.port}" for ep in b.listeners]
+    first = b.listeners[0] if b.listeners else Endpoint("", "", -1)
+    return dumps(
+        {
+            "version": 5,
+            "host": first.host,
+            "port": first.port,
+            "endpoints": endpoints,
+            "listeners": [list(ep) for ep in b.listeners],
+            "rack": b.rack,
+            "broker_epoch": b.epoch,
+            "incarnation_id": b.incarnation_id,
+            "alive": b.alive,
+        }
+    )
+
+
+class PartitionStateZnodes:
+    """A partition's ``.../state`` znode data, written by a controller of ``epoch``."""
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self._states: dict[tuple[int, int, tuple[int, ...], int], bytes] = {}
+
+    def data(self, st: PartitionRegistration) -> bytes:
+        """Memoised: a creation writes thousands of equal states."""
+        key = (st.leader, st.leader_epoch, st.isr, st.partition_epoch)
+        data = self._states.get(key)
+        if data is None:
+            if len(self._states) >= 100_000:
+                self._states.clear()
+            state = {
+                "controller_epoch": self.epoch,
+                "leader": st.leader,
+                "version": 1,
+                "leader_epoch": st.leader_epoch,
+                "isr": list(st.isr),
+                "partition_epoch": st.partition_epoch,
+            }
+            data = self._states[key] = dumps(state)
+        return data
+
+
+def scram_config_entry(c: ScramCredential) -> str:
+    """One mechanism's entry of ``/config/users/<user>`` (Kafka's ScramCredentialUtils)."""
+    return (
+        f"salt={b64encode(c.salt).decode()},stored_key={b64encode(c.stored_key).decode()},"
+        f"server_key={b64encode(c.server_key).decode()},iterations={c.iterations}"
+    )
+
+
+def scram_credentials_from_view(view: dict[str, bytes]) -> list[tuple[str, ScramCredential]]:
+    """(user, credential) of every SCRAM mechanism kmeta knows in ``/config/users``."""
+    out: list[tuple[str, ScramCredential]] = []
+    prefix = USER_CONFIGS + "/"
+    for path, data in view.items():
+        if not path.startswith(prefix) or not data:
+            continue
+        user = unquote(path[len(prefix) :])
+        for mechanism, text in json.loads(data)["config"].items():
+            if mechanism not in MECHANISM_IDS:
+                continue
+            f = dict(part.split("=", 1) for part in text.split(","))
+            out.append((user, ScramCredential(
+                mechanism, b64decode(f["salt"]), b64decode(f["stored_key"]),
+                b64decode(f["server_key"]), int(f["iterations"]),
+            )))  # fmt: skip
+    return out
 
 
 def state_from_view(view: dict[str, bytes], controller_epoch: int) -> ClusterState:
