@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 log = logging.getLogger("kmeta.net.memory")
 
@@ -82,3 +83,50 @@ class RequestMemoryPool:
         waiters, self._waiters = self._waiters, {}
         for waiter in waiters:
             waiter()
+
+
+#: the flow-control hold of a connection stopped by a full pool (see FlowControl)
+MEMORY = "memory"
+
+
+class HoldReading(Protocol):
+    """What a share stops and restarts: the connection's reading (its FlowControl)."""
+
+    def hold_reading(self, reason: str) -> None: ...
+
+    def release_reading(self, reason: str) -> None: ...
+
+
+class PoolShare:
+    """What one connection holds of its daemon's pool, and the hold on its reading while the
+    pool is full. The connection says what it holds after every read (:meth:`account`) and
+    gives it all back when it closes (:meth:`release`)."""
+
+    __slots__ = ("_pool", "flow", "held")
+
+    def __init__(self, pool: RequestMemoryPool) -> None:
+        self._pool = pool
+        self.held = 0  # request bytes (partial frame + frames read, not handled) counted in the pool
+        self.flow: HoldReading | None = None  # set once connected
+
+    def account(self, held: int) -> None:
+        """The connection now holds ``held`` bytes of requests; stop reading if the pool says so."""
+        if held == self.held:
+            return
+        before, self.held = self.held, held
+        if self._pool.account(before, held, self._resume) and self.flow is not None:
+            self.flow.hold_reading(MEMORY)
+
+    def _resume(self) -> None:
+        if self.flow is not None:
+            self.flow.release_reading(MEMORY)
+
+    def release(self) -> bool:
+        """Give back everything held (closing): the pool may wake other connections. True when
+        something was held (the connection drops what it buffered)."""
+        self._pool.forget(self._resume)
+        if not self.held:
+            return False
+        before, self.held = self.held, 0
+        self._pool.account(before, 0, self._resume)
+        return True

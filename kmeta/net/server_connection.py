@@ -26,12 +26,18 @@
   One watchdog timer per connection serves all three timeouts.
 * After a SaslHandshake v0 the authenticator makes the connection hand its frames whole to it
   (raw SASL tokens, no Kafka header) until it is done: see :meth:`receive_raw_frames`.
+
+Its collaborators, each with a narrow interface: :mod:`~kmeta.net.serve_request` (one frame
+through the registry), :mod:`~kmeta.net.memo_path` (repeated requests answered from the memo),
+:mod:`~kmeta.net.pending_answers` (answers behind a slow one), :mod:`~kmeta.net.raw_tokens`
+(raw SASL tokens), :class:`~kmeta.net.memory_pool.PoolShare` (request memory),
+:mod:`~kmeta.net.answer_writer` (the one write per pass), :mod:`~kmeta.net.watchdog` (timeouts)
+and :mod:`~kmeta.net.flow_control` (when to stop reading).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import inspect
 import logging
 import time
@@ -40,52 +46,29 @@ from typing import Any, cast
 
 from kmeta.net.answer_framing import FLUSH_AT, Chunks, append_answer, encode_answer
 from kmeta.net.answer_writer import AnswerWriter
-from kmeta.net.dispatch import (
-    AnyHandler,
-    EncodedPieces,
-    Peer,
-    Reply,
-    RequestContext,
-)
+from kmeta.net.dispatch import Peer, RequestContext
 from kmeta.net.flow_control import FlowControl
 from kmeta.net.hooks import (
     NO_HOOKS,
     ConnectionHooks,
     ConnectionObserver,
     FaultKind,
-    NotAdmittedError,
     RawFrameReceiver,
     RequestGate,
 )
 from kmeta.net.memo_path import MemoPath, Missed
-from kmeta.net.memory_pool import RequestMemoryPool
+from kmeta.net.memory_pool import MEMORY, PoolShare
+from kmeta.net.pending_answers import PendingAnswers
+from kmeta.net.raw_tokens import RawTokens
 from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
+from kmeta.net.serve_request import route, serve
 from kmeta.net.serving import ConnectionLimits as ConnectionLimits  # re-export (old home)
 from kmeta.net.serving import ServingInfo as ServingInfo  # re-export (old home)
 from kmeta.net.watchdog import Watchdog
-from kmeta.protocol.errors import (
-    ErrorCode,
-    FrameTooLargeError,
-    ProtocolError,
-    UnsupportedVersionError,
-)
+from kmeta.protocol.errors import ProtocolError
 from kmeta.protocol.framing import FrameSplitter
-from kmeta.protocol.header import RequestHeader, decode_request_header
-from kmeta.protocol.schema import Record
 
 log = logging.getLogger("kmeta.net.server")
-
-
-class _AsyncSlot:
-    __slots__ = ("future", "handler", "header")
-
-    def __init__(self, future: asyncio.Future[Any], header: RequestHeader, handler: AnyHandler[Any]) -> None:
-        self.future = future
-        self.header = header
-        self.handler = handler
-
-
-MEMORY = "memory"  # the flow-control hold of a full request memory pool
 
 
 class ServerConnection(asyncio.Protocol):
@@ -107,21 +90,21 @@ class ServerConnection(asyncio.Protocol):
         self._gate: RequestGate | None = None
         #: set once by the connection's gate when it authenticates the peer (SASL, mTLS)
         self.principal: KafkaPrincipal = ANONYMOUS
-        #: while set, frames are raw SASL tokens for it (after SaslHandshake v0), not requests
-        self._raw_receiver: RawFrameReceiver | None = None
-        self._raw_max = 0
+        #: while set, frames are raw SASL tokens (after SaslHandshake v0), not requests
+        self._raw: RawTokens | None = None
         #: why we closed the connection, when it was for a fault
         self.fault: FaultKind | None = None
         self._on_close = on_close
         self._splitter = FrameSplitter(info.limits.max_frame_size)
         self._transport: asyncio.Transport | None = None
         self._flow: FlowControl | None = None
-        self._pending: collections.deque[Chunks | _AsyncSlot] = collections.deque()
+        self._pending = PendingAnswers()
         self._closing = False
         #: the idle, request and write timeouts; also holds the times they are measured from
         self._watchdog = Watchdog(info.limits, self._expire, self._gone, self._busy, self._not_reading)
         self._stashed: list[bytes] | None = None  # frames read but not handled (write paused)
-        self._held = 0  # request bytes (partial frame + stashed frames) counted in info.pool
+        #: the request bytes this connection holds in the daemon's pool (None: no pool)
+        self._memory = None if info.pool is None else PoolShare(info.pool)
         self._admit = admit
         self.admitted = False
         #: the last memoised request's header, and its memo
@@ -138,6 +121,8 @@ class ServerConnection(asyncio.Protocol):
         transport = cast(asyncio.Transport, transport)
         self._transport = transport
         self._flow = FlowControl(transport)
+        if self._memory is not None:
+            self._memory.flow = self._flow
         self.peer = transport.get_extra_info("peername")
         self._writer.connected(transport, self.info.zero_copy)
         if self._admit is not None and not self._admit(self):
@@ -202,20 +187,18 @@ class ServerConnection(asyncio.Protocol):
             self._process(frames, memo)
             if observer is not None:
                 observer.on_answers_ready()
-        pool = self.info.pool
-        if pool is not None and (self._held or self._splitter.buffered or self._stashed):
-            self._account_memory(pool)
+        memory = self._memory
+        if memory is not None and (memory.held or self._splitter.buffered or self._stashed):
+            self._account_memory(memory)
 
     def _process(self, frames: list[bytes], memo: bool = True) -> None:
-        if self._raw_receiver is not None:  # the one test a read pays for SaslHandshake v0
+        if self._raw is not None:  # the one test a read pays for SaslHandshake v0
             self._process_raw(frames, 0)
             return
         out: Chunks = []
         observer = self._observer
-        # The memo fast path: a frame with the same api key, version, client id and header tags
-        # as the last request whose handler has a memo, while no answer waits (in-order
-        # answers), has a known header parse; a memo hit then needs no header object, no
-        # context, no handle(). Both only change when a frame takes the full path.
+        # Frames that repeat the header of the last memoised request are answered from the
+        # memo while no answer waits (answers leave in order): see MemoPath.answer_frames.
         memo_path = self._memo_path
         known = memo and not self._pending and memo_path.known
         i, n = 0, len(frames)
@@ -241,19 +224,14 @@ class ServerConnection(asyncio.Protocol):
             i += 1
             try:
                 answer = self._handle_frame(frame, out)
-            except ProtocolError as exc:
+            except Exception as exc:
                 self._writer.write(out)
-                self._drop(FaultKind.of(exc), str(exc))
-                return
-            except Exception:
-                log.exception("handler failed for %s on %s; closing it", self.peer, self.info.listener)
-                self._writer.write(out)
-                self._drop(FaultKind.INTERNAL_ERROR, "internal error")
+                self._fail(exc)
                 return
             if observer is not None:
                 # the registry served the frame: its header starts with api key and version
                 observer.on_request(frame[0] << 8 | frame[1], frame[2] << 8 | frame[3], answer)
-            if self._raw_receiver is not None:
+            if self._raw is not None:
                 # a SaslHandshake v0 was accepted: the frames after it are raw SASL tokens
                 self._writer.write(out)
                 self._process_raw(frames, i)
@@ -267,8 +245,7 @@ class ServerConnection(asyncio.Protocol):
         if out:
             transport = self._transport
             if len(out) == 1 and observer is None and transport is not None and not transport.is_closing():
-                # AnswerWriter.write's common case without the call (a call costs about a tenth of a memo
-                # hit at one request per read)
+                # AnswerWriter.write's common case without the call
                 transport.write(out[0])
             else:
                 self._writer.write(out)
@@ -285,8 +262,9 @@ class ServerConnection(asyncio.Protocol):
         prefix, before buffering it (frames already split in the same read are checked whole).
         The receiver raises ProtocolError to close the connection (v0 has no error to send).
         """
-        self._raw_receiver = receiver
-        self._raw_max = max_size
+        if self._raw is not None:
+            self._raw.receiver = None  # a token being answered: the frames after it are requests
+        self._raw = None if receiver is None else RawTokens(receiver, max_size)
         self._memo_path.forget()
         self._splitter.max_frame_size = (
             self.info.limits.max_frame_size if receiver is None else max_size
@@ -294,28 +272,16 @@ class ServerConnection(asyncio.Protocol):
 
     def _process_raw(self, frames: list[bytes], start: int) -> None:
         out: Chunks = []
-        for i in range(start, len(frames)):
-            receiver = self._raw_receiver
-            if receiver is None:  # the authenticator is done: the rest are Kafka requests
-                self._writer.write(out)
-                self._process(frames[i:])
-                return
-            token = frames[i]
-            try:
-                if len(token) > self._raw_max:
-                    raise FrameTooLargeError(f"SASL token of {len(token)} bytes over {self._raw_max}")
-                challenge = receiver(token)
-            except ProtocolError as exc:
-                self._writer.write(out)
-                self._drop(FaultKind.of(exc), str(exc))
-                return
-            except Exception:
-                log.exception("SASL token failed for %s on %s; closing it", self.peer, self.info.listener)
-                self._writer.write(out)
-                self._drop(FaultKind.INTERNAL_ERROR, "internal error")
-                return
-            out.append(len(challenge).to_bytes(4, "big") + challenge)
+        assert self._raw is not None
+        try:
+            done = self._raw.answer(frames, start, out)
+        except Exception as exc:
+            self._writer.write(out)
+            self._fail(exc, "SASL token")
+            return
         self._writer.write(out)
+        if done < len(frames):  # the authenticator is done: the rest are Kafka requests
+            self._process(frames[done:])
 
     def _flush(self, out: Chunks, frames: list[bytes], i: int) -> bool:
         """Bound what one read can make us buffer: write ``out``, and if the peer is not
@@ -343,34 +309,15 @@ class ServerConnection(asyncio.Protocol):
             self._process(stashed)
             if self._observer is not None:
                 self._observer.on_answers_ready()
-        if self.info.pool is not None and not self._closing:
-            self._account_memory(self.info.pool)
+        if self._memory is not None and not self._closing:
+            self._account_memory(self._memory)
 
-    def _account_memory(self, pool: RequestMemoryPool) -> None:
-        """Tell the pool what this connection holds now; stop reading when it says so."""
+    def _account_memory(self, memory: PoolShare) -> None:
+        """Tell the pool what this connection holds now (it may stop our reading)."""
         held = self._splitter.buffered
         if self._stashed:
             held += sum(map(len, self._stashed))
-        if held == self._held:
-            return
-        before, self._held = self._held, held
-        if pool.account(before, held, self._resume_memory) and self._flow is not None:
-            self._flow.hold_reading(MEMORY)
-
-    def _resume_memory(self) -> None:
-        if self._flow is not None:
-            self._flow.release_reading(MEMORY)
-
-    def _release_memory(self) -> None:
-        """Give back everything held (closing): the pool may wake other connections."""
-        pool = self.info.pool
-        if pool is not None:
-            pool.forget(self._resume_memory)
-            if self._held:
-                before, self._held = self._held, 0
-                self._stashed = None
-                self._splitter = FrameSplitter(self.info.limits.max_frame_size)
-                pool.account(before, 0, self._resume_memory)
+        memory.account(held)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -378,107 +325,52 @@ class ServerConnection(asyncio.Protocol):
         if self._flow is not None:
             self._flow.connection_lost()
         self._watchdog.cancel()
-        for slot in self._pending:
-            if isinstance(slot, _AsyncSlot):
-                slot.future.cancel()
-        self._pending.clear()
+        self._pending.cancel()
         if not self.closed.done():
             self.closed.set_result(None)
         if self._observer is not None:
             self._observer.on_close()
         self._on_close(self)
 
+    def _release_memory(self) -> None:
+        if self._memory is not None and self._memory.release():
+            self._stashed = None
+            self._splitter = FrameSplitter(self.info.limits.max_frame_size)
+
     # -- requests ------------------------------------------------------------------------------
     def _handle_frame(self, frame: bytes, out: Chunks) -> asyncio.Future[Any] | None:
         """Serve one frame: its answer goes to ``out`` (or the queue behind a slow one); an
         asynchronous answer's future is returned (None: answered now)."""
-        info = self.info
-        header, pos = decode_request_header(frame)
-        handler = info.registry.get(header.api_key)
-        if handler is None:
-            raise UnsupportedVersionError(f"api key {header.api_key} has no handler")
-        gate = self._gate
-        if gate is not None and not gate.admits(header.api_key):
-            raise NotAdmittedError(f"api key {header.api_key} before authentication")
+        info, gate = self.info, self._gate
+        header, pos, handler = route(info.registry, frame, gate)
         ctx = RequestContext(
             header, info.listener, info.is_control, self.peer, info.state, info.registry, gate,
             self.principal,
         )  # fmt: skip
         self.requests_handled += 1
-        version = header.api_version
-        if not handler.min_version <= version <= handler.max_version:
-            if handler.unsupported_version is None:
-                raise UnsupportedVersionError(f"api key {header.api_key} v{version} is not served")
-            self._answer(header, handler, handler.unsupported_version(ctx), out)
-            return None
-        if handler.serves(info.is_control):
-            decode = handler.decode or handler.api.request.decode
-            result = handler.handle(ctx, decode(frame, version, pos))
-            memo = handler.memo
-            if memo is not None:
-                # Only the header-known path above reads the memo: this one decodes anyway,
-                # and fills it for the next request.
-                header_version = handler.response_header_versions[version]
-                self._memo_path.learn(frame, pos, memo, version, header_version)
-                if type(result) is EncodedPieces or type(result) is bytes:
-                    memo(info.state, version, info.listener).offer(frame[pos:], result, header_version)
-        elif handler.refuse is not None:
-            request = handler.api.request.decode(frame, version, pos)
-            result = handler.refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-        else:
-            raise UnsupportedVersionError(
-                f"api key {header.api_key} is not served on listener {info.listener}"
-            )
+        result = serve(ctx, handler, frame, pos, self._memo_path)
         # records are (named) tuples: only other objects can be awaitables
         if not isinstance(result, tuple | bytes | bytearray) and inspect.isawaitable(result):
             future = asyncio.ensure_future(result)
-            self._pending.append(_AsyncSlot(future, header, handler))
+            self._pending.add_slow(future, header, handler)
             future.add_done_callback(self._async_done)
             return future
-        self._answer(header, handler, result, out)
-        return None
-
-    def _answer(self, header: RequestHeader, handler: AnyHandler[Any], result: Reply[Record], out: Chunks) -> None:
-        if not self._pending:
+        if self._pending:  # behind a slow answer: it waits for its turn
+            self._pending.add_answer(header, handler, result)
+        else:
             encode_answer(header, handler, result, out)
-            return
-        # Behind a slow answer: queue this one (kept in order, sent when the slow one is).
-        chunks: Chunks = []
-        encode_answer(header, handler, result, chunks)
-        self._pending.append(chunks)
+        return None
 
     def _async_done(self, _future: asyncio.Future[Any]) -> None:
         if self._transport is None or self._transport.is_closing():
             return
         out: Chunks = []
         pending = self._pending
-        while pending:
-            head = pending[0]
-            if isinstance(head, list):
-                out += head
-            elif not head.future.done():
-                break
-            elif head.future.cancelled():
-                self._writer.write(out)
-                self._drop(FaultKind.REQUEST_CANCELLED, "request cancelled")
-                return
-            else:
-                exc = head.future.exception()
-                if exc is not None:
-                    self._writer.write(out)
-                    if isinstance(exc, ProtocolError):
-                        self._drop(FaultKind.of(exc), str(exc))
-                    else:
-                        log.error(
-                            "handler failed for %s on %s; closing it",
-                            self.peer,
-                            self.info.listener,
-                            exc_info=exc,
-                        )
-                        self._drop(FaultKind.INTERNAL_ERROR, "internal error")
-                    return
-                encode_answer(head.header, head.handler, head.future.result(), out)
-            pending.popleft()
+        failure = pending.take_ready(out)
+        if failure is not None:
+            self._writer.write(out)
+            self._fail(failure)
+            return
         if out:
             self._watchdog.last_active = time.monotonic()
             self._writer.write(out)
@@ -489,6 +381,17 @@ class ServerConnection(asyncio.Protocol):
             self._transport.close()
 
     # -- closing -------------------------------------------------------------------------------
+    def _fail(self, exc: BaseException, what: str = "handler") -> None:
+        """Close for an exception met serving a request: the peer's fault (ProtocolError), a
+        cancelled request, or our bug (logged with its traceback)."""
+        if isinstance(exc, ProtocolError):
+            self._drop(FaultKind.of(exc), str(exc))
+        elif isinstance(exc, asyncio.CancelledError):
+            self._drop(FaultKind.REQUEST_CANCELLED, "request cancelled")
+        else:
+            log.error("%s failed for %s on %s; closing it", what, self.peer, self.info.listener, exc_info=exc)
+            self._drop(FaultKind.INTERNAL_ERROR, "internal error")
+
     def _drop(self, kind: FaultKind, reason: str, *, abort: bool = False) -> None:
         """Close because of the peer (or an internal failure), without answering further.
 
@@ -503,10 +406,7 @@ class ServerConnection(asyncio.Protocol):
         self._closing = True
         self._release_memory()
         self._stashed = None
-        for slot in self._pending:
-            if isinstance(slot, _AsyncSlot):
-                slot.future.cancel()
-        self._pending.clear()
+        self._pending.cancel()
         if self._transport is not None:
             if abort:
                 self._transport.abort()
