@@ -30,6 +30,8 @@ from kmeta.metadata.model import PartitionState
 WIDTH = 8
 _IDX, _CE, _LEADER, _LE, _ZK, _ISR, _REP, _OFF = range(WIDTH)
 _make = tuple.__new__
+#: (leader, leader epoch, isr, replicas, offline replicas), the sets as table positions
+LeadershipKey = tuple[int, int, int, int, int]
 #: distinct replica sets kept in a shared intern table before it is dropped and rebuilt
 INTERN_LIMIT = 100_000
 T = TypeVar("T")
@@ -98,6 +100,21 @@ class TopicPartitions(Mapping[int, PartitionState]):
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._data[_IDX::WIDTH])
+
+    def leadership(self) -> tuple[list[int], list[LeadershipKey], tuple[tuple[int, ...], ...]]:
+        """For encoders that write what clients see of each partition (a Metadata answer):
+        the indexes in ascending order, each one's (leader, leader epoch, isr, replicas,
+        offline replicas) with the three sets as positions in the returned table. Partitions
+        with equal keys encode alike but for the index, and a topic has few distinct keys:
+        the caller encodes each once. Read from the columns at C speed (no state objects)."""
+        d = self._data
+        keys = list(zip(d[_LEADER::WIDTH], d[_LE::WIDTH], d[_ISR::WIDTH], d[_REP::WIDTH],
+                        d[_OFF::WIDTH], strict=True))  # fmt: skip
+        indexes = d[_IDX::WIDTH].tolist()
+        if self._rows is not None:  # (rows in arrival order): sorted by index
+            order = sorted(range(len(indexes)), key=indexes.__getitem__)
+            indexes, keys = [indexes[r] for r in order], [keys[r] for r in order]
+        return indexes, keys, self._sets
 
     def iter_states(self) -> Iterator[PartitionState]:
         state = self._state

@@ -1,0 +1,59 @@
+"""A Metadata topic block encoded from the cache's columns (each distinct partition state
+once) is byte for byte the block of the record built partition by partition, at every
+version and for every case of leader and replica liveness."""
+
+from __future__ import annotations
+
+import pytest
+
+from kmeta.metadata.cache import MetadataCache
+from kmeta.protocol.messages import metadata as md
+from kmeta.server.handlers.metadata import (
+    INTERNAL_TOPICS,
+    _ops,
+    _topic_splice,
+    encode_topic,
+    partitions,
+)
+from kmeta.server.metadata_blocks import View, splice
+from tests.server.helpers import live_broker, partition, topic_id, update_metadata
+
+#: broker 1 has both listeners, 2 only PLAINTEXT, 3 is not alive, 4 only INTERNAL
+BROKERS = [
+    live_broker(1, {"PLAINTEXT": ("h1", 9092), "INTERNAL": ("h1", 9093)}),
+    live_broker(2, {"PLAINTEXT": ("h2", 9092)}, rack="r"),
+    live_broker(4, {"INTERNAL": ("h4", 9093)}),
+]
+
+
+def _cache() -> MetadataCache:
+    cache = MetadataCache(1, cluster_id="c")
+    # arrival order not by index, a gap, every leader case, replicas on dead brokers,
+    # offline replicas, equal states on several partitions, other leader epochs
+    parts = [
+        partition(5, 1, (1, 2, 3), isr=(1, 2), offline=(3,)),
+        partition(0, 2, (2, 1, 4)),
+        partition(2, 3, (3, 1), isr=(3,)),
+        partition(1, 4, (4, 1)),
+        partition(7, 1, (1, 2, 3), isr=(1, 2), offline=(3,)),
+        partition(3, -1, (1, 2), leader_epoch=7),
+        partition(4, 2, (2, 1, 4), leader_epoch=3),
+        *(partition(i, 1 + i % 2, (1, 2)) for i in range(8, 40)),
+    ]
+    cache.update_metadata(1, update_metadata(BROKERS, {"t": parts, "__consumer_offsets": parts[:3]}))
+    return cache
+
+
+@pytest.mark.parametrize("version", range(14))
+@pytest.mark.parametrize("listener", ["PLAINTEXT", "INTERNAL"])
+@pytest.mark.parametrize("topic_ops", [False, True])
+def test_the_block_from_columns_is_the_record_block(version: int, listener: str, topic_ops: bool) -> None:
+    snap = _cache().snapshot
+    view = View(version, listener, topic_ops)
+    assert _topic_splice(version) is not None  # (the path from the columns is taken)
+    for name in ("t", "__consumer_offsets"):
+        record = md.MetadataResponseTopic(
+            0, name, topic_id(name), name in INTERNAL_TOPICS,
+            partitions(snap, name, version, listener), _ops(topic_ops),
+        )  # fmt: skip
+        assert encode_topic(snap, view, name, topic_id(name)) == splice(version).element(record)
