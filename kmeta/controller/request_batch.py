@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kmeta.controller.channel_manager import Callback, ControllerChannelManager
 from kmeta.controller.leader_and_isr_blocks import (
@@ -28,7 +28,7 @@ from kmeta.controller.leader_and_isr_blocks import (
     leader_and_isr_plans,
     live_leaders,
 )
-from kmeta.controller.model import ClusterState, TopicInfo
+from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.topic_blocks import UpdateMetadataBlocks
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.connection import api_of_instance
@@ -159,7 +159,7 @@ class BatchContext:
 class ControllerBrokerRequestBatch:
     def __init__(self, ctx: BatchContext) -> None:
         self.ctx = ctx
-        self._lair: dict[int, dict[TopicPartitionKey, tuple[Any, bool]]] = {}
+        self._lair: dict[int, dict[TopicPartitionKey, tuple[PartitionRegistration, bool]]] = {}
         #: whole topics for LeaderAndIsr -> is_new
         self._lair_topics: dict[str, bool] = {}
         self._um_brokers: set[int] = set()
@@ -258,7 +258,7 @@ class ControllerBrokerRequestBatch:
         info = self.ctx.state.topics.get(name)
         return info.topic_id if info is not None else ZERO_UUID
 
-    def _topic_configs(self, name: str) -> tuple[Any, ...] | None:
+    def _topic_configs(self, name: str) -> tuple[um.KmetaTopicConfig, ...] | None:
         """The topic's whole override set, on every topic state this controller sends (kmeta's
         tagged field: Kafka brokers skip it), so a full UpdateMetadata restores them all.
         No overrides: null (not on the wire; a FULL update reads it as none), or an empty
@@ -269,7 +269,7 @@ class ControllerBrokerRequestBatch:
             return tuple(um.KmetaTopicConfig(k, v) for k, v in sorted(info.configs.items()))
         return () if name in state.configs_cleared else None
 
-    def _acls(self) -> tuple[Any, ...]:
+    def _acls(self) -> tuple[um.KmetaAcl, ...]:
         """The whole ACL set, in kmeta's tagged field (Kafka brokers skip it): on every FULL
         UpdateMetadata (so a restarted or new broker gets it first) and after an ACL change."""
         return tuple(um.KmetaAcl(*b) for b in sorted(self.ctx.state.acls))
@@ -320,7 +320,7 @@ class ControllerBrokerRequestBatch:
                     partitions=count, encoded=(head, shared),
                 )  # fmt: skip
 
-    def live_brokers(self) -> tuple[Any, ...]:
+    def live_brokers(self) -> tuple[um.UpdateMetadataBroker, ...]:
         out = []
         for b in sorted(self.ctx.state.brokers.values(), key=lambda b: b.broker_id):
             if b.alive:
@@ -433,7 +433,7 @@ class ControllerBrokerRequestBatch:
     def _send_stop_replica(self, update_id: int, callback: Callback | None) -> None:
         ctx = self.ctx
         for broker_id, parts in self._stop.items():
-            by_topic: dict[str, list[Any]] = {}
+            by_topic: dict[str, list[sr.StopReplicaPartitionState]] = {}
             for (topic, p), delete in parts.items():
                 by_topic.setdefault(topic, []).append(
                     sr.StopReplicaPartitionState(

@@ -16,7 +16,7 @@ Versions: v1 throttle time; v4 flexible; v5 error messages; v6 topics by name or
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import TypeAlias
 
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, authorizer_of
@@ -31,10 +31,14 @@ from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_autho
 error_response = error_responses.delete_topics
 
 
-def _name(ctx: BrokerContext, request: dt.DeleteTopicsRequest, item: Any) -> str | None:
+#: an entry of the request: a topic name (v0-5) or a DeleteTopicState (v6+, by name or id)
+Item: TypeAlias = str | dt.DeleteTopicState
+
+
+def _name(ctx: BrokerContext, item: Item) -> str | None:
     """The topic an entry names (v6 by id: the name this broker knows for it, if any)."""
-    if request.version < 6:
-        return str(item)
+    if isinstance(item, str):
+        return item
     if item.topic_id != ZERO_UUID:
         names = {v: k for k, v in ctx.state.cache.snapshot.topic_ids.items()}
         return names.get(item.topic_id)
@@ -49,7 +53,7 @@ async def handle(ctx: BrokerContext, request: dt.DeleteTopicsRequest) -> dt.Dele
     items = "topics" if request.version >= 6 else "topic_names"
     denied = []
     for item in getattr(request, items):
-        name = _name(ctx, request, item)
+        name = _name(ctx, item)
         denied.append(
             name is not None
             and not (
@@ -58,15 +62,21 @@ async def handle(ctx: BrokerContext, request: dt.DeleteTopicsRequest) -> dt.Dele
             )
         )
 
-    def key(item: Any) -> Hashable:
-        k: Hashable = item if request.version < 6 else (item.topic_id if item.topic_id != ZERO_UUID else item.name)
-        return k
+    def key(item: Item) -> Hashable:
+        if isinstance(item, str):
+            return item
+        return item.topic_id if item.topic_id != ZERO_UUID else item.name
 
-    def refused(item: Any) -> dt.DeletableTopicResult:
-        by_id = request.version >= 6 and item.topic_id != ZERO_UUID
+    def refused(item: Item) -> dt.DeletableTopicResult:
+        if isinstance(item, str):
+            name, topic_id = item, ZERO_UUID
+        elif item.topic_id != ZERO_UUID:
+            name, topic_id = None, item.topic_id  # (by id: named by id alone)
+        else:
+            name, topic_id = item.name, ZERO_UUID
         return dt.DeletableTopicResult(
-            name=None if by_id else (item if request.version < 6 else item.name),
-            topic_id=item.topic_id if by_id else ZERO_UUID,
+            name=name,
+            topic_id=topic_id,
             error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
             error_message=AUTHORIZATION_FAILED,
         )
