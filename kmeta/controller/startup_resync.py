@@ -68,6 +68,39 @@ def expected_digest(
     return topic_digest(info.topic_id, parts)
 
 
+class _SharedDigests:
+    """Each topic's digest for the brokers that host all its partitions (at RF 3 on 3
+    brokers, every broker): computed once, not once per broker's push. An entry is used
+    while the topic's partitions are the same objects (equal states are shared, so the check
+    is a C-level scan of pointers); dropped when no push runs."""
+
+    def __init__(self) -> None:
+        #: topic -> (partition keys, states, brokers hosting every partition, their digest)
+        self._topics: dict[
+            str, tuple[tuple[int, ...], tuple[PartitionRegistration, ...], frozenset[int], int]
+        ] = {}
+        self.words: dict[PartitionRegistration, tuple[int, ...]] = {}
+
+    def digest(self, info: TopicInfo, broker_id: int) -> int:
+        partitions = info.partitions
+        keys, states = tuple(partitions), tuple(partitions.values())
+        hit = self._topics.get(info.name)
+        if hit is None or hit[0] != keys or hit[1] != states:
+            distinct = {id(st): st for st in states}.values()
+            everyone = frozenset.intersection(*(frozenset(st.replicas) for st in distinct))
+            digest = expected_digest(info, min(everyone), self.words) if everyone else 0
+            hit = self._topics[info.name] = (keys, states, everyone, digest)
+        if len(self.words) > 10_000:
+            self.words.clear()  # (a cache of distinct states, bounded)
+        if broker_id in hit[2]:
+            return hit[3]
+        return expected_digest(info, broker_id, self.words)
+
+    def clear(self) -> None:
+        self._topics.clear()
+        self.words.clear()
+
+
 class StartupResync:
     def __init__(self, host: ControllerHost) -> None:
         self.host = host
@@ -81,6 +114,8 @@ class StartupResync:
         self.skipped_topics = 0
         self.sent_partitions = 0
         self._grace: asyncio.TimerHandle | None = None
+        self._shared = _SharedDigests()
+        self._pushing = 0
 
     def loaded(self) -> None:
         """The controller loaded its state (start): note the live brokers' epochs."""
@@ -127,18 +162,26 @@ class StartupResync:
         self._pending.discard(broker_id)
         epoch = self._epochs[broker_id]
 
+        ended = [False]
+
+        def done() -> None:
+            if not ended[0]:
+                ended[0] = True
+                self._pushing -= 1
+                if not self._pushing:
+                    self._shared.clear()
+
         def valid() -> bool:
             broker = self.host.state.brokers.get(broker_id)
-            return broker is not None and broker.alive and broker.epoch == epoch
-
-        words: dict[PartitionRegistration, tuple[int, ...]] = {}
+            if broker is not None and broker.alive and broker.epoch == epoch:
+                return True
+            done()  # (the push ends here)
+            return False
 
         def targets(info: TopicInfo) -> LeaderAndIsrTargets:
             held = None if digests is None else digests.get(info.name)
-            if held is not None and held == expected_digest(info, broker_id, words):
+            if held is not None and held == self._shared.digest(info, broker_id):
                 self.skipped_topics += 1
-                if len(words) > 10_000:
-                    words.clear()  # (a cache of distinct states, bounded)
                 return []
             out: LeaderAndIsrTargets = [
                 ([broker_id], (info.name, p), False)
@@ -148,6 +191,7 @@ class StartupResync:
             self.sent_partitions += len(out)
             return out
 
+        self._pushing += 1
         push_leader_and_isr(
-            self.host, "StartupLeaderAndIsr", list(self.host.state.topics), targets, valid
+            self.host, "StartupLeaderAndIsr", list(self.host.state.topics), targets, valid, done
         )

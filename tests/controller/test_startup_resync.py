@@ -26,6 +26,8 @@ from tests.controller.helpers import (
 from tests.controller.test_controller_flows import _create, _request
 
 ASSIGNED = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+#: no broker hosts every partition (its digest is each broker's own, not shared)
+PARTIAL = [[1, 2], [2, 3], [3, 1]]
 
 
 async def _cluster(data_dir: Path) -> InProcessCluster:
@@ -62,9 +64,12 @@ async def test_only_topics_whose_digest_differs_get_leader_and_isr_at_failover(
 ) -> None:
     c = await _cluster(tmp_path)
     try:
-        answer = await _request(c.controller.port, _create(("kept", ASSIGNED), ("moved", ASSIGNED)))
+        answer = await _request(
+            c.controller.port,
+            _create(("kept", ASSIGNED), ("moved", ASSIGNED), ("partial", PARTIAL)),
+        )
         assert all(t.error_code == 0 for t in answer.topics)
-        held = lambda: all(len(b.state.replicas) == 6 for b in c.brokers.values())  # noqa: E731
+        held = lambda: all(len(b.state.replicas) == 8 for b in c.brokers.values())  # noqa: E731
         await wait_until(held, 10.0)
         epochs = {i: b.state.broker_epoch for i, b in c.brokers.items()}
         port = c.controller.port
@@ -92,8 +97,9 @@ async def test_only_topics_whose_digest_differs_get_leader_and_isr_at_failover(
             ),
             10.0,
         )
-        await wait_until(lambda: ctl.resync.skipped_topics == 3, 10.0)
-        # "kept" matched on every broker: no LeaderAndIsr for it; "moved" went whole to each
+        await wait_until(lambda: ctl.resync.skipped_topics == 6, 10.0)
+        # "kept" and "partial" matched on every broker: no LeaderAndIsr for them; "moved"
+        # went whole to each
         assert ctl.resync.sent_partitions == 3 * 3
         for i, b in c.brokers.items():
             assert b.state.broker_epoch == epochs[i]  # registered again, same incarnation
