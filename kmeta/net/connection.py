@@ -31,6 +31,13 @@ from kmeta.protocol.schema import Message, Record, Request
 R = TypeVar("R", bound=Record)
 
 
+#: an encoded body at least this large is handed to the transport as its pieces, not copied
+#: into the frame: at 1M partitions a full UpdateMetadata is ~40 MB, and a copy per broker
+#: (plus the transport's copy of a mutable frame it could not write at once) held ~200 MB
+#: more in a restarted controller sending it to 3 brokers (issue 17)
+_JOIN_BELOW = 64 * 1024
+
+
 class ConnectionClosedError(ConnectionError):
     """The connection closed (or was closed) before the response arrived."""
 
@@ -160,14 +167,20 @@ class KafkaConnection(asyncio.Protocol):
         head = header or RequestHeader(api.key, request.version, correlation_id, self.client_id)
         out = bytearray(4)
         encode_request_header(head, out)
+        pieces: tuple[bytes, ...] = ()
         if body is None:
             api.request.encode_into(request, out)
-        elif isinstance(body, tuple):
-            for piece in body:
-                out += piece
         else:
-            out += body
-        out[0:4] = (len(out) - 4).to_bytes(4, "big")
+            pieces = body if isinstance(body, tuple) else (body,)
+            size = sum(map(len, pieces))
+            if size < _JOIN_BELOW:
+                for piece in pieces:
+                    out += piece
+                pieces = ()
+            else:  # written as they are: no copy of a full update per broker (see _JOIN_BELOW)
+                out[0:4] = (len(out) - 4 + size).to_bytes(4, "big")
+        if not pieces:
+            out[0:4] = (len(out) - 4).to_bytes(4, "big")
         # the registry's response message decodes into ``request.response_class()``
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._in_flight.append(
@@ -179,7 +192,10 @@ class KafkaConnection(asyncio.Protocol):
                 future,
             )
         )
-        self._transport.write(out)
+        if pieces:
+            self._transport.writelines((bytes(out), *pieces))
+        else:
+            self._transport.write(out)
         return future
 
     async def request(self, request: Request[R], timeout_s: float = 30.0) -> R:
