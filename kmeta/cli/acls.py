@@ -18,7 +18,7 @@ admin.credential).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import click
@@ -86,7 +86,7 @@ def _entries(options: dict[str, Any]) -> list[tuple[str, str, int, int]]:
     return out
 
 
-def _print(resources: Any) -> None:
+def _print(resources: Sequence[dsa.DescribeAclsResource]) -> None:
     for r in resources:
         click.echo(
             f"Current ACLs for resource `ResourcePattern(resourceType={enum_name(ResourceType, r.resource_type)}, "

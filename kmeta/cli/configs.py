@@ -76,7 +76,7 @@ async def _broker_connection(conn: KafkaConnection, broker_id: int) -> KafkaConn
     raise click.ClickException(f"broker {broker_id} is not alive")
 
 
-def _print(kind: int, name: str, result: Any, show_all: bool) -> None:
+def _print(kind: int, name: str, result: dcf.DescribeConfigsResult, show_all: bool) -> None:
     configs = [c for c in result.configs if show_all or c.config_source in (1, 2, 3)]
     click.echo(f"{'All' if show_all else 'Dynamic'} configs for {_WHAT[kind]} {name} are:")
     for c in configs:
@@ -92,7 +92,7 @@ async def _describe(conn: KafkaConnection, kind: int, name: str | None, show_all
         names = [name]
     else:
         target = conn
-        names = [name] if name else sorted(t.name for t in (await fetch_metadata(conn, None)).topics)
+        names = [name] if name else sorted(t.name for t in (await fetch_metadata(conn, None)).topics if t.name is not None)
     try:
         request = dcf.DescribeConfigsRequest(
             version=4,

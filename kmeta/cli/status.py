@@ -55,7 +55,7 @@ def from_controller(address: str, timeout_s: float) -> dict[str, Any]:
     return data
 
 
-async def _metadata(address: str, timeout_s: float) -> Any:
+async def _metadata(address: str, timeout_s: float) -> md.MetadataResponse:
     host, port = _host_port(address)
     conn = await KafkaConnection.open(host, port, client_id="kmeta-status", timeout_s=timeout_s)
     try:

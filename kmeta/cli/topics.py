@@ -68,7 +68,7 @@ def _check(name: str, code: int, message: str | None, ignore: tuple[int, ...] = 
     )
 
 
-async def fetch_metadata(conn: KafkaConnection, topics: list[str] | None) -> Any:
+async def fetch_metadata(conn: KafkaConnection, topics: list[str] | None) -> md.MetadataResponse:
     request = md.MetadataRequest(
         version=12,
         topics=None if topics is None else tuple(md.MetadataRequestTopic(name=t) for t in topics),
@@ -77,7 +77,7 @@ async def fetch_metadata(conn: KafkaConnection, topics: list[str] | None) -> Any
     return await conn.request(request, TIMEOUT_MS / 1000)
 
 
-def _parse_assignment(text: str) -> tuple[Any, ...]:
+def _parse_assignment(text: str) -> tuple[ct.CreatableReplicaAssignment, ...]:
     """kafka-topics.sh syntax: ``1:2:3,2:3:1`` (one broker list per partition)."""
     out = []
     for p, part in enumerate(text.split(",")):
@@ -95,10 +95,10 @@ def create_topic_request(
     topic: str,
     partitions: int,
     replication_factor: int,
-    assignments: tuple[Any, ...] = (),
-    configs: tuple[Any, ...] = (),
+    assignments: tuple[ct.CreatableReplicaAssignment, ...] = (),
+    configs: tuple[ct.CreatableTopicConfig, ...] = (),
     validate_only: bool = False,
-) -> Any:
+) -> ct.CreateTopicsRequest:
     """CreateTopics v7 for one topic (with an assignment, counts are -1 as Kafka wants)."""
     return ct.CreateTopicsRequest(
         version=7,
@@ -224,7 +224,7 @@ def add_partitions_command(bootstrap_server: str, topic: str, partitions: int) -
 def list_command(bootstrap_server: str, as_json: bool) -> None:
     """List topic names, one per line."""
     response = _run(bootstrap_server, lambda c: fetch_metadata(c, None))
-    names = sorted(t.name for t in response.topics if t.error_code == 0)
+    names = sorted(t.name for t in response.topics if t.error_code == 0 and t.name is not None)
     if as_json:
         click.echo(json.dumps(names))
     for name in () if as_json else names:
@@ -291,26 +291,26 @@ def describe_command(bootstrap_server: str, topic: str | None, as_json: bool) ->
     response = _run(bootstrap_server, lambda c: fetch_metadata(c, names))
     topics = sorted(response.topics, key=lambda t: t.name or "")
     for t in topics:
-        _check(t.name, t.error_code, None)
+        _check(str(t.name), t.error_code, None)
     data = [topic_to_dict(t) for t in topics]
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
     console = Console()
     if not console.is_terminal:
-        for t in data:
-            for line in describe_lines(t):
+        for entry in data:
+            for line in describe_lines(entry):
                 click.echo(line)
         return
-    for t in data:
+    for entry in data:
         console.print(
-            f"[bold]Topic: {t['name']}[/bold]\tTopicId: {t['topic_id']}\t"
-            f"PartitionCount: {t['partition_count']}\tReplicationFactor: "
-            f"{t['replication_factor']}",
+            f"[bold]Topic: {entry['name']}[/bold]\tTopicId: {entry['topic_id']}\t"
+            f"PartitionCount: {entry['partition_count']}\tReplicationFactor: "
+            f"{entry['replication_factor']}",
             soft_wrap=True,  # one line per topic, as kafka-topics.sh prints it
         )
         table = Table("Partition", "Leader", "Replicas", "Isr", "Offline", "Error")
-        for p in t["partitions"]:
+        for p in entry["partitions"]:
             table.add_row(
                 str(p["partition"]),
                 str(p["leader"]) if p["leader"] >= 0 else "none",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -49,7 +48,7 @@ async def _elect(
     election_type: int,
     asked: list[tuple[str, int]] | None,
     topic: str | None,
-) -> Any:
+) -> el.ElectLeadersResponse:
     if topic is not None and asked is None:  # --topic alone: every partition of it
         meta = await fetch_metadata(conn, [topic])
         t = meta.topics[0]

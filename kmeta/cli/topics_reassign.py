@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -99,14 +98,16 @@ async def _current(conn: KafkaConnection, tps: list[TopicPartition]) -> Assignme
     return {
         TopicPartition(t.name, p.partition_index): tuple(p.replica_nodes)
         for t in response.topics
-        if t.error_code == 0
+        if t.error_code == 0 and t.name is not None
         for p in t.partitions
         if (t.name, p.partition_index) in wanted
     }
 
 
-async def _alter(conn: KafkaConnection, moves: dict[TopicPartition, tuple[int, ...] | None]) -> Any:
-    by_topic: dict[str, list[Any]] = {}
+async def _alter(
+    conn: KafkaConnection, moves: dict[TopicPartition, tuple[int, ...] | None]
+) -> apr.AlterPartitionReassignmentsResponse:
+    by_topic: dict[str, list[apr.ReassignablePartition]] = {}
     for (t, p), replicas in sorted(moves.items()):
         by_topic.setdefault(t, []).append(apr.ReassignablePartition(p, replicas))
     request = apr.AlterPartitionReassignmentsRequest(
@@ -143,7 +144,7 @@ def _error(code: int, message: str | None) -> str:
     return f"{name}: {message}" if message else name
 
 
-def _refused(response: Any) -> list[str]:
+def _refused(response: apr.AlterPartitionReassignmentsResponse) -> list[str]:
     if response.error_code != 0:
         raise click.ClickException(
             f"AlterPartitionReassignments: {_error(response.error_code, response.error_message)}"

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import click
 
@@ -80,7 +80,9 @@ def _run(bootstrap: str, command_config: str | None, fn: Callable[[KafkaConnecti
     return asyncio.run(main())
 
 
-def _check(results: Any) -> None:
+def _check(
+    results: Sequence[dus.DescribeUserScramCredentialsResult] | Sequence[aus.AlterUserScramCredentialsResult],
+) -> None:
     failed = [r for r in results if r.error_code != ErrorCode.NONE]
     for r in failed:
         name = ErrorCode(r.error_code).name if r.error_code in ErrorCode._value2member_map_ else r.error_code
@@ -142,7 +144,7 @@ def add_command(name: str, bootstrap_server: str, command_config: str | None, pa
 def delete_command(name: str, bootstrap_server: str, command_config: str | None, mechanism: str | None) -> None:
     """Delete NAME's SCRAM credentials."""
 
-    async def delete(conn: KafkaConnection) -> Any:
+    async def delete(conn: KafkaConnection) -> aus.AlterUserScramCredentialsResponse:
         mechanisms = [mechanism] if mechanism else []
         if not mechanisms:
             described = await conn.request(
