@@ -26,8 +26,9 @@
 * ``forward(request)`` sends an admin request (CreateTopics, DeleteTopics, CreatePartitions) on
   a second connection, so a slow admin answer never delays heartbeats; client id
   ``kmeta-broker-<id>`` tells the controller which broker forwarded it. As Kafka's
-  ForwardingManager (KIP-590): an answer with NOT_CONTROLLER, or a lost connection, sends it
-  again to the next controller within its time; no answer in time is REQUEST_TIMED_OUT.
+  ForwardingManager (KIP-590, :mod:`kmeta.server.forwarding`): an answer with NOT_CONTROLLER,
+  or a lost connection, sends it again to the next controller within its time; no answer in
+  time is REQUEST_TIMED_OUT. Both connections open as :mod:`controller_connection` says.
 """
 
 from __future__ import annotations
@@ -37,93 +38,55 @@ import contextlib
 import logging
 import time
 import uuid
-from ssl import SSLContext
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING
 
-from kmeta import __version__
 from kmeta.metadata.replica_digest import MAX_DIGEST_TOPICS
-from kmeta.net.connection import KafkaConnection, api_of_instance
-from kmeta.net.security.sasl_client import ClientCredential, authenticate
+from kmeta.net.connection import KafkaConnection
 from kmeta.net.tls import SECURITY_PROTOCOLS, uses_sasl, uses_tls
 from kmeta.protocol.api_keys import ApiKey
-from kmeta.protocol.error_responses import ErrorResponse, Req, Resp
-from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
-from kmeta.protocol.messages import api_versions as av
+from kmeta.protocol.errors import ErrorCode, UnsupportedVersionError
 from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs
-from kmeta.protocol.registry import highest_common, peer_versions
-from kmeta.protocol.schema import Record, Request
-from kmeta.server.state import BrokerContext
+from kmeta.protocol.registry import highest_common
+from kmeta.protocol.schema import Request
+from kmeta.server.controller_connection import (
+    NET_ERRORS,
+    REQUEST_TIMEOUT_S,
+    R,
+    call,
+    open_connection,
+)
+from kmeta.server.forwarding import ForwardingManager, ForwardTimedOut, forward
 from kmeta.server.state_dir import StateDir
 from kmeta.server.streamed import STEP_S
 
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker
+    from kmeta.server.replica_states import ReplicaStates
 
 log = logging.getLogger("kmeta.server.controller_link")
-#: the response record a request names (kmeta.protocol.schema.Request)
-R = TypeVar("R", bound=Record)
+#: (re-exported: the admin handlers forward through here, kmeta broker builds the link)
+__all__ = [
+    "REQUEST_TIMEOUT_S",
+    "ControllerLink",
+    "ForwardTimedOut",
+    "NotController",
+    "RegistrationRefused",
+    "controller_link",
+    "forward",
+]
 
 HEARTBEAT_INTERVAL_S = 2.0  # broker.heartbeat.interval.ms default
 RETRY_BACKOFF_S = 0.1
 #: the longest wait between registrations refused as DUPLICATE_BROKER_REGISTRATION
 MAX_DUPLICATE_BACKOFF_S = 1.0
-REQUEST_TIMEOUT_S = 10.0
-_NET_ERRORS = (OSError, ConnectionError, TimeoutError, ProtocolError)
-
-
-async def _call(conn: KafkaConnection, request: Request[R]) -> R:
-    """Send and await; a timeout closes the connection. Cancelling leaves no orphan future."""
-    future = conn.send(request)
-    try:
-        async with asyncio.timeout(REQUEST_TIMEOUT_S):
-            return await future
-    except TimeoutError:
-        conn.close()
-        raise
-
-
-async def _open(
-    host: str,
-    port: int,
-    client_id: str,
-    ssl: SSLContext | None = None,
-    sasl: ClientCredential | None = None,
-) -> tuple[KafkaConnection, dict[int, range]]:
-    """Connect (TLS when ``ssl``), authenticate (SASL when ``sasl``) and ask ApiVersions;
-    returns the connection and the ranges."""
-    conn = await KafkaConnection.open(
-        host, port, client_id=client_id, timeout_s=REQUEST_TIMEOUT_S, ssl=ssl
-    )
-    try:
-        if sasl is not None:
-            await authenticate(conn, sasl, REQUEST_TIMEOUT_S)
-        response = await _call(
-            conn,
-            av.ApiVersionsRequest(
-                version=3, client_software_name="kmeta", client_software_version=__version__
-            ),
-        )
-    except BaseException:
-        conn.close()
-        raise
-    if response.error_code != ErrorCode.NONE:
-        conn.close()
-        raise ConnectionError(f"ApiVersions: {ErrorCode(response.error_code).name}")
-    return conn, peer_versions(response)
 
 
 class NotController(Exception):
     """A controller answered NOT_CONTROLLER (it was deposed, and still listens): the link moves
     on to the next controller at once, keeping its incarnation and epoch (KRaft's
     NodeToControllerChannelManager forgets that controller and finds the active one)."""
-
-
-class ForwardTimedOut(Exception):
-    """No answer to a forwarded request within its time: the controller may still apply it,
-    so the client is told REQUEST_TIMED_OUT (Kafka's ForwardingManager onTimeout), never
-    NOT_CONTROLLER."""
 
 
 class RegistrationRefused(Exception):
@@ -142,6 +105,66 @@ def _pick(versions: dict[int, range], api_key: int, ours: int) -> int:
     if version is None:
         raise UnsupportedVersionError(f"the controller does not serve api {api_key} <= v{ours}")
     return version
+
+
+def advertised_listeners(broker: Broker) -> tuple[br.Listener, ...]:
+    """The listeners a registration names: each advertised one, its port the bound one when
+    the advertised spec left it 0."""
+    out = []
+    for spec in broker.config.advertised:
+        port = spec.port or broker.port(spec.name)
+        protocol = broker.config.security_protocol(spec.name)
+        out.append(
+            br.Listener(name=spec.name, host=spec.host, port=port, security_protocol=protocol)
+        )
+    return tuple(out)
+
+
+async def topic_digests(replicas: ReplicaStates) -> list[br.KmetaTopicDigest]:
+    """A digest per topic of the LeaderAndIsr states held (kmeta's tagged field: a
+    controller taking over sends LeaderAndIsr only where its own differs). Computed in
+    steps of STEP_S (at 1M partitions it is a fraction of a second); each is kept until
+    its topic changes."""
+    out: list[br.KmetaTopicDigest] = []
+    step_end = time.monotonic() + STEP_S
+    for name in replicas.topic_names()[:MAX_DIGEST_TOPICS]:
+        digest = replicas.digest(name)
+        if digest is not None:
+            out.append(br.KmetaTopicDigest(name, digest))
+        if time.monotonic() > step_end:
+            await asyncio.sleep(0)
+            step_end = time.monotonic() + STEP_S
+    return out
+
+
+def registration_request(
+    broker: Broker,
+    version: int,
+    incarnation_id: uuid.UUID,
+    broker_epoch: int,
+    previous: tuple[int, uuid.UUID] | None,
+    digests: list[br.KmetaTopicDigest],
+) -> br.BrokerRegistrationRequest:
+    """BrokerRegistration for this broker; ``previous``: the (epoch, incarnation) of the
+    process before this one, as its state dir recorded them (named only until we have an
+    epoch: the controller then need not wait out that process's session)."""
+    request = br.BrokerRegistrationRequest(
+        version=version,
+        broker_id=broker.config.broker_id,
+        cluster_id=broker.config.cluster_id or "",
+        incarnation_id=incarnation_id,
+        listeners=advertised_listeners(broker),
+        features=(),
+        rack=broker.config.rack,
+        log_dirs=(),
+        previous_broker_epoch=broker_epoch,
+        kmeta_topic_digests=digests,
+    )
+    if previous is not None:
+        request = request._replace(
+            previous_broker_epoch=previous[0], kmeta_previous_incarnation_id=previous[1]
+        )
+    return request
 
 
 class ControllerLink:
@@ -176,12 +199,17 @@ class ControllerLink:
         self.state_dir = state_dir
         self.registered = asyncio.Event()
         self._conn: KafkaConnection | None = None
-        self._admin_conn: KafkaConnection | None = None
-        self._admin_at = 0  # the endpoint _admin_conn is to
         #: api key -> versions the controller serves (ApiVersions of the current connection)
         self.controller_versions: dict[int, range] = {}
-        self._admin_versions: dict[int, range] = {}
-        self._admin_lock = asyncio.Lock()
+        #: admin requests sent on to the controller, on a connection of their own
+        self.forwarding = ForwardingManager(
+            self.endpoints,
+            lambda: self._at,
+            self.client_id,
+            self._ssl,
+            self._sasl,
+            retry_backoff_s,
+        )
         self._task: asyncio.Task[None] | None = None
         #: Python 3.11's wait_for can swallow a cancel that races a completing future, so the
         #: loop also checks this flag; otherwise stop() could wait for the task forever
@@ -200,9 +228,9 @@ class ControllerLink:
                 await self._task
         if self.broker_epoch >= 0:
             await self._controlled_shutdown()
-        for conn in (self._conn, self._admin_conn):
-            if conn is not None:
-                conn.close()
+        if self._conn is not None:
+            self._conn.close()
+        self.forwarding.close()
 
     @property
     def host(self) -> str:
@@ -218,69 +246,29 @@ class ControllerLink:
         incarnation, same epoch (it survives a failover)."""
         if len(self.endpoints) > 1:
             left, self._at = self._at, (self._at + 1) % len(self.endpoints)
-            # forwarding leaves that controller too; not another one _open_admin found (the
-            # active one): closing that could cut a request in flight, which the controller
-            # applies while the client is told NOT_CONTROLLER
-            if self._admin_conn is not None and self._admin_at == left:
-                self._admin_conn.close()
-                self._admin_conn = None
+            self.forwarding.controller_left(left)
 
     # -- registration and heartbeats --------------------------------------------------------------
     async def _connection(self) -> KafkaConnection:
         if self._conn is None or not self._conn.is_open:
-            self._conn, self.controller_versions = await _open(
+            self._conn, self.controller_versions = await open_connection(
                 self.host, self.port, self.client_id, self._ssl, self._sasl
             )
         return self._conn
 
-    def _listeners(self) -> tuple[br.Listener, ...]:
-        out = []
-        for spec in self.broker.config.advertised:
-            port = spec.port or self.broker.port(spec.name)
-            protocol = self.broker.config.security_protocol(spec.name)
-            out.append(
-                br.Listener(name=spec.name, host=spec.host, port=port, security_protocol=protocol)
-            )
-        return tuple(out)
-
-    async def _topic_digests(self) -> list[br.KmetaTopicDigest]:
-        """A digest per topic of the LeaderAndIsr states held (kmeta's tagged field: a
-        controller taking over sends LeaderAndIsr only where its own differs). Computed in
-        steps of STEP_S (at 1M partitions it is a fraction of a second); each is kept until
-        its topic changes."""
-        replicas = self.broker.state.replicas
-        out: list[br.KmetaTopicDigest] = []
-        step_end = time.monotonic() + STEP_S
-        for name in replicas.topic_names()[:MAX_DIGEST_TOPICS]:
-            digest = replicas.digest(name)
-            if digest is not None:
-                out.append(br.KmetaTopicDigest(name, digest))
-            if time.monotonic() > step_end:
-                await asyncio.sleep(0)
-                step_end = time.monotonic() + STEP_S
-        return out
-
     async def _register(self) -> None:
-        digests = await self._topic_digests()
+        digests = await topic_digests(self.broker.state.replicas)
         conn = await self._connection()
-        request = br.BrokerRegistrationRequest(
-            version=_pick(self.controller_versions, ApiKey.BROKER_REGISTRATION, 4),
-            broker_id=self.broker_id,
-            cluster_id=self.broker.config.cluster_id or "",
-            incarnation_id=self.incarnation_id,
-            listeners=self._listeners(),
-            features=(),
-            rack=self.broker.config.rack,
-            log_dirs=(),
-            previous_broker_epoch=self.broker_epoch,
-            kmeta_topic_digests=digests,
-        )
         previous = self.state_dir.previous if self.state_dir is not None else None
-        if self.broker_epoch < 0 and previous is not None:
-            request = request._replace(
-                previous_broker_epoch=previous[0], kmeta_previous_incarnation_id=previous[1]
-            )
-        response = await _call(conn, request)
+        request = registration_request(
+            self.broker,
+            _pick(self.controller_versions, ApiKey.BROKER_REGISTRATION, 4),
+            self.incarnation_id,
+            self.broker_epoch,
+            previous if self.broker_epoch < 0 else None,
+            digests,
+        )
+        response = await call(conn, request)
         if response.error_code == ErrorCode.NOT_CONTROLLER:
             raise NotController
         if response.error_code != ErrorCode.NONE:
@@ -305,7 +293,7 @@ class ControllerLink:
                     await self._register()
                     need_registration, refused = False, None
                 conn = await self._connection()
-                response = await _call(
+                response = await call(
                     conn,
                     bh.BrokerHeartbeatRequest(
                         version=_pick(self.controller_versions, ApiKey.BROKER_HEARTBEAT, 1),
@@ -366,7 +354,7 @@ class ControllerLink:
                         self.retry_backoff_s,
                     )  # fmt: skip
                 await asyncio.sleep(self.retry_backoff_s)
-            except _NET_ERRORS as exc:
+            except NET_ERRORS as exc:
                 log.debug("controller link: %r; retrying", exc)
                 if self._conn is not None:
                     self._conn.close()
@@ -397,7 +385,7 @@ class ControllerLink:
             except RegistrationRefused as exc:
                 log.warning("controlled shutdown failed: registration refused (%s)", exc.error.name)
                 return
-            except (NotController, *_NET_ERRORS) as exc:
+            except (NotController, *NET_ERRORS) as exc:
                 log.warning("controlled shutdown at %s:%d failed: %r", self.host, self.port, exc)
                 if self._conn is not None:
                     self._conn.close()
@@ -408,7 +396,7 @@ class ControllerLink:
 
     async def _send_controlled_shutdown(self) -> cs.ControlledShutdownResponse:
         conn = await self._connection()
-        return await _call(
+        return await call(
             conn,
             cs.ControlledShutdownRequest(
                 version=_pick(self.controller_versions, ApiKey.CONTROLLED_SHUTDOWN, 3),
@@ -417,138 +405,15 @@ class ControllerLink:
             ),
         )
 
-    # -- forwarding -----------------------------------------------------------------------------
+    # -- forwarding (ForwardingManager) ----------------------------------------------------------
     async def forward(self, request: Request[R], timeout_s: float) -> R:
-        """Send an admin request to the controller at its own version; return the answer.
+        """Send an admin request to the active controller: :meth:`ForwardingManager.forward`."""
+        return await self.forwarding.forward(request, timeout_s)
 
-        As Kafka's NodeToControllerChannelManager requeues it, a request answered
-        NOT_CONTROLLER (that controller was deposed) or whose connection was lost is sent again
-        to the next controller that listens, within ``timeout_s``; once every controller has
-        answered NOT_CONTROLLER that answer goes back. No answer within ``timeout_s``:
-        :class:`ForwardTimedOut`. No controller reachable: the connection error."""
-        key = api_of_instance(request).key
-        moved: set[int] = set()  # the endpoints that answered NOT_CONTROLLER
-        conn: KafkaConnection | None = None
-        deadline = asyncio.timeout(timeout_s)
-        try:
-            async with deadline:
-                while True:
-                    async with self._admin_lock:
-                        if self._admin_conn is None or not self._admin_conn.is_open:
-                            try:
-                                opened = await self._open_admin(moved)
-                            except _NET_ERRORS:
-                                if not moved:  # none reachable: the client retries
-                                    raise
-                                opened = None  # a failover under way: wait for the new one
-                            if opened is None:
-                                await asyncio.sleep(self.retry_backoff_s)
-                                continue
-                            self._admin_conn, self._admin_versions = opened
-                        conn, at = self._admin_conn, self._admin_at
-                        if request.version not in self._admin_versions.get(key, range(0)):
-                            raise UnsupportedVersionError(
-                                f"the controller does not serve api {key} v{request.version}"
-                            )
-                        future = conn.send(request)
-                    try:
-                        answer = await future
-                    except (OSError, ConnectionError, ProtocolError) as exc:
-                        log.debug("forwarding: connection lost (%r); sending again", exc)
-                        await asyncio.sleep(self.retry_backoff_s)
-                        continue
-                    if ErrorCode.NOT_CONTROLLER not in _error_codes(answer):
-                        return answer
-                    moved.add(at)
-                    async with self._admin_lock:
-                        if self._admin_conn is conn:
-                            conn.close()
-                            self._admin_conn = None
-                    if len(moved) == len(self.endpoints):
-                        return answer
-        except TimeoutError:
-            if not deadline.expired():
-                raise
-            if conn is not None:
-                conn.close()  # (the answer, if it ever comes, has no one to go to)
-            raise ForwardTimedOut from None
-
-    async def _open_admin(self, skip: set[int]) -> tuple[KafkaConnection, dict[int, range]]:
-        """A connection to the active controller for forwarding: each controller once, from
-        the one the link talks to. Only the active one of a quorum listens, and the link may
-        not have found it yet after a failover; a client should not pay NOT_CONTROLLER for
-        that (a Kafka broker's forwarding also waits for the new controller). Not those in
-        ``skip`` (they answered NOT_CONTROLLER)."""
-        failed: BaseException | None = None
-        for k in range(len(self.endpoints)):
-            at = (self._at + k) % len(self.endpoints)
-            if at in skip:
-                continue
-            host, port = self.endpoints[at]
-            try:
-                opened = await _open(host, port, self.client_id, self._ssl, self._sasl)
-            except _NET_ERRORS as exc:
-                failed = exc
-                continue
-            self._admin_at = at
-            return opened
-        if failed is None:
-            raise ConnectionError("every controller answered NOT_CONTROLLER")
-        raise failed
-
-
-def _error_codes(response: object) -> set[int]:
-    """Every error code in a response, at any depth (the keys of Kafka's errorCounts)."""
-    found: set[int] = set()
-    stack = [response]
-    while stack:
-        item = stack.pop()
-        fields = getattr(item, "_fields", None)
-        if fields is None:
-            if isinstance(item, tuple | list):
-                stack.extend(item)
-            continue
-        for name in fields:
-            value = getattr(item, name)
-            if name == "error_code":
-                found.add(int(value))
-            elif isinstance(value, tuple | list):
-                stack.append(value)
-    return found
-
-
-#: extra time over the request's timeout_ms for the controller's answer to come back
-FORWARD_MARGIN_S = 5.0
-
-
-async def forward(
-    ctx: BrokerContext,
-    request: Req,
-    timeout_ms: int,
-    error_response: ErrorResponse[Req, Resp],
-) -> Resp:
-    """What the admin handlers do: forward through the link; NOT_CONTROLLER if no controller
-    can be reached, REQUEST_TIMED_OUT if the controller did not answer in time (it may still
-    apply the change: Kafka's ForwardingManager answers so).
-    The answer is the controller's response to ``request``, decoded by the codec its api key
-    picks: the type ``error_response`` builds."""
-    link = ctx.state.controller_link
-    if link is None:
-        return error_response(request, ErrorCode.NOT_CONTROLLER)
-    timeout_s = max(timeout_ms / 1000.0, 1.0) + FORWARD_MARGIN_S
-    try:
-        # error_response and the request's response_class() name the same response record
-        return await link.forward(cast("Request[Resp]", request), timeout_s)
-    except ForwardTimedOut:
-        log.warning("forwarding api %d: no answer from the controller within %.1f s",
-                    ctx.header.api_key, timeout_s)  # fmt: skip
-        return error_response(request, ErrorCode.REQUEST_TIMED_OUT)
-    except UnsupportedVersionError as exc:
-        log.warning("not forwarding: %s", exc)
-        return error_response(request, ErrorCode.UNSUPPORTED_VERSION)
-    except _NET_ERRORS as exc:
-        log.warning("forwarding api %d to the controller failed: %r", ctx.header.api_key, exc)
-        return error_response(request, ErrorCode.NOT_CONTROLLER)
+    @property
+    def _admin_versions(self) -> dict[int, range]:
+        """(the forwarding connection's ApiVersions: a test pins an older controller's here)"""
+        return self.forwarding.admin_versions
 
 
 def controller_link(broker: Broker, state_dir: StateDir | None = None) -> ControllerLink:
