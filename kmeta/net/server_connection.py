@@ -38,15 +38,14 @@ and :mod:`~kmeta.net.flow_control` (when to stop reading).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections.abc import Callable
 from typing import Any, cast
 
-from kmeta.net.answer_framing import FLUSH_AT, Chunks, append_answer, encode_answer
+from kmeta.net.answer_framing import FLUSH_AT, Chunks, append_answer
 from kmeta.net.answer_writer import AnswerWriter
-from kmeta.net.dispatch import Peer, RequestContext
+from kmeta.net.dispatch import Peer
 from kmeta.net.flow_control import FlowControl
 from kmeta.net.hooks import (
     NO_HOOKS,
@@ -54,14 +53,12 @@ from kmeta.net.hooks import (
     ConnectionObserver,
     FaultKind,
     RawFrameReceiver,
-    RequestGate,
 )
-from kmeta.net.memo_path import MemoPath, Missed
+from kmeta.net.memo_path import Missed
 from kmeta.net.memory_pool import MEMORY, PoolShare
-from kmeta.net.pending_answers import PendingAnswers
 from kmeta.net.raw_tokens import RawTokens
+from kmeta.net.request_pipeline import RequestPipeline
 from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
-from kmeta.net.serve_request import route, serve
 from kmeta.net.serving import ConnectionLimits as ConnectionLimits  # re-export (old home)
 from kmeta.net.serving import ServingInfo as ServingInfo  # re-export (old home)
 from kmeta.net.watchdog import Watchdog
@@ -87,33 +84,34 @@ class ServerConnection(asyncio.Protocol):
         self._hooks = hooks
         #: made from ``hooks`` once the connection is admitted (see connection_made)
         self._observer: ConnectionObserver | None = None
-        self._gate: RequestGate | None = None
         #: set once by the connection's gate when it authenticates the peer (SASL, mTLS)
         self.principal: KafkaPrincipal = ANONYMOUS
-        #: while set, frames are raw SASL tokens (after SaslHandshake v0), not requests
-        self._raw: RawTokens | None = None
+        self.peer: Peer = None
+        #: frames in, answers out; its memo path and queue of answers are read on every read
+        self._requests = RequestPipeline(info, self, self._async_done)
+        self._memo_path = self._requests.memo_path
+        self._pending = self._requests.pending
         #: why we closed the connection, when it was for a fault
         self.fault: FaultKind | None = None
         self._on_close = on_close
         self._splitter = FrameSplitter(info.limits.max_frame_size)
         self._transport: asyncio.Transport | None = None
         self._flow: FlowControl | None = None
-        self._pending = PendingAnswers()
         self._closing = False
         #: the idle, request and write timeouts; also holds the times they are measured from
-        self._watchdog = Watchdog(info.limits, self._expire, self._gone, self._busy, self._not_reading)
+        self._watchdog = Watchdog(info.limits, self._drop, self._gone, self._busy, self._not_reading)
         self._stashed: list[bytes] | None = None  # frames read but not handled (write paused)
         #: the request bytes this connection holds in the daemon's pool (None: no pool)
         self._memory = None if info.pool is None else PoolShare(info.pool)
         self._admit = admit
         self.admitted = False
-        #: the last memoised request's header, and its memo
-        self._memo_path = MemoPath(info.state, info.listener)
-        self.peer: Peer = None
         #: the one write per pass, and the zero-copy seam
         self._writer = AnswerWriter()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.requests_handled = 0
+
+    @property
+    def requests_handled(self) -> int:
+        return self._requests.handled
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -132,9 +130,9 @@ class ServerConnection(asyncio.Protocol):
         self.admitted = True
         hooks = self._hooks
         if hooks.observer is not None:
-            self._observer = self._writer.observer = hooks.observer(self)
+            self._observer = self._writer.observer = self._requests.observer = hooks.observer(self)
         if hooks.gate is not None:
-            self._gate = hooks.gate(self)
+            self._requests.gate = hooks.gate(self)
         watchdog = self._watchdog
         watchdog.arm(watchdog.last_active + self.info.limits.idle_timeout_s)
 
@@ -157,7 +155,7 @@ class ServerConnection(asyncio.Protocol):
             # one whole memoised request per read (depth 1): answered in place, see MemoPath
             answer = self._memo_path.answer_read(data)
             if type(answer) is bytes:
-                self.requests_handled += 1
+                self._requests.handled += 1
                 transport = self._transport
                 if transport is not None and not transport.is_closing():
                     transport.write(answer)
@@ -165,7 +163,7 @@ class ServerConnection(asyncio.Protocol):
             if isinstance(answer, Missed):
                 memo = False
             elif answer is not None:  # a large answer: its pieces are framed, not copied
-                self.requests_handled += 1
+                self._requests.handled += 1
                 out: Chunks = []
                 append_answer(data[8:12], self._memo_path.response_header_version, answer, out)
                 self._writer.write(out)
@@ -192,59 +190,25 @@ class ServerConnection(asyncio.Protocol):
             self._account_memory(memory)
 
     def _process(self, frames: list[bytes], memo: bool = True) -> None:
-        if self._raw is not None:  # the one test a read pays for SaslHandshake v0
-            self._process_raw(frames, 0)
-            return
         out: Chunks = []
-        observer = self._observer
-        # Frames that repeat the header of the last memoised request are answered from the
-        # memo while no answer waits (answers leave in order): see MemoPath.answer_frames.
-        memo_path = self._memo_path
-        known = memo and not self._pending and memo_path.known
+        requests = self._requests
         i, n = 0, len(frames)
         while i < n:
-            if known:
-                hits = memo_path.answer_frames(frames, i, out) - i
-                if hits:
-                    self.requests_handled += hits
-                    if observer is not None:
-                        key, version = frames[i][0] << 8 | frames[i][1], memo_path.version
-                        for _ in range(hits):
-                            observer.on_request(key, version, None)
-                    i += hits
-                    if len(out) > 1 or len(out[0]) >= FLUSH_AT:
-                        if self._flush(out, frames, i - 1):
-                            return
-                        out = []
-                        continue  # frame i is not looked up yet
-                    if i == n:
-                        break
-                # frame i is not a memo hit: the full path
-            frame = frames[i]
-            i += 1
+            raw = requests.raw  # after SaslHandshake v0: raw SASL tokens, until it is done
             try:
-                answer = self._handle_frame(frame, out)
+                i = requests.answer(frames, i, out, memo) if raw is None else raw.answer(frames, i, out)
             except Exception as exc:
                 self._writer.write(out)
-                self._fail(exc)
+                self._fail(exc, "handler" if raw is None else "SASL token")
                 return
-            if observer is not None:
-                # the registry served the frame: its header starts with api key and version
-                observer.on_request(frame[0] << 8 | frame[1], frame[2] << 8 | frame[3], answer)
-            if self._raw is not None:
-                # a SaslHandshake v0 was accepted: the frames after it are raw SASL tokens
-                self._writer.write(out)
-                self._process_raw(frames, i)
-                return
-            # the handler may have learned another header or left an answer waiting
-            known = not self._pending and memo_path.known
-            if out and (len(out) > 1 or len(out[0]) >= FLUSH_AT):
+            memo = True
+            if out and (len(out) > 1 or len(out[0]) >= FLUSH_AT):  # due a write
                 if self._flush(out, frames, i - 1):
                     return
                 out = []
         if out:
             transport = self._transport
-            if len(out) == 1 and observer is None and transport is not None and not transport.is_closing():
+            if len(out) == 1 and self._observer is None and transport is not None and not transport.is_closing():
                 # AnswerWriter.write's common case without the call
                 transport.write(out[0])
             else:
@@ -262,26 +226,14 @@ class ServerConnection(asyncio.Protocol):
         prefix, before buffering it (frames already split in the same read are checked whole).
         The receiver raises ProtocolError to close the connection (v0 has no error to send).
         """
-        if self._raw is not None:
-            self._raw.receiver = None  # a token being answered: the frames after it are requests
-        self._raw = None if receiver is None else RawTokens(receiver, max_size)
+        requests = self._requests
+        if requests.raw is not None:
+            requests.raw.receiver = None  # a token being answered: the frames after it are requests
+        requests.raw = None if receiver is None else RawTokens(receiver, max_size)
         self._memo_path.forget()
         self._splitter.max_frame_size = (
             self.info.limits.max_frame_size if receiver is None else max_size
         )
-
-    def _process_raw(self, frames: list[bytes], start: int) -> None:
-        out: Chunks = []
-        assert self._raw is not None
-        try:
-            done = self._raw.answer(frames, start, out)
-        except Exception as exc:
-            self._writer.write(out)
-            self._fail(exc, "SASL token")
-            return
-        self._writer.write(out)
-        if done < len(frames):  # the authenticator is done: the rest are Kafka requests
-            self._process(frames[done:])
 
     def _flush(self, out: Chunks, frames: list[bytes], i: int) -> bool:
         """Bound what one read can make us buffer: write ``out``, and if the peer is not
@@ -337,30 +289,7 @@ class ServerConnection(asyncio.Protocol):
             self._stashed = None
             self._splitter = FrameSplitter(self.info.limits.max_frame_size)
 
-    # -- requests ------------------------------------------------------------------------------
-    def _handle_frame(self, frame: bytes, out: Chunks) -> asyncio.Future[Any] | None:
-        """Serve one frame: its answer goes to ``out`` (or the queue behind a slow one); an
-        asynchronous answer's future is returned (None: answered now)."""
-        info, gate = self.info, self._gate
-        header, pos, handler = route(info.registry, frame, gate)
-        ctx = RequestContext(
-            header, info.listener, info.is_control, self.peer, info.state, info.registry, gate,
-            self.principal,
-        )  # fmt: skip
-        self.requests_handled += 1
-        result = serve(ctx, handler, frame, pos, self._memo_path)
-        # records are (named) tuples: only other objects can be awaitables
-        if not isinstance(result, tuple | bytes | bytearray) and inspect.isawaitable(result):
-            future = asyncio.ensure_future(result)
-            self._pending.add_slow(future, header, handler)
-            future.add_done_callback(self._async_done)
-            return future
-        if self._pending:  # behind a slow answer: it waits for its turn
-            self._pending.add_answer(header, handler, result)
-        else:
-            encode_answer(header, handler, result, out)
-        return None
-
+    # -- answers of slow requests -------------------------------------------------------------
     def _async_done(self, _future: asyncio.Future[Any]) -> None:
         if self._transport is None or self._transport.is_closing():
             return
@@ -392,7 +321,7 @@ class ServerConnection(asyncio.Protocol):
             log.error("%s failed for %s on %s; closing it", what, self.peer, self.info.listener, exc_info=exc)
             self._drop(FaultKind.INTERNAL_ERROR, "internal error")
 
-    def _drop(self, kind: FaultKind, reason: str, *, abort: bool = False) -> None:
+    def _drop(self, kind: FaultKind, reason: str, abort: bool = False) -> None:
         """Close because of the peer (or an internal failure), without answering further.
 
         ``abort``: discard unsent answers too (a peer that does not read would otherwise keep
@@ -413,10 +342,7 @@ class ServerConnection(asyncio.Protocol):
             else:
                 self._transport.close()
 
-    # -- what the watchdog asks and tells -----------------------------------------------------
-    def _expire(self, kind: FaultKind, reason: str, abort: bool) -> None:
-        self._drop(kind, reason, abort=abort)
-
+    # -- what the watchdog asks (it closes through _drop) ---------------------------------------
     def _gone(self) -> bool:
         return self._transport is None or self._transport.is_closing()
 
