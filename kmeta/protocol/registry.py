@@ -6,77 +6,52 @@ takes its version range from here, so what is advertised cannot drift from what 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
 from kmeta.protocol.errors import UnsupportedVersionError
-from kmeta.protocol.messages import (
-    alter_configs,
-    alter_partition_reassignments,
-    alter_user_scram_credentials,
-    api_versions,
-    broker_heartbeat,
-    broker_registration,
-    controlled_shutdown,
-    create_acls,
-    create_partitions,
-    create_topics,
-    delete_acls,
-    delete_topics,
-    describe_acls,
-    describe_cluster,
-    describe_configs,
-    describe_topic_partitions,
-    describe_user_scram_credentials,
-    elect_leaders,
-    incremental_alter_configs,
-    leader_and_isr,
-    list_partition_reassignments,
-    metadata,
-    produce,
-    sasl_authenticate,
-    sasl_handshake,
-    stop_replica,
-    update_metadata,
-)
+from kmeta.protocol.messages import api_versions
 from kmeta.protocol.schema import Api, Message, Record
 
 __all__ = ["APIS", "Api", "api_for", "api_of", "common_versions", "highest_common", "peer_versions"]
 
-
-#: every API kmeta speaks, by key (each generated module declares its ``API``)
-APIS: dict[int, Api[Any, Any]] = {
-    module.API.key: module.API
-    for module in (
-        alter_configs,
-        alter_partition_reassignments,
-        alter_user_scram_credentials,
-        api_versions,
-        broker_heartbeat,
-        broker_registration,
-        controlled_shutdown,
-        create_acls,
-        create_partitions,
-        create_topics,
-        delete_acls,
-        delete_topics,
-        describe_acls,
-        describe_cluster,
-        describe_configs,
-        describe_topic_partitions,
-        describe_user_scram_credentials,
-        elect_leaders,
-        incremental_alter_configs,
-        leader_and_isr,
-        list_partition_reassignments,
-        metadata,
-        produce,
-        sasl_authenticate,
-        sasl_handshake,
-        stop_replica,
-        update_metadata,
-    )
-}
+#: the generated modules (tools/gen_messages.py), one per API kmeta speaks, each declaring its
+#: ``API``
+MODULES = (
+    "alter_configs",
+    "alter_partition_reassignments",
+    "alter_user_scram_credentials",
+    "api_versions",
+    "broker_heartbeat",
+    "broker_registration",
+    "controlled_shutdown",
+    "create_acls",
+    "create_partitions",
+    "create_topics",
+    "delete_acls",
+    "delete_topics",
+    "describe_acls",
+    "describe_cluster",
+    "describe_configs",
+    "describe_topic_partitions",
+    "describe_user_scram_credentials",
+    "elect_leaders",
+    "incremental_alter_configs",
+    "leader_and_isr",
+    "list_partition_reassignments",
+    "metadata",
+    "produce",
+    "sasl_authenticate",
+    "sasl_handshake",
+    "stop_replica",
+    "update_metadata",
+)
+#: every API kmeta speaks, by key
+APIS: dict[int, Api[Any, Any]] = {}
+for _name in MODULES:
+    _api: Api[Any, Any] = importlib.import_module(f"kmeta.protocol.messages.{_name}").API
+    APIS[_api.key] = _api
 
 
 def api_for(api_key: int) -> Api[Any, Any]:

@@ -33,8 +33,9 @@ T = TypeVar("T")
 A = TypeVar("A")
 
 
-class Head(Protocol):
-    """The fields before the topic states, as read first (enough to fence the request)."""
+class ControlRequest(Protocol):
+    """UpdateMetadata, LeaderAndIsr and StopReplica (whole, or read in steps), as admission
+    and the state-change log read them (kmeta.server.handlers.control_log)."""
 
     @property
     def controller_id(self) -> int: ...
@@ -44,6 +45,10 @@ class Head(Protocol):
 
     @property
     def broker_epoch(self) -> int: ...
+
+
+class Head(ControlRequest, Protocol):
+    """The fields before the topic states, as read first (enough to fence the request)."""
 
     def _asdict(self) -> dict[str, Any]: ...
 

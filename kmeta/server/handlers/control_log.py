@@ -10,26 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Protocol
 
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.state import BrokerContext, BrokerState
-
-
-class ControlRequest(Protocol):
-    """UpdateMetadata, LeaderAndIsr and StopReplica (whole, or read in steps), as admission
-    and the state-change log read them."""
-
-    @property
-    def controller_id(self) -> int: ...
-
-    @property
-    def controller_epoch(self) -> int: ...
-
-    @property
-    def broker_epoch(self) -> int: ...
+from kmeta.server.streamed import ControlRequest
 
 
 def admission(ctx: BrokerContext, request: ControlRequest) -> ErrorCode:
