@@ -67,13 +67,14 @@ class LeaderAndIsrBlocks:
     ) -> bytes:
         """One topic's entry; the leaders of ``parts`` are added to ``leaders``."""
         topic = self.topic
-        rests: dict[object, bytes] = {}  # (id(state), is_new[, adding, removing]) -> bytes
+        # (id(state) * 2 + is_new, or that with adding and removing) -> bytes
+        rests: dict[object, bytes] = {}
         pack = _INDEX.pack
         out: list[bytes] = []
         append = out.append
         for index, st, is_new in parts:
             adding, removing = _NO_ADDING, _NO_REMOVING
-            key: object = (id(st), is_new)
+            key: object = id(st) * 2 + is_new
             if reassigning:
                 r = reassigning.get((name, index))
                 if r is not None:
@@ -135,20 +136,20 @@ def leader_and_isr_plans(
         info = state.topics.get(name)
         if info is None:
             continue
-        hosts: dict[int, list[tuple[int, PartitionRegistration, bool]]] = {}
-        # the lists a partition goes to, per distinct replica set (a topic has few of them)
-        by_replicas: dict[tuple[int, ...], list[list[tuple[int, PartitionRegistration, bool]]]] = {}
-        for p, st in info.partitions.items():
-            targets = by_replicas.get(st.replicas)
-            if targets is None:
-                targets = by_replicas[st.replicas] = [
-                    hosts.setdefault(b, []) for b in st.replicas if state.is_alive(b)
-                ]
-            entry = (p, st, is_new)
-            for target in targets:
-                target.append(entry)
-        for broker_id, parts_of in hosts.items():
-            plans.setdefault(broker_id, {})[name] = parts_of
+        states = info.partitions
+        # a topic's partitions share few replica sets: which brokers host every partition is
+        # known from those (the common case, RF = brokers: one list for all of them)
+        sets = {st.replicas for st in states.values()}
+        live = {b for replicas in sets for b in replicas if state.is_alive(b)}
+        every = {b for b in live if all(b in replicas for replicas in sets)}
+        if every:
+            whole = [(p, st, is_new) for p, st in states.items()]
+            for broker_id in sorted(every):
+                plans.setdefault(broker_id, {})[name] = whole
+        for broker_id in sorted(live - every):
+            plans.setdefault(broker_id, {})[name] = [
+                (p, st, is_new) for p, st in states.items() if broker_id in st.replicas
+            ]
     return plans
 
 
