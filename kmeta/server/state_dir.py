@@ -19,6 +19,9 @@ restarted broker prove that its previous process is gone:
   shutdown file (``.kafka_cleanshutdown``, the epoch at a clean stop); this one is written at
   registration, so it also speaks after a crash.
 
+The proof is the kernel's lock, so it holds for processes of one host: a dir shared between
+hosts on a filesystem whose flock is not shared is not supported (Kafka's log dirs neither).
+
 Nothing here is fsynced: a process crash keeps what it wrote (the page cache survives it);
 after a machine crash a lost or older record only means the old session is waited out.
 """
