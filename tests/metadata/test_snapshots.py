@@ -178,3 +178,35 @@ def test_cowmap_update_copies_the_overlay_not_the_base() -> None:
     assert big[5] == 5  # the original is untouched
     assert versions[1][1] == 1  # version 1 changed only key 0
     assert versions[2][1] == -1
+
+
+def test_a_topic_put_in_one_loop_equals_put_one_by_one() -> None:
+    """TopicBuilder.put_states (a full update's path) builds what put does, partition by
+    partition: new rows, replaced rows in place, a row deleted then put again, offline sets."""
+    from kmeta.metadata.partitions import TopicBuilder, TopicPartitions
+    from kmeta.protocol.messages import update_metadata as um
+
+    def state(i: int, leader: int, epoch: int = 1, offline: tuple[int, ...] = ()) -> Any:
+        return um.UpdateMetadataPartitionState(
+            partition_index=i, controller_epoch=2, leader=leader, leader_epoch=epoch,
+            isr=(leader, 9), zk_version=i, replicas=(leader, 9, 8), offline_replicas=offline,
+        )  # fmt: skip
+
+    current = TopicPartitions.of("t")
+    first = TopicBuilder("t", current)
+    first.put_states([state(i, 1 + i % 3, offline=(8,) if i % 2 else ()) for i in (3, 0, 2, 1)])
+    base = first.freeze()
+    batch = [state(2, 9, epoch=5), state(7, 8), state(0, 1, offline=(9, 8))]
+    one, many = TopicBuilder("t", base), TopicBuilder("t", base)
+    assert one.delete(2)
+    assert many.delete(2)
+    for p in batch:
+        one.put(p.partition_index, p.controller_epoch, p.leader, p.leader_epoch, p.isr,
+                p.zk_version, p.replicas, p.offline_replicas)  # fmt: skip
+    many.put_states(batch)
+    assert one.changed
+    assert many.changed
+    assert one.freeze() == many.freeze()
+    assert dict(many.freeze().items())[2].leader_epoch == 5
+    assert sorted(many.freeze()) == [0, 1, 2, 3, 7]
+    assert dict(base.items())[1].offline_replicas == (8,)
