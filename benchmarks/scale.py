@@ -22,8 +22,8 @@ runs out is recorded as ``timed_out`` and the remaining phases of that N are ski
    (``settled_before_kill_s``: the broker's rejoin may still propagate), the controller is
    killed (-9) and started on its data dir; restart → first CreateTopics (1 partition) acknowledged, → every broker acknowledged an UpdateMetadata
    of the new controller (``all_on_new_epoch_s``), → nothing left unacknowledged
-   (``all_caught_up_s``; from the controller's /status, polled every 0.5 s because building it
-   walks every partition), and the new controller's peak RSS against the old one's RSS.
+   (``all_caught_up_s``; from the controller's /status, which walks every partition: read
+   every 0.5 s at most, and no sooner than twice the last read took, ``status_poll_longest_s``), and the new controller's peak RSS against the old one's RSS.
 
 During ``create`` and ``broker_restart`` a client polls Metadata for the first topic on every
 broker (one connection each, back to back) and each broker's event-loop probe is read after
@@ -423,15 +423,17 @@ async def broker_restart(
     deadline = time.monotonic() + a.phase_timeout_s
     marks: dict[str, float] = {}
 
+    reads = StatusReads(cluster, 0.1)
+
     async def watch_registration() -> None:
         # the part after its registration is what the controller and broker cost (without
         # its state dir the new process would wait out the old session before it)
         while old_epoch is not None and time.monotonic() < deadline:
-            epoch = await broker_epoch(cluster, 3)
+            epoch = await broker_epoch(cluster, 3, reads)
             if epoch is not None and epoch > old_epoch:
                 marks["registered_s"] = round(time.perf_counter() - t0, 3)
                 return
-            await asyncio.sleep(0.1)
+            await reads.pause()
 
     watcher = asyncio.create_task(watch_registration())
     conn = await connect(cluster, 3, deadline)
@@ -449,15 +451,46 @@ async def broker_restart(
         "restart_to_listening_s": round(listening, 3),
         "restart_to_serving_s": round(serving, 3),
         "registered_to_serving_s": None if registered is None else round(serving - registered, 3),
+        "status_poll_longest_s": round(reads.longest_pause_s, 3),
         "rss_after": rss_bytes(cluster.pid("broker-3")),
     }
 
 
-async def broker_epoch(cluster: Cluster, broker: int) -> int | None:
+class StatusReads:
+    """The controller's /status, read no more often than its cost allows.
+
+    Building it walks every partition on the controller's event loop (about 0.5 s at 2M
+    partitions on a loaded box, more while the controller is busy): read every 0.1-0.5 s,
+    the bench itself held the restarted controller's loop most of the time (65% of its
+    samples at 2M). So the next read waits at least twice as long as the last one took
+    (the controller spends at most about a third of its time answering the bench); the
+    longest such wait is reported, since the marks taken from /status are that coarse."""
+
+    def __init__(self, cluster: Cluster, floor_s: float) -> None:
+        self.cluster = cluster
+        self.floor_s = floor_s
+        self.pause_s = floor_s
+        self.longest_pause_s = 0.0
+
+    async def read(self) -> dict[str, Any] | None:
+        """/status, or None when unreadable (not listening, or over its 5 s)."""
+        t0 = time.perf_counter()
+        try:
+            return await asyncio.to_thread(self.cluster.controller_status)
+        except OSError:
+            return None
+        finally:
+            self.pause_s = max(self.floor_s, 2 * (time.perf_counter() - t0))
+            self.longest_pause_s = max(self.longest_pause_s, self.pause_s)
+
+    async def pause(self) -> None:
+        await asyncio.sleep(self.pause_s)
+
+
+async def broker_epoch(cluster: Cluster, broker: int, reads: StatusReads | None = None) -> int | None:
     """The broker's registered epoch as the controller's /status says (None: unreadable)."""
-    try:
-        status = await asyncio.to_thread(cluster.controller_status)
-    except OSError:
+    status = await (reads or StatusReads(cluster, 0.0)).read()
+    if status is None:
         return None
     for b in status["brokers"]:
         if b["id"] == broker and b["state"] == "alive":
@@ -496,14 +529,12 @@ def caught_up(status: dict[str, Any]) -> bool:
 async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[str, Any]:
     # the broker's rejoin may still be propagating (ISR expansions): kill a settled controller
     t_settle = time.perf_counter()
+    settle_reads = StatusReads(cluster, 0.5)
     while True:
-        try:
-            status = await asyncio.to_thread(cluster.controller_status)
-            if caught_up(status):
-                break
-        except OSError:  # /status took over its 5 s: the controller is busy
-            pass
-        await asyncio.sleep(0.5)
+        status = await settle_reads.read()  # (None: /status took over its 5 s, busy)
+        if status is not None and caught_up(status):
+            break
+        await settle_reads.pause()
     settled = time.perf_counter() - t_settle
     before = rss_bytes(cluster.pid("controller"))
     old_epoch = status["controller"]["epoch"]
@@ -512,20 +543,18 @@ async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[st
     cluster.start_controller(wait=False)
     deadline = time.monotonic() + a.phase_timeout_s
     marks: dict[str, float] = {}
+    reads = StatusReads(cluster, 0.5)
 
     async def watch_status() -> None:
         while "all_caught_up_s" not in marks:
-            try:
-                status = await asyncio.to_thread(cluster.controller_status)
-            except OSError:  # not listening yet, or /status took over 5 s
-                status = None
+            status = await reads.read()  # (None: not listening yet, or over its 5 s)
             if status and status["controller"]["epoch"] > old_epoch:
                 brokers = [b for b in status["brokers"] if b["state"] == "alive"]
                 if len(brokers) == len(BROKERS) and all(b["applied_update"] for b in brokers):
                     marks.setdefault("all_on_new_epoch_s", round(time.perf_counter() - t0, 3))
                 if caught_up(status):
                     marks["all_caught_up_s"] = round(time.perf_counter() - t0, 3)
-            await asyncio.sleep(0.5)
+            await reads.pause()
 
     watcher = asyncio.create_task(watch_status())
     created_s, attempts = await first_create(cluster, deadline)
@@ -537,6 +566,7 @@ async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[st
         "first_create_acked_s": round(created_s, 3),
         "create_attempts": attempts,
         **marks,
+        "status_poll_longest_s": round(max(reads.longest_pause_s, settle_reads.longest_pause_s), 3),
         "rss_before": before,
         "rss_after": after,
         "peak_rss_to_rss_before": round(peak / old, 2) if peak and old else None,
