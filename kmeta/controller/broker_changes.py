@@ -19,6 +19,10 @@ from kmeta.controller.request_batch import ControllerRequests
 from kmeta.controller.slices import in_slices
 from kmeta.metadata.model import TopicPartitionKey
 
+#: partitions per slice at most while the full set's blocks are encoded (at 1M partitions
+#: SLICE_PARTITIONS made that 200 events, most of them quick compares of a kept block)
+ENCODE_SLICE_PARTITIONS = 100_000
+
 
 def rejoin_in_slices(
     host: ControllerHost,
@@ -115,7 +119,9 @@ def rejoin_in_slices(
             )
 
     # the full set's topic blocks first (every offline replica list changed with the
-    # broker's return), so the event that sends it only splices them
+    # broker's return), so the event that sends it only splices them. Encoding sends
+    # nothing, and a block still valid (a bounce: no replica went offline) is only compared,
+    # so its slices are held to the pace alone: the full set waits for the last of them.
     in_slices(
         host,
         "BrokerRegistrationEncode",
@@ -124,6 +130,7 @@ def rejoin_in_slices(
         valid,
         then=rejoin,
         first_here=True,
+        most=ENCODE_SLICE_PARTITIONS,
     )
 
 

@@ -49,6 +49,7 @@ def in_slices(
     valid: Callable[[], bool] = lambda: True,
     then: Callable[[], object] | None = None,
     first_here: bool = False,
+    most: int | None = None,
 ) -> None:
     """Queue the first of the events ``name`` that run ``each`` on slices of ``topics`` (those
     still there, not being deleted); each queues the next (so it comes after whatever was
@@ -56,9 +57,12 @@ def in_slices(
     does the first slice itself (a cluster of up to a first slice's partitions sees all of
     it done in that event). ``valid`` is asked before each slice: False ends it all (e.g.
     the broker a push was for is gone, or registered again: a push of its own replaces
-    this one)."""
+    this one). ``most``: partitions per slice at most, :data:`SLICE_PARTITIONS` unless said
+    (work that sends nothing, whose size bounds no request, may take more per slice: the
+    pace still holds each to the target)."""
     queued: set[int] = set()
-    most = SLICE_PARTITIONS  # (read now: a test may lower it)
+    if most is None:
+        most = SLICE_PARTITIONS  # (read now: a test may lower it)
     budget = [min(FIRST_SLICE_PARTITIONS, most)]
 
     def run_slice(start: int) -> None:
