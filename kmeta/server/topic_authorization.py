@@ -6,7 +6,7 @@ failed."), in the request's order. Without an authorizer the request is forwarde
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, cluster_allowed
@@ -24,6 +24,23 @@ Resp = TypeVar("Resp", bound=Record)
 R = TypeVar("R", bound=Record)
 
 
+class Named(Protocol):
+    """A result of the forwarded answer (a topic's)."""
+
+    @property
+    def name(self) -> str | None: ...
+
+
+#: one entry of the request's list and of the answer's (the same record types for a request)
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+def by_name(result: Named) -> tuple[Hashable, ...]:
+    """A result's keys: its name."""
+    return (result.name,)
+
+
 def _with(record: R, field: str, value: tuple[object, ...]) -> R:
     """``record`` (a NamedTuple) with the field named ``field`` replaced."""
     replaced: R = record._replace(**{field: value})  # type: ignore[attr-defined]
@@ -39,21 +56,21 @@ async def forward_authorized(
     items: str,
     results: str,
     denied: Sequence[bool],
-    key: Callable[[Any], Hashable],
-    refused: Callable[[Any], object],
+    key: Callable[[Item], Hashable],
+    refused: Callable[[Item], Result],
     timeout_ms: int,
     error_response: ErrorResponse[Req, Resp],
-    result_keys: Callable[[Any], tuple[Hashable, ...]] = lambda r: (r.name,),
+    result_keys: Callable[[Result], tuple[Hashable, ...]],
 ) -> Resp:
     """Forward ``request`` with only the ``items`` (field name) not ``denied`` (index-aligned);
     the answer's ``results`` (field name) for them, matched by ``key`` (an item's) and
-    ``result_keys`` (a result's: its name by default), and ``refused(item)``
+    ``result_keys`` (a result's: :func:`by_name` for topics), and ``refused(item)``
     for the others, one per distinct key in the request's order."""
     asked = getattr(request, items)
     if not any(denied):
         return await forward(ctx, request, timeout_ms, error_response)
     kept = tuple(item for item, no in zip(asked, denied, strict=True) if not no)
-    got: list[object] = []
+    got: list[Result] = []
     if kept:
         answer = await forward(ctx, _with(request, items, kept), timeout_ms, error_response)
         got = list(getattr(answer, results))
@@ -126,10 +143,20 @@ class ConfigAlteration(Protocol):
 Alteration = TypeVar("Alteration", bound=ConfigAlteration)
 
 
+class ConfigResult(Protocol):
+    """A resource's result in the answer to either request."""
+
+    @property
+    def resource_type(self) -> int: ...
+
+    @property
+    def resource_name(self) -> str: ...
+
+
 async def forward_config_alteration(
     ctx: BrokerContext,
     request: Alteration,
-    resource_response: Callable[[int, str | None, int, str], object],
+    resource_response: Callable[[int, str | None, int, str], ConfigResult],
     error_response: ErrorResponse[Alteration, Resp],
 ) -> Resp:
     """AlterConfigs and IncrementalAlterConfigs alike: ALTER_CONFIGS per resource (the topic,
@@ -140,7 +167,7 @@ async def forward_config_alteration(
         for r in request.resources
     ]
 
-    def refused(r: Any) -> object:
+    def refused(r: ConfigResource) -> ConfigResult:
         error = configs_authorization_error(r.resource_type)
         return resource_response(error, None, r.resource_type, r.resource_name)
 

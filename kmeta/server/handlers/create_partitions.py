@@ -20,7 +20,7 @@ from kmeta.protocol import error_responses
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.server.state import BrokerContext, BrokerRegistry
-from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized
+from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, by_name, forward_authorized
 
 error_response = error_responses.create_partitions
 
@@ -36,6 +36,7 @@ async def handle(ctx: BrokerContext, request: cp.CreatePartitionsRequest) -> cp.
     denied = [not allowed(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name) for t in request.topics]
     return await forward_authorized(
         ctx, request, items="topics", results="results", denied=denied, key=lambda t: t.name,
+        result_keys=by_name,
         refused=_refused, timeout_ms=request.timeout_ms, error_response=error_response,
     )  # fmt: skip
 

@@ -25,7 +25,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.server.controller_link import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
-from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized
+from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, by_name, forward_authorized
 
 error_response = error_responses.create_topics
 
@@ -59,6 +59,7 @@ async def handle(ctx: BrokerContext, request: ct.CreateTopicsRequest) -> ct.Crea
     ]
     answer = await forward_authorized(
         ctx, request, items="topics", results="topics", denied=denied, key=lambda t: t.name,
+        result_keys=by_name,
         refused=_refused, timeout_ms=request.timeout_ms, error_response=error_response,
     )  # fmt: skip
     return _hide_configs(ctx, answer)
