@@ -54,7 +54,7 @@ from kmeta.net.hooks import (
     FaultKind,
     RawFrameReceiver,
 )
-from kmeta.net.memo_path import Missed
+from kmeta.net.memo_path import ReadOutcome
 from kmeta.net.memory_pool import MEMORY, PoolShare
 from kmeta.net.raw_tokens import RawTokens
 from kmeta.net.request_pipeline import RequestPipeline
@@ -152,7 +152,8 @@ class ServerConnection(asyncio.Protocol):
         now = watchdog.last_active = time.monotonic()
         memo = True  # look frames up in the memo (False: this read's one frame just missed)
         if observer is None and not self._splitter.buffered and self._stashed is None and not self._pending:
-            # one whole memoised request per read (depth 1): answered in place, see MemoPath
+            # memoised requests answered in place in the bytes read (see MemoPath): one whole
+            # frame per read (depth 1), or the whole frames a pipelined read starts with
             answer = self._memo_path.answer_read(data)
             if type(answer) is bytes:
                 self._requests.handled += 1
@@ -160,13 +161,23 @@ class ServerConnection(asyncio.Protocol):
                 if transport is not None and not transport.is_closing():
                     transport.write(answer)
                 return
-            if isinstance(answer, Missed):
+            if answer is ReadOutcome.SEVERAL:  # pipelined: the whole frames it starts with
+                out: Chunks = []
+                answered, hits, missed = self._memo_path.answer_data(data, out)
+                if answered:
+                    self._requests.handled += hits
+                    self._answered_in_place(data, answered, out)
+                    if answered == len(data):
+                        return
+                    data = data[answered:]
+                memo = not missed
+            elif answer is ReadOutcome.MISSED:
                 memo = False
             elif answer is not None:  # a large answer: its pieces are framed, not copied
                 self._requests.handled += 1
-                out: Chunks = []
-                append_answer(data[8:12], self._memo_path.response_header_version, answer, out)
-                self._writer.write(out)
+                pieces: Chunks = []
+                append_answer(data[8:12], self._memo_path.response_header_version, answer, pieces)
+                self._writer.write(pieces)
                 return
         try:
             frames = self._splitter.feed(data)
@@ -188,6 +199,13 @@ class ServerConnection(asyncio.Protocol):
         memory = self._memory
         if memory is not None and (memory.held or self._splitter.buffered or self._stashed):
             self._account_memory(memory)
+
+    def _answered_in_place(self, data: bytes, answered: int, out: Chunks) -> None:
+        """Write what MemoPath.answer_data answered; if the peer stopped reading, the rest
+        of the read waits (as in _flush)."""
+        self._writer.write(out)
+        if answered < len(data) and self._flow is not None and self._flow.write_paused:
+            self._stashed = []
 
     def _process(self, frames: list[bytes], memo: bool = True) -> None:
         out: Chunks = []

@@ -146,3 +146,22 @@ async def test_memo_paths_answer_as_the_full_path_however_the_reads_fall() -> No
     assert got == want
     for pair in (per_read, pipelined, cut):
         assert pair.server.requests_handled == len(requests)
+
+
+async def test_pipelined_read_with_a_miss_looks_each_frame_up_once() -> None:
+    """A pipelined read answered in place up to a memo miss: the missed frame takes the full
+    path without a second lookup, the frames after it are looked up again, answers in order."""
+    h = _Counting()
+    registry = HandlerRegistry()
+    registry.register(md.API, h.handle, memo=h.memo)
+    conn, transport = _connection(registry)
+    one = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="a"),))
+    other = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="b"),))
+    conn.data_received(_frame(one, 1))  # full path: learns the header, fills the memo
+    conn.data_received(_frame(one, 2) + _frame(other, 3) + _frame(one, 4) + _frame(one, 5)[:9])
+    conn.data_received(_frame(one, 5)[9:])
+    answers = _answers(transport)
+    assert [int.from_bytes(a[:4], "big") for a in answers] == [1, 2, 3, 4, 5]
+    assert h.handled == 2  # frames 1 and 3
+    assert len(h.memo_calls) == 4  # frames 2, 3, 4 and 5, once each
+    assert conn.requests_handled == 5
