@@ -23,7 +23,9 @@ runs out is recorded as ``timed_out`` and the remaining phases of that N are ski
    killed (-9) and started on its data dir; restart → first CreateTopics (1 partition) acknowledged, → every broker acknowledged an UpdateMetadata
    of the new controller (``all_on_new_epoch_s``), → nothing left unacknowledged
    (``all_caught_up_s``; from the controller's /status, which walks every partition: read
-   every 0.5 s at most, and no sooner than twice the last read took, ``status_poll_longest_s``), and the new controller's peak RSS against the old one's RSS.
+   every 0.5 s at most, and no sooner than twice the last read took, ``status_poll_longest_s``), and the new controller's peak RSS against the old one's RSS;
+   ``startup_resync`` (read with ``all_caught_up_s``): the topics whose LeaderAndIsr a
+   broker's digest made unnecessary and the partitions sent.
 
 During ``create`` and ``broker_restart`` a client polls Metadata for the first topic on every
 broker (one connection each, back to back) and each broker's event-loop probe is read after
@@ -542,7 +544,7 @@ async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[st
     t0 = time.perf_counter()
     cluster.start_controller(wait=False)
     deadline = time.monotonic() + a.phase_timeout_s
-    marks: dict[str, float] = {}
+    marks: dict[str, Any] = {}
     reads = StatusReads(cluster, 0.5)
 
     async def watch_status() -> None:
@@ -554,6 +556,9 @@ async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[st
                     marks.setdefault("all_on_new_epoch_s", round(time.perf_counter() - t0, 3))
                 if caught_up(status):
                     marks["all_caught_up_s"] = round(time.perf_counter() - t0, 3)
+                    # topics whose LeaderAndIsr a broker's digest made unnecessary, and the
+                    # partitions sent (kmeta.controller.startup_resync)
+                    marks["startup_resync"] = status["controller"].get("startup_resync")
             await reads.pause()
 
     watcher = asyncio.create_task(watch_status())

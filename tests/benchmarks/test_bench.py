@@ -226,6 +226,7 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
         assert ctl["settled_before_kill_s"] >= 0
         assert ctl["first_create_acked_s"] > 0
         assert 0 < ctl["all_on_new_epoch_s"] <= ctl["all_caught_up_s"]
+        assert set(ctl["startup_resync"]) == {"skipped_topics", "sent_partitions"}
         assert ctl["rss_before"]["rss"] > 0
         assert ctl["peak_rss_to_rss_before"] > 0
     # three times the partitions: a bigger all-topics answer on every broker
