@@ -11,7 +11,8 @@ may be shared):
 * ``end_to_end_s``: ``kmeta pipeline plan`` on the file as a user runs it (a process of its
   own: Python and JVM start, session, jobs, output), unless --no-end-to-end;
 * ``fixed_cost_s``: session start to the end of a first (trivial) job, in this process: what
-  every run pays whatever its size;
+  every run pays whatever its size; ``driver_class_archive`` says whether the driver JVMs
+  mapped ``make spark-archive``'s class-data archive (both runs use it when it is there);
 * ``plan_s`` on the warm session, rows/second overall and per stage, the Spark jobs it ran
   (``plan_spark_jobs``), and the ratio to a baseline measured in the same run (a Spark scan +
   count of the same file);
@@ -132,6 +133,7 @@ def main() -> None:
     ap.add_argument("--keep", help="keep input and output under this directory")
     args = ap.parse_args()
 
+    from kmeta.pipeline import jvm_archive
     from kmeta.pipeline.config import BrokerSpec, PlanConfig
     from kmeta.pipeline.plan_job import run_plan
     from kmeta.pipeline.session import build_session
@@ -179,6 +181,7 @@ def main() -> None:
         "end_to_end_s": None if e2e is None else e2e["s"],
         "end_to_end": e2e,
         "fixed_cost_s": round(session["s"] + first_job["s"], 3),
+        "driver_class_archive": bool(jvm_archive.run_options()),
         "fixed_cost": {"session_start": session, "first_job": first_job},
         "baseline_scan_count_s": baseline["s"],
         "plan_s": plan_s,

@@ -30,10 +30,13 @@ BROKER_LOAD_SCHEMA = (
 
 
 def _state_columns(brokers: Sequence[BrokerSpec]) -> dict[str, Column]:
-    live = int_array([b.id for b in brokers if b.alive])
+    """For accepted rows, whose replicas are known brokers without repeats: a replica is live
+    unless it is on a dead broker. Set operations on the (few) dead brokers' ids, not a lambda
+    per replica: ``array_except``/``array_intersect`` keep the replicas' order."""
+    dead = int_array([b.id for b in brokers if not b.alive])
     replicas, leader = F.col("replicas"), F.col("leader")
-    live_replicas = F.filter(replicas, lambda r: F.array_contains(live, r))
-    given_ok = leader.isNotNull() & F.array_contains(live, leader)
+    live_replicas = F.array_except(replicas, dead)
+    given_ok = leader.isNotNull() & ~F.array_contains(dead, leader)
     first_live = F.try_element_at(live_replicas, F.lit(1))
     return {
         "leader": F.when(given_ok, leader).otherwise(F.coalesce(first_live, F.lit(NO_LEADER))),
@@ -41,12 +44,13 @@ def _state_columns(brokers: Sequence[BrokerSpec]) -> dict[str, Column]:
         .when(first_live.isNotNull(), "elected")
         .otherwise("none"),
         "isr": F.coalesce(F.col("isr"), live_replicas),
-        "offline_replicas": F.filter(replicas, lambda r: ~F.array_contains(live, r)),
+        "offline_replicas": F.array_intersect(replicas, dead),
     }
 
 
 def partition_states(accepted: DataFrame, brokers: Sequence[BrokerSpec]) -> DataFrame:
-    """The states of accepted rows (topic, partition, replicas, leader, isr, warnings)."""
+    """The states of accepted rows (topic, partition, replicas, leader, isr, warnings): their
+    replicas are known brokers, each once."""
     cols = _state_columns(brokers)
     return accepted.select(
         "topic",
@@ -62,7 +66,8 @@ def partition_states(accepted: DataFrame, brokers: Sequence[BrokerSpec]) -> Data
 
 def with_states(validated: DataFrame, brokers: Sequence[BrokerSpec]) -> DataFrame:
     """Validated rows plus what each would become (``leader_out``, ``isr_out``, ...), so one
-    cached frame serves the counts, both outputs and the broker load."""
+    cached frame serves the counts, both outputs and the broker load. Only accepted rows' states
+    are read (a rejected row's may be meaningless)."""
     cols = _state_columns(brokers)
     return validated.withColumns(
         {
