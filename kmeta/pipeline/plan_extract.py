@@ -24,6 +24,7 @@ _INT = r"^\s*-?\d{1,9}\s*$"
 _INT_MAX_DIGITS = 999_999_999
 # a list element is at most 10 characters long (sign included), as _parse_int_list reads it
 _LIST_ELEMENT_MIN = -999_999_999
+_INT32_MAX = 2**31 - 1
 _INT_LIST = r"^\s*\[?\s*(-?\d+(\s*[,;|\s]\s*-?\d+)*)?\s*\]?\s*$"
 
 
@@ -75,8 +76,15 @@ def _parse_int_list(raw: Column, dtype: T.DataType) -> Column:
     tokens = F.regexp_extract_all(raw, F.lit(r"(-?\d+)"), 1)
     return F.when(
         raw.rlike(_INT_LIST),
-        F.transform(tokens, lambda t: F.when(F.length(t) <= 10, t.cast("long")).cast("int")),
+        F.transform(tokens, _list_element),
     )
+
+
+def _list_element(token: Column) -> Column:
+    """A list element as an int32, null when it is longer than 10 characters or above the int32
+    range (cast unguarded, "2147483648" would fail the whole job under ANSI mode)."""
+    fits = (F.length(token) <= 10) & (token.cast("long") <= _INT32_MAX)
+    return F.when(fits, token.cast("int"))
 
 
 def _all_ints(parsed: Column) -> Column:

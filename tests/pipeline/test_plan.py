@@ -36,6 +36,8 @@ CASES = [
     (("isr", "0", "[1,2]", "1", "[2]"), {"leader_not_in_isr"}),
     (("empty", "0", "[]", None, None), {"empty_replicas"}),
     (("junk", "x", "1,y", None, None), {"bad_partition", "bad_replicas"}),
+    # above int32: a reject reason, not a failed job
+    (("big", "0", "[1,2147483648]", None, "2147483648"), {"bad_replicas", "bad_isr"}),
     (("half", "0", "[1,2]", None, None), {"topic_incomplete"}),
     (("half", "1", "[1,9]", None, None), {"unknown_broker"}),
     (("a.b", "0", "[1,2]", None, None), {"topic_collision"}),
