@@ -5,7 +5,7 @@
 * :mod:`event_manager` -- ControllerEventManager: one event at a time.
 * :mod:`controller` -- KafkaController: liveness, elections, admin changes, what is sent when.
 * :mod:`channel_manager` / :mod:`request_batch` -- Kafka's ControllerChannelManager and
-  ControllerBrokerRequestBatch.
+  ControllerBrokerRequestBatch (its UpdateMetadata part: :mod:`update_metadata_batch`).
 * :mod:`assignment` / :mod:`election` / :mod:`admin` -- replica assignment, leader election,
   admin request validation (pure functions).
 * :mod:`handlers` / :mod:`daemon` -- the wire handlers and the listening daemon.

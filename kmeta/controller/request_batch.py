@@ -6,11 +6,11 @@ UpdateMetadata (one partition set for a set of brokers) and StopReplica (per bro
 then StopReplica, each stamped with the controller epoch and the target broker's epoch.
 LeaderAndIsr partition states are read from the cluster state when added, UpdateMetadata ones
 when sent (the same event, which adds and sends at once); a topic queued for deletion goes
-out with leader -2 (LeaderDuringDelete) so brokers drop it. UpdateMetadata bodies are spliced
-from per-topic blocks (:mod:`kmeta.controller.topic_blocks`) shared by every broker, and
-LeaderAndIsr bodies from per-topic entries (:mod:`kmeta.controller.leader_and_isr_blocks`); a
-create adds its new topics whole (``leader_and_isr_topics``), not partition by partition. Each UpdateMetadata topic state
-also carries the topic's config overrides (kmeta's tagged field ``kmeta_topic_configs``).
+out with leader -2 (LeaderDuringDelete) so brokers drop it. The UpdateMetadata part (its
+brokers, partitions, ACLs, credentials and the spliced per-topic blocks) is its own class,
+:class:`~kmeta.controller.update_metadata_batch.UpdateMetadataBatch`; LeaderAndIsr bodies are
+built from per-topic entries (:mod:`kmeta.controller.leader_and_isr_blocks`); a create adds
+its new topics whole (``leader_and_isr_topics``), not partition by partition.
 """
 
 from __future__ import annotations
@@ -30,9 +30,18 @@ from kmeta.controller.leader_and_isr_blocks import (
 )
 from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
 from kmeta.controller.topic_blocks import UpdateMetadataBlocks
+
+# (``X as X``: re-exported, since callers and tests import the control-request versions and
+# UpdateMetadata types from the batch)
+from kmeta.controller.update_metadata_batch import UM_FULL as UM_FULL
+from kmeta.controller.update_metadata_batch import UM_INCREMENTAL as UM_INCREMENTAL
+from kmeta.controller.update_metadata_batch import (
+    UPDATE_METADATA_VERSION as UPDATE_METADATA_VERSION,
+)
+from kmeta.controller.update_metadata_batch import UpdateMetadataBatch
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.connection import api_of_instance
-from kmeta.net.security.scram import MECHANISM_IDS, ScramCredentials
+from kmeta.net.security.scram import ScramCredentials
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
@@ -42,11 +51,7 @@ from kmeta.protocol.types import ZERO_UUID
 Q = TypeVar("Q", um.UpdateMetadataRequest, lair.LeaderAndIsrRequest, sr.StopReplicaRequest)
 
 LEADER_AND_ISR_VERSION = 7
-UPDATE_METADATA_VERSION = 8
 STOP_REPLICA_VERSION = 4
-#: UpdateMetadata v8 Type (KIP-866): INCREMENTAL merges, FULL replaces the broker's partition set
-UM_INCREMENTAL = 1
-UM_FULL = 2
 #: StopReplica leader epoch that means "deleting" (Kafka's LeaderAndIsr.EpochDuringDelete)
 EPOCH_DURING_DELETE = -2
 #: where the broker epoch (int64) sits in the body of LeaderAndIsr v7+, UpdateMetadata v8 and
@@ -162,20 +167,18 @@ class ControllerBrokerRequestBatch:
         self._lair: dict[int, dict[TopicPartitionKey, tuple[PartitionRegistration, bool]]] = {}
         #: whole topics for LeaderAndIsr -> is_new
         self._lair_topics: dict[str, bool] = {}
-        self._um_brokers: set[int] = set()
-        #: topic -> its partition indexes to send (insertion-ordered, no repeats)
-        self._um_partitions: dict[str, dict[int, None]] = {}
-        self._um_full = False
+        #: Kafka's updateMetadataRequestBrokerSet and ...PartitionInfoMap, and their sending
+        self.update_metadata = UpdateMetadataBatch(ctx)
         self._stop: dict[int, dict[TopicPartitionKey, bool]] = {}
-        #: the UpdateMetadata carries the whole ACL set (always on a FULL one)
-        self._with_acls = False
 
     def new_batch(self) -> None:
-        if self._lair or self._lair_topics or self._um_brokers or self._stop:
+        if self._lair or self._lair_topics or not self.update_metadata.is_empty() or self._stop:
             raise RuntimeError("a new batch was started while the previous one was not sent")
 
     def is_empty(self) -> bool:
-        return not (self._lair or self._lair_topics or self._um_brokers or self._stop)
+        return not (
+            self._lair or self._lair_topics or not self.update_metadata.is_empty() or self._stop
+        )
 
     # -- adding ---------------------------------------------------------------------------------
     def add_leader_and_isr(
@@ -203,22 +206,15 @@ class ControllerBrokerRequestBatch:
 
         A topic whose every partition is added goes out as its shared block
         (:mod:`kmeta.controller.topic_blocks`), the others partition by partition."""
-        out = self._um_partitions
-        for name, index in partitions:
-            indexes = out.get(name)
-            if indexes is None:
-                indexes = out[name] = {}
-            indexes[index] = None
-        self._um_brokers.update(b for b in broker_ids if self.ctx.state.is_alive(b))
+        self.update_metadata.add(broker_ids, partitions)
 
     def add_update_metadata_full(self, broker_ids: Iterable[int]) -> None:
         """``broker_ids`` get every partition (a FULL update replaces all they hold)."""
-        self._um_full = True
-        self._um_brokers.update(b for b in broker_ids if self.ctx.state.is_alive(b))
+        self.update_metadata.add_full(broker_ids)
 
     def add_acls(self) -> None:
         """This batch's UpdateMetadata carries the cluster's whole ACL set."""
-        self._with_acls = True
+        self.update_metadata.add_acls()
 
     def add_stop_replica(
         self, broker_ids: Iterable[int], tp: TopicPartitionKey, delete: bool
@@ -240,16 +236,13 @@ class ControllerBrokerRequestBatch:
         ``stop_callback`` runs on every StopReplica answer (topic deletion counts them)."""
         try:
             self._send_leader_and_isr(update_id)
-            return self._send_update_metadata(update_id, um_callback, um_type)
+            return self.update_metadata.send(update_id, um_callback, um_type)
         finally:
             self._send_stop_replica(update_id, stop_callback)
             self._lair.clear()
             self._lair_topics.clear()
-            self._um_brokers.clear()
-            self._um_partitions.clear()
-            self._um_full = False
+            self.update_metadata.clear()
             self._stop.clear()
-            self._with_acls = False
 
     def _broker_epoch(self, broker_id: int) -> int:
         return self.ctx.state.brokers[broker_id].epoch
@@ -257,22 +250,6 @@ class ControllerBrokerRequestBatch:
     def _topic_id(self, name: str) -> uuid.UUID:
         info = self.ctx.state.topics.get(name)
         return info.topic_id if info is not None else ZERO_UUID
-
-    def _topic_configs(self, name: str) -> tuple[um.KmetaTopicConfig, ...] | None:
-        """The topic's whole override set, on every topic state this controller sends (kmeta's
-        tagged field: Kafka brokers skip it), so a full UpdateMetadata restores them all.
-        No overrides: null (not on the wire; a FULL update reads it as none), or an empty
-        list right after they were all removed (an incremental update must say so)."""
-        state = self.ctx.state
-        info = state.topics.get(name)
-        if info is not None and info.configs:
-            return tuple(um.KmetaTopicConfig(k, v) for k, v in sorted(info.configs.items()))
-        return () if name in state.configs_cleared else None
-
-    def _acls(self) -> tuple[um.KmetaAcl, ...]:
-        """The whole ACL set, in kmeta's tagged field (Kafka brokers skip it): on every FULL
-        UpdateMetadata (so a restarted or new broker gets it first) and after an ACL change."""
-        return tuple(um.KmetaAcl(*b) for b in sorted(self.ctx.state.acls))
 
     def _send_leader_and_isr(self, update_id: int) -> None:
         # Brokers that get the same partitions (every broker, when all hold all replicas) get
@@ -321,114 +298,12 @@ class ControllerBrokerRequestBatch:
                 )  # fmt: skip
 
     def live_brokers(self) -> tuple[um.UpdateMetadataBroker, ...]:
-        out = []
-        for b in sorted(self.ctx.state.brokers.values(), key=lambda b: b.broker_id):
-            if b.alive:
-                out.append(
-                    um.UpdateMetadataBroker(
-                        id=b.broker_id,
-                        endpoints=tuple(
-                            um.UpdateMetadataEndpoint(
-                                ep.port, ep.host, ep.listener, ep.security_protocol
-                            )
-                            for ep in b.listeners
-                        ),
-                        rack=b.rack,
-                    )
-                )
-        return tuple(out)
-
-    def _send_update_metadata(
-        self, update_id: int, callback: Callback | None, um_type: int
-    ) -> list[int]:
-        if not self._um_brokers:
-            return []
-        ctx = self.ctx
-        state = ctx.state
-        blocks = ctx.blocks
-        alive = frozenset(b.broker_id for b in state.brokers.values() if b.alive)
-        epoch = ctx.controller_epoch
-        topics = list(state.topics) if self._um_full else list(self._um_partitions)
-        pieces: list[bytes] = [blocks.splice.count(len(topics))]
-        count = 0
-        for name in topics:
-            info = state.topics[name]
-            indexes = None if self._um_full else self._um_partitions[name]
-            parts = info.partitions
-            if indexes is None or len(indexes) == len(parts):
-                pieces.append(self._topic_block(info, alive))
-                count += len(parts)
-            else:
-                deleting, configs = name in state.deleting, self._topic_configs(name)
-                key = (epoch, alive, deleting, info.topic_id, configs)
-                some = ((p, parts[p]) for p in indexes)
-                pieces.append(blocks.encode(name, info.topic_id, some, key))
-                count += len(indexes)
-        if self._um_full:
-            blocks.keep_only(topics)
-        acls = self._acls() if self._with_acls or um_type == UM_FULL else None
-        credentials = None if ctx.credentials is None else tuple(
-            um.KmetaScramCredential(
-                user, MECHANISM_IDS[c.mechanism], c.salt, c.stored_key, c.server_key,
-                c.iterations,
-            )
-            for user, c in ctx.credentials.items()
-        )  # fmt: skip
-        live_brokers = self.live_brokers()
-        pieces.append(
-            blocks.splice.tail(
-                live_brokers=live_brokers,
-                type=um_type,
-                kmeta_acls=acls,
-                kmeta_scram_credentials=credentials,
-            )
-        )
-        # everything after the broker epoch is one object every broker's request shares
-        shared = b"".join(pieces)
-        del pieces
-        targets = sorted(self._um_brokers)
-        for broker_id in targets:
-            broker_epoch = self._broker_epoch(broker_id)
-            request = um.UpdateMetadataRequest(
-                version=UPDATE_METADATA_VERSION,
-                controller_id=ctx.controller_id,
-                is_kraft_controller=True,
-                type=um_type,
-                controller_epoch=epoch,
-                broker_epoch=broker_epoch,
-                topic_states=(),  # (on the wire: ``encoded``)
-                live_brokers=live_brokers,
-                kmeta_acls=acls,
-            )
-            head = blocks.splice.head(
-                controller_id=ctx.controller_id,
-                is_kraft_controller=True,
-                controller_epoch=epoch,
-                broker_epoch=broker_epoch,
-            )
-            ctx.channel.send_request(
-                broker_id,
-                request,
-                callback,
-                update_id=update_id,
-                topics=topics,
-                partitions=count,
-                encoded=(head, shared),
-            )
-        return targets
-
-    def _topic_block(self, info: TopicInfo, alive: frozenset[int]) -> bytes:
-        ctx = self.ctx
-        deleting = info.name in ctx.state.deleting
-        configs = self._topic_configs(info.name)
-        return ctx.blocks.block(info, ctx.controller_epoch, alive, deleting, configs)
+        return self.update_metadata.live_brokers()
 
     def encode_update_metadata(self, topics: Iterable[TopicInfo]) -> None:
-        """Encode (or check) these topics' shared blocks now, so a full update later only
-        splices them (a controller start does this in slices, see :mod:`slices`)."""
-        alive = frozenset(self.ctx.state.live_broker_ids())
-        for info in topics:
-            self._topic_block(info, alive)
+        """Encode (or check) these topics' UpdateMetadata blocks now (see
+        :meth:`UpdateMetadataBatch.encode_topics`)."""
+        self.update_metadata.encode_topics(topics)
 
     def _send_stop_replica(self, update_id: int, callback: Callback | None) -> None:
         ctx = self.ctx
