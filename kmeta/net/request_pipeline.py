@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from kmeta.net.answer_framing import FLUSH_AT, Chunks, encode_answer
 from kmeta.net.dispatch import Peer, RequestContext
-from kmeta.net.hooks import ConnectionObserver, RequestGate
+from kmeta.net.hooks import ConnectionObserver, RawFrameReceiver, RequestGate
 from kmeta.net.memo_path import MemoPath
 from kmeta.net.pending_answers import PendingAnswers
 from kmeta.net.raw_tokens import RawTokens
@@ -126,3 +126,17 @@ class RequestPipeline:
         else:
             encode_answer(header, handler, result, out)
         return None
+
+    def receive_raw(self, receiver: RawFrameReceiver | None, max_size: int) -> None:
+        """From the next frame on, hand each frame whole to ``receiver`` (no Kafka header is
+        parsed) and send what it returns size-prefixed without a response header: Kafka's SASL
+        tokens after SaslHandshake v0. ``None``: frames are Kafka requests again.
+
+        The connection's splitter refuses a frame over ``max_size`` from its
+        prefix, before buffering it; frames already split in the same read are checked whole
+        by :class:`RawTokens`. The receiver raises ProtocolError to close the connection (v0
+        has no error to send)."""
+        if self.raw is not None:
+            self.raw.receiver = None  # a token being answered: the frames after it are requests
+        self.raw = None if receiver is None else RawTokens(receiver, max_size)
+        self.memo_path.forget()

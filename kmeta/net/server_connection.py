@@ -30,9 +30,9 @@
 Its collaborators, each with a narrow interface: :mod:`~kmeta.net.serve_request` (one frame
 through the registry), :mod:`~kmeta.net.memo_path` (repeated requests answered from the memo),
 :mod:`~kmeta.net.pending_answers` (answers behind a slow one), :mod:`~kmeta.net.raw_tokens`
-(raw SASL tokens), :class:`~kmeta.net.memory_pool.PoolShare` (request memory),
-:mod:`~kmeta.net.answer_writer` (the one write per pass), :mod:`~kmeta.net.watchdog` (timeouts)
-and :mod:`~kmeta.net.flow_control` (when to stop reading).
+(raw SASL tokens), :mod:`~kmeta.net.read_buffer` (what was read and not handled: the partial
+frame, the stash, request memory, when to stop reading, and the timeouts) and
+:mod:`~kmeta.net.answer_writer` (the one write per pass).
 """
 
 from __future__ import annotations
@@ -55,15 +55,12 @@ from kmeta.net.hooks import (
     RawFrameReceiver,
 )
 from kmeta.net.memo_path import ReadOutcome
-from kmeta.net.memory_pool import MEMORY, PoolShare
-from kmeta.net.raw_tokens import RawTokens
+from kmeta.net.read_buffer import ReadBuffer
 from kmeta.net.request_pipeline import RequestPipeline
 from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.net.serving import ConnectionLimits as ConnectionLimits  # re-export (old home)
 from kmeta.net.serving import ServingInfo as ServingInfo  # re-export (old home)
-from kmeta.net.watchdog import Watchdog
 from kmeta.protocol.errors import ProtocolError
-from kmeta.protocol.framing import FrameSplitter
 
 log = logging.getLogger("kmeta.net.server")
 
@@ -94,15 +91,13 @@ class ServerConnection(asyncio.Protocol):
         #: why we closed the connection, when it was for a fault
         self.fault: FaultKind | None = None
         self._on_close = on_close
-        self._splitter = FrameSplitter(info.limits.max_frame_size)
         self._transport: asyncio.Transport | None = None
-        self._flow: FlowControl | None = None
+        self._flow: FlowControl | None = None  # the read buffer's, once connected
         self._closing = False
+        #: the partial frame, the frames stashed while the peer does not read, request memory
+        self._read = ReadBuffer(info.limits, info.pool, self._drop, self._gone, self._busy)
         #: the idle, request and write timeouts; also holds the times they are measured from
-        self._watchdog = Watchdog(info.limits, self._drop, self._gone, self._busy, self._not_reading)
-        self._stashed: list[bytes] | None = None  # frames read but not handled (write paused)
-        #: the request bytes this connection holds in the daemon's pool (None: no pool)
-        self._memory = None if info.pool is None else PoolShare(info.pool)
+        self._watchdog = self._read.watchdog
         self._admit = admit
         self.admitted = False
         #: the one write per pass, and the zero-copy seam
@@ -118,9 +113,7 @@ class ServerConnection(asyncio.Protocol):
         # uvloop's transports implement asyncio.Transport without subclassing it
         transport = cast(asyncio.Transport, transport)
         self._transport = transport
-        self._flow = FlowControl(transport)
-        if self._memory is not None:
-            self._memory.flow = self._flow
+        self._flow = self._read.connected(transport)
         self.peer = transport.get_extra_info("peername")
         self._writer.connected(transport, self.info.zero_copy)
         if self._admit is not None and not self._admit(self):
@@ -151,7 +144,8 @@ class ServerConnection(asyncio.Protocol):
         watchdog = self._watchdog
         now = watchdog.last_active = time.monotonic()
         memo = True  # look frames up in the memo (False: this read's one frame just missed)
-        if observer is None and not self._splitter.buffered and self._stashed is None and not self._pending:
+        read = self._read
+        if observer is None and not read.splitter.buffered and read.stashed is None and not self._pending:
             # memoised requests answered in place in the bytes read (see MemoPath): one whole
             # frame per read (depth 1), or the whole frames a pipelined read starts with
             answer = self._memo_path.answer_read(data)
@@ -166,9 +160,10 @@ class ServerConnection(asyncio.Protocol):
                 answered, hits, missed = self._memo_path.answer_data(data, out)
                 if answered:
                     self._requests.handled += hits
-                    self._answered_in_place(data, answered, out)
+                    self._writer.write(out)
                     if answered == len(data):
                         return
+                    read.stash([])  # the peer stopped reading: the rest of the read waits
                     data = data[answered:]
                 memo = not missed
             elif answer is ReadOutcome.MISSED:
@@ -180,32 +175,16 @@ class ServerConnection(asyncio.Protocol):
                 self._writer.write(pieces)
                 return
         try:
-            frames = self._splitter.feed(data)
+            frames = read.split(data, now)
         except ProtocolError as exc:
             self._drop(FaultKind.of(exc), str(exc))
             return
-        if self._splitter.buffered:
-            if watchdog.partial_since is None or frames:  # a request started: request_timeout_s
-                watchdog.partial_since = now
-                watchdog.arm(now + self.info.limits.request_timeout_s)
-        else:
-            watchdog.partial_since = None
-        if self._stashed is not None:
-            self._stashed += frames
-        elif frames:
+        if frames:
             self._process(frames, memo)
             if observer is not None:
                 observer.on_answers_ready()
-        memory = self._memory
-        if memory is not None and (memory.held or self._splitter.buffered or self._stashed):
-            self._account_memory(memory)
-
-    def _answered_in_place(self, data: bytes, answered: int, out: Chunks) -> None:
-        """Write what MemoPath.answer_data answered; if the peer stopped reading, the rest
-        of the read waits (as in _flush)."""
-        self._writer.write(out)
-        if answered < len(data) and self._flow is not None and self._flow.write_paused:
-            self._stashed = []
+        if read.memory is not None:
+            read.account()
 
     def _process(self, frames: list[bytes], memo: bool = True) -> None:
         out: Chunks = []
@@ -221,7 +200,8 @@ class ServerConnection(asyncio.Protocol):
                 return
             memo = True
             if out and (len(out) > 1 or len(out[0]) >= FLUSH_AT):  # due a write
-                if self._flush(out, frames, i - 1):
+                self._writer.write(out)
+                if i < n and self._read.stash(frames, i):  # the peer stopped reading
                     return
                 out = []
         if out:
@@ -231,81 +211,37 @@ class ServerConnection(asyncio.Protocol):
                 transport.write(out[0])
             else:
                 self._writer.write(out)
-        if self._pending and len(self._pending) > self.info.limits.max_queued_requests:
-            assert self._flow is not None
-            self._flow.hold_reading("queue")
+        if self._pending:
+            self._read.queued(len(self._pending))
 
     def receive_raw_frames(self, receiver: RawFrameReceiver | None, max_size: int = 0) -> None:
-        """From the next frame on, hand each frame whole to ``receiver`` (no Kafka header is
-        parsed) and send what it returns size-prefixed without a response header: Kafka's
-        SASL tokens after SaslHandshake v0. ``None``: frames are Kafka requests again.
-
-        A frame over ``max_size`` closes the connection; the splitter refuses it from its
-        prefix, before buffering it (frames already split in the same read are checked whole).
-        The receiver raises ProtocolError to close the connection (v0 has no error to send).
-        """
-        requests = self._requests
-        if requests.raw is not None:
-            requests.raw.receiver = None  # a token being answered: the frames after it are requests
-        requests.raw = None if receiver is None else RawTokens(receiver, max_size)
-        self._memo_path.forget()
-        self._splitter.max_frame_size = (
-            self.info.limits.max_frame_size if receiver is None else max_size
-        )
-
-    def _flush(self, out: Chunks, frames: list[bytes], i: int) -> bool:
-        """Bound what one read can make us buffer: write ``out``, and if the peer is not
-        reading, keep the frames after ``i`` until it does (True: stop here)."""
-        self._writer.write(out)
-        if self._flow is not None and self._flow.write_paused and i + 1 < len(frames):
-            self._stashed = frames[i + 1 :]
-            return True
-        return False
+        """After SaslHandshake v0: frames are Kafka's raw SASL tokens for ``receiver`` from the
+        next one on (``None``: requests again). See :meth:`RequestPipeline.receive_raw`."""
+        self._requests.receive_raw(receiver, max_size)
+        self._read.splitter.max_frame_size = self.info.limits.max_frame_size if receiver is None else max_size
 
     def pause_writing(self) -> None:
-        if self._flow is not None:
-            self._flow.pause_writing()
-            now = time.monotonic()
-            self._watchdog.stalled_since = now
-            self._watchdog.arm(now + self.info.limits.write_timeout_s)
+        self._read.pause_writing()
 
     def resume_writing(self) -> None:
-        self._watchdog.stalled_since = None
-        if self._flow is not None:
-            self._flow.resume_writing()
-        stashed, self._stashed = self._stashed, None
+        stashed = self._read.resume_writing()
         if stashed and not self._closing:
             self._watchdog.last_active = time.monotonic()
             self._process(stashed)
             if self._observer is not None:
                 self._observer.on_answers_ready()
-        if self._memory is not None and not self._closing:
-            self._account_memory(self._memory)
-
-    def _account_memory(self, memory: PoolShare) -> None:
-        """Tell the pool what this connection holds now (it may stop our reading)."""
-        held = self._splitter.buffered
-        if self._stashed:
-            held += sum(map(len, self._stashed))
-        memory.account(held)
+        if not self._closing:
+            self._read.account()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        self._release_memory()
-        if self._flow is not None:
-            self._flow.connection_lost()
-        self._watchdog.cancel()
+        self._read.connection_lost()
         self._pending.cancel()
         if not self.closed.done():
             self.closed.set_result(None)
         if self._observer is not None:
             self._observer.on_close()
         self._on_close(self)
-
-    def _release_memory(self) -> None:
-        if self._memory is not None and self._memory.release():
-            self._stashed = None
-            self._splitter = FrameSplitter(self.info.limits.max_frame_size)
 
     # -- answers of slow requests -------------------------------------------------------------
     def _async_done(self, _future: asyncio.Future[Any]) -> None:
@@ -321,9 +257,7 @@ class ServerConnection(asyncio.Protocol):
         if out:
             self._watchdog.last_active = time.monotonic()
             self._writer.write(out)
-        assert self._flow is not None
-        if len(pending) <= self.info.limits.max_queued_requests // 2:
-            self._flow.release_reading("queue")
+        self._read.dequeued(len(pending))
         if self._closing and not pending:
             self._transport.close()
 
@@ -331,13 +265,9 @@ class ServerConnection(asyncio.Protocol):
     def _fail(self, exc: BaseException, what: str = "handler") -> None:
         """Close for an exception met serving a request: the peer's fault (ProtocolError), a
         cancelled request, or our bug (logged with its traceback)."""
-        if isinstance(exc, ProtocolError):
-            self._drop(FaultKind.of(exc), str(exc))
-        elif isinstance(exc, asyncio.CancelledError):
-            self._drop(FaultKind.REQUEST_CANCELLED, "request cancelled")
-        else:
+        if not isinstance(exc, ProtocolError | asyncio.CancelledError):
             log.error("%s failed for %s on %s; closing it", what, self.peer, self.info.listener, exc_info=exc)
-            self._drop(FaultKind.INTERNAL_ERROR, "internal error")
+        self._drop(*_fault_of(exc))
 
     def _drop(self, kind: FaultKind, reason: str, abort: bool = False) -> None:
         """Close because of the peer (or an internal failure), without answering further.
@@ -351,8 +281,7 @@ class ServerConnection(asyncio.Protocol):
             if self._observer is not None:
                 self._observer.on_fault(kind, reason)
         self._closing = True
-        self._release_memory()
-        self._stashed = None
+        self._read.release()
         self._pending.cancel()
         if self._transport is not None:
             if abort:
@@ -366,9 +295,6 @@ class ServerConnection(asyncio.Protocol):
 
     def _busy(self) -> bool:
         return bool(self._pending)
-
-    def _not_reading(self) -> bool:
-        return self._flow is not None and self._flow.reading_held_except(MEMORY)
 
     def close_gracefully(self) -> None:
         """Stop reading; close once the requests already read are answered."""
@@ -388,3 +314,12 @@ class ServerConnection(asyncio.Protocol):
     @property
     def in_flight(self) -> int:
         return len(self._pending)
+
+
+def _fault_of(exc: BaseException) -> tuple[FaultKind, str]:
+    """Why we close for an exception met serving a request (the reason is logged at debug)."""
+    if isinstance(exc, ProtocolError):
+        return FaultKind.of(exc), str(exc)
+    if isinstance(exc, asyncio.CancelledError):
+        return FaultKind.REQUEST_CANCELLED, "request cancelled"
+    return FaultKind.INTERNAL_ERROR, "internal error"
