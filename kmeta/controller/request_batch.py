@@ -18,7 +18,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from kmeta.controller.channel_manager import Callback, ControllerChannelManager
 from kmeta.controller.leader_and_isr_blocks import (
@@ -40,24 +39,16 @@ from kmeta.controller.update_metadata_batch import (
 )
 from kmeta.controller.update_metadata_batch import UpdateMetadataBatch
 from kmeta.metadata.model import TopicPartitionKey
-from kmeta.net.connection import api_of_instance
 from kmeta.net.security.scram import ScramCredentials
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.types import ZERO_UUID
 
-#: one of the control requests (each broker's copy differs only in broker_epoch)
-Q = TypeVar("Q", um.UpdateMetadataRequest, lair.LeaderAndIsrRequest, sr.StopReplicaRequest)
-
 LEADER_AND_ISR_VERSION = 7
 STOP_REPLICA_VERSION = 4
 #: StopReplica leader epoch that means "deleting" (Kafka's LeaderAndIsr.EpochDuringDelete)
 EPOCH_DURING_DELETE = -2
-#: where the broker epoch (int64) sits in the body of LeaderAndIsr v7+, UpdateMetadata v8 and
-#: StopReplica v4: after controller_id (int32), is_kraft_controller (bool), controller_epoch
-#: (int32). Checked on every use; a mismatch falls back to encoding per broker.
-_BROKER_EPOCH_AT = 9
 
 
 #: (brokers, partition, is_new for LeaderAndIsr / delete for StopReplica)
@@ -107,34 +98,6 @@ class ControllerRequests:
     @property
     def update_metadata_type(self) -> int:
         return UM_FULL if self.full_update_metadata else UM_INCREMENTAL
-
-
-def _epoch_bytes(epoch: int) -> bytes:
-    return epoch.to_bytes(8, "big", signed=True)
-
-
-def encode_for_brokers(request: Q, epochs: dict[int, int]) -> dict[int, tuple[Q, bytes | None]]:
-    """broker id -> (its request, its encoded body): one encode for all of them.
-
-    The requests differ only in ``broker_epoch``, so the body is encoded once (a full
-    UpdateMetadata of 100k partitions is megabytes and hundreds of milliseconds of Python) and
-    each broker's copy gets its epoch patched in. None: encode per broker (layout not as
-    expected, which a test would catch).
-    """
-    if not epochs:
-        return {}
-    first = next(iter(epochs.values()))
-    base = request._replace(broker_epoch=first)
-    api = api_of_instance(base)
-    body = api.request.encode(base)
-    at = _BROKER_EPOCH_AT
-    if body[at : at + 8] != _epoch_bytes(first):
-        return {b: (request._replace(broker_epoch=e), None) for b, e in epochs.items()}
-    head, tail = body[:at], body[at + 8 :]
-    return {
-        b: (request._replace(broker_epoch=e), body if e == first else head + _epoch_bytes(e) + tail)
-        for b, e in epochs.items()
-    }
 
 
 @dataclass(slots=True)
