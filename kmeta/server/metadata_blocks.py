@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net import zerocopy
-from kmeta.net.dispatch import AnswerMemo
+from kmeta.net.dispatch import AnswerMemo, EncodedPieces
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.splice import Splice
 
@@ -87,8 +87,8 @@ class MetadataBlocks:
         self.heads: dict[Audience, bytes] = {}
         #: per view: topic name -> encoded topic block
         self.topics: dict[View, dict[str, bytes]] = {}
-        #: the whole all-topics body (head to tail), as one :func:`sendable` piece
-        self.all_topics: dict[AllTopicsKey, bytes] = {}
+        #: the whole all-topics body (head to tail), as :func:`sendable` pieces of a few MB
+        self.all_topics: dict[AllTopicsKey, EncodedPieces] = {}
         #: memoised answers by request body; a plain (version, listener) tuple finds its entry
         self.memos: dict[tuple[int, str], AnswerMemo] = {}
         #: with an authorizer: the all-topics body of one principal, host and ACL set (the set

@@ -46,7 +46,7 @@ import re
 import struct
 import time
 import uuid
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kmeta.metadata.partitions import LeadershipKey, TopicPartitions
@@ -225,33 +225,66 @@ def _topic_block(blocks: MetadataBlocks, view: View, table: dict[str, bytes], na
 
 
 #: an all-topics answer that must encode blocks for more partitions than this (a broker that
-#: just started, or a new view, at 1M partitions: seconds of work) is encoded in steps
+#: just started, or a new view, at 1M partitions: seconds of work), or whose body is that
+#: large (joining it at 2M partitions held the loop ~110 ms of CPU), is made in steps
 ENCODE_IN_STEPS_PARTITIONS = 20_000
 #: the longest one such step runs before it yields the loop (one topic is never split)
 STEP_S = 0.02
+#: an all-topics body is kept as pieces of about this size (the last may be shorter), each
+#: joined in one step and sent by sendfile from its own sealed memfd (2M partitions: ~84 MB,
+#: 21 pieces); a body under it is one piece, as before
+PIECE_BYTES = 4 * 1024 * 1024
 
 
 def _unencoded(blocks: MetadataBlocks, view: View) -> tuple[list[str], int]:
     """The topics whose block for ``view`` is neither in this snapshot's table nor kept by the
-    topic (see :func:`_topic_block`), and their partition count."""
+    topic (see :func:`_topic_block`), and all topics' partition count."""
     snap, table = blocks.snap, blocks.topic_blocks(view)
-    names, count = [], 0
+    names, total = [], 0
     for name, parts in snap.partition_states.items():
+        total += len(parts)
         if name in table:
             continue
         memo = getattr(parts, "derived", None)
         kept = None if memo is None else memo.get(view)
         if kept is None or kept[0] is not snap.alive_nodes:
             names.append(name)
-            count += len(parts)
-    return names, count
+    return names, total
+
+
+def _join_steps(parts: Iterable[bytes], out: list[bytes]) -> Iterator[None]:
+    """Join ``parts`` into ``out`` as :func:`sendable` pieces of about :data:`PIECE_BYTES`,
+    yielding after each piece (where a caller in steps may give the loop back)."""
+    group: list[bytes] = []
+    size = 0
+    for part in parts:
+        group.append(part)
+        size += len(part)
+        if size >= PIECE_BYTES:
+            out.append(sendable(b"".join(group)))
+            group, size = [], 0
+            yield
+    if group or not out:
+        out.append(sendable(b"".join(group)))
+
+
+def _all_topics_parts(blocks: MetadataBlocks, view: View, tail: bytes) -> Iterator[bytes]:
+    """The all-topics body's parts in order: head, topic count, each topic's block, tail."""
+    names = blocks.snap.topic_names_sorted
+    table = blocks.topic_blocks(view)
+    yield blocks.head(view.version, view.listener)
+    yield splice(view.version).count(len(names))
+    for name in names:
+        yield _topic_block(blocks, view, table, name)
+    yield tail
 
 
 async def _all_topics_in_steps(
     blocks: MetadataBlocks, view: View, tail: bytes, names: list[str]
 ) -> EncodedPieces:
-    """:func:`_all_topics`, its missing topic blocks encoded first in steps that yield the
-    loop (other requests are answered meanwhile; the answer is still of ``blocks.snap``)."""
+    """:func:`_all_topics`, its missing topic blocks encoded first, then its pieces joined, in
+    steps that yield the loop (other requests are answered meanwhile; the answer is still of
+    ``blocks.snap``)."""
     table = blocks.topic_blocks(view)
     deadline = time.monotonic() + STEP_S
     for name in names:
@@ -259,22 +292,27 @@ async def _all_topics_in_steps(
         if time.monotonic() >= deadline:
             await asyncio.sleep(0)
             deadline = time.monotonic() + STEP_S
-    return EncodedPieces((_all_topics(blocks, view, tail),))
+    key = AllTopicsKey(view, tail)
+    body = blocks.all_topics.get(key)  # (made meanwhile for another request)
+    if body is None:
+        pieces: list[bytes] = []
+        for _ in _join_steps(_all_topics_parts(blocks, view, tail), pieces):
+            if time.monotonic() >= deadline:
+                await asyncio.sleep(0)
+                deadline = time.monotonic() + STEP_S
+        body = blocks.all_topics.setdefault(key, EncodedPieces(pieces))
+    return body
 
 
-def _all_topics(blocks: MetadataBlocks, view: View, tail: bytes) -> bytes:
-    """The whole answer body for all topics, as one piece (sent without a copy when large)."""
+def _all_topics(blocks: MetadataBlocks, view: View, tail: bytes) -> EncodedPieces:
+    """The whole answer body for all topics, as pieces (sent without a copy when large)."""
     key = AllTopicsKey(view, tail)
     body = blocks.all_topics.get(key)
     if body is None:
-        names = blocks.snap.topic_names_sorted
-        table = blocks.topic_blocks(view)
-        body = blocks.all_topics[key] = sendable(b"".join((
-            blocks.head(view.version, view.listener),
-            splice(view.version).count(len(names)),
-            *(_topic_block(blocks, view, table, n) for n in names),
-            tail,
-        )))  # fmt: skip
+        pieces: list[bytes] = []
+        for _ in _join_steps(_all_topics_parts(blocks, view, tail), pieces):
+            pass
+        body = blocks.all_topics[key] = EncodedPieces(pieces)
     return body
 
 
@@ -429,10 +467,10 @@ def handle(
         return _authorized(ctx, authorizer, blocks, view, request, cluster_ops)
     if requested is None or (version == 0 and not requested):
         if AllTopicsKey(view, tail) not in blocks.all_topics:
-            names, partitions = _unencoded(blocks, view)
-            if partitions > ENCODE_IN_STEPS_PARTITIONS:
+            names, total = _unencoded(blocks, view)
+            if total > ENCODE_IN_STEPS_PARTITIONS:
                 return _all_topics_in_steps(blocks, view, tail, names)
-        return EncodedPieces((_all_topics(blocks, view, tail),))
+        return _all_topics(blocks, view, tail)
     if _malformed(requested, version):
         return error_response(request, ErrorCode.INVALID_REQUEST)
     ids = [t.topic_id for t in requested if t.topic_id != ZERO_UUID] if version >= 12 else []
