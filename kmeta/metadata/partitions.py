@@ -277,6 +277,47 @@ class TopicBuilder:
             seen[row] = 1
             deleted.discard(row)
 
+    def put_distinct(self, indexes: Sequence[int], keys: Sequence[int], states: Sequence[WireState]) -> None:
+        """:meth:`put` of partition ``indexes[e]`` with the state ``states[keys[e]]`` (but for
+        its index), for each ``e``: a topic has few distinct states, each turned into its
+        column values once. Into a topic with no partitions yet (a restarted broker's first
+        full update), without duplicate indexes, the columns are filled at C speed."""
+        self.changed = True
+        values: list[tuple[int, ...]] = []
+        find, ref = self._set_ref.get, self._ref
+        for p in states:
+            isr, replicas, offline = p.isr, p.replicas, p.offline_replicas
+            i = find(isr)
+            r = find(replicas)
+            values.append((p.controller_epoch, p.leader, p.leader_epoch, p.zk_version,
+                           ref(isr) if i is None else i, ref(replicas) if r is None else r,
+                           ref(offline) if offline else 0))  # fmt: skip
+        rows, data, seen = self._rows, self._data, self._seen
+        n = len(indexes)
+        if not rows:
+            fresh = dict(zip(indexes, range(n), strict=True))
+            if len(fresh) == n:
+                # each state's row as bytes (index 0), one row per partition, then the indexes
+                rows_of = [array("i", (0, *v)).tobytes() for v in values]
+                block = array("i", b"".join(map(rows_of.__getitem__, keys)))
+                block[_IDX::WIDTH] = array("i", indexes)
+                self._rows, self._data = fresh, block
+                seen.extend(b"\x01" * n)
+                return
+        deleted = self._deleted
+        for index, k in zip(indexes, keys, strict=True):
+            row = rows.get(index)
+            if row is None:
+                rows[index] = len(seen)
+                data.append(index)
+                data.extend(values[k])
+                seen.append(1)
+                continue
+            b = row * WIDTH
+            data[b + 1 : b + WIDTH] = array("i", values[k])
+            seen[row] = 1
+            deleted.discard(row)
+
     def delete(self, index: int) -> bool:
         """Remove ``index``; False when the topic did not hold it."""
         row = self._rows.get(index)

@@ -32,6 +32,7 @@ from kmeta.protocol.messages.update_metadata import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
+from kmeta.protocol.stream import Distinct
 from kmeta.protocol.types import ZERO_UUID
 
 if TYPE_CHECKING:
@@ -73,11 +74,12 @@ class MetadataUpdate:
         self,
         name: str,
         topic_id: uuid.UUID | None,
-        parts: Iterable[UpdateMetadataPartitionState],
+        parts: Iterable[UpdateMetadataPartitionState] | Distinct,
         configs: PushedConfigs = NOT_SENT,
     ) -> None:
-        """One topic's partition states, its id (v5+; None before v7) and its pushed configs
-        (v6+)."""
+        """One topic's partition states (or, as a broker reads them from the wire, their
+        distinct states: :class:`kmeta.protocol.stream.Distinct`), its id (v5+; None before
+        v7) and its pushed configs (v6+)."""
         self.topics += 1
         self.topic_names.append(name)
         if self.version >= 5:
@@ -92,6 +94,17 @@ class MetadataUpdate:
             builder = TopicBuilder(name, current, self.cache.interned)
             self._work[name] = builder
         deleted = self.deleted
+        if isinstance(parts, Distinct):
+            if LEADER_DURING_DELETE not in map(_LEADER, parts.states):
+                if parts.indexes:
+                    builder.put_distinct(parts.indexes, parts.keys, parts.states)
+                if deleted:
+                    for i in parts.indexes:
+                        deleted.pop(TopicPartition(name, i), None)
+                self.partitions += len(parts.indexes)
+                return
+            every = parts.states
+            parts = [every[k]._replace(partition_index=i) for i, k in zip(parts.indexes, parts.keys, strict=True)]
         states = parts if isinstance(parts, list | tuple) else list(parts)
         if LEADER_DURING_DELETE not in map(_LEADER, states):  # (the common case: C speed)
             if states:  # (a topic state without partitions changes nothing)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from collections import namedtuple
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from kmeta.protocol.codegen import compact_len, short_read
 from kmeta.protocol.compiler import Codec, compile_struct
@@ -100,3 +100,64 @@ class Stream:
         """The fields after the array and every tagged field (a namedtuple)."""
         value, _ = self._tail.decode_from(buf, pos)
         return value
+
+
+class Distinct(NamedTuple):
+    """An array of keyed elements read by their distinct bodies: element ``e`` is
+    ``states[keys[e]]`` with its first int32 field replaced by ``indexes[e]``."""
+
+    indexes: list[int]
+    keys: list[int]
+    states: list[Any]
+
+
+#: distinct element bodies remembered per array (hostile input cannot grow it past this)
+MEMO_LIMIT = 1024
+
+
+class KeyedStream:
+    """One element of a top-level array (a topic state), read around its own array of
+    elements whose first field is an int32 key (the partition states, keyed by index).
+
+    In a topic state of a large UpdateMetadata the bytes of a partition state after its index
+    repeat: same controller epoch, leader, leader epoch, ISR, zk version, replicas. So each
+    distinct body is decoded once, by the very element decoder :class:`Stream` uses; every
+    other element whose bytes equal a decoded one's (after the key) is that element with its
+    own key, which is what the decoder would read from the same bytes. The decoder alone
+    decides what is malformed."""
+
+    __slots__ = ("_element", "_tail", "outer")
+
+    def __init__(self, ks: KStruct, field: str, label: str) -> None:
+        self.outer = Stream(ks, field, label)
+        self._element = self.outer._element
+        self._tail = self.outer._tail
+
+    def read(self, buf: bytes, pos: int) -> tuple[Any, Distinct, Any, int]:
+        """The fields before the array, the array, the fields after it and the tagged fields,
+        and the position after the element."""
+        head, count, pos = self.outer.head(buf, pos)
+        indexes: list[int] = []
+        keys: list[int] = []
+        states: list[Any] = []
+        memo: dict[bytes, int] = {}
+        decode, key_at = self._element.decode_from, _INT32.unpack_from
+        size, end = 0, len(buf)
+        for _ in range(max(count, 0)):
+            after = pos + size
+            k = memo.get(buf[pos + 4 : after]) if size and after <= end else None
+            if k is None:
+                value, after = decode(buf, pos)
+                body = buf[pos + 4 : after]
+                k = memo.get(body)
+                if k is None:
+                    k = len(states)
+                    states.append(value)
+                    if len(memo) < MEMO_LIMIT:
+                        memo[body] = k
+                size = after - pos
+            indexes.append(key_at(buf, pos)[0])
+            keys.append(k)
+            pos = after
+        tail, pos = self._tail.decode_from(buf, pos)
+        return head, Distinct(indexes, keys, states), tail, pos

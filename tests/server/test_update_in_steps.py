@@ -41,10 +41,12 @@ BROKERS = (1, 2, 3)
 
 
 def big_update(port: int, controller_epoch: int = 1, version_type: int = 2) -> bytes:
+    # every partition state distinct (zk version): the broker decodes each distinct state once,
+    # so this is the costliest 100k update to apply, taking many steps on any machine
     def part(p: int) -> Any:
         r = tuple(BROKERS[(p + i) % 3] for i in range(3))
         return um.UpdateMetadataPartitionState(partition_index=p, controller_epoch=controller_epoch,
-                                               leader=r[0], leader_epoch=1, isr=r, zk_version=0,
+                                               leader=r[0], leader_epoch=1, isr=r, zk_version=p,
                                                replicas=r)  # fmt: skip
 
     parts = tuple(part(p) for p in range(PER_TOPIC))
