@@ -447,6 +447,11 @@ async def broker_restart(
     await asyncio.wait({watcher}, timeout=10)  # (its last /status read may still be out)
     watcher.cancel()
     registered = marks.get("registered_s")
+    if registered is not None:
+        # Both marks are upper bounds of when the registration happened: the /status answer
+        # that showed it, and the answer that served all N (a broker serves only once
+        # registered). A poll answered just after the serving one must not put it later.
+        registered = min(registered, round(serving, 3))
     return {
         "session_timeout_ms": a.session_timeout_ms,
         "restart_to_registered_s": registered,
