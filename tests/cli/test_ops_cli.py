@@ -250,9 +250,14 @@ async def test_status_watch_piped_prints_a_view_per_interval_and_ctrl_c_ends_it(
             sys.executable, "-m", "kmeta", "status", "--controller", ctl, "--watch", "--interval", "0.2", *extra,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
-        await asyncio.sleep(2.5)  # start-up, then several refreshes
+        # Ctrl-C once the watch is under way: its first view printed (a loaded box can take
+        # seconds to start Python, and an interrupt during start-up is not what this tests)
+        assert proc.stdout is not None
+        first = await asyncio.wait_for(proc.stdout.readline(), 30)
+        await asyncio.sleep(1.0)  # several refreshes
         proc.send_signal(signal.SIGINT)
-        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        rest, err = await asyncio.wait_for(proc.communicate(), 30)
+        out = first + rest
         assert proc.returncode == 0, err.decode()[-2000:]
         assert b"Aborted" not in out + err
         if extra:
