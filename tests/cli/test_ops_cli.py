@@ -241,6 +241,10 @@ async def test_status_from_controller_and_from_bootstrap(cluster: ObservedCluste
     assert "cannot get the status" in down.output
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 async def test_status_watch_piped_prints_a_view_per_interval_and_ctrl_c_ends_it(cluster: ObservedCluster) -> None:
     """Piped, a live view would draw nothing: each refresh is printed instead; Ctrl-C (SIGINT)
     ends both forms with status 0."""
@@ -249,6 +253,9 @@ async def test_status_watch_piped_prints_a_view_per_interval_and_ctrl_c_ends_it(
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "kmeta", "status", "--controller", ctl, "--watch", "--interval", "0.2", *extra,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            # as a terminal's Ctrl-C finds it: a suite started in the background by a
+            # non-interactive shell has SIGINT ignored, and Python keeps an inherited SIG_IGN
+            preexec_fn=_sigint_default,
         )  # fmt: skip
         # Ctrl-C once the watch is under way: its first view printed (a loaded box can take
         # seconds to start Python, and an interrupt during start-up is not what this tests)
