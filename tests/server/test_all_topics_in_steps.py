@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -37,15 +36,8 @@ STEP_CPU_S = 0.05
 PROBE_CPU_S = 0.1
 
 
-@pytest.fixture(autouse=True)
-def _broker_heap_only() -> Iterator[None]:
-    # a full collection over what earlier tests left in this process is not the answer's work
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
+#: a full collection over what earlier tests left in this process is not the step's work
+pytestmark = pytest.mark.usefixtures("broker_heap_only")
 
 
 def _parts(leader_epoch: int = 1) -> list[object]:

@@ -14,9 +14,7 @@ heap from before each test is frozen out of the collector, as a broker process s
 from __future__ import annotations
 
 import asyncio
-import gc
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -76,15 +74,9 @@ def update_answer(frame: bytes) -> int:
     return int.from_bytes(frame[5:7], "big", signed=True)
 
 
+#: a full collection over what earlier tests left in this process is not the step's work
+pytestmark = pytest.mark.usefixtures("broker_heap_only")
 
-@pytest.fixture(autouse=True)
-def _broker_heap_only() -> Iterator[None]:
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 async def started_in_steps(broker: Broker, timeout_s: float = 30.0) -> None:
     """Wait until the broker applies a control request in steps (its ControlOrder is busy)."""
