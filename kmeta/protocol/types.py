@@ -210,7 +210,8 @@ class KStruct(KafkaType):
         if self.flexible:
             self._emit_parse_tags(g, slot_vars)
         cls = g.const(self.cls, "C")
-        g.line(f"{target} = _tuple_new({cls}, ({', '.join(names + slot_vars)},))")
+        values = names + slot_vars  # (none: a stream's tail with nothing after its array)
+        g.line(f"{target} = _tuple_new({cls}, ({', '.join(values)},))" if values else f"{target} = {cls}()")
 
     def _emit_parse_tags(self, g: Gen, slot_vars: list[str]) -> None:
         if not self.tagged:  # nothing known to read: skip whatever is there

