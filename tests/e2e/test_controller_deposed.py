@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,33 +27,10 @@ from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct
-from tests.e2e.test_controller_quorum import ZK_SESSION_MS, Quorum, _wait
+from tests.e2e.quorum import ZK_SESSION_MS, Quorum, create_once_answered, create_topic_at
+from tests.helpers import refuses, wait
 
 pytestmark = pytest.mark.e2e
-
-
-def _refuses(port: int) -> bool:
-    """Nothing listens on the port (a standby or resigned controller)."""
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-    except OSError:
-        return True
-    return False
-
-
-async def _create_topic_at(port: int, name: str) -> int:
-    """A CreateTopics sent straight to the controller at ``port``: its error code."""
-    conn = await KafkaConnection.open("127.0.0.1", port, timeout_s=5.0)
-    try:
-        request = ct.CreateTopicsRequest(
-            version=7,
-            topics=(ct.CreatableTopic(name=name, num_partitions=2, replication_factor=1),),
-            timeout_ms=5000,
-        )
-        answer = await conn.request(request, 10.0)
-        return int(answer.topics[0].error_code)
-    finally:
-        conn.close()
 
 
 @pytest.fixture
@@ -63,25 +39,12 @@ def one_controller(zookeeper: LocalZooKeeper, tmp_path: Path) -> Iterator[Quorum
     q = Quorum(zookeeper, tmp_path)
     try:
         q.start_controller(3001)
-        _wait(lambda: q.active()[0] == 3001, 30, "controller 3001 active")
+        wait(lambda: q.active()[0] == 3001, 30, "controller 3001 active")
         q.start_broker(1)
-        _wait(lambda: len(q.admin().list_topics(timeout=5).brokers) == 1, 30, "broker 1")
+        wait(lambda: len(q.admin().list_topics(timeout=5).brokers) == 1, 30, "broker 1")
         yield q
     finally:
         q.close()
-
-
-def _elect_another(q: Quorum, node: int) -> int:
-    """What another controller's election does (one multi-op): /controller taken over by
-    ``node``, /controller_epoch raised with a versioned write. The new epoch."""
-    data, stat = q.zkc.get("/controller_epoch")
-    epoch = int(data) + 1
-    tx = q.zkc.transaction()
-    tx.delete("/controller")
-    tx.create("/controller", json.dumps({"version": 1, "brokerid": node}).encode(), ephemeral=True)
-    tx.set_data("/controller_epoch", str(epoch).encode(), version=stat.version)
-    assert not any(isinstance(r, Exception) for r in tx.commit())
-    return epoch
 
 
 @pytest.mark.timeout(90)
@@ -90,16 +53,16 @@ async def test_a_fenced_write_is_answered_not_controller_and_the_controller_resi
 ) -> None:
     q = one_controller
     port = q.ctl_ports[3001]
-    assert await _create_topic_at(port, "before") == ErrorCode.NONE
-    new_epoch = _elect_another(q, 99)
+    assert await create_topic_at(port, "before", 2) == ErrorCode.NONE
+    new_epoch, _ = q.elect(99)
 
     # its next write fails the /controller_epoch check: NOT_CONTROLLER (Kafka's
     # ControllerMovedException), not KAFKA_STORAGE_ERROR; nothing of it is in ZooKeeper
-    assert await _create_topic_at(port, "fenced") == ErrorCode.NOT_CONTROLLER
+    assert await create_topic_at(port, "fenced", 2) == ErrorCode.NOT_CONTROLLER
     assert q.zkc.exists("/brokers/topics/fenced") is None
     # it resigns at once: its listener closes, and it stands by (another holds /controller)
     started = time.monotonic()
-    await asyncio.to_thread(_wait, lambda: _refuses(port), 5, "the fenced controller's port")
+    await asyncio.to_thread(wait, lambda: refuses(port), 5, "the fenced controller's port")
     assert time.monotonic() - started < 5
     log = (q.tmp / "controller-3001.log").read_text()
     assert "resigning" in log
@@ -159,27 +122,27 @@ def test_the_active_controller_cut_off_from_zookeeper_is_deposed_within_the_sess
     state_logs = {b: tmp_path / f"broker-{b}.state.jsonl" for b in (1, 2)}
     try:
         q.start_controller(3001, zookeeper=proxy.address)  # through the proxy, active first
-        _wait(lambda: q.active()[0] == 3001, 30, "controller 3001 active")
+        wait(lambda: q.active()[0] == 3001, 30, "controller 3001 active")
         q.start_controller(3002)
         q.start_controller(3003)
         for b, state_log in state_logs.items():
             q.start_broker(b, "--state-change-log", str(state_log))
         admin = q.admin()
-        _wait(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 30, "two brokers")
-        _wait(lambda: len(q.zkc.get_children("/kmeta/controllers")) == 3, 30, "3 members")
+        wait(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 30, "two brokers")
+        wait(lambda: len(q.zkc.get_children("/kmeta/controllers")) == 3, 30, "3 members")
         admin.create_topics([NewTopic("before", 2, 2)])["before"].result(timeout=30)
         _, epoch = q.active()
         cut_port = q.ctl_ports[3001]
-        assert not _refuses(cut_port)
+        assert not refuses(cut_port)
 
         os.kill(proxy.proc.pid, signal.SIGSTOP)  # the link to ZooKeeper goes silent
         cut = time.monotonic()
         session_s = ZK_SESSION_MS / 1000.0
         # it stops acting (senders, then its listener) before its session can expire
-        _wait(lambda: _refuses(cut_port), session_s + CUT_MARGIN_S, "the cut controller resigns")
+        wait(lambda: refuses(cut_port), session_s + CUT_MARGIN_S, "the cut controller resigns")
         resigned = time.monotonic() - cut
         # ZooKeeper expires its session; a standby is elected at a higher epoch
-        _wait(lambda: q.active()[0] in (3002, 3003), session_s + 2 * CUT_MARGIN_S, "a standby")
+        wait(lambda: q.active()[0] in (3002, 3003), session_s + 2 * CUT_MARGIN_S, "a standby")
         elected = time.monotonic() - cut
         new_node, new_epoch = q.active()
         assert new_epoch == epoch + 1
@@ -189,21 +152,13 @@ def test_the_active_controller_cut_off_from_zookeeper_is_deposed_within_the_sess
         os.kill(proxy.proc.pid, signal.SIGCONT)  # the cut heals
         healed_ms = time.time() * 1000.0
         # the old controller's kazoo finds its session expired: it stands by on a new one
-        _wait(lambda: q.zkc.exists("/kmeta/controllers/3001") is not None, 20, "3001 back")
-        deadline = time.monotonic() + 30
-        while True:  # NOT_CONTROLLER while the brokers move on to the new controller
-            try:
-                admin.create_topics([NewTopic("after", 2, 2)])["after"].result(timeout=30)
-                break
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.NOT_CONTROLLER:
-                    raise
-            assert time.monotonic() < deadline, "brokers never reached the new controller"
-            time.sleep(0.2)
+        wait(lambda: q.zkc.exists("/kmeta/controllers/3001") is not None, 20, "3001 back")
+        # (NOT_CONTROLLER while the brokers move on to the new controller: again)
+        create_once_answered(admin, NewTopic("after", 2, 2))
         time.sleep(1.0)  # (anything the old controller might still push would show by now)
 
         assert q.active() == (new_node, new_epoch)
-        assert _refuses(cut_port)
+        assert refuses(cut_port)
         log = (tmp_path / "controller-3001.log").read_text()
         assert log.count("active on") == 1, "the cut controller was elected again"
         # nothing from the old epoch after the heal: ZooKeeper's states and what the brokers
@@ -286,16 +241,16 @@ async def test_a_write_group_cut_between_multi_ops_leaves_each_topic_whole_or_ab
     q = Quorum(zookeeper, tmp_path)
     try:
         q.start_controller(3001)
-        await asyncio.to_thread(_wait, lambda: q.active()[0] == 3001, 30, "3001 active")
+        await asyncio.to_thread(wait, lambda: q.active()[0] == 3001, 30, "3001 active")
         q.start_controller(3002)
         q.start_broker(1)
         admin = q.admin()
         await asyncio.to_thread(
-            _wait, lambda: len(admin.list_topics(timeout=5).brokers) == 1, 30, "broker 1"
+            wait, lambda: len(admin.list_topics(timeout=5).brokers) == 1, 30, "broker 1"
         )
         admin.create_topics([NewTopic("grow", 1, 1)])["grow"].result(timeout=30)
         await asyncio.to_thread(
-            _wait, lambda: q.zkc.exists("/kmeta/controllers/3002") is not None, 30, "3002"
+            wait, lambda: q.zkc.exists("/kmeta/controllers/3002") is not None, 30, "3002"
         )
         # more multi-ops than are ever in flight (those sent commit even after the kill)
         many = MAX_MULTI_OPS * MAX_IN_FLIGHT
@@ -319,10 +274,10 @@ async def test_a_write_group_cut_between_multi_ops_leaves_each_topic_whole_or_ab
         assert loaded.get("grow") in (1, 1 + many), loaded
 
         # many topics in one request: each absent, or whole
-        await asyncio.to_thread(_wait, lambda: q.active()[0] == 3002, 30, "3002 active")
+        await asyncio.to_thread(wait, lambda: q.active()[0] == 3002, 30, "3002 active")
         q.start_controller(3001)  # back as a standby
         await asyncio.to_thread(
-            _wait, lambda: q.zkc.exists("/kmeta/controllers/3001") is not None, 30, "3001"
+            wait, lambda: q.zkc.exists("/kmeta/controllers/3001") is not None, 30, "3001"
         )
         create = ct.CreateTopicsRequest(
             version=7,
@@ -343,7 +298,7 @@ async def test_a_write_group_cut_between_multi_ops_leaves_each_topic_whole_or_ab
         assert sum(t.startswith("m") for t in loaded) < many // 10, "not cut"
 
         # the surviving controller takes over and serves that state
-        await asyncio.to_thread(_wait, lambda: q.active()[0] == 3001, 30, "3001 active again")
+        await asyncio.to_thread(wait, lambda: q.active()[0] == 3001, 30, "3001 active again")
         deadline = time.monotonic() + 30
         while True:
             md = await asyncio.to_thread(admin.list_topics, timeout=10)

@@ -7,7 +7,6 @@ not NOT_CONTROLLER (it may still apply the change)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import time
@@ -21,11 +20,9 @@ from kmeta.controller.config import ControllerConfig
 from kmeta.controller.daemon import ControllerDaemon
 from kmeta.controller.zk_layout import PERSISTENT_PATHS
 from kmeta.controller.zk_store import ZooKeeperStore
-from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.messages import create_topics as ct
-from tests.e2e.test_controller_deposed import _refuses
-from tests.e2e.test_controller_quorum import Quorum, _wait
+from tests.e2e.quorum import Quorum, create_topic_at
+from tests.helpers import refuses, wait
 
 pytestmark = pytest.mark.e2e
 
@@ -37,22 +34,6 @@ def quorum(zookeeper: LocalZooKeeper, tmp_path: Path) -> Iterator[Quorum]:
         yield q
     finally:
         q.close()
-
-
-async def _create_topic_via(port: int, name: str, timeout_ms: int = 5000) -> int:
-    """CreateTopics through the broker listening on ``port``: the topic's error code."""
-    await asyncio.to_thread(_wait, lambda: not _refuses(port), 15, "the broker's listener")
-    conn = await KafkaConnection.open("127.0.0.1", port, timeout_s=5.0)
-    try:
-        request = ct.CreateTopicsRequest(
-            version=7,
-            topics=(ct.CreatableTopic(name=name, num_partitions=1, replication_factor=1),),
-            timeout_ms=timeout_ms,
-        )
-        answer = await conn.request(request, 30.0)
-        return int(answer.topics[0].error_code)
-    finally:
-        conn.close()
 
 
 async def _in_process_controller(
@@ -81,7 +62,7 @@ async def test_a_deposed_controller_answering_not_controller_does_not_hold_a_bro
 ) -> None:
     q = quorum
     q.start_controller(3002)
-    await asyncio.to_thread(_wait, lambda: q.active()[0] == 3002, 30, "controller 3002 active")
+    await asyncio.to_thread(wait, lambda: q.active()[0] == 3002, 30, "controller 3002 active")
     # 3001, first in the broker's list: its fence is not /controller_epoch's version, so its
     # every write fails and is answered NOT_CONTROLLER
     data, stat = await asyncio.to_thread(q.zkc.get, "/controller_epoch")
@@ -90,16 +71,16 @@ async def test_a_deposed_controller_answering_not_controller_does_not_hold_a_bro
         q.start_broker(1)
         started = time.monotonic()
         await asyncio.to_thread(
-            _wait, lambda: q.zkc.exists("/brokers/ids/1") is not None, 15, "broker 1 registered"
+            wait, lambda: q.zkc.exists("/brokers/ids/1") is not None, 15, "broker 1 registered"
         )
         took = time.monotonic() - started
         log = (q.tmp / "broker-1.log").read_text()
         assert "answered NOT_CONTROLLER; moving on" in log
         assert "refused the registration" not in log  # not a configuration error
-        assert not _refuses(q.ctl_ports[3001])  # 3001 still listens: it did not hold broker 1
+        assert not refuses(q.ctl_ports[3001])  # 3001 still listens: it did not hold broker 1
         assert took < 10, took
         # and the broker serves: a topic created through it, by 3002
-        assert await _create_topic_via(q.client_ports[1], "after") == ErrorCode.NONE
+        assert await create_topic_at(q.client_ports[1], "after") == ErrorCode.NONE
         assert await asyncio.to_thread(q.zkc.exists, "/brokers/topics/after") is not None
     finally:
         await deposed.stop()
@@ -114,30 +95,24 @@ async def test_a_forwarded_request_answered_not_controller_is_sent_to_the_new_co
     # versioned raise of /controller_epoch
     for path in (*PERSISTENT_PATHS, "/admin", "/config", "/controller_epoch"):
         await asyncio.to_thread(q.zkc.ensure_path, path)
-    data, stat = await asyncio.to_thread(q.zkc.get, "/controller_epoch")
-    epoch = int(data or b"0") + 1
-    tx = q.zkc.transaction()
-    tx.create("/controller", json.dumps({"version": 1, "brokerid": 3001}).encode(),
-              ephemeral=True)  # fmt: skip
-    tx.set_data("/controller_epoch", str(epoch).encode(), version=stat.version)
-    assert not any(isinstance(r, Exception) for r in await asyncio.to_thread(tx.commit))
-    controller = await _in_process_controller(q, 3001, epoch, stat.version + 1)
+    epoch, epoch_version = await asyncio.to_thread(q.elect, 3001)
+    controller = await _in_process_controller(q, 3001, epoch, epoch_version)
     try:
         q.start_broker(1)
         await asyncio.to_thread(
-            _wait, lambda: q.zkc.exists("/brokers/ids/1") is not None, 15, "broker 1 registered"
+            wait, lambda: q.zkc.exists("/brokers/ids/1") is not None, 15, "broker 1 registered"
         )
-        assert await _create_topic_via(q.client_ports[1], "before") == ErrorCode.NONE
+        assert await create_topic_at(q.client_ports[1], "before") == ErrorCode.NONE
         # 3002 stands by, then takes over once /controller goes (as at 3001's session expiry);
         # 3001 is deposed but still listens, and the broker's forwarding is still to it
         q.start_controller(3002)
         await asyncio.sleep(1.0)
         await asyncio.to_thread(q.zkc.delete, "/controller")
-        await asyncio.to_thread(_wait, lambda: q.active()[0] == 3002, 15, "3002 active")
+        await asyncio.to_thread(wait, lambda: q.active()[0] == 3002, 15, "3002 active")
         # 3001 answers NOT_CONTROLLER; the broker sends it again to 3002, which applies it
-        assert await _create_topic_via(q.client_ports[1], "after") == ErrorCode.NONE
+        assert await create_topic_at(q.client_ports[1], "after") == ErrorCode.NONE
         assert await asyncio.to_thread(q.zkc.exists, "/brokers/topics/after") is not None
-        assert not _refuses(q.ctl_ports[3001])  # (3001 was there to answer NOT_CONTROLLER)
+        assert not refuses(q.ctl_ports[3001])  # (3001 was there to answer NOT_CONTROLLER)
         # a controlled shutdown answered NOT_CONTROLLER there is made at 3002
         q.procs["broker-1"].send_signal(signal.SIGTERM)
         await asyncio.to_thread(q.procs["broker-1"].wait, 20)
@@ -151,19 +126,19 @@ async def test_a_forwarded_request_answered_not_controller_is_sent_to_the_new_co
 async def test_a_forward_unanswered_in_time_is_request_timed_out(quorum: Quorum) -> None:
     q = quorum
     q.start_controller(3001)
-    await asyncio.to_thread(_wait, lambda: q.active()[0] == 3001, 30, "controller 3001 active")
+    await asyncio.to_thread(wait, lambda: q.active()[0] == 3001, 30, "controller 3001 active")
     q.start_broker(1)
     await asyncio.to_thread(
-        _wait, lambda: q.zkc.exists("/brokers/ids/1") is not None, 15, "broker 1 registered"
+        wait, lambda: q.zkc.exists("/brokers/ids/1") is not None, 15, "broker 1 registered"
     )
-    assert await _create_topic_via(q.client_ports[1], "before") == ErrorCode.NONE
+    assert await create_topic_at(q.client_ports[1], "before") == ErrorCode.NONE
     pid = q.procs["controller-3001"].pid
     os.kill(pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
         # the broker waits timeout_ms + its 5 s margin, then answers REQUEST_TIMED_OUT: the
         # controller may still apply the change, so NOT_CONTROLLER would mislead the client
-        code = await _create_topic_via(q.client_ports[1], "stalled", timeout_ms=1000)
+        code = await create_topic_at(q.client_ports[1], "stalled", timeout_ms=1000)
         took = time.monotonic() - started
     finally:
         os.kill(pid, signal.SIGCONT)

@@ -6,102 +6,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
+from confluent_kafka import KafkaError
+from confluent_kafka.admin import NewTopic
 
 from kmeta.cli.zookeeper import LocalZooKeeper
-from kmeta.controller.zk_election import active_controller
+from tests.e2e.quorum import Quorum, create_once_answered
+from tests.helpers import wait
 
 pytestmark = pytest.mark.e2e
-
-#: short for a fast test, long enough for a loaded machine (kazoo reads time out at 2/3 of it)
-ZK_SESSION_MS = 4000
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
-def _wait(cond: Callable[[], object], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out: {what}"
-        time.sleep(0.05)
-
-
-class Quorum:
-    """Three controllers (node ids 3001-3003) and two brokers, as processes."""
-
-    def __init__(self, zk: LocalZooKeeper, tmp: Path) -> None:
-        self.zk, self.tmp = zk, tmp
-        self.ctl_ports = dict(zip((3001, 3002, 3003), _free_ports(3), strict=True))
-        self.client_ports = dict(zip((1, 2), _free_ports(2), strict=True))
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.cluster_id = "quorum-test-cluster"
-        self.zkc = KazooClient(hosts=zk.connect_string)
-        self.zkc.start(timeout=30)  # (a loaded machine: the JVM has only just started)
-
-    def _spawn(self, name: str, argv: list[str]) -> None:
-        with (self.tmp / f"{name}.log").open("ab") as out:
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "kmeta", *argv, "--log-level", "INFO"],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
-
-    def start_controller(self, node: int, zookeeper: str | None = None) -> None:
-        self._spawn(f"controller-{node}", [
-            "controller", "--zookeeper", zookeeper or self.zk.connect_string,
-            "--node-id", str(node),
-            "--listeners", f"CONTROLLER://127.0.0.1:{self.ctl_ports[node]}",
-            "--data-dir", str(self.tmp / f"c{node}"), "--cluster-id", self.cluster_id,
-            "--zookeeper-session-timeout-ms", str(ZK_SESSION_MS), "--session-timeout-ms", "6000",
-        ])  # fmt: skip
-
-    def start_broker(self, broker: int, *extra: str) -> None:
-        control = _free_ports(1)[0]
-        self._spawn(f"broker-{broker}", [
-            "broker", "--broker-id", str(broker),
-            "--listeners", f"PLAINTEXT://127.0.0.1:{self.client_ports[broker]},"
-                           f"CONTROL://127.0.0.1:{control}",
-            "--controller", ",".join(f"127.0.0.1:{p}" for p in self.ctl_ports.values()),
-            "--heartbeat-interval-ms", "250", "--cluster-id", self.cluster_id, *extra,
-        ])  # fmt: skip
-
-    def active(self) -> tuple[int | None, int]:
-        return active_controller(self.zkc)
-
-    def admin(self) -> AdminClient:
-        servers = ",".join(f"127.0.0.1:{p}" for p in self.client_ports.values())
-        return AdminClient({"bootstrap.servers": servers, "retries": 50})
-
-    def topics(self) -> dict[str, int]:
-        md = self.admin().list_topics(timeout=10)
-        return {name: len(t.partitions) for name, t in md.topics.items()}
-
-    def close(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        self.zkc.stop()
-        self.zkc.close()
 
 
 @pytest.fixture
@@ -110,10 +30,10 @@ def quorum(zookeeper: LocalZooKeeper, tmp_path: Path) -> Iterator[Quorum]:
     try:
         for node in q.ctl_ports:
             q.start_controller(node)
-        _wait(lambda: q.active()[0] is not None, 30, "an active controller")
+        wait(lambda: q.active()[0] is not None, 30, "an active controller")
         for broker in q.client_ports:
             q.start_broker(broker)
-        _wait(lambda: len(q.admin().list_topics(timeout=5).brokers) == 2, 30, "two brokers")
+        wait(lambda: len(q.admin().list_topics(timeout=5).brokers) == 2, 30, "two brokers")
         yield q
     finally:
         q.close()
@@ -152,15 +72,15 @@ def test_kill_9_of_the_active_controller_during_creations_loses_nothing(quorum: 
             node, epoch = quorum.active()
             assert node is not None
             acked_before = len(stream.acked)
-            _wait(lambda n=acked_before: len(stream.acked) >= n + 2, 30, "creations acknowledged")
+            wait(lambda n=acked_before: len(stream.acked) >= n + 2, 30, "creations acknowledged")
             os.kill(quorum.procs[f"controller-{node}"].pid, signal.SIGKILL)
             quorum.procs[f"controller-{node}"].wait(timeout=10)
             # a standby takes over once the dead one's session expires, with a higher epoch
-            _wait(lambda old=node: quorum.active()[0] not in (None, old), 30, "a standby active")
+            wait(lambda old=node: quorum.active()[0] not in (None, old), 30, "a standby active")
             assert quorum.active()[1] == epoch + 1
             quorum.start_controller(node)  # back as a standby
             after = len(stream.acked)
-            _wait(lambda n=after: len(stream.acked) >= n + 2, 30, "creations after the failover")
+            wait(lambda n=after: len(stream.acked) >= n + 2, 30, "creations after the failover")
     finally:
         stream.stop.set()
         stream.join(timeout=60)
@@ -172,7 +92,7 @@ def test_kill_9_of_the_active_controller_during_creations_loses_nothing(quorum: 
 
     # kmeta status names the active controller, the standbys (the killed ones came back as
     # standbys) and the epoch
-    _wait(lambda: len(quorum.zkc.get_children("/kmeta/controllers")) == 3, 20, "3 members")
+    wait(lambda: len(quorum.zkc.get_children("/kmeta/controllers")) == 3, 20, "3 members")
     active, epoch = quorum.active()
     out = subprocess.run(
         [sys.executable, "-m", "kmeta", "status", "--zookeeper", quorum.zk.connect_string,
@@ -196,25 +116,16 @@ def test_sigstop_past_the_session_timeout_deposes_the_active_controller(quorum: 
     proc = quorum.procs[f"controller-{node}"]
     os.kill(proc.pid, signal.SIGSTOP)
     try:
-        _wait(lambda: quorum.active()[0] not in (None, node), 30, "a standby active")
+        wait(lambda: quorum.active()[0] not in (None, node), 30, "a standby active")
         new_node, new_epoch = quorum.active()
         assert new_epoch == epoch + 1
     finally:
         os.kill(proc.pid, signal.SIGCONT)
     log = quorum.tmp / f"controller-{node}.log"
-    _wait(lambda: "resigning" in log.read_text(), 20, "the old controller resigning")
+    wait(lambda: "resigning" in log.read_text(), 20, "the old controller resigning")
     # it never acts again: creations go through the new controller, which stays active
-    admin = quorum.admin()
-    deadline = time.monotonic() + 30
-    while True:  # NOT_CONTROLLER while the brokers move on to the new controller: again
-        try:
-            admin.create_topics([NewTopic("after", 1, 1)])["after"].result(timeout=30)
-            break
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.NOT_CONTROLLER:
-                raise
-        assert time.monotonic() < deadline, "brokers never reached the new controller"
-        time.sleep(0.2)
+    # (NOT_CONTROLLER while the brokers move on to the new controller: again)
+    create_once_answered(quorum.admin(), NewTopic("after", 1, 1))
     assert quorum.topics().get("after") == 1
     assert quorum.active() == (new_node, new_epoch)
     # nothing was written by the old epoch after it: every partition state is the new one's
@@ -233,16 +144,13 @@ def test_zookeeper_restarted_the_controllers_reconnect_and_the_cluster_carries_o
     time.sleep(1.0)
     quorum.zk.start()  # same port, same data
     # the active controller resigned when its connection was suspended; one is elected again
-    _wait(lambda: quorum.active()[0] is not None and quorum.active()[1] > epoch, 60, "re-election")
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            admin.create_topics([NewTopic("after", 2, 2)])["after"].result(timeout=30)
-            break
-        except KafkaException as exc:
-            if exc.args[0].code() not in (KafkaError.NOT_CONTROLLER, KafkaError.REQUEST_TIMED_OUT):
-                raise
-        assert time.monotonic() < deadline, "no creation acknowledged after the restart"
-        time.sleep(0.2)
+    wait(lambda: quorum.active()[0] is not None and quorum.active()[1] > epoch, 60, "re-election")
+    create_once_answered(
+        admin,
+        NewTopic("after", 2, 2),
+        60,
+        (KafkaError.NOT_CONTROLLER, KafkaError.REQUEST_TIMED_OUT),
+        "no creation acknowledged after the restart",
+    )
     topics = quorum.topics()
     assert (topics.get("before"), topics.get("after")) == (2, 2)

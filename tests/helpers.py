@@ -1,0 +1,47 @@
+"""Helpers shared by every test package: free loopback ports, whether a port listens, and a
+bounded wait on a condition (the tests' processes and daemons all bind to 127.0.0.1)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports the OS finds free on 127.0.0.1 now (all held at once while picked)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def accepts(port: int) -> bool:
+    """Something listens on the port (a quick probe: 0.2 s)."""
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def refuses(port: int) -> bool:
+    """Nothing listens on the port (a standby or resigned controller); a listener too busy to
+    accept within 1 s counts as listening."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+    except OSError:
+        return True
+    return False
+
+
+def wait(cond: Callable[[], object], timeout_s: float, what: str = "condition") -> None:
+    """Poll ``cond`` every 50 ms until it is true; AssertionError naming ``what`` after
+    ``timeout_s``. (Exceptions from ``cond`` propagate: a condition that cannot be asked is
+    not a condition that is false.)"""
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out: {what} (within {timeout_s} s)"
+        time.sleep(0.05)
