@@ -51,7 +51,8 @@ class FrameSplitter:
                 )
             if end - pos - 4 < size:
                 break
-            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            with memoryview(buf) as view:  # one copy (a slice of buf would be a second)
+                frames.append(bytes(view[pos + 4 : pos + 4 + size]))
             pos += 4 + size
         if pos:
             del buf[:pos]

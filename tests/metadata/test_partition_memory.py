@@ -59,3 +59,17 @@ def test_a_cached_partition_costs_under_60_bytes() -> None:
     assert list(parts)[:3] == [0, 1, 2]
     # equal replica sets are one tuple across every topic
     assert cache.snapshot.partition_states["t000"][0].replicas is parts[0].replicas
+
+
+def test_a_frozen_topic_is_index_addressed_exactly_when_its_indexes_are_0_to_n() -> None:
+    """(freeze compares the indexes with a slice of one kept 0..n array, grown as needed)"""
+    from kmeta.metadata.partitions import TopicBuilder
+
+    for indexes in ([0, 1, 2], list(range(5000)), [0, 1], [1, 0, 2], [0, 2], [*range(4999), 6000], [7]):
+        builder = TopicBuilder("t")
+        for i in indexes:
+            builder.put(i, 1, 1, 0, (1,), 0, (1,), ())
+        frozen = builder.freeze()
+        assert (frozen._rows is None) == (indexes == list(range(len(indexes)))), indexes[:5]
+        assert sorted(frozen) == sorted(indexes)
+        assert frozen[indexes[-1]].leader == 1
