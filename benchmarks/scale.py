@@ -25,7 +25,8 @@ runs out is recorded as ``timed_out`` and the remaining phases of that N are ski
    (``all_caught_up_s``; from the controller's /status, which walks every partition: read
    every 0.5 s at most, and no sooner than twice the last read took, ``status_poll_longest_s``), and the new controller's peak RSS against the old one's RSS;
    ``startup_resync`` (read with ``all_caught_up_s``): the topics whose LeaderAndIsr a
-   broker's digest made unnecessary and the partitions sent.
+   broker's digest made unnecessary, the partitions sent, and per broker how its wait for
+   the registration ended and how long after the Startup event it registered.
 
 During ``create`` and ``broker_restart`` a client polls Metadata for the first topic on every
 broker (one connection each, back to back) and each broker's event-loop probe is read after

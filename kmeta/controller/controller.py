@@ -179,7 +179,6 @@ class KafkaController:
         self.reassignments.start()
 
     async def stop(self) -> None:
-        self.resync.stop()
         await self.brokers.stop()
         await self.elections.stop()
         await self.reassignments.stop()

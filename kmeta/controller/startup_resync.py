@@ -7,21 +7,38 @@ of it and answers each partition STALE_CONTROLLER_EPOCH (its leader epoch is not
 admin write's UpdateMetadata waits behind it in each broker's FIFO channel queue (issue 17).
 
 So a broker's startup LeaderAndIsr waits for its registration with this controller (a running
-broker registers again within a heartbeat: the new controller does not know its connection),
-which carries a digest per topic of the states the broker holds
+broker registers again at its next heartbeat: the new controller does not know its
+connection), which carries a digest per topic of the states the broker holds
 (:mod:`kmeta.metadata.replica_digest`, kmeta's tagged field ``KmetaTopicDigests``). The push
 then goes over the topics in slices (:mod:`slices`) and sends LeaderAndIsr only for the topics
 whose digest is missing or differs from the one computed over the controller's state at that
-slice; a topic the broker holds as the controller does costs no request. A broker that
-registers again as a new incarnation (a new epoch) gets the registration's full rejoin instead.
-One that has not registered :data:`REGISTRATION_GRACE_S` after the Startup event (a broker
-that does not register again, or runs a longer heartbeat interval) gets every partition it
-hosts then, as Kafka sends it.
+slice; a topic the broker holds as the controller does costs no request.
+
+How long it waits is the broker's session (:mod:`sessions`, KRaft's BrokerHeartbeatManager),
+not a timer: the Startup event gives every stored live broker a fresh session, and only a
+registration on this controller renews it (a heartbeat on a connection it does not know is
+refused and extends nothing). At 2M partitions a running broker registers only after it
+applied the full UpdateMetadata and computed its digests, which can take seconds; a fixed
+grace (3 s, at most half the session, as before) then sent it every partition it already held
+(4M partitions in one measured restart). Every broker's wait ends within its session, each in
+one defined way, shown per broker in ``/status`` (:attr:`StartupResync.outcomes`):
+
+* ``digests``: it registered again (same incarnation, same epoch) with digests: only the
+  topics whose digest is missing or differs are sent (a digest list cut at the broker's bound,
+  MAX_DIGEST_TOPICS, leaves the rest unreported: those are sent);
+* ``everything``: it registered again without digests (a broker that does not send them, or
+  a list over the bound): every partition it hosts, as Kafka sends it;
+* ``rejoined``: it registered as a new incarnation or after a fencing (a new epoch): the
+  registration's rejoin sends it everything (:mod:`brokers`), this push nothing;
+* ``fenced``: its session ended before it registered (killed, SIGSTOPped past the session,
+  or cut off): the expiry fences it as any lost broker, and nothing is sent to it; should it
+  come back, it registers with a new epoch (``rejoined``);
+* ``waiting``: its session is still alive and no registration came yet.
 """
 
 from __future__ import annotations
 
-import asyncio
+import time
 from collections.abc import Sequence
 
 from kmeta.controller.host import ControllerHost
@@ -29,12 +46,6 @@ from kmeta.controller.model import PartitionRegistration, TopicInfo
 from kmeta.controller.slices import LeaderAndIsrTargets, push_leader_and_isr
 from kmeta.metadata.replica_digest import MAX_DIGEST_TOPICS, partition_words, topic_digest
 from kmeta.protocol.messages import broker_registration as br
-
-#: how long after the Startup event a broker's startup LeaderAndIsr waits for its registration
-#: (a running broker's next heartbeat, every 2 s by Kafka's broker.heartbeat.interval.ms
-#: default, finds that the new controller does not know its connection), at most half the
-#: session timeout; then it is sent whole
-REGISTRATION_GRACE_S = 3.0
 
 
 def reported_digests(
@@ -101,6 +112,12 @@ class _SharedDigests:
         self.words.clear()
 
 
+#: a broker's outcome (see the module docstring); shown in /status
+WAITING, DIGESTS, EVERYTHING, REJOINED, FENCED = (
+    "waiting", "digests", "everything", "rejoined", "fenced",
+)  # fmt: skip
+
+
 class StartupResync:
     def __init__(self, host: ControllerHost) -> None:
         self.host = host
@@ -113,7 +130,11 @@ class StartupResync:
         #: topics whose digest matched and were skipped, LeaderAndIsr partitions sent (status)
         self.skipped_topics = 0
         self.sent_partitions = 0
-        self._grace: asyncio.TimerHandle | None = None
+        #: broker id -> how its wait ended, once a registration ended it (see outcomes()), and
+        #: seconds from the Startup event to its registration here (0: before it was done)
+        self._outcomes: dict[int, str] = {}
+        self._registered_after_s: dict[int, float] = {}
+        self._started_at: float | None = None
         self._shared = _SharedDigests()
         self._pushing = 0
 
@@ -122,32 +143,54 @@ class StartupResync:
         self._epochs = {b.broker_id: b.epoch for b in self.host.state.brokers.values() if b.alive}
         self._registered.clear()
         self._pending = None
+        self._outcomes.clear()
+        self._registered_after_s.clear()
+        self._started_at = None
 
     def started(self) -> None:
-        """The Startup event is done (the full UpdateMetadata went out): push to the brokers
-        registered meanwhile; the others get theirs as they register."""
+        """The Startup event is done (the full UpdateMetadata went out, every stored live
+        broker has a fresh session): push to the brokers registered meanwhile; the others get
+        theirs as they register, or nothing if their session ends first."""
+        self._started_at = time.monotonic()
         self._pending = set(self._epochs)
         for broker_id, digests in list(self._registered.items()):
             self._push(broker_id, digests)
-        if self._pending:
-            grace = min(REGISTRATION_GRACE_S, self.host.config.session_timeout_s / 2)
-            self._grace = asyncio.get_running_loop().call_later(grace, self._graced)
 
-    def _graced(self) -> None:
-        self._grace = None
-        for broker_id in sorted(self._pending or ()):
-            self._push(broker_id, None)
+    def outcomes(self) -> dict[int, dict[str, object]]:
+        """Per broker stored live at the start: how its startup LeaderAndIsr went (/status).
+        ``fenced`` is read from the state, not kept: a fencing whose commit was refused is
+        rolled back, and the broker is then waited for again."""
+        out: dict[int, dict[str, object]] = {}
+        for broker_id in sorted(self._epochs):
+            outcome = self._outcomes.get(broker_id)
+            if outcome is None:
+                outcome = WAITING if self._same_session(broker_id) else FENCED
+            after = self._registered_after_s.get(broker_id)
+            out[broker_id] = {
+                "outcome": outcome,
+                "registered_after_s": None if after is None else round(after, 3),
+            }
+        return out
 
-    def stop(self) -> None:
-        if self._grace is not None:
-            self._grace.cancel()
-            self._grace = None
+    def _same_session(self, broker_id: int) -> bool:
+        """Alive with the epoch it had at the start: the session has not ended."""
+        broker = self.host.state.brokers.get(broker_id)
+        return broker is not None and broker.alive and broker.epoch == self._epochs.get(broker_id)
 
     def broker_registered(self, broker_id: int, epoch: int, digests: dict[str, int] | None) -> None:
         """A registration answered with ``epoch`` (outside an event: only queues events)."""
-        if self._epochs.get(broker_id) != epoch:
-            # a new incarnation: its registration's rejoin sends it everything
+        if broker_id not in self._epochs:
+            return  # (not live at the start: its registration's rejoin sends everything)
+        if broker_id not in self._registered_after_s:
+            started = self._started_at
+            self._registered_after_s[broker_id] = (
+                0.0 if started is None else time.monotonic() - started
+            )
+        if self._epochs[broker_id] != epoch:
+            # a new incarnation, or one fenced meanwhile: its registration's rejoin sends it
+            # everything
             self._registered.pop(broker_id, None)
+            self._outcomes[broker_id] = REJOINED
             if self._pending is not None:
                 self._pending.discard(broker_id)
             return
@@ -161,6 +204,7 @@ class StartupResync:
             return  # (already pushed: a second registration of the same session)
         self._pending.discard(broker_id)
         epoch = self._epochs[broker_id]
+        self._outcomes[broker_id] = EVERYTHING if digests is None else DIGESTS
 
         ended = [False]
 

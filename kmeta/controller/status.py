@@ -95,10 +95,12 @@ def controller_status(controller: KafkaController) -> dict[str, Any]:
             "total_queue_size": controller.channel.queue_size(),
             "latest_update": tracker.latest_update,
             # since this controller started: topics whose startup LeaderAndIsr a broker's
-            # digest made unnecessary, and the partitions it did send (startup_resync)
+            # digest made unnecessary, the partitions it did send, and per broker live at the
+            # start how its wait for the registration ended (startup_resync)
             "startup_resync": {
                 "skipped_topics": controller.resync.skipped_topics,
                 "sent_partitions": controller.resync.sent_partitions,
+                "brokers": {str(b): o for b, o in controller.resync.outcomes().items()},
             },
         },
         "faults": {str(b): str(f) for b, f in sorted(controller.faults.active().items())},

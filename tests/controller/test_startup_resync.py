@@ -1,11 +1,20 @@
 """A controller that took over sends a broker LeaderAndIsr only for the topics whose digest
-(reported in the broker's registration) differs from its own: real brokers, a real restart."""
+(reported in the broker's registration) differs from its own: real brokers, a real restart.
+How each broker's wait for that registration ends (its session decides, not a timer) is
+tested with broker processes held (SIGSTOP) or killed across a controller kill -9."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from kmeta.controller.model import PartitionRegistration, TopicInfo
 from kmeta.controller.startup_resync import expected_digest, reported_digests
@@ -17,6 +26,7 @@ from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.server.broker import Broker
 from kmeta.server.controller_link import controller_link
 from kmeta.server.replica_states import FOLLOWER, LEADER, ReplicaState, ReplicaStates
+from kmeta.testing import Cluster
 from tests.controller.helpers import (
     InProcessCluster,
     broker_config,
@@ -155,3 +165,175 @@ def test_a_registration_over_the_digest_bound_reports_none() -> None:
     assert reported_digests(None) is None
     assert reported_digests([one]) == {"t": 42}
     assert reported_digests([one] * (MAX_DIGEST_TOPICS + 1)) is None
+
+
+async def test_topics_past_the_brokers_digest_bound_are_sent_and_a_list_over_the_controllers_is_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound on either side: a broker reports digests for at most MAX_DIGEST_TOPICS topics
+    (the rest are not reported, so they are sent); a controller ignores a longer list (the
+    broker gets every partition it hosts, outcome ``everything``)."""
+    import kmeta.controller.startup_resync as startup_resync
+    import kmeta.server.controller_link as link
+
+    c = await _cluster(tmp_path)
+    try:
+        answer = await _request(c.controller.port, _create(("a", ASSIGNED), ("b", ASSIGNED)))
+        assert all(t.error_code == 0 for t in answer.topics)
+        held = lambda: all(len(b.state.replicas) == 6 for b in c.brokers.values())  # noqa: E731
+        await wait_until(held, 10.0)
+        port = c.controller.port
+
+        async def restart() -> Any:
+            await c.controller.stop()
+            c.controller = await start_controller(
+                tmp_path / "controller", listeners=(f"CONTROLLER://127.0.0.1:{port}",)
+            )
+            ctl = c.controller.controller
+            await wait_until(
+                lambda: all(
+                    o["outcome"] != startup_resync.WAITING for o in ctl.resync.outcomes().values()
+                ),
+                10.0,
+            )
+            return ctl
+
+        # brokers report one topic's digest: the other topic goes to each, whole
+        monkeypatch.setattr(link, "MAX_DIGEST_TOPICS", 1)
+        ctl = await restart()
+        assert {o["outcome"] for o in ctl.resync.outcomes().values()} == {"digests"}
+        await wait_until(lambda: ctl.resync.sent_partitions == 3 * 3, 10.0)
+        assert ctl.resync.skipped_topics == 3
+        for i in c.brokers:
+            assert len(_applied_lair(tmp_path / f"broker-{i}.log", ctl.epoch)) == 1
+        monkeypatch.undo()
+
+        # brokers report both, the controller takes at most one: every partition, each broker
+        monkeypatch.setattr(startup_resync, "MAX_DIGEST_TOPICS", 1)
+        ctl = await restart()
+        assert {o["outcome"] for o in ctl.resync.outcomes().values()} == {"everything"}
+        await wait_until(lambda: ctl.resync.sent_partitions == 3 * 6, 10.0)
+        assert ctl.resync.skipped_topics == 0
+        for i in c.brokers:
+            assert _applied_lair(tmp_path / f"broker-{i}.log", ctl.epoch) == {"a", "b"}
+    finally:
+        await c.stop()
+
+
+# -- how a broker's wait ends, with broker processes across a controller kill -9 ----------------
+
+
+def _until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"{what} within {timeout_s} s"
+        time.sleep(0.05)
+
+
+def _resync(c: Cluster, old_epoch: int) -> dict[str, Any] | None:
+    """The new controller's ``startup_resync`` from /status (None: not serving it yet)."""
+    try:
+        status = c.controller_status()
+    except OSError:
+        return None
+    if status["controller"]["epoch"] <= old_epoch:
+        return None
+    resync: dict[str, Any] = status["controller"]["startup_resync"]
+    resync["epochs"] = {b["id"]: (b["state"], b["epoch"]) for b in status["brokers"]}
+    return resync
+
+
+def _outcomes(c: Cluster, old_epoch: int) -> dict[int, str]:
+    resync = _resync(c, old_epoch)
+    if resync is None:
+        return {}
+    return {int(b): o["outcome"] for b, o in resync["brokers"].items()}
+
+
+def test_a_broker_held_within_its_session_is_waited_for_and_gets_no_leader_and_isr(
+    tmp_path: Path,
+) -> None:
+    """Broker 3 is stopped (SIGSTOP) across the controller's kill -9 and held 3.5 s past the
+    new controller's start: longer than the fixed grace that used to send it every partition
+    (3 s, half the 6 s session), shorter than its session. It registers when resumed, with its
+    digests, and gets no LeaderAndIsr: the wait is its session's."""
+    with Cluster(3, session_timeout_ms=6_000, parent_dir=tmp_path) as c:
+        c.create_topic("kept", 6, 3)
+        c.wait_converged()
+        before = c.controller_status()
+        old_epoch = before["controller"]["epoch"]
+        epochs = {b["id"]: b["epoch"] for b in before["brokers"]}
+        pid = c.pid("broker-3")
+        assert pid is not None
+        c.kill_controller()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            c.start_controller(wait=False)
+            # brokers 1 and 2 registered and were pushed to: the Startup event is done
+            _until(
+                lambda: _outcomes(c, old_epoch) == {1: "digests", 2: "digests", 3: "waiting"},
+                30.0, "brokers 1 and 2 registered, 3 waited for",
+            )  # fmt: skip
+            time.sleep(3.5)
+            assert _outcomes(c, old_epoch)[3] == "waiting"
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        _until(lambda: _outcomes(c, old_epoch).get(3) == "digests", 30.0, "broker 3 registered")
+        resync = _resync(c, old_epoch)
+        assert resync is not None
+        assert resync["epochs"] == {i: ("alive", epochs[i]) for i in (1, 2, 3)}
+        assert 3.5 < resync["brokers"]["3"]["registered_after_s"] < 6.0
+        _until(lambda: (_resync(c, old_epoch) or {}).get("skipped_topics") == 3, 30.0, "skips")
+        assert _resync(c, old_epoch)["sent_partitions"] == 0  # type: ignore[index]
+        assert c.data_dir is not None
+        new_epoch = c.controller_status()["controller"]["epoch"]
+        for i in (1, 2, 3):
+            assert _applied_lair(c.data_dir / f"broker-{i}.state-change.log", new_epoch) == set()
+        c.wait_converged()
+
+
+def test_brokers_whose_session_ends_before_they_register_are_fenced_and_rejoin_on_return(
+    tmp_path: Path,
+) -> None:
+    """Across the controller's kill -9, broker 2 is killed (it never registers again) and
+    broker 3 stopped (SIGSTOP) past its session. Both sessions end: the expiry fences them,
+    the startup resync sends them nothing (outcome ``fenced``), and broker 1 leads. Broker 3,
+    resumed, registers with a new epoch and the registration's rejoin sends it every
+    partition (outcome ``rejoined``); broker 2 stays fenced."""
+    with Cluster(3, session_timeout_ms=3_000, parent_dir=tmp_path) as c:
+        c.create_topic("t", 3, 3)
+        c.wait_converged()
+        before = c.controller_status()
+        old_epoch = before["controller"]["epoch"]
+        epochs = {b["id"]: b["epoch"] for b in before["brokers"]}
+        pid = c.pid("broker-3")
+        assert pid is not None
+        c.kill_controller()
+        c.kill_broker(2)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            c.start_controller(wait=False)
+            _until(
+                lambda: _outcomes(c, old_epoch) == {1: "digests", 2: "fenced", 3: "fenced"},
+                30.0, "brokers 2 and 3 fenced at their session's end",
+            )  # fmt: skip
+            resync = _resync(c, old_epoch)
+            assert resync is not None
+            assert resync["epochs"][2] == ("fenced", epochs[2])
+            assert resync["epochs"][3] == ("fenced", epochs[3])
+            assert resync["sent_partitions"] == 0
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        _until(
+            lambda: _outcomes(c, old_epoch) == {1: "digests", 2: "fenced", 3: "rejoined"},
+            30.0, "broker 3 rejoined",
+        )  # fmt: skip
+        resync = _resync(c, old_epoch)
+        assert resync is not None
+        state, epoch = resync["epochs"][3]
+        assert state == "alive" and epoch > epochs[3]
+        assert resync["sent_partitions"] == 0  # (the rejoin sent broker 3 its partitions)
+        assert c.data_dir is not None
+        new_epoch = c.controller_status()["controller"]["epoch"]
+        log = c.data_dir / "broker-3.state-change.log"
+        _until(lambda: _applied_lair(log, new_epoch) == {"t"}, 30.0, "broker 3's rejoin")
