@@ -179,6 +179,7 @@ class KafkaController:
         self.reassignments.start()
 
     async def stop(self) -> None:
+        self.resync.stop()
         await self.brokers.stop()
         await self.elections.stop()
         await self.reassignments.stop()

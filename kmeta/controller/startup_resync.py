@@ -14,30 +14,40 @@ then goes over the topics in slices (:mod:`slices`) and sends LeaderAndIsr only 
 whose digest is missing or differs from the one computed over the controller's state at that
 slice; a topic the broker holds as the controller does costs no request.
 
-How long it waits is the broker's session (:mod:`sessions`, KRaft's BrokerHeartbeatManager),
-not a timer: the Startup event gives every stored live broker a fresh session, and only a
-registration on this controller renews it (a heartbeat on a connection it does not know is
-refused and extends nothing). At 2M partitions a running broker registers only after it
-applied the full UpdateMetadata and computed its digests, which can take seconds; a fixed
-grace (3 s, at most half the session, as before) then sent it every partition it already held
-(4M partitions in one measured restart). Every broker's wait ends within its session, each in
-one defined way, shown per broker in ``/status`` (:attr:`StartupResync.outcomes`):
+How long it waits is the broker's session (:mod:`sessions`, KRaft's BrokerHeartbeatManager)
+once the broker was heard from, not a timer: the Startup event gives every stored live broker
+a fresh session, and only a registration on this controller renews it (a heartbeat on a
+connection it does not know is refused and extends nothing). A running broker's first
+heartbeat to the new controller comes at once (it reconnects every 100 ms) and is refused;
+it then computes its digests and registers. At 2M partitions that registration comes only
+after it applied the full UpdateMetadata, which can take seconds; a fixed grace (3 s, at most
+half the session, as before) then sent two brokers every partition they already held (4M
+partitions in one measured restart, 50 s to the first create instead of 11 s). A broker not
+heard from at all (no heartbeat with its stored epoch) within :data:`REGISTRATION_GRACE_S`
+of the Startup event gets everything, as Kafka's onControllerFailover sends it: it may be a
+broker that does not register again, or one stopped, whose requests wait in its socket.
+
+Every broker's wait ends within its session, each in one defined way, shown per broker in
+``/status`` (:meth:`StartupResync.outcomes`):
 
 * ``digests``: it registered again (same incarnation, same epoch) with digests: only the
   topics whose digest is missing or differs are sent (a digest list cut at the broker's bound,
   MAX_DIGEST_TOPICS, leaves the rest unreported: those are sent);
 * ``everything``: it registered again without digests (a broker that does not send them, or
   a list over the bound): every partition it hosts, as Kafka sends it;
+* ``silent``: not heard from within the grace: every partition it hosts (a registration
+  that comes later changes nothing more);
 * ``rejoined``: it registered as a new incarnation or after a fencing (a new epoch): the
   registration's rejoin sends it everything (:mod:`brokers`), this push nothing;
-* ``fenced``: its session ended before it registered (killed, SIGSTOPped past the session,
-  or cut off): the expiry fences it as any lost broker, and nothing is sent to it; should it
-  come back, it registers with a new epoch (``rejoined``);
-* ``waiting``: its session is still alive and no registration came yet.
+* ``fenced``: its session ended before it registered (killed, stopped past the session, or
+  cut off): the expiry fences it as any lost broker and what was queued for it is dropped
+  with its channel; should it come back, it registers with a new epoch (``rejoined``);
+* ``waiting``: its session is alive and neither a registration nor the grace ended the wait.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 
@@ -46,6 +56,10 @@ from kmeta.controller.model import PartitionRegistration, TopicInfo
 from kmeta.controller.slices import LeaderAndIsrTargets, push_leader_and_isr
 from kmeta.metadata.replica_digest import MAX_DIGEST_TOPICS, partition_words, topic_digest
 from kmeta.protocol.messages import broker_registration as br
+
+#: how long after the Startup event a broker not heard from (no heartbeat, no registration
+#: with its stored epoch) waits before it is sent everything; at most half the session
+REGISTRATION_GRACE_S = 3.0
 
 
 def reported_digests(
@@ -113,8 +127,8 @@ class _SharedDigests:
 
 
 #: a broker's outcome (see the module docstring); shown in /status
-WAITING, DIGESTS, EVERYTHING, REJOINED, FENCED = (
-    "waiting", "digests", "everything", "rejoined", "fenced",
+WAITING, DIGESTS, EVERYTHING, SILENT, REJOINED, FENCED = (
+    "waiting", "digests", "everything", "silent", "rejoined", "fenced",
 )  # fmt: skip
 
 
@@ -130,11 +144,14 @@ class StartupResync:
         #: topics whose digest matched and were skipped, LeaderAndIsr partitions sent (status)
         self.skipped_topics = 0
         self.sent_partitions = 0
-        #: broker id -> how its wait ended, once a registration ended it (see outcomes()), and
+        #: broker id -> how its wait ended, once a push or a rejoin ended it (outcomes()), and
         #: seconds from the Startup event to its registration here (0: before it was done)
         self._outcomes: dict[int, str] = {}
         self._registered_after_s: dict[int, float] = {}
         self._started_at: float | None = None
+        #: brokers heard from with their stored epoch since the start (heartbeat, registration)
+        self._heard: set[int] = set()
+        self._grace: asyncio.TimerHandle | None = None
         self._shared = _SharedDigests()
         self._pushing = 0
 
@@ -146,15 +163,39 @@ class StartupResync:
         self._outcomes.clear()
         self._registered_after_s.clear()
         self._started_at = None
+        self._heard.clear()
 
     def started(self) -> None:
         """The Startup event is done (the full UpdateMetadata went out, every stored live
         broker has a fresh session): push to the brokers registered meanwhile; the others get
-        theirs as they register, or nothing if their session ends first."""
+        theirs as they register (or after the grace, if never heard from), or nothing if
+        their session ends first."""
         self._started_at = time.monotonic()
         self._pending = set(self._epochs)
         for broker_id, digests in list(self._registered.items()):
             self._push(broker_id, digests)
+        if self._pending - self._heard:
+            grace = min(REGISTRATION_GRACE_S, self.host.config.session_timeout_s / 2)
+            self._grace = asyncio.get_running_loop().call_later(grace, self._graced)
+
+    def _graced(self) -> None:
+        """The grace ran out: brokers never heard from get everything (``silent``)."""
+        self._grace = None
+        for broker_id in sorted((self._pending or set()) - self._heard):
+            self._push(broker_id, None, SILENT)
+
+    def stop(self) -> None:
+        if self._grace is not None:
+            self._grace.cancel()
+            self._grace = None
+
+    def heard(self, broker_id: int, broker_epoch: int) -> None:
+        """A heartbeat from ``broker_id`` with ``broker_epoch``, accepted or not (after a
+        restart it is refused until the broker registers here): a broker of that epoch is
+        running and will register, so its wait is its session's. A forged one only makes
+        the push wait for the session, at most."""
+        if self._epochs.get(broker_id) == broker_epoch:
+            self._heard.add(broker_id)
 
     def outcomes(self) -> dict[int, dict[str, object]]:
         """Per broker stored live at the start: how its startup LeaderAndIsr went (/status).
@@ -163,8 +204,10 @@ class StartupResync:
         out: dict[int, dict[str, object]] = {}
         for broker_id in sorted(self._epochs):
             outcome = self._outcomes.get(broker_id)
-            if outcome is None:
-                outcome = WAITING if self._same_session(broker_id) else FENCED
+            if outcome in (None, SILENT) and not self._same_session(broker_id):
+                outcome = FENCED  # (before it registered: what was queued went with it)
+            elif outcome is None:
+                outcome = WAITING
             after = self._registered_after_s.get(broker_id)
             out[broker_id] = {
                 "outcome": outcome,
@@ -181,6 +224,7 @@ class StartupResync:
         """A registration answered with ``epoch`` (outside an event: only queues events)."""
         if broker_id not in self._epochs:
             return  # (not live at the start: its registration's rejoin sends everything)
+        self._heard.add(broker_id)
         if broker_id not in self._registered_after_s:
             started = self._started_at
             self._registered_after_s[broker_id] = (
@@ -199,12 +243,14 @@ class StartupResync:
         else:
             self._push(broker_id, digests)
 
-    def _push(self, broker_id: int, digests: dict[str, int] | None) -> None:
+    def _push(
+        self, broker_id: int, digests: dict[str, int] | None, outcome: str | None = None
+    ) -> None:
         if self._pending is None or broker_id not in self._pending:
             return  # (already pushed: a second registration of the same session)
         self._pending.discard(broker_id)
         epoch = self._epochs[broker_id]
-        self._outcomes[broker_id] = EVERYTHING if digests is None else DIGESTS
+        self._outcomes[broker_id] = outcome or (EVERYTHING if digests is None else DIGESTS)
 
         ended = [False]
 

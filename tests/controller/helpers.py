@@ -103,9 +103,12 @@ class RecordingBroker:
     async def start(self) -> None:
         await self.listener.start()
 
-    async def register(self, controller_port: int) -> int:
+    async def register(
+        self, controller_port: int, digests: list[br.KmetaTopicDigest] | None = None
+    ) -> int:
         """Register on a new connection, kept for heartbeats (a session belongs to the
-        connection that registered it, as a real broker's link uses one)."""
+        connection that registered it, as a real broker's link uses one); ``digests``: the
+        KmetaTopicDigests it reports (None: not said)."""
         if self.conn is not None:
             self.conn.close()
         conn = self.conn = await KafkaConnection.open(
@@ -125,6 +128,7 @@ class RecordingBroker:
                     ),
                 ),
                 rack=self.rack,
+                kmeta_topic_digests=digests,
             ),
             5.0,
         )

@@ -28,6 +28,8 @@ def handle(ctx: ControllerContext, req: bh.BrokerHeartbeatRequest) -> bh.BrokerH
         return bh.BrokerHeartbeatResponse(
             version=req.version, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, is_fenced=True
         )
+    # (a controller that took over waits for a broker heard from: startup_resync)
+    c.resync.heard(req.broker_id, req.broker_epoch)
     if not c.brokers.heartbeat(req.broker_id, req.broker_epoch, ctx.peer):
         return bh.BrokerHeartbeatResponse(
             version=req.version, error_code=ErrorCode.STALE_BROKER_EPOCH, is_fenced=True
