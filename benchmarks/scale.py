@@ -24,7 +24,8 @@ runs out is recorded as ``timed_out`` and the remaining phases of that N are ski
    of the new controller (``all_on_new_epoch_s``), → nothing left unacknowledged
    (``all_caught_up_s``; from the controller's /status, which walks every partition: read
    every 0.5 s at most, and no sooner than twice the last read took, ``status_poll_longest_s``), and the new controller's peak RSS against the old one's RSS;
-   ``startup_resync`` (read with ``all_caught_up_s``): the topics whose LeaderAndIsr a
+   ``startup_resync`` (read at ``all_caught_up_s`` or later, once no broker is still
+   waited for; an old controller's status without per-broker outcomes: at once): the topics whose LeaderAndIsr a
    broker's digest made unnecessary, the partitions sent, and per broker how its wait for
    the registration ended and how long after the Startup event it registered.
 
@@ -554,17 +555,22 @@ async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[st
     reads = StatusReads(cluster, 0.5)
 
     async def watch_status() -> None:
-        while "all_caught_up_s" not in marks:
+        while "startup_resync" not in marks:
             status = await reads.read()  # (None: not listening yet, or over its 5 s)
             if status and status["controller"]["epoch"] > old_epoch:
                 brokers = [b for b in status["brokers"] if b["state"] == "alive"]
                 if len(brokers) == len(BROKERS) and all(b["applied_update"] for b in brokers):
                     marks.setdefault("all_on_new_epoch_s", round(time.perf_counter() - t0, 3))
                 if caught_up(status):
-                    marks["all_caught_up_s"] = round(time.perf_counter() - t0, 3)
-                    # topics whose LeaderAndIsr a broker's digest made unnecessary, and the
-                    # partitions sent (kmeta.controller.startup_resync)
-                    marks["startup_resync"] = status["controller"].get("startup_resync")
+                    marks.setdefault("all_caught_up_s", round(time.perf_counter() - t0, 3))
+                    # topics whose LeaderAndIsr a broker's digest made unnecessary, the
+                    # partitions sent, each broker's outcome (kmeta.controller.startup_resync):
+                    # read once no broker is still waited for (a broker may register only
+                    # after it acknowledged the full UpdateMetadata)
+                    resync = status["controller"].get("startup_resync")
+                    brokers = (resync or {}).get("brokers", {})
+                    if all(o["outcome"] != "waiting" for o in brokers.values()):
+                        marks["startup_resync"] = resync
             await reads.pause()
 
     watcher = asyncio.create_task(watch_status())

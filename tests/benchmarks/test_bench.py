@@ -227,7 +227,7 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
         assert ctl["first_create_acked_s"] > 0
         assert 0 < ctl["all_on_new_epoch_s"] <= ctl["all_caught_up_s"]
         assert set(ctl["startup_resync"]) == {"skipped_topics", "sent_partitions", "brokers"}
-        # each broker ended its wait by registering again with its digests
+        # read once every broker's wait ended: each registered again with its digests
         assert {b: o["outcome"] for b, o in ctl["startup_resync"]["brokers"].items()} == {
             "1": "digests", "2": "digests", "3": "digests"
         }

@@ -206,7 +206,8 @@ async def test_topics_past_the_brokers_digest_bound_are_sent_and_a_list_over_the
         await wait_until(lambda: ctl.resync.sent_partitions == 3 * 3, 10.0)
         assert ctl.resync.skipped_topics == 3
         for i in c.brokers:
-            assert len(_applied_lair(tmp_path / f"broker-{i}.log", ctl.epoch)) == 1
+            log = tmp_path / f"broker-{i}.log"
+            await wait_until(lambda log=log: len(_applied_lair(log, ctl.epoch)) == 1, 10.0)
         monkeypatch.undo()
 
         # brokers report both, the controller takes at most one: every partition, each broker
@@ -216,7 +217,8 @@ async def test_topics_past_the_brokers_digest_bound_are_sent_and_a_list_over_the
         await wait_until(lambda: ctl.resync.sent_partitions == 3 * 6, 10.0)
         assert ctl.resync.skipped_topics == 0
         for i in c.brokers:
-            assert _applied_lair(tmp_path / f"broker-{i}.log", ctl.epoch) == {"a", "b"}
+            log = tmp_path / f"broker-{i}.log"
+            await wait_until(lambda log=log: _applied_lair(log, ctl.epoch) == {"a", "b"}, 10.0)
     finally:
         await c.stop()
 
