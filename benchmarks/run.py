@@ -20,7 +20,7 @@ generators run in processes of their own):
                      mock cluster's (--runs, --brokers; --no-peer)
 * ``scale``          scale.py at each of --partitions N[,N...] (default 10000): create, memory,
                      Metadata, broker and controller kill -9 (--session-timeout-ms,
-                     --phase-timeout-s)
+                     --phase-timeout-s; --phases create stops after the create)
 
 The result is one JSON object (see common.py) written to --json OUT, or printed.
 """
@@ -322,6 +322,8 @@ def plan_scale(a: argparse.Namespace) -> Plan:
     sizes = a.partitions or [10_000]
     args = ("--partitions", ",".join(map(str, sizes)), "--session-timeout-ms", str(a.session_timeout_ms),
             "--phase-timeout-s", str(a.phase_timeout_s))  # fmt: skip
+    if a.phases:
+        args += ("--phases", a.phases)
     # every phase of every size is bounded by --phase-timeout-s: the script's own bound
     bound = len(sizes) * (5 * a.phase_timeout_s + a.session_timeout_ms / 1000 + 60)
     steps = repeated(
@@ -332,6 +334,8 @@ def plan_scale(a: argparse.Namespace) -> Plan:
     )
     params = {"partitions": sizes, "session_timeout_ms": a.session_timeout_ms,
               "phase_timeout_s": a.phase_timeout_s}  # fmt: skip
+    if a.phases:
+        params["phases"] = a.phases
     return params, steps, with_median
 
 
@@ -403,6 +407,12 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--phase-timeout-s", type=float, default=600.0, help="scale: bound of each phase"
+    )
+    ap.add_argument(
+        "--phases",
+        default=None,
+        help="scale: a prefix of create,metadata,broker_restart,controller_restart (default all);"
+        " 'create' stops after the create",
     )
     ap.add_argument("--runs", type=int, default=10, help="fixture: clusters started (median)")
     ap.add_argument("--brokers", type=int, default=3, help="fixture: brokers per cluster")

@@ -7,7 +7,13 @@ pipelined to broker 1). Measured, each phase bounded by ``--phase-timeout-s`` (a
 runs out is recorded as ``timed_out`` and the remaining phases of that N are skipped):
 
 1. ``create``: first CreateTopics sent → every one acknowledged (``acked_s``) and → every broker
-   serving all N partitions with a leader (``visible_all_s``).
+   serving all N partitions with a leader (``visible_all_s``). ``acked_by_tenth``: for each
+   tenth of the N partitions, when its last batch was acknowledged and the CPU seconds (user +
+   system, from /proc) each process spent by then (``cpu_s``): the create's cost against the
+   partitions already held (a later tenth costing more than the first is superlinear work;
+   CPU seconds are not stretched by a loaded machine as wall time is). ``cpu_s``: the same
+   until every broker served all N; ``controller_full_collections``: the controller's full
+   garbage collections by then, their pace and the last one's CPU (its /status).
 2. ``memory``: RSS of each process before the topics (baseline, same run) and after, and
    ``bytes_per_partition`` = (after - before) / N.
 3. ``metadata``: the all-topics Metadata round trip to each broker, the response read as bytes
@@ -29,6 +35,10 @@ runs out is recorded as ``timed_out`` and the remaining phases of that N are ski
    broker's digest made unnecessary, the partitions sent, and per broker how its wait for
    the registration ended and how long after the Startup event it registered.
 
+``--phases`` runs a prefix of these: ``create`` (with ``memory``), ``metadata``,
+``broker_restart``, ``controller_restart`` (the default: all); e.g. ``--phases create`` stops
+after the create, to measure it alone.
+
 During ``create`` and ``broker_restart`` a client polls Metadata for the first topic on every
 broker (one connection each, back to back) and each broker's event-loop probe is read after
 the phase (``kmeta.server.loop_lag``, its /status): ``during`` has, per broker, the polled
@@ -49,6 +59,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable
@@ -67,6 +78,8 @@ from kmeta.protocol.messages import metadata as md
 from kmeta.testing import Cluster
 
 BROKERS = (1, 2, 3)
+#: the phases in their order; each needs the ones before it (``--phases`` runs a prefix)
+PHASES = ("create", "metadata", "broker_restart", "controller_restart")
 PREFIX = "scale-"
 
 
@@ -87,6 +100,20 @@ def rss_bytes(pid: int | None) -> dict[str, int | None]:
     except (OSError, ValueError, IndexError):
         pass
     return out
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds a process has spent, from /proc (None if it is gone)."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def memory(cluster: Cluster) -> dict[str, dict[str, int | None]]:
@@ -381,7 +408,30 @@ async def create_all(
     batches = [names[i : i + a.batch_topics] for i in range(0, len(names), a.batch_topics)]
     conn = await connect(cluster, 1, time.monotonic() + 30)
     window = asyncio.Semaphore(a.in_flight)
+    pids = {name: cluster.pid(name) for name in cluster.daemons}
+    total = sum(sizes.values())
+    tenths: list[dict[str, Any]] = []
+    acked_partitions = 0
+    cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
     t0 = time.perf_counter()
+
+    def cpu_spent() -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for name, pid in pids.items():
+            cpu, before = cpu_seconds(pid), cpu0[name]
+            out[name] = None if cpu is None or before is None else round(cpu - before, 2)
+        return out
+
+    def acked_batch(batch: list[str]) -> None:
+        """Record the tenths of N this batch's acknowledgement completes."""
+        nonlocal acked_partitions
+        acked_partitions += sum(sizes[n] for n in batch)
+        while len(tenths) < 10 and acked_partitions * 10 >= total * (len(tenths) + 1):
+            tenths.append({
+                "partitions": acked_partitions,
+                "at_s": round(time.perf_counter() - t0, 3),
+                "cpu_s": cpu_spent(),
+            })  # fmt: skip
 
     async def one(batch: list[str]) -> None:
         async with window:
@@ -397,6 +447,7 @@ async def create_all(
             bad = [(t.name, t.error_code) for t in resp.topics if t.error_code != 0]
             if bad:
                 raise RuntimeError(f"CreateTopics failed: {bad[:5]}")
+            acked_batch(batch)
 
     try:
         await asyncio.gather(*(one(b) for b in batches))
@@ -405,14 +456,22 @@ async def create_all(
     acked = time.perf_counter() - t0
     deadline = time.monotonic() + a.phase_timeout_s
     arrived = await wait_all_serving(cluster, BROKERS, sizes, sentinels, deadline)
+    cpu_visible = cpu_spent()
+    status = await asyncio.to_thread(cluster.controller_status)
     each = {f"broker-{b}": round(at - t0, 3) for b, at in sorted(arrived.items())}
     return {
         "topics": len(names),
         "requests": len(batches),
         "acked_s": round(acked, 3),
+        "acked_by_tenth": tenths,
         # when the last broker's answer serving all N arrived (its decoding is not counted)
         "visible_all_s": round(max(arrived.values()) - t0, 3),
         "visible_per_broker_s": each,
+        # CPU seconds each process spent from the first CreateTopics until all were served
+        # (the serving checks' polls included)
+        "cpu_s": cpu_visible,
+        # the controller's full collections (kmeta.controller.gc_schedule) since it started
+        "controller_full_collections": status["controller"].get("full_collections"),
         "checked_s": round(time.perf_counter() - t0, 3),
     }
 
@@ -630,14 +689,24 @@ async def one_size(a: argparse.Namespace, n: int) -> dict[str, Any]:
                     for b in BROKERS
                 }
 
+            if "metadata" not in a.phases:
+                return done(out, t0)
             await phase("metadata", a.phase_timeout_s, out, rtts)
+            if "broker_restart" not in a.phases:
+                return done(out, t0)
             await phase("broker_restart", a.phase_timeout_s + a.session_timeout_ms / 1000, out,
                         lambda: polled(cluster, BROKERS, sentinels[:1],
                                        broker_restart(cluster, a, sizes, sentinels)))  # fmt: skip
+            if "controller_restart" not in a.phases:
+                return done(out, t0)
             await phase("controller_restart", a.phase_timeout_s, out,
                         lambda: controller_restart(cluster, a))  # fmt: skip
         except PhaseTimeout as exc:
             out["timed_out"] = str(exc)
+    return done(out, t0)
+
+
+def done(out: dict[str, Any], t0: float) -> dict[str, Any]:
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out
 
@@ -649,8 +718,25 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
         "per_topic": a.per_topic,
         "batch_topics": a.batch_topics,
         "phase_timeout_s": a.phase_timeout_s,
+        "phases": list(a.phases),
         "sizes": [await one_size(a, n) for n in a.partitions],
     }
+
+
+def phases_prefix(text: str) -> tuple[str, ...]:
+    """``--phases``: a comma list naming a prefix of :data:`PHASES`, in any order."""
+    names = {x.strip() for x in text.split(",") if x.strip()}
+    unknown = sorted(names - set(PHASES))
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown phase(s) {','.join(unknown)}; known: {','.join(PHASES)}"
+        )
+    prefix = PHASES[: len(names)]
+    if set(prefix) != names:
+        raise argparse.ArgumentTypeError(
+            f"phases run in order, each needs the ones before it: {','.join(prefix)}"
+        )
+    return prefix
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -667,6 +753,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
     ap.add_argument("--phase-timeout-s", type=float, default=600.0)
     ap.add_argument("--barrier", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument(
+        "--phases", type=phases_prefix, default=PHASES,
+        help=f"a prefix of {','.join(PHASES)} (default: all); e.g. 'create' stops after it",
+    )  # fmt: skip
     a = ap.parse_args(argv)
     if not a.partitions or min(a.partitions) < 1 or a.per_topic < 1 or a.batch_topics < 1:
         raise SystemExit("--partitions, --per-topic and --batch-topics must be >= 1")

@@ -19,6 +19,7 @@ from kmeta.controller.config import ControllerConfig
 from kmeta.controller.controller import KafkaController
 from kmeta.controller.data_dir import DataDirError, check_data_dir
 from kmeta.controller.faults import configured_faults
+from kmeta.controller.gc_schedule import SCHEDULE
 from kmeta.controller.handlers import build_registry
 from kmeta.controller.status import ControllerCollector, controller_status
 from kmeta.controller.store import ClusterStore, StorageError
@@ -171,7 +172,17 @@ def stop_on_signals() -> asyncio.Event:
 
 
 async def serve(config: ControllerConfig, ready: asyncio.Event | None = None) -> None:
-    """Run until SIGTERM/SIGINT (a second signal forces exit)."""
+    """Run until SIGTERM/SIGINT (a second signal forces exit). The process's full collections
+    are paced by their cost (:mod:`kmeta.controller.gc_schedule`: at 2M partitions the
+    default pace made creating them quadratic)."""
+    SCHEDULE.install()
+    try:
+        await _serve(config, ready)
+    finally:
+        SCHEDULE.uninstall()
+
+
+async def _serve(config: ControllerConfig, ready: asyncio.Event | None) -> None:
     if config.zookeeper is not None:
         from kmeta.controller.quorum import serve_quorum  # (kazoo only for a quorum)
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kmeta.controller.gc_schedule import SCHEDULE
 from kmeta.controller.model import PartitionRegistration
 from kmeta.net.metrics import plain_histogram_family
 
@@ -102,6 +103,8 @@ def controller_status(controller: KafkaController) -> dict[str, Any]:
                 "sent_partitions": controller.resync.sent_partitions,
                 "brokers": {str(b): o for b, o in controller.resync.outcomes().items()},
             },
+            # the process's full collections, paced by their cost (gc_schedule)
+            "full_collections": SCHEDULE.status(),
         },
         "faults": {str(b): str(f) for b, f in sorted(controller.faults.active().items())},
         "brokers": brokers,

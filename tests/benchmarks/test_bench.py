@@ -201,6 +201,15 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
         assert s["timed_out"] is None
         assert 0 < s["create"]["acked_s"] <= s["create"]["visible_all_s"]
         assert set(s["create"]["visible_per_broker_s"]) == {"broker-1", "broker-2", "broker-3"}
+        # each tenth of the partitions: when acknowledged, and the CPU each process spent
+        tenths = s["create"]["acked_by_tenth"]
+        assert len(tenths) == 10
+        assert tenths[-1]["partitions"] == s["partitions"]
+        assert [t["at_s"] for t in tenths] == sorted(t["at_s"] for t in tenths)
+        assert tenths[-1]["at_s"] <= s["create"]["acked_s"]
+        assert set(tenths[-1]["cpu_s"]) == {"controller", "broker-1", "broker-2", "broker-3"}
+        assert all(v >= 0 for v in s["create"]["cpu_s"].values())
+        assert s["create"]["controller_full_collections"]["paced"] is True
         assert set(s["memory"]) == {"controller", "broker-1", "broker-2", "broker-3"}
         assert all(m["rss_after"] > 0 for m in s["memory"].values())
         for b in ("broker-1", "broker-2", "broker-3"):
@@ -290,6 +299,29 @@ def test_scale_phase_that_runs_out_is_recorded_and_the_run_stops() -> None:
     assert size["create"] == {"timed_out_after_s": 0.05}
     assert "broker_restart" not in size
     assert "controller_restart" not in size
+
+
+def test_scale_phases_stop_after_the_create_and_must_be_a_prefix() -> None:
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "scale.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--partitions", "2000", "--phases", "create"],
+        capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["phases"] == ["create"]
+    (size,) = doc["sizes"]
+    assert size["timed_out"] is None
+    assert size["create"]["acked_s"] > 0
+    assert size["memory"]["controller"]["rss_after"] > 0
+    assert "metadata" not in size
+    assert "broker_restart" not in size
+    bad = subprocess.run(
+        [sys.executable, str(script), "--partitions", "2000", "--phases", "create,broker_restart"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "each needs the ones before it: create,metadata" in bad.stderr
 
 
 def _failover(*args: str) -> subprocess.CompletedProcess[str]:

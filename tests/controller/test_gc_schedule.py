@@ -1,0 +1,99 @@
+"""The controller process's full collections are paced by their cost (gc_schedule)."""
+
+from __future__ import annotations
+
+import gc
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kmeta.controller.gc_schedule import (
+    DEFAULT,
+    MAX_THRESHOLD2,
+    REFERENCE_S,
+    FullCollectionSchedule,
+    threshold_for,
+)
+from kmeta.controller.model import PartitionRegistration, TopicInfo
+from kmeta.testing import Cluster
+
+
+def test_threshold_follows_the_cost_between_the_default_and_the_cap() -> None:
+    assert threshold_for(0.0) == DEFAULT
+    assert threshold_for(REFERENCE_S) == DEFAULT
+    assert threshold_for(REFERENCE_S / 3) == DEFAULT  # never more often than CPython's default
+    assert threshold_for(20 * REFERENCE_S) == 20 * DEFAULT
+    assert threshold_for(20.44 * REFERENCE_S) == 205  # (rounded up)
+    assert threshold_for(10_000.0) == MAX_THRESHOLD2
+
+
+@pytest.fixture
+def schedule() -> Iterator[FullCollectionSchedule]:
+    before = gc.get_threshold()
+    s = FullCollectionSchedule()
+    s.install()
+    try:
+        yield s
+    finally:
+        s.uninstall()
+    assert gc.get_threshold() == before
+
+
+def _topics(n_topics: int, per_topic: int) -> list[TopicInfo]:
+    """Topics as the controller holds them: one dict of shared (tracked) states each."""
+    shared = PartitionRegistration((1, 2, 3), (1, 2, 3), 1)
+    topics = []
+    for i in range(n_topics):
+        t = TopicInfo(f"t{i}", uuid.uuid4())
+        t.partitions = dict.fromkeys(range(per_topic), shared)
+        topics.append(t)
+    return topics
+
+
+def test_a_heap_of_many_partitions_spaces_full_collections_out(
+    schedule: FullCollectionSchedule,
+) -> None:
+    gc.collect()
+    small_cost, small_threshold = schedule.last_cost_s, schedule.threshold2
+    assert small_cost is not None
+    assert small_threshold == threshold_for(small_cost)
+
+    held = _topics(2000, 1000)  # 2M partitions: 2000 objects, 2M entries a collection walks
+    gc.collect()
+    big_cost = schedule.last_cost_s
+    assert big_cost is not None
+    assert big_cost > small_cost
+    assert schedule.threshold2 == threshold_for(big_cost) > small_threshold
+    assert schedule.full_collections == 2
+
+    # the partitions deleted: the next full collection is cheap, the pace comes back
+    del held
+    gc.collect()
+    assert schedule.last_cost_s is not None
+    assert schedule.last_cost_s < big_cost
+    assert schedule.threshold2 == threshold_for(schedule.last_cost_s)
+    assert schedule.status() == {
+        "paced": True,
+        "threshold2": schedule.threshold2,
+        "count": schedule.full_collections,
+        "last_cpu_ms": round(schedule.last_cost_s * 1000, 1),
+    }
+
+
+def test_uninstalled_schedule_leaves_the_default_pace(schedule: FullCollectionSchedule) -> None:
+    schedule.uninstall()
+    count = schedule.full_collections
+    gc.collect()
+    assert schedule.full_collections == count
+    assert schedule.status()["paced"] is False
+
+
+@pytest.mark.e2e
+def test_the_controller_process_paces_its_full_collections(tmp_path: Path) -> None:
+    with Cluster(1, partitions=4, parent_dir=tmp_path) as cluster:
+        paced = cluster.controller_status()["controller"]["full_collections"]
+    assert paced["paced"] is True
+    assert DEFAULT <= paced["threshold2"] <= MAX_THRESHOLD2
+    assert paced["count"] >= 0
