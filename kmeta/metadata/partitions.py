@@ -281,7 +281,8 @@ class TopicBuilder:
         """:meth:`put` of partition ``indexes[e]`` with the state ``states[keys[e]]`` (but for
         its index), for each ``e``: a topic has few distinct states, each turned into its
         column values once. Into a topic with no partitions yet (a restarted broker's first
-        full update), without duplicate indexes, the columns are filled at C speed."""
+        full update), without duplicate indexes, or over a topic's partitions 0..m-1 with
+        partitions 0..n-1 (n >= m) in order, the columns are filled at C speed."""
         self.changed = True
         values: list[tuple[int, ...]] = []
         find, ref = self._set_ref.get, self._ref
@@ -294,7 +295,7 @@ class TopicBuilder:
                            ref(offline) if offline else 0))  # fmt: skip
         rows, data, seen = self._rows, self._data, self._seen
         n = len(indexes)
-        if not rows:
+        if not rows or self._covered(indexes):
             fresh = dict(zip(indexes, range(n), strict=True))
             if len(fresh) == n:
                 # each state's row as bytes (index 0), one row per partition, then the indexes
@@ -302,7 +303,8 @@ class TopicBuilder:
                 block = array("i", b"".join(map(rows_of.__getitem__, keys)))
                 block[_IDX::WIDTH] = array("i", indexes)
                 self._rows, self._data = fresh, block
-                seen.extend(b"\x01" * n)
+                self._seen[:] = b"\x01" * n
+                self._deleted.clear()
                 return
         deleted = self._deleted
         for index, k in zip(indexes, keys, strict=True):
@@ -317,6 +319,14 @@ class TopicBuilder:
             data[b + 1 : b + WIDTH] = array("i", values[k])
             seen[row] = 1
             deleted.discard(row)
+
+    def _covered(self, indexes: Sequence[int]) -> bool:
+        """``indexes`` are 0..n-1 in order and this topic's rows are partitions 0..m-1 in
+        order, m <= n: every row is rewritten where it is (the rest appended), as when the
+        controller sends a topic it changed whole (each later slice of a broker's rejoin
+        after its restart sends every topic again). Checked at C speed."""
+        n, m = len(indexes), len(self._seen)
+        return m <= n and self._data[_IDX::WIDTH] == iota(m) and array("i", indexes) == iota(n)
 
     def delete(self, index: int) -> bool:
         """Remove ``index``; False when the topic did not hold it."""
@@ -352,14 +362,14 @@ class TopicBuilder:
             data = keep
         n = len(data) // WIDTH
         index = data[_IDX::WIDTH]
-        rows = None if index == _iota(n) else dict(zip(index, range(n), strict=True))
+        rows = None if index == iota(n) else dict(zip(index, range(n), strict=True))
         return TopicPartitions(self.topic, data, tuple(sets), rows)
 
 
 _IOTA = array("i")
 
 
-def _iota(n: int) -> array[int]:
+def iota(n: int) -> array[int]:
     """``array("i", range(n))`` at C speed (a slice of one kept array, grown as needed): a
     full update freezes every topic, and making each range from Python ints was ~0.1 s of
     one step at 2M partitions."""

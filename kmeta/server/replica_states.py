@@ -20,6 +20,7 @@ from array import array
 from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from typing import NamedTuple, Protocol
 
+from kmeta.metadata.partitions import iota
 from kmeta.metadata.replica_digest import partition_words, topic_digest
 from kmeta.protocol.errors import ErrorCode
 
@@ -286,9 +287,10 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
         """:meth:`apply_leader_and_isr` of partition ``indexes[e]`` with the state
         ``states[keys[e]]`` (but for its index), for each ``e`` in order, as a broker reads a
         topic state (:class:`kmeta.protocol.stream.Distinct`): the few distinct states are
-        turned into column values once. A topic this broker holds nothing of, sent whole in
-        index order with every state naming this broker (a create, a restarted broker's
-        first LeaderAndIsr), is filled at C speed."""
+        turned into column values once. A topic sent whole in index order with every state
+        naming this broker and accepted (a create, a restarted broker's first LeaderAndIsr,
+        a new controller's resync of a topic whose every leader epoch moved) is filled at C
+        speed."""
         topic = self._topics.get(name)
         new_topic = topic is None
         if topic is None:
@@ -297,8 +299,8 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
         if len(interned) >= 100_000:
             interned.clear()  # sharing is an optimisation, not a rule
         mine = [me in p.replicas for p in states]
-        n = len(indexes)
-        if n and not topic.data and all(mine) and indexes == list(range(n)):
+        if all(mine) and self._rewrites(topic, topic_id, indexes, states):
+            n = len(indexes)
             id_ref = topic.id_ref(topic_id) if topic_id is not None else 0
             ref = topic.ref
             rows_of = [
@@ -356,6 +358,28 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
         if new_topic and topic.count:
             self._topics[name] = topic
         return errors
+
+    @staticmethod
+    def _rewrites(
+        topic: _Topic, topic_id: uuid.UUID | None, indexes: Sequence[int], states: Sequence[PartitionStateRecord]
+    ) -> bool:
+        """Whether partitions ``indexes`` of ``topic`` with ``states`` (each naming this
+        broker) are all accepted and make its rows 0..n-1 in order: ``indexes`` are 0..n-1
+        in order, the rows held are partitions 0..m-1 (m <= n), each newer than the one it
+        replaces (every leader epoch held below every one sent) and of no other topic id;
+        a topic held without an id keeps it only when it is new. Checked at C speed."""
+        n, data = len(indexes), topic.data
+        m = len(data) // WIDTH
+        if not n or m > n or array("i", indexes) != iota(n):
+            return False
+        if not m:
+            return True
+        if topic.rows is not None or topic_id is None or data[_IDX::WIDTH] != iota(m):
+            return False
+        if max(data[_LE::WIDTH]) >= min(p.leader_epoch for p in states):
+            return False
+        ids = topic.ids
+        return all(ids[i] is None or ids[i] == topic_id for i in set(data[_ID::WIDTH]))
 
     def __delitem__(self, key: tuple[str, int]) -> None:
         name, index = key

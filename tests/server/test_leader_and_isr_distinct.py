@@ -191,3 +191,43 @@ async def test_a_truncated_request_closes_the_connection_unanswered(cut: int) ->
     _expected(whole, request)
     held = dict(state.replicas.items())
     assert held.items() <= dict(whole.items()).items()  # topics before the cut, as before
+
+
+async def test_whole_topics_sent_again_are_applied_as_one_state_at_a_time_would() -> None:
+    """A topic sent whole again in index order, every state naming this broker (a new
+    controller's resync) is rewritten at once when every state is accepted; when one is not
+    (a leader epoch not newer, another topic id, fewer partitions, a partition stopped) the
+    answer and the states are still the rule's, partition by partition."""
+    rng = random.Random(5)
+    state = broker_state(broker_id=ME)
+    pair = ConnectionPair(state, CONTROL, is_control=True)
+    reference = ReplicaStates()
+
+    def whole(name: str, n: int, epoch: int, tid: uuid.UUID) -> lai.LeaderAndIsrTopicState:
+        parts = []
+        for p in range(n):
+            replicas = (ME, *rng.sample(BROKERS[1:], 2))
+            replicas = replicas[p % 3 :] + replicas[: p % 3]
+            parts.append(lai.LeaderAndIsrPartitionState(partition_index=p, controller_epoch=1, leader=replicas[0],
+                                                        leader_epoch=epoch + (p % 2 if rng.random() < 0.3 else 0),
+                                                        isr=replicas, partition_epoch=epoch, replicas=replicas))  # fmt: skip
+        return lai.LeaderAndIsrTopicState(name, tid, tuple(parts))
+
+    rewritten = 0
+    for step in range(40):
+        epoch = 2 * step + rng.choice((0, 0, 0, -3))
+        n = rng.choice((20, 20, 30, 10))
+        tid = IDS["t0"] if rng.random() < 0.9 else uuid.UUID(int=99)
+        request = lai.LeaderAndIsrRequest(version=7, controller_id=9, controller_epoch=1,
+                                          topic_states=(whole("t0", n, epoch, tid), whole("t1", 20, 2 * step, IDS["t1"])))  # fmt: skip
+        if rng.random() < 0.1 and ("t0", 3) in reference:
+            del reference[("t0", 3)]  # as StopReplica does
+            del state.replicas[("t0", 3)]
+        before = len(state.replicas)
+        (answer,) = pair.raw(pair.encode(request))
+        assert _frame_body(7, answer) == _expected(reference, request)
+        assert dict(state.replicas.items()) == dict(reference.items())
+        assert state.replicas.digest("t0") == reference.digest("t0")
+        codes = {e.error_code for e in _errors(pair.decode(request, answer))}
+        rewritten += codes == {0} and len(state.replicas) >= before
+    assert rewritten >= 5
