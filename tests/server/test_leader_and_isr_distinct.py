@@ -231,3 +231,36 @@ async def test_whole_topics_sent_again_are_applied_as_one_state_at_a_time_would(
         codes = {e.error_code for e in _errors(pair.decode(request, answer))}
         rewritten += codes == {0} and len(state.replicas) >= before
     assert rewritten >= 5
+
+
+@pytest.mark.parametrize("version", [5, 6, 7])
+async def test_states_that_repeat_every_few_partitions_apply_as_the_whole_request(version: int) -> None:
+    """As a controller assigns them (the replica order repeats every 6 partitions on 3
+    brokers): read by their period, then leaders moved off broker 3 (period kept), then one
+    partition's ISR shrunk (the pattern broken): the rule's answers and states each time."""
+    state = broker_state(broker_id=ME)
+    pair = ConnectionPair(state, CONTROL, is_control=True)
+    reference = ReplicaStates()
+
+    def assigned(p: int, epoch: int, moved: bool) -> lai.LeaderAndIsrPartitionState:
+        first = p % 3
+        replicas = tuple((1, 2, 3)[(first + i + (p // 3) % 2 * i) % 3] for i in range(3))
+        leader = replicas[1] if moved and replicas[0] == 3 else replicas[0]
+        return lai.LeaderAndIsrPartitionState(partition_index=p, controller_epoch=1, leader=leader,
+                                              leader_epoch=epoch + (moved and replicas[0] == 3), isr=replicas,
+                                              partition_epoch=epoch, replicas=replicas)  # fmt: skip
+
+    for step, (epoch, moved, shrink) in enumerate([(0, False, False), (1, True, False), (2, True, True), (2, True, False)]):
+        topics = []
+        for name in ("t0", "t1"):
+            parts = [assigned(p, epoch, moved) for p in range(100)]
+            if shrink:
+                parts[50] = parts[50]._replace(isr=parts[50].isr[:2], leader_epoch=epoch + 5)
+            topics.append(lai.LeaderAndIsrTopicState(name, IDS[name], tuple(parts)))
+        request = lai.LeaderAndIsrRequest(version=version, controller_id=9, controller_epoch=1, topic_states=tuple(topics))
+        (answer,) = pair.raw(pair.encode(request))
+        assert _frame_body(version, answer) == _expected(reference, request), step
+        assert dict(state.replicas.items()) == dict(reference.items())
+    assert state.replicas[("t0", 50)].isr == state.replicas[("t0", 50)].replicas[:2]
+    held = state.replicas[("t1", 2)]  # first replica 3: its leadership moved, last at epoch 2 + 1
+    assert (held.replicas[0], held.leader, held.leader_epoch) == (3, held.replicas[1], 3)

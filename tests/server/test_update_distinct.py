@@ -142,3 +142,53 @@ def _apply_distinct_raw(streamed: Any) -> None:
     for _ in range(streamed.count):
         _, _, _, end = reader.read(streamed.frame, end)
     streamed.rest(end)
+
+
+def _periodic_topic(period: int, n: int, change: str) -> um.UpdateMetadataTopicState:
+    def state(p: int) -> um.UpdateMetadataPartitionState:
+        k = p % period
+        replicas = tuple(BROKERS[(k + i) % len(BROKERS)] for i in range(3))
+        return um.UpdateMetadataPartitionState(partition_index=p, controller_epoch=1, leader=replicas[0],
+                                               leader_epoch=k // len(BROKERS), isr=replicas, zk_version=0,
+                                               replicas=replicas)  # fmt: skip
+
+    parts = [state(p) for p in range(n)]
+    if change == "last":  # the same size, one byte off
+        parts[-1] = parts[-1]._replace(zk_version=1)
+    elif change == "shorter":  # a partition whose ISR shrank: one element 4 bytes shorter
+        parts[n // 2] = parts[n // 2]._replace(isr=parts[n // 2].isr[:2])
+    elif change == "longer-first":
+        parts[0] = parts[0]._replace(offline_replicas=(9,))
+    elif change == "indexes":  # out of order, repeated
+        parts = [p._replace(partition_index=(p.partition_index * 7) % n) for p in parts]
+        parts[3] = parts[3]._replace(partition_index=parts[2].partition_index)
+    return um.UpdateMetadataTopicState("p", uuid.UUID(int=5), tuple(parts))
+
+
+@pytest.mark.parametrize("period", [1, 3, 6, 12, 30, 31])
+@pytest.mark.parametrize("change", ["none", "last", "shorter", "longer-first", "indexes"])
+def test_states_that_repeat_every_few_partitions_read_as_the_whole_decode(period: int, change: str) -> None:
+    """A topic's states repeating with a short period are read at C speed (KeyedStream's
+    periodic path); any break in the pattern, of bytes or of element sizes, is read one
+    element at a time; either way what the whole decode reads, and truncation is corrupt."""
+    topic = _periodic_topic(period, 200, change)
+    request = um.UpdateMetadataRequest(version=8, controller_id=1, controller_epoch=1, type=1,
+                                       topic_states=(topic, _periodic_topic(3, 40, "none")))  # fmt: skip
+    body = bytes(um.REQUEST.encode(request))
+    whole = um.REQUEST.decode(body, 8)
+    streamed = read(body, 8, 0)
+    assert isinstance(streamed, StreamedRequest)
+    reader, end = topic_reader(8), streamed.first
+    for at, t in enumerate(whole.topic_states):
+        head, parts, _, end = reader.read(body, end)
+        assert head.topic_name == t.topic_name
+        got = [parts.states[k]._replace(partition_index=i) for i, k in zip(parts.indexes, parts.keys, strict=True)]
+        assert got == list(t.partition_states)
+        if at == 1 or (change == "none" and period <= 30):
+            assert len(parts.states) == (3 if at else period)  # (read by its period)
+    assert streamed.rest(end).live_brokers == ()
+    for cut in (1, 7, len(body) // 2):
+        short = read(body[: len(body) - cut], 8, 0)
+        assert isinstance(short, StreamedRequest)
+        with pytest.raises(CorruptMessageError):
+            _apply_distinct_raw(short)
