@@ -137,3 +137,57 @@ async def test_queued_events_share_one_commit_and_a_failing_one_is_undone_alone(
     finally:
         await manager.close()
         store.close()
+
+
+async def test_rows_of_a_group_wait_for_the_commit_and_a_failing_statement_undoes_its_event_only(
+    tmp_path,
+):
+    """An event that only keeps rows (a create) opens no savepoint: the earlier events' rows
+    are not written on the loop at its start. One that runs a statement writes them first,
+    then its savepoint; when it fails, its own rows and statements are undone, no one else's."""
+    store = ControllerStore(tmp_path)
+    manager = ControllerEventManager(ControllerMetrics(), store=store)
+    rows_seen: list[int] = []
+
+    def creator(name: str):
+        def run(_event: _Event) -> None:
+            with store.transaction():
+                store.put_topic(TopicInfo(name, uuid.uuid4()))
+                store.put_partitions(name, [(p, PartitionRegistration((1,), (1,), 1)) for p in range(3)])
+                # (the connection's own view, uncommitted rows included: what is written now)
+                rows_seen.append(store._db.execute("SELECT count(*) FROM partitions").fetchone()[0])
+
+        return run
+
+    def configs_then_bug(_event: _Event) -> None:
+        with store.transaction():
+            store.put_topic(TopicInfo("bad", uuid.uuid4()))
+            store.put_partitions("bad", [(0, PartitionRegistration((1,), (1,), 1))])
+            store.put_topic_configs("bad", {"cleanup.policy": "compact"})  # a statement
+            raise RuntimeError("bug")
+
+    events = [
+        _Event("one", creator("one")),
+        _Event("two", creator("two")),
+        _Event("bad", configs_then_bug),
+        _Event("three", creator("three")),
+    ]
+    for event in events:  # all queued before the manager runs: one group
+        manager.put(event)
+    manager.start()
+    try:
+        for event in events:
+            with contextlib.suppress(RuntimeError):
+                await asyncio.wait_for(event.done, 10)
+        assert [e.log for e in events] == [["complete"], ["complete"], ["fail"], ["complete"]]
+        # "two" started with "one"'s rows still kept for the commit's thread; "three" after
+        # the failing statement's event had written them (and undone its own)
+        assert rows_seen == [0, 0, 6]
+        assert _topics_on_disk(store) == {"one", "two", "three"}
+        db = sqlite3.connect(store.path)
+        assert db.execute("SELECT count(*) FROM partitions").fetchone()[0] == 9
+        assert db.execute("SELECT count(*) FROM topic_configs").fetchone()[0] == 0
+        db.close()
+    finally:
+        await manager.close()
+        store.close()
