@@ -23,7 +23,9 @@ runs out is recorded as ``timed_out`` and the remaining phases of that N are ski
    expires, KRaft's rule), but the restarted process holds its state dir's lock and names the
    dead incarnation, so the controller registers it at once (``restart_to_registered_s``:
    process start and registration; kmeta.server.state_dir). ``--session-timeout-ms`` is
-   recorded: without a state dir the restart would wait it out.
+   recorded: without a state dir the restart would wait it out. Serving is when the answer
+   serving all N had arrived (the bench's decoding of it is not counted);
+   ``broker_cpu_to_serving_s``: the new process's CPU seconds by then (not load-stretched).
 5. ``controller_restart``: once the controller's /status shows every broker caught up
    (``settled_before_kill_s``: the broker's rejoin may still propagate), the controller is
    killed (-9) and started on its data dir; restart → first CreateTopics (1 partition) acknowledged, → every broker acknowledged an UpdateMetadata
@@ -195,18 +197,21 @@ def served_in_frame(frame: bytes, sizes: dict[str, int]) -> int:
 
 async def serves_all(
     cluster: Cluster, broker: int, conn: KafkaConnection, sizes: dict[str, int], sentinels: list[str]
-) -> float | None:
-    """When the broker's all-topics answer that served all of ``sizes`` arrived, or None."""
+) -> tuple[float, float | None] | None:
+    """When the broker's all-topics answer that served all of ``sizes`` arrived and the CPU
+    seconds the broker process had spent then, or None."""
     if not await serves_sentinels(conn, sizes, sentinels):
         return None
     frame, arrived = await all_topics_frame(cluster, broker)
-    return arrived if served_in_frame(frame, sizes) == sum(sizes.values()) else None
+    cpu = cpu_seconds(cluster.pid(f"broker-{broker}"))  # (before the client decodes it)
+    return (arrived, cpu) if served_in_frame(frame, sizes) == sum(sizes.values()) else None
 
 
 async def wait_serving(
     cluster: Cluster, broker: int, sizes: dict[str, int], sentinels: list[str], deadline: float
-) -> float:
-    """Poll until the broker serves all of ``sizes``; when its answer saying so arrived."""
+) -> tuple[float, float | None]:
+    """Poll until the broker serves all of ``sizes``; when its answer saying so arrived, and
+    the broker's CPU seconds then."""
     conn = await connect(cluster, broker, deadline)
     try:
         while True:
@@ -503,8 +508,10 @@ async def broker_restart(
     conn.close()
     listening = time.perf_counter() - t0
     # (timed after the client's check, as before; the registration is polled from /status)
-    await wait_serving(cluster, 3, sizes, sentinels, deadline)
-    serving = time.perf_counter() - t0
+    # when the answer serving all N had arrived, not once the bench had decoded it (its
+    # decode of 2M partitions took seconds of the bench's own, after the broker's part)
+    arrived, serving_cpu = await wait_serving(cluster, 3, sizes, sentinels, deadline)
+    serving = arrived - t0
     await asyncio.wait({watcher}, timeout=10)  # (its last /status read may still be out)
     watcher.cancel()
     registered = marks.get("registered_s")
@@ -519,6 +526,9 @@ async def broker_restart(
         "restart_to_listening_s": round(listening, 3),
         "restart_to_serving_s": round(serving, 3),
         "registered_to_serving_s": None if registered is None else round(serving - registered, 3),
+        # the new process's CPU from its start to the answer serving all N (load stretches
+        # the wall times above, not this)
+        "broker_cpu_to_serving_s": None if serving_cpu is None else round(serving_cpu, 2),
         "status_poll_longest_s": round(reads.longest_pause_s, 3),
         "rss_after": rss_bytes(cluster.pid("broker-3")),
     }
