@@ -20,6 +20,11 @@ def free_ports(n: int) -> list[int]:
             sock.close()
 
 
+def free_port() -> int:
+    """A port the OS finds free on 127.0.0.1 now."""
+    return free_ports(1)[0]
+
+
 def accepts(port: int) -> bool:
     """Something listens on the port (a quick probe: 0.2 s)."""
     with socket.socket() as sock:

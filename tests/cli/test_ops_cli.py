@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from kmeta.cli.logging_setup import parse_levels, setup_logging
 from kmeta.cli.main import cli
 from kmeta.protocol.errors import ErrorCode
 from tests.controller.observed_cluster import ObservedCluster
+from tests.helpers import free_port
 
 
 @pytest.fixture
@@ -147,14 +147,10 @@ def test_config_show_command(tmp_path: Path) -> None:
 
 
 # -- a real controller process, configured by file and env ------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_controller_process_from_file_and_env(tmp_path: Path) -> None:
-    kafka_port, metrics_port = _free_port(), _free_port()
+    kafka_port, metrics_port = free_port(), free_port()
     conf = _write(
         tmp_path / "ctl.toml",
         f'[controller]\nlisteners = "CONTROLLER://127.0.0.1:{kafka_port}"\n'
@@ -236,7 +232,7 @@ async def test_status_from_controller_and_from_bootstrap(cluster: ObservedCluste
 
     none = await asyncio.to_thread(runner.invoke, cli, ["status"])
     assert none.exit_code == 2
-    down = await asyncio.to_thread(runner.invoke, cli, ["status", "--controller", f"127.0.0.1:{_free_port()}"])
+    down = await asyncio.to_thread(runner.invoke, cli, ["status", "--controller", f"127.0.0.1:{free_port()}"])
     assert down.exit_code == 1
     assert "cannot get the status" in down.output
 

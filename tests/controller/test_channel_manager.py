@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 import uuid
 
@@ -20,6 +19,7 @@ from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.registry import api_for
+from tests.helpers import free_port
 
 
 class FakeBrokerControl:
@@ -68,12 +68,6 @@ def _manager(tmp_path, backoff_s=0.1):
     ), metrics
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _um(epoch: int = 1):
     return um.UpdateMetadataRequest(
         version=8, controller_id=3000, controller_epoch=epoch, broker_epoch=1
@@ -81,7 +75,7 @@ def _um(epoch: int = 1):
 
 
 async def test_retries_with_backoff_until_the_broker_accepts(tmp_path):
-    port = _free_port()  # nothing listens yet: connections are refused
+    port = free_port()  # nothing listens yet: connections are refused
     channel, metrics = _manager(tmp_path, backoff_s=0.1)
     channel.add_broker(1, (Endpoint("CONTROL", "127.0.0.1", port),))
     channel.startup()
@@ -110,7 +104,7 @@ async def test_unknown_broker_is_dropped_and_removed_broker_stops_retrying(tmp_p
     channel, _ = _manager(tmp_path)
     channel.startup()
     assert channel.send_request(42, _um()) is None
-    channel.add_broker(1, (Endpoint("CONTROL", "127.0.0.1", _free_port()),))
+    channel.add_broker(1, (Endpoint("CONTROL", "127.0.0.1", free_port()),))
     channel.send_request(1, _um())
     await asyncio.sleep(0.15)
     task = channel.remove_broker(1)

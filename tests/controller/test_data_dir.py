@@ -20,7 +20,7 @@ from kmeta.cli.storage import random_cluster_id
 from kmeta.controller.data_dir import DataDirError, check_data_dir, read_identity
 from kmeta.controller.store import ControllerStore
 from tests.cli.test_cluster_up_ready import _free_base_port
-from tests.hardening.warm import accepts, free_ports
+from tests.helpers import accepts, free_ports
 
 
 def _kmeta(*args: str, timeout_s: float) -> subprocess.CompletedProcess[str]:

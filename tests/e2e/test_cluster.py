@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -25,27 +24,17 @@ with warnings.catch_warnings():  # kafka-python uses importlib.resources' legacy
     from kafka.admin import NewTopic as KNewTopic
 
 from kmeta.protocol.messages import update_metadata as um
+from tests.helpers import free_ports
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::DeprecationWarning:kafka.*")]
 
 SESSION_TIMEOUT_MS = 1500
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 class Cluster:
     def __init__(self, data_dir: Path, brokers: int = 3) -> None:
         self.data_dir = data_dir
-        ports = _free_ports(1 + 2 * brokers)
+        ports = free_ports(1 + 2 * brokers)
         self.controller_port = ports[0]
         self.client_ports = {i: ports[i] for i in range(1, brokers + 1)}
         self.control_ports = {i: ports[brokers + i] for i in range(1, brokers + 1)}

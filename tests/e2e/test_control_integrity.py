@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from kmeta.protocol.messages import controlled_shutdown as cs
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.testing import Cluster
+from tests.helpers import free_ports, wait
 
 pytestmark = pytest.mark.e2e
 
@@ -62,14 +62,6 @@ def _create(name: str, timeout_ms: int, assignment: tuple[tuple[int, ...], ...] 
 
 def _brokers(cluster: Cluster) -> dict[int, dict[str, Any]]:
     return {b["id"]: b for b in cluster.controller_status()["brokers"]}
-
-
-def _wait(cond: Any, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s")
-        time.sleep(0.05)
 
 
 def test_a_broker_that_refuses_updates_holds_the_barrier_and_shows_as_rejecting(tmp_path):
@@ -123,17 +115,6 @@ def test_a_broker_that_refuses_updates_holds_the_barrier_and_shows_as_rejecting(
         assert all(b["rejecting"] == {} for b in _brokers(cluster).values())
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
 def _identity(rows: dict[int, dict[str, Any]]) -> dict[int, tuple[Any, ...]]:
     return {b: (r["epoch"], r["endpoint"], r["state"]) for b, r in rows.items()}
 
@@ -168,7 +149,7 @@ def test_registration_and_liveness_as_kraft(tmp_path):
             assert _request(cfg.controller_port, down).error_code == ErrorCode.STALE_BROKER_EPOCH
 
         # a second broker process with broker 1's id, on other ports, while broker 1 lives
-        client, control = _free_ports(2)
+        client, control = free_ports(2)
         second_log = tmp_path / "second-broker-1.log"
         argv = [
             sys.executable, "-m", "kmeta", "broker", "--broker-id", "1",
@@ -179,7 +160,7 @@ def test_registration_and_liveness_as_kraft(tmp_path):
         with second_log.open("wb") as out:
             second = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         try:
-            _wait(lambda: DUPLICATE_LINE in second_log.read_text(), 20)
+            wait(lambda: DUPLICATE_LINE in second_log.read_text(), 20)
             time.sleep(1.0)  # it keeps retrying, quietly: still one line
             assert second_log.read_text().count(DUPLICATE_LINE) == 1
             assert _identity(_brokers(cluster)) == before  # nothing changed

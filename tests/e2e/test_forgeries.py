@@ -73,14 +73,6 @@ def _brokers(cluster: Cluster) -> dict[int, tuple[Any, ...]]:
     return {b["id"]: (b["epoch"], b["endpoint"], b["state"]) for b in cluster.controller_status()["brokers"]}
 
 
-def _wait(cond: Any, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s")
-        time.sleep(0.05)
-
-
 def _cluster_up_defaults(tmp_path: Any) -> Cluster:
     """kmeta.testing.Cluster opens its control plane (tests of other things talk to it); `kmeta
     cluster up` closes it by default (--open-control-plane opts out): the same argv as

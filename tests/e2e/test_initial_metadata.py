@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import metadata as md
+from tests.helpers import free_ports
 
 pytestmark = pytest.mark.e2e
 
@@ -30,23 +30,12 @@ TOPICS, PARTITIONS = 20, 1000  # 20,000 partitions
 SESSION_TIMEOUT_MS = 1500
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 class Processes:
     """A controller and two brokers, each its own process group."""
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        ports = _free_ports(5)
+        ports = free_ports(5)
         self.controller_port = ports[0]
         self.client = {1: ports[1], 2: ports[2]}
         self.control = {1: ports[3], 2: ports[4]}

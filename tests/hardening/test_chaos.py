@@ -35,7 +35,8 @@ from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import metadata as md
 from tests.controller.helpers import start_controller, wait_until
-from tests.hardening.warm import WarmProcess, free_ports
+from tests.hardening.warm import WarmProcess
+from tests.helpers import free_ports
 
 SEED = 424242
 BROKERS = 3

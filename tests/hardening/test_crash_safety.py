@@ -42,7 +42,8 @@ from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import update_metadata as um
 from tests.controller.helpers import RecordingBroker, wait_until
-from tests.hardening.warm import WarmProcess, accepts, free_ports
+from tests.hardening.warm import WarmProcess
+from tests.helpers import accepts, free_ports
 
 SEED = 20240611
 ROUNDS = 20

@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import create_topics as ct
-from tests.hardening.warm import accepts, free_ports
+from tests.helpers import accepts, free_ports, wait
 
 pytestmark = pytest.mark.e2e
 
@@ -123,13 +123,6 @@ def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def _wait(cond, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, f"{what} within {timeout_s} s"
-        time.sleep(0.05)
-
-
 def _admin_error(future) -> tuple[int, str]:  # type: ignore[no-untyped-def]
     """A confluent-kafka admin future's (error code, message); (0, '') on success."""
     try:
@@ -198,8 +191,8 @@ async def test_a_full_disk_refuses_changes_and_a_kill_9_keeps_exactly_the_acked_
     )  # fmt: skip
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{client_port}"})
     try:
-        _wait(lambda: accepts(client_port), 20, "the broker listens")
-        _wait(lambda: len(admin.list_topics(timeout=5).brokers) == 1, 20, "the broker serves")
+        wait(lambda: accepts(client_port), 20, "the broker listens")
+        wait(lambda: len(admin.list_topics(timeout=5).brokers) == 1, 20, "the broker serves")
         created = admin.create_topics([NewTopic("kept", 1, 1)])["kept"]
         assert _admin_error(created) == (0, "")
 
@@ -222,7 +215,7 @@ async def test_a_full_disk_refuses_changes_and_a_kill_9_keeps_exactly_the_acked_
         assert _topics(admin) == {"kept": 1}  # the broker never heard of a refused change
 
         fault.free(controller)  # room again: no restart needed
-        _wait(
+        wait(
             lambda: _admin_error(admin.create_topics([NewTopic("after", 2, 1)])["after"])
             == (0, ""),
             10,
@@ -239,12 +232,12 @@ async def test_a_full_disk_refuses_changes_and_a_kill_9_keeps_exactly_the_acked_
         controller.wait(10)
         epoch_before = _controller_epoch(data_dir)
         controller = _spawn(controller_args, controller_log)
-        _wait(lambda: accepts(controller_port), 20, "the restarted controller listens")
+        wait(lambda: accepts(controller_port), 20, "the restarted controller listens")
         assert _controller_epoch(data_dir) == epoch_before + 1
         # A change through the restarted controller: its answer waits for the broker's ack,
         # which comes after the restart's full push (one queue per broker), so the broker now
         # serves exactly what the restarted controller holds.
-        _wait(
+        wait(
             lambda: _admin_error(admin.create_topics([NewTopic("final", 1, 1)])["final"])
             in ((0, ""), (KafkaError.TOPIC_ALREADY_EXISTS, "Topic 'final' already exists.")),
             20,

@@ -25,6 +25,7 @@ from kmeta.net.hooks import FaultKind
 from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.messages import metadata as md
 from kmeta.server.broker import Broker
+from tests.helpers import free_ports
 from tests.server.helpers import (
     PLAINTEXT,
     assert_healthy,
@@ -35,17 +36,6 @@ from tests.server.helpers import (
 )
 
 MIB = 1024 * 1024
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _kib(pid: int, field: str) -> int:
@@ -59,7 +49,7 @@ def _kib(pid: int, field: str) -> int:
 
 @pytest.fixture
 def broker_process() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    port, control = _free_ports(2)
+    port, control = free_ports(2)
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "kmeta", "broker", "--broker-id", "1",

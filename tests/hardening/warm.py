@@ -9,7 +9,6 @@ daemon's recovery, not the ~1 s interpreter start on a loaded machine.
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 
@@ -18,23 +17,6 @@ WARM_START = (
     "if sys.stdin.readline().strip() == 'go':\n"
     "    cli.main()\n"
 )
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def accepts(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 class WarmProcess:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,18 +21,13 @@ from click.testing import CliRunner
 
 from benchmarks.planted import write_planted
 from kmeta.cli.main import cli
+from tests.helpers import free_port
 from tests.pipeline.statelogs import write_logs
 
 pytestmark = pytest.mark.spark
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 START_TIMEOUT_S = 90
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _spark_env(work: Path) -> dict[str, str]:
@@ -89,21 +83,21 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         (work / d).mkdir()
     env = _spark_env(work)
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    port = _free_port()
+    port = free_port()
     url = f"spark://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT_S
     procs: list[subprocess.Popen[bytes]] = []
     try:
         master = _start(
             [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-             "--port", str(port), "--webui-port", str(_free_port())],
+             "--port", str(port), "--webui-port", str(free_port())],
             work / "master.log", env,
         )  # fmt: skip
         procs.append(master)
         _wait_for(work / "master.log", "I have been elected leader", master, deadline)
         worker = _start(
             [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-             "--cores", "2", "--memory", "1g", "--webui-port", str(_free_port()), url],
+             "--cores", "2", "--memory", "1g", "--webui-port", str(free_port()), url],
             work / "worker.log", env,
         )  # fmt: skip
         procs.append(worker)
