@@ -204,13 +204,19 @@ async def start_cluster(
     brokers: int = 3,
     racks: dict[int, str] | None = None,
     broker_overrides: dict[str, Any] | None = None,
+    state_change_logs: Path | None = None,
     **controller_overrides: Any,
 ) -> InProcessCluster:
+    """``state_change_logs``: a folder where broker ``i`` writes its state-change log,
+    ``broker-<i>.log``."""
     controller = await start_controller(data_dir, **controller_overrides)
     cluster = InProcessCluster(controller)
     for i in range(1, brokers + 1):
+        overrides = dict(broker_overrides or {})
+        if state_change_logs is not None:
+            overrides["state_change_log"] = str(state_change_logs / f"broker-{i}.log")
         broker = Broker(
-            broker_config(i, controller.port, rack=(racks or {}).get(i), **(broker_overrides or {})),
+            broker_config(i, controller.port, rack=(racks or {}).get(i), **overrides),
             [controller_link],
         )
         await broker.start()

@@ -26,15 +26,6 @@ from tests.controller.helpers import (
 E = ErrorCode
 
 
-@pytest.fixture
-async def cluster(tmp_path):
-    c = await start_cluster(tmp_path, brokers=3)
-    try:
-        yield c
-    finally:
-        await c.stop()
-
-
 def topic(name, n=-1, rf=-1, assignments=None):
     assigned = tuple(
         ct.CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(b))

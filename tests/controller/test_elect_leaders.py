@@ -6,8 +6,6 @@ every broker's cache are checked against Kafka's rules (PREFERRED/UNCLEAN, error
 
 from __future__ import annotations
 
-import pytest
-
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import elect_leaders as el
@@ -96,15 +94,6 @@ async def restart(c: InProcessCluster, broker_id: int) -> None:
 
 async def stop(c: InProcessCluster, broker_id: int) -> None:
     await c.brokers.pop(broker_id).stop()
-
-
-@pytest.fixture
-async def cluster(tmp_path):
-    c = await start_cluster(tmp_path, brokers=3)
-    try:
-        yield c
-    finally:
-        await c.stop()
 
 
 async def test_preferred_and_unclean_elections_with_kafkas_errors(cluster):

@@ -13,7 +13,7 @@ from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import describe_configs as dcf
 from kmeta.protocol.messages import incremental_alter_configs as iac
-from tests.controller.helpers import InProcessCluster, start_cluster, wait_until
+from tests.controller.helpers import InProcessCluster, wait_until
 
 E = ErrorCode
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -21,12 +21,8 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 @pytest.fixture
-async def cluster(tmp_path):
-    c = await start_cluster(tmp_path, brokers=2)
-    try:
-        yield c
-    finally:
-        await c.stop()
+def cluster_brokers() -> int:
+    return 2
 
 
 async def _request(c: InProcessCluster, request, broker: int = 1):

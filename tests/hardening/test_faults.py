@@ -24,37 +24,17 @@ from kmeta.controller.faults import Fault, FaultInjector, parse_fault
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct
-from kmeta.server.broker import Broker
-from kmeta.server.controller_link import controller_link
 from tests.controller.helpers import (
     InProcessCluster,
-    broker_config,
+    start_cluster,
     start_controller,
     wait_until,
 )
 
 
-async def start(data_dir: Path, brokers: int = 3, **controller: Any) -> InProcessCluster:
-    """Like tests.controller.helpers.start_cluster, with a state-change log per broker."""
-    daemon = await start_controller(data_dir / "controller", **controller)
-    cluster = InProcessCluster(daemon)
-    for i in range(1, brokers + 1):
-        log = str(data_dir / f"broker-{i}.log")
-        broker = Broker(broker_config(i, daemon.port, state_change_log=log), [controller_link])
-        await broker.start()
-        cluster.brokers[i] = broker
-    await wait_until(
-        lambda: all(
-            len(b.cache.snapshot.alive_brokers) == brokers for b in cluster.brokers.values()
-        ),
-        10.0,
-    )
-    return cluster
-
-
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[InProcessCluster]:
-    c = await start(tmp_path)
+    c = await start_cluster(tmp_path / "controller", state_change_logs=tmp_path)
     try:
         yield c
     finally:

@@ -148,6 +148,23 @@ class ConnectionPair:
         self.server.connection_lost(None)
 
 
+#: brokers 1-3 alive, on PLAINTEXT, EXTERNAL and CONTROL (1 has rack r1; 3 lacks EXTERNAL)
+THREE_BROKERS = [
+    live_broker(1, {PLAINTEXT: ("h1", 9001), EXTERNAL: ("x1", 19001), CONTROL: ("h1", 9101)}, rack="r1"),
+    live_broker(2, {PLAINTEXT: ("h2", 9002), EXTERNAL: ("x2", 19002), CONTROL: ("h2", 9102)}),
+    live_broker(3, {PLAINTEXT: ("h3", 9003), CONTROL: ("h3", 9103)}),
+]
+
+
+def serving(topics: dict[str, list[Any]], **update: Any) -> tuple[ConnectionPair, ConnectionPair]:
+    """A broker given THREE_BROKERS and ``topics`` by an UpdateMetadata on its control
+    listener (``update``: update_metadata's keywords); client pairs on PLAINTEXT and EXTERNAL."""
+    state = broker_state()
+    ctl = ConnectionPair(state, CONTROL, is_control=True)
+    assert ctl.request(update_metadata(THREE_BROKERS, topics, **update)).error_code == 0
+    return ConnectionPair(state, PLAINTEXT), ConnectionPair(state, EXTERNAL)
+
+
 # -- real sockets ---------------------------------------------------------------------------
 
 

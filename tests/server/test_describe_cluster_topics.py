@@ -12,15 +12,11 @@ from kmeta.protocol.messages import describe_cluster as dc
 from kmeta.protocol.messages import describe_topic_partitions as dtp
 from kmeta.server.handlers.metadata import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from tests.server.helpers import (
-    CONTROL,
-    EXTERNAL,
-    PLAINTEXT,
     ConnectionPair,
     broker_state,
-    live_broker,
     partition,
+    serving,
     topic_id,
-    update_metadata,
 )
 
 ZERO = uuid.UUID(int=0)
@@ -30,21 +26,13 @@ NOT_ASKED = -(2**31)
 def _cluster(controller_id: int = 2, big: int = 5) -> tuple[ConnectionPair, ConnectionPair]:
     """Brokers 1-3 alive (3 lacks EXTERNAL, 1 has rack r1); 4 is dead. Topics: ``big`` with
     ``big`` partitions, ``a`` (2), ``dead`` (leader 4), ``on-3`` (leader 3)."""
-    state = broker_state()
-    ctl = ConnectionPair(state, CONTROL, is_control=True)
-    brokers = [
-        live_broker(1, {PLAINTEXT: ("h1", 9001), EXTERNAL: ("x1", 19001), CONTROL: ("h1", 9101)}, rack="r1"),
-        live_broker(2, {PLAINTEXT: ("h2", 9002), EXTERNAL: ("x2", 19002), CONTROL: ("h2", 9102)}),
-        live_broker(3, {PLAINTEXT: ("h3", 9003), CONTROL: ("h3", 9103)}),
-    ]
     topics = {
         "a": [partition(0, 1, (1, 2), leader_epoch=7), partition(1, 2, (2, 1), leader_epoch=8)],
         "big": [partition(p, 1, (1,)) for p in range(big)],
         "dead": [partition(0, 4, (4, 1), isr=(4, 1), leader_epoch=5, offline=(4,))],
         "on-3": [partition(0, 3, (3, 1), leader_epoch=2)],
     }
-    assert ctl.request(update_metadata(brokers, topics, controller_id=controller_id)).error_code == 0
-    return ConnectionPair(state, PLAINTEXT), ConnectionPair(state, EXTERNAL)
+    return serving(topics, controller_id=controller_id)
 
 
 # -- DescribeCluster ----------------------------------------------------------------------------

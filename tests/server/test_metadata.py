@@ -11,12 +11,12 @@ from kmeta.protocol.messages import metadata as md
 from kmeta.server.metadata_blocks import MetadataBlocks
 from tests.server.helpers import (
     CONTROL,
-    EXTERNAL,
     PLAINTEXT,
     ConnectionPair,
     broker_state,
     live_broker,
     partition,
+    serving,
     topic_id,
     update_metadata,
 )
@@ -27,21 +27,12 @@ ZERO = uuid.UUID(int=0)
 
 def _cluster() -> tuple[ConnectionPair, ConnectionPair]:
     """Brokers 1-3 alive (3 lacks EXTERNAL); 4 is dead. Client pairs on PLAINTEXT and EXTERNAL."""
-    state = broker_state()
-    ctl = ConnectionPair(state, CONTROL, is_control=True)
-    brokers = [
-        live_broker(1, {PLAINTEXT: ("h1", 9001), EXTERNAL: ("x1", 19001), CONTROL: ("h1", 9101)}, rack="r1"),
-        live_broker(2, {PLAINTEXT: ("h2", 9002), EXTERNAL: ("x2", 19002), CONTROL: ("h2", 9102)}),
-        live_broker(3, {PLAINTEXT: ("h3", 9003), CONTROL: ("h3", 9103)}),
-    ]
-    topics = {
+    return serving({
         "ok": [partition(0, 1, (1, 2), leader_epoch=7), partition(1, 2, (2, 1), leader_epoch=8)],
         "dead-leader": [partition(0, 4, (4, 1), isr=(4, 1), leader_epoch=5, offline=(4,))],
         "on-3": [partition(0, 3, (3, 1), leader_epoch=2)],
         "__consumer_offsets": [partition(0, 1, (1,))],
-    }
-    assert ctl.request(update_metadata(brokers, topics)).error_code == 0
-    return ConnectionPair(state, PLAINTEXT), ConnectionPair(state, EXTERNAL)
+    })  # fmt: skip
 
 
 def _req(version: int, *names: str | None, **kw: object) -> object:
