@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,3 +21,29 @@ def zookeeper(tmp_path: Path) -> Iterator[LocalZooKeeper]:
         yield server
     finally:
         server.stop()
+
+
+def _ours(handler: logging.Handler) -> bool:
+    """Not one of pytest's capture handlers (it adds and removes those around each phase)."""
+    return not type(handler).__module__.startswith("_pytest")
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """For a test that sets up logging as a daemon does (kmeta.cli.logging_setup: a daemon
+    command run in-process with CliRunner reaches it too): afterwards the root logger's
+    handlers and every logger's level are as before, so later tests' captures see what they
+    would see alone (a root left at INFO puts daemons' INFO lines into their caplog)."""
+    root = logging.getLogger()
+    handlers = [h for h in root.handlers if _ours(h)]
+    loggers = [root, *(lg for lg in root.manager.loggerDict.values() if isinstance(lg, logging.Logger))]
+    levels = {lg: lg.level for lg in loggers}
+    yield
+    for handler in [h for h in root.handlers if _ours(h)]:
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    for lg in root.manager.loggerDict.values():
+        if isinstance(lg, logging.Logger):
+            lg.setLevel(levels.get(lg, logging.NOTSET))
+    root.setLevel(levels[root])

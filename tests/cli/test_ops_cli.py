@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -26,21 +26,6 @@ from kmeta.cli.main import cli
 from kmeta.protocol.errors import ErrorCode
 from tests.controller.observed_cluster import ObservedCluster
 from tests.helpers import free_port
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    levels = {n: logging.getLogger(n).level for n in ("kmeta.net", "kmeta.controller")}
-    yield
-    for h in list(root.handlers):
-        root.removeHandler(h)
-    for h in handlers:
-        root.addHandler(h)
-    root.setLevel(level)
-    for name, lvl in levels.items():
-        logging.getLogger(name).setLevel(lvl)
 
 
 # -- logging ------------------------------------------------------------------------------------

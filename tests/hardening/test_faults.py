@@ -86,7 +86,7 @@ def test_bad_fault_specs_are_refused(spec: str, tmp_path: Path) -> None:
         ControllerConfig(data_dir=str(tmp_path), faults=(spec,))
 
 
-def test_the_cli_passes_faults_to_the_controller(tmp_path: Path) -> None:
+def test_the_cli_passes_faults_to_the_controller(tmp_path: Path, restore_logging: None) -> None:
     cfg = ClusterConfig(faults=("broker=2,delay=500ms", "broker=3,drop"))
     argv = controller_argv(cfg, tmp_path)
     faults = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--fault"]
