@@ -54,7 +54,13 @@ from collections.abc import Sequence
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import PartitionRegistration, TopicInfo
 from kmeta.controller.slices import LeaderAndIsrTargets, push_leader_and_isr
-from kmeta.metadata.replica_digest import MAX_DIGEST_TOPICS, partition_words, topic_digest
+from kmeta.metadata.replica_digest import (
+    MAX_DIGEST_TOPICS,
+    digest_of_bytes,
+    index_bytes,
+    partition_words,
+    words_bytes,
+)
 from kmeta.protocol.messages import broker_registration as br
 
 #: how long after the Startup event a broker not heard from (no heartbeat, no registration
@@ -75,22 +81,28 @@ def reported_digests(
 def expected_digest(
     info: TopicInfo,
     broker_id: int,
-    words: dict[PartitionRegistration, tuple[int, ...]],
+    words: dict[PartitionRegistration, bytes],
 ) -> int:
     """The digest ``broker_id`` would hold for ``info`` after this controller's LeaderAndIsr
-    (``words``: each distinct state's words, shared across topics of one slice)."""
-    parts: list[tuple[int, tuple[int, ...]]] = []
+    (``words``: each distinct state's words as bytes, shared across topics; at 2M partitions
+    this runs over every partition once per startup, so it joins bytes, a few C calls per
+    partition, instead of building words)."""
     partitions = info.partitions
-    for p in sorted(partitions):
+    chunks: list[bytes] = []
+    append = chunks.append
+    for p in sorted(partitions):  # (in index order already, mostly: a linear C pass)
         st = partitions[p]
         if broker_id in st.replicas:
             tail = words.get(st)
             if tail is None:
-                tail = words[st] = partition_words(
-                    st.leader, st.leader_epoch, st.partition_epoch, st.replicas, st.isr
+                tail = words[st] = words_bytes(
+                    partition_words(
+                        st.leader, st.leader_epoch, st.partition_epoch, st.replicas, st.isr
+                    )
                 )
-            parts.append((p, tail))
-    return topic_digest(info.topic_id, parts)
+            append(index_bytes(p))
+            append(tail)
+    return digest_of_bytes(info.topic_id, b"".join(chunks))
 
 
 class _SharedDigests:
@@ -104,7 +116,7 @@ class _SharedDigests:
         self._topics: dict[
             str, tuple[tuple[int, ...], tuple[PartitionRegistration, ...], frozenset[int], int]
         ] = {}
-        self.words: dict[PartitionRegistration, tuple[int, ...]] = {}
+        self.words: dict[PartitionRegistration, bytes] = {}
 
     def digest(self, info: TopicInfo, broker_id: int) -> int:
         partitions = info.partitions
@@ -152,6 +164,7 @@ class StartupResync:
         #: brokers heard from with their stored epoch since the start (heartbeat, registration)
         self._heard: set[int] = set()
         self._grace: asyncio.TimerHandle | None = None
+        self._recheck: asyncio.TimerHandle | None = None
         self._shared = _SharedDigests()
         self._pushing = 0
 
@@ -188,6 +201,25 @@ class StartupResync:
         if self._grace is not None:
             self._grace.cancel()
             self._grace = None
+        if self._recheck is not None:
+            self._recheck.cancel()
+            self._recheck = None
+
+    def _drop_shared_digests(self) -> None:
+        """The shared digests serve every push of this startup (computed once, not once per
+        broker: at 2M partitions each pass was seconds of CPU while the brokers applied the
+        full update): dropped once no push runs and no broker in its session is still to
+        be pushed to, checked again a session later while one is."""
+        if self._recheck is not None:
+            self._recheck.cancel()  # (harmless when it is the one running)
+            self._recheck = None
+        if self._pushing:
+            return
+        if any(self._same_session(b) for b in self._pending or ()):
+            later = self.host.config.session_timeout_s
+            self._recheck = asyncio.get_running_loop().call_later(later, self._drop_shared_digests)
+            return
+        self._shared.clear()
 
     def heard(self, broker_id: int, broker_epoch: int) -> None:
         """A heartbeat from ``broker_id`` with ``broker_epoch``, accepted or not (after a
@@ -258,8 +290,7 @@ class StartupResync:
             if not ended[0]:
                 ended[0] = True
                 self._pushing -= 1
-                if not self._pushing:
-                    self._shared.clear()
+                self._drop_shared_digests()
 
         def valid() -> bool:
             broker = self.host.state.brokers.get(broker_id)

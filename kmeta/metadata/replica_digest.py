@@ -17,6 +17,7 @@ here, so they agree by construction.
 from __future__ import annotations
 
 import hashlib
+import struct
 import sys
 import uuid
 from array import array
@@ -26,6 +27,7 @@ from collections.abc import Iterable
 MAX_DIGEST_TOPICS = 50_000
 _ZERO = bytes(16)
 _SWAP = sys.byteorder != "little"
+_INT32 = struct.Struct("<i")
 
 
 def partition_words(
@@ -50,6 +52,37 @@ def topic_digest(
         extend(tail)
     if _SWAP:
         words.byteswap()
+    return digest_of_bytes(topic_id, words.tobytes())
+
+
+def digest_of_bytes(topic_id: uuid.UUID | None, data: bytes) -> int:
+    """The digest over the words already laid out as little-endian int32s (``data``: what
+    :func:`topic_digest` lays out; :func:`index_bytes` and :func:`words_bytes` give the
+    pieces, so a caller with few distinct states joins bytes instead of words)."""
     h = hashlib.blake2b(_ZERO if topic_id is None else topic_id.bytes, digest_size=8)
-    h.update(words)
+    h.update(data)
     return int.from_bytes(h.digest(), "little", signed=True)
+
+
+def words_bytes(words: tuple[int, ...]) -> bytes:
+    """``words`` as little-endian int32s (a partition's words, laid out once per state)."""
+    out = array("i", words)
+    if _SWAP:
+        out.byteswap()
+    return out.tobytes()
+
+
+#: index -> its little-endian int32 bytes, for the indexes below the bound (kept: every
+#: topic has partition 0, 1, ...; 65,536 short bytes objects are ~2.4 MB at most)
+_INDEXES: list[bytes] = []
+_INDEXES_KEPT = 1 << 16
+
+
+def index_bytes(index: int) -> bytes:
+    """``index`` as a little-endian int32."""
+    if index < len(_INDEXES):
+        return _INDEXES[index]
+    if index < _INDEXES_KEPT:
+        _INDEXES.extend(_INT32.pack(i) for i in range(len(_INDEXES), index + 1))
+        return _INDEXES[index]
+    return _INT32.pack(index)
