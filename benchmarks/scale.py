@@ -26,8 +26,9 @@ runs out is recorded as ``timed_out`` and the remaining phases of that N are ski
    recorded: without a state dir the restart would wait it out. Serving is when the answer
    serving all N had arrived (the bench's decoding of it is not counted);
    ``broker_cpu_to_serving_s``: the new process's CPU seconds by then (not load-stretched).
-5. ``controller_restart``: once the controller's /status shows every broker caught up
-   (``settled_before_kill_s``: the broker's rejoin may still propagate), the controller is
+5. ``controller_restart``: once the controller's /status shows every broker caught up and
+   no event or request queued (``settled_before_kill_s``: the broker's rejoin may still
+   propagate, its LeaderAndIsr after its UpdateMetadata), the controller is
    killed (-9) and started on its data dir; restart → first CreateTopics (1 partition) acknowledged, → every broker acknowledged an UpdateMetadata
    of the new controller (``all_on_new_epoch_s``), → nothing left unacknowledged
    (``all_caught_up_s``; from the controller's /status, which walks every partition: read
@@ -605,12 +606,20 @@ def caught_up(status: dict[str, Any]) -> bool:
 
 
 async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[str, Any]:
-    # the broker's rejoin may still be propagating (ISR expansions): kill a settled controller
+    # the broker's rejoin may still be propagating (ISR expansions, in slices of LeaderAndIsr
+    # after the UpdateMetadata): kill a settled controller, with no event and no request
+    # queued, or the restart would measure the rest of the rejoin (the startup resync sends
+    # the topics the brokers do not hold as stored)
     t_settle = time.perf_counter()
     settle_reads = StatusReads(cluster, 0.5)
     while True:
         status = await settle_reads.read()  # (None: /status took over its 5 s, busy)
-        if status is not None and caught_up(status):
+        if (
+            status is not None
+            and caught_up(status)
+            and status["controller"]["event_queue_size"] == 0
+            and status["controller"]["total_queue_size"] == 0
+        ):
             break
         await settle_reads.pause()
     settled = time.perf_counter() - t_settle

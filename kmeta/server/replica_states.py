@@ -21,7 +21,12 @@ from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from typing import NamedTuple, Protocol
 
 from kmeta.metadata.partitions import iota
-from kmeta.metadata.replica_digest import partition_words, topic_digest
+from kmeta.metadata.replica_digest import (
+    digest_of_bytes,
+    index_bytes,
+    partition_words,
+    words_bytes,
+)
 from kmeta.protocol.errors import ErrorCode
 
 LEADER = "leader"
@@ -130,34 +135,35 @@ class _Topic:
 
     def compute_digest(self) -> int | None:
         """The rows' digest (:mod:`kmeta.metadata.replica_digest`); None when they do not
-        share one topic id (no digest can match then: the topic is not reported)."""
+        share one topic id (no digest can match then: the topic is not reported). Joined
+        from bytes, each distinct state's words laid out once: a registration after a
+        controller restart computes it over every partition held (2M: ~0.75 -> 0.34 us
+        per partition, while the full update is being applied)."""
         d, sets, W = self.data, self.sets, WIDTH
         ids: set[int] = set()
-        tails: dict[tuple[int, int, int, int, int], tuple[int, ...]] = {}
-        parts: list[tuple[int, tuple[int, ...]]] = []
-        columns = (
-            d[_IDX::W],
-            d[_LEADER::W],
-            d[_LE::W],
-            d[_PE::W],
-            d[_REP::W],
-            d[_ISR::W],
-            d[_ID::W],
-        )
-        for i, leader, le, pe, rep, isr, tid in zip(*columns, strict=True):
+        tails: dict[tuple[int, int, int, int, int], bytes] = {}
+        rows: Iterable[tuple[int, int, int, int, int, int, int]] = zip(
+            d[_IDX::W], d[_LEADER::W], d[_LE::W], d[_PE::W], d[_REP::W], d[_ISR::W], d[_ID::W],
+            strict=True,
+        )  # fmt: skip
+        if self.rows is not None:  # (dense rows are in index order already)
+            rows = sorted(rows)
+        chunks: list[bytes] = []
+        append = chunks.append
+        for i, leader, le, pe, rep, isr, tid in rows:
             if i == ABSENT:
                 continue
             ids.add(tid)
             key = (leader, le, pe, rep, isr)
             tail = tails.get(key)
             if tail is None:
-                tail = tails[key] = partition_words(leader, le, pe, sets[rep], sets[isr])
-            parts.append((i, tail))
+                words = partition_words(leader, le, pe, sets[rep], sets[isr])
+                tail = tails[key] = words_bytes(words)
+            append(index_bytes(i))
+            append(tail)
         if len(ids) != 1:
             return None
-        if self.rows is not None:  # (dense rows are in index order already)
-            parts.sort()
-        return topic_digest(self.ids[ids.pop()], parts)
+        return digest_of_bytes(self.ids[ids.pop()], b"".join(chunks))
 
     def state(self, row: int) -> ReplicaState:
         d, sets, b = self.data, self.sets, row * WIDTH
