@@ -40,7 +40,9 @@ def _cache() -> MetadataCache:
         partition(4, 2, (2, 1, 4), leader_epoch=3),
         *(partition(i, 1 + i % 2, (1, 2)) for i in range(8, 40)),
     ]
-    cache.update_metadata(1, update_metadata(BROKERS, {"t": parts, "__consumer_offsets": parts[:3]}))
+    # every element the same size (joined at once, the indexes written in as columns)
+    even = [partition(i, 1 + i % 2, (1, 2) if i % 2 else (2, 1), leader_epoch=i % 3) for i in range(50)]
+    cache.update_metadata(1, update_metadata(BROKERS, {"t": parts, "__consumer_offsets": parts[:3], "even": even}))
     return cache
 
 
@@ -51,7 +53,7 @@ def test_the_block_from_columns_is_the_record_block(version: int, listener: str,
     snap = _cache().snapshot
     view = View(version, listener, topic_ops)
     assert _topic_splice(version) is not None  # (the path from the columns is taken)
-    for name in ("t", "__consumer_offsets"):
+    for name in ("t", "__consumer_offsets", "even"):
         record = md.MetadataResponseTopic(
             0, name, topic_id(name), name in INTERNAL_TOPICS,
             partitions(snap, name, version, listener), _ops(topic_ops),
