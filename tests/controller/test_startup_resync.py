@@ -223,6 +223,55 @@ async def test_topics_past_the_brokers_digest_bound_are_sent_and_a_list_over_the
         await c.stop()
 
 
+async def test_each_topic_is_digested_once_for_every_broker_of_one_startup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Brokers register one after the other, each once the previous one's push ended: the
+    controller digests each topic once for all of them (at 2M partitions a pass is seconds of
+    CPU, and it ran again for each broker while the brokers applied the full update)."""
+    import kmeta.controller.startup_resync as startup_resync
+    from tests.controller.test_controller_flows import _brokers
+
+    ctl = await start_controller(tmp_path, session_timeout_ms=10_000)
+    brokers = await _brokers(ctl.port)
+    try:
+        topics = [(f"t{i}", ASSIGNED) for i in range(4)]
+        answer = await _request(ctl.port, _create(*topics))
+        assert all(t.error_code == 0 for t in answer.topics)
+        port = ctl.port
+        await ctl.stop()
+        store = ControllerStore(tmp_path)
+        stored = store.load().topics
+        store.close()
+        digests = [br.KmetaTopicDigest(n, expected_digest(stored[n], 1, {})) for n, _ in topics]
+        for b in brokers.values():
+            b.received.clear()
+        computed: list[str] = []
+        real = startup_resync.expected_digest
+
+        def counted(info: TopicInfo, broker_id: int, words: dict[PartitionRegistration, bytes]) -> int:
+            computed.append(info.name)
+            return real(info, broker_id, words)
+
+        monkeypatch.setattr(startup_resync, "expected_digest", counted)
+        ctl = await start_controller(tmp_path, listeners=(f"CONTROLLER://127.0.0.1:{port}",),
+                                     session_timeout_ms=10_000)  # fmt: skip
+        resync = ctl.controller.resync
+        for b in brokers.values():
+            assert await b.heartbeat(port) == 77  # heard from: waited for, not sent everything
+        for n, b in enumerate(brokers.values(), start=1):
+            await b.register(port, digests)  # (every broker hosts every partition: one digest)
+            await wait_until(lambda n=n: resync.skipped_topics == n * len(topics), 5.0)
+            await asyncio.sleep(0.2)  # (its push has ended)
+        assert sorted(computed) == sorted(n for n, _ in topics)
+        assert resync.sent_partitions == 0
+        assert all(b.of(lai.LeaderAndIsrRequest) == [] for b in brokers.values())
+    finally:
+        for b in brokers.values():
+            await b.stop()
+        await ctl.stop()
+
+
 async def test_a_broker_heard_from_is_waited_for_past_the_grace(tmp_path: Path) -> None:
     """After the restart broker 3 heartbeats at once (refused: the new controller does not
     know its connection) and registers only 4 s later, as a broker busy with a 2M-partition
