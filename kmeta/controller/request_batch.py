@@ -73,6 +73,8 @@ class ControllerRequests:
     update_metadata_to: Iterable[int] = ()
     #: ... with these partitions' states
     update_metadata_partitions: Iterable[TopicPartitionKey] = ()
+    #: ... and every partition of these topics (a create: no key per partition is made)
+    update_metadata_topics: Iterable[str] = ()
     #: a FULL UpdateMetadata (KIP-866 type 2): every partition, whatever the field above says
     full_update_metadata: bool = False
     #: the UpdateMetadata carries the cluster's ACLs (a full one always does)
@@ -91,7 +93,9 @@ class ControllerRequests:
         if self.full_update_metadata:
             batch.add_update_metadata_full(self.update_metadata_to)
         else:
-            batch.add_update_metadata(self.update_metadata_to, self.update_metadata_partitions)
+            batch.add_update_metadata(
+                self.update_metadata_to, self.update_metadata_partitions, self.update_metadata_topics
+            )
         for brokers, tp, delete in self.stop_replica:
             batch.add_stop_replica(brokers, tp, delete)
 
@@ -163,13 +167,17 @@ class ControllerBrokerRequestBatch:
         self._lair_topics[name] = is_new
 
     def add_update_metadata(
-        self, broker_ids: Iterable[int], partitions: Iterable[TopicPartitionKey] = ()
+        self,
+        broker_ids: Iterable[int],
+        partitions: Iterable[TopicPartitionKey] = (),
+        topics: Iterable[str] = (),
     ) -> None:
-        """``broker_ids`` get the live brokers plus ``partitions`` (none: a brokers-only update).
+        """``broker_ids`` get the live brokers plus ``partitions`` and every partition of
+        ``topics`` (none: a brokers-only update).
 
         A topic whose every partition is added goes out as its shared block
         (:mod:`kmeta.controller.topic_blocks`), the others partition by partition."""
-        self.update_metadata.add(broker_ids, partitions)
+        self.update_metadata.add(broker_ids, partitions, topics)
 
     def add_update_metadata_full(self, broker_ids: Iterable[int]) -> None:
         """``broker_ids`` get every partition (a FULL update replaces all they hold)."""

@@ -54,8 +54,14 @@ class UpdateMetadataBatch:
         self._with_acls = False
 
     # -- adding ---------------------------------------------------------------------------------
-    def add(self, broker_ids: Iterable[int], partitions: Iterable[TopicPartitionKey]) -> None:
-        """``broker_ids`` get the live brokers plus ``partitions`` (none: a brokers-only update).
+    def add(
+        self,
+        broker_ids: Iterable[int],
+        partitions: Iterable[TopicPartitionKey],
+        topics: Iterable[str] = (),
+    ) -> None:
+        """``broker_ids`` get the live brokers plus ``partitions`` and every partition of
+        ``topics`` (none: a brokers-only update).
 
         A topic whose every partition is added goes out as its shared block
         (:mod:`kmeta.controller.topic_blocks`), the others partition by partition."""
@@ -65,6 +71,10 @@ class UpdateMetadataBatch:
             if indexes is None:
                 indexes = out[name] = {}
             indexes[index] = None
+        for name in topics:
+            info = self.ctx.state.topics.get(name)
+            if info is not None:
+                out.setdefault(name, {}).update(dict.fromkeys(info.partitions))
         self._brokers.update(b for b in broker_ids if self.ctx.state.is_alive(b))
 
     def add_full(self, broker_ids: Iterable[int]) -> None:
