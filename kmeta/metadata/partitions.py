@@ -122,13 +122,33 @@ class TopicPartitions(Mapping[int, PartitionState]):
     def __iter__(self) -> Iterator[int]:
         return iter(self._data[_IDX::WIDTH])
 
-    def leadership(self) -> tuple[list[int], list[LeadershipKey], tuple[tuple[int, ...], ...]]:
+    def period(self, longest: int) -> int | None:
+        """The smallest P <= ``longest`` such that partition p holds the values of partition
+        p mod P for every p (but for its index), when the rows are partitions 0..n-1 in
+        order; None when not so. (As the controller assigns them, a topic's partitions
+        repeat every few: 6 on 3 brokers.) One comparison of the block per P tried."""
+        n = len(self)
+        if self._rows is not None or not n:
+            return None
+        row = WIDTH * self._data.itemsize
+        blank = bytearray(self._data.tobytes())
+        zeros = bytes(n)
+        for j in range(self._data.itemsize):  # the index column
+            blank[j::row] = zeros
+        block = bytes(blank)
+        for p in range(1, min(longest, n) + 1):
+            if block[p * row :] == block[: -p * row]:
+                return p
+        return None
+
+    def leadership(self, first: int | None = None) -> tuple[list[int], list[LeadershipKey], tuple[tuple[int, ...], ...]]:
         """For encoders that write what clients see of each partition (a Metadata answer):
         the indexes in ascending order, each one's (leader, leader epoch, isr, replicas,
         offline replicas) with the three sets as positions in the returned table. Partitions
         with equal keys encode alike but for the index, and a topic has few distinct keys:
-        the caller encodes each once. Read from the columns at C speed (no state objects)."""
-        d = self._data
+        the caller encodes each once. Read from the columns at C speed (no state objects).
+        ``first``: only the first rows (of rows 0..n-1 in order: those partitions)."""
+        d = self._data if first is None else self._data[: first * WIDTH]
         keys = list(zip(d[_LEADER::WIDTH], d[_LE::WIDTH], d[_ISR::WIDTH], d[_REP::WIDTH],
                         d[_OFF::WIDTH], strict=True))  # fmt: skip
         indexes = d[_IDX::WIDTH].tolist()

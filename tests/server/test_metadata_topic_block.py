@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kmeta.metadata.cache import MetadataCache
+from kmeta.metadata.partitions import TopicPartitions
 from kmeta.protocol.messages import metadata as md
 from kmeta.server.handlers.metadata import (
     INTERNAL_TOPICS,
@@ -42,7 +43,19 @@ def _cache() -> MetadataCache:
     ]
     # every element the same size (joined at once, the indexes written in as columns)
     even = [partition(i, 1 + i % 2, (1, 2) if i % 2 else (2, 1), leader_epoch=i % 3) for i in range(50)]
-    cache.update_metadata(1, update_metadata(BROKERS, {"t": parts, "__consumer_offsets": parts[:3], "even": even}))
+    # partitions 0..n-1 repeating every 6 (as assigned on 3 brokers): that many encoded, repeated;
+    # the same but for the last one, and repeating with elements of two sizes: one by one
+    def assigned(i: int, epoch: int = 0) -> object:
+        r = [(1, 2, 4), (2, 4, 1), (4, 1, 2), (1, 4, 2), (2, 1, 4), (4, 2, 1)][i % 6]
+        return partition(i, r[0], r, leader_epoch=epoch)
+
+    periodic = [assigned(i) for i in range(100)]
+    almost = [*periodic[:99], assigned(99, epoch=1)]
+    sizes = [partition(i, 1, (1, 2) if i % 2 else (1, 2, 4)) for i in range(40)]
+    cache.update_metadata(1, update_metadata(BROKERS, {
+        "t": parts, "__consumer_offsets": parts[:3], "even": even, "periodic": periodic, "almost": almost,
+        "sizes": sizes,
+    }))  # fmt: skip
     return cache
 
 
@@ -53,7 +66,9 @@ def test_the_block_from_columns_is_the_record_block(version: int, listener: str,
     snap = _cache().snapshot
     view = View(version, listener, topic_ops)
     assert _topic_splice(version) is not None  # (the path from the columns is taken)
-    for name in ("t", "__consumer_offsets", "even"):
+    held = {n: snap.partition_states[n] for n in ("periodic", "almost", "sizes", "t")}
+    assert [p.period(30) for p in held.values() if isinstance(p, TopicPartitions)] == [6, None, 2, None]
+    for name in ("t", "__consumer_offsets", "even", "periodic", "almost", "sizes"):
         record = md.MetadataResponseTopic(
             0, name, topic_id(name), name in INTERNAL_TOPICS,
             partitions(snap, name, version, listener), _ops(topic_ops),

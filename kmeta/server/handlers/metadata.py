@@ -51,7 +51,7 @@ from array import array
 from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from kmeta.metadata.partitions import LeadershipKey, TopicPartitions
+from kmeta.metadata.partitions import LeadershipKey, TopicPartitions, iota
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import EncodedPieces
 from kmeta.net.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -171,7 +171,8 @@ def encode_topic(snap: MetadataSnapshot, view: View, name: str, topic_id: uuid.U
             _ops(view.topic_ops),
         )
         return splice(view.version).element(record)
-    indexes, keys, sets = parts.leadership()
+    period = parts.period(MAX_PERIOD) if len(parts) >= PERIODIC_FROM else None
+    indexes, keys, sets = parts.leadership(period)
     alive, listener, version = snap.alive_nodes, view.listener, view.version
     encoded: dict[LeadershipKey, bytes] = {}  # each distinct state's element, index 0
     for key in dict.fromkeys(keys):
@@ -182,15 +183,21 @@ def encode_topic(snap: MetadataSnapshot, view: View, name: str, topic_id: uuid.U
     out: list[bytes | bytearray] = [
         topic.head(error_code=ErrorCode.NONE, name=name, topic_id=topic_id,
                    is_internal=name in INTERNAL_TOPICS),
-        topic.count(len(indexes)),
+        topic.count(len(parts)),
     ]  # fmt: skip
     sizes = set(map(len, encoded.values()))
     if len(sizes) == 1:
         # every element the same size (the common case): joined at C speed, then the
-        # indexes written in as byte columns (an element is error code, index, the rest)
+        # indexes written in as byte columns (an element is error code, index, the rest);
+        # partitions repeating every ``period`` are that many elements repeated
         (stride,) = sizes
-        body = bytearray(b"".join(map(encoded.__getitem__, keys)))
-        big = array("i", indexes)
+        if period is not None:
+            n = len(parts)
+            body = bytearray((b"".join(map(encoded.__getitem__, keys)) * (n // period + 1))[: n * stride])
+            big = iota(n)  # (partitions 0..n-1 in order)
+        else:
+            body = bytearray(b"".join(map(encoded.__getitem__, keys)))
+            big = array("i", indexes)
         if sys.byteorder == "little":
             big.byteswap()
         raw = big.tobytes()
@@ -198,6 +205,8 @@ def encode_topic(snap: MetadataSnapshot, view: View, name: str, topic_id: uuid.U
             body[2 + j :: stride] = raw[j::4]
         out.append(body)
     else:
+        if period is not None:  # (each partition's key is its period's)
+            indexes, keys, sets = parts.leadership()
         append, pack = out.append, _INDEX.pack
         for index, key in zip(indexes, keys, strict=True):
             element = encoded[key]
@@ -206,6 +215,13 @@ def encode_topic(snap: MetadataSnapshot, view: View, name: str, topic_id: uuid.U
             append(element[6:])
     out.append(topic.tail(topic_authorized_operations=_ops(view.topic_ops)))
     return b"".join(out)
+
+
+#: a topic this large is first tried as partitions repeating every few (TopicPartitions.period)
+PERIODIC_FROM = 16
+#: the longest period tried (the controller's assignment repeats every n * (n - 1) partitions
+#: on n brokers: 6 on 3, 30 on 6)
+MAX_PERIOD = 30
 
 
 def _ops(topic_ops: bool) -> int:
