@@ -3,6 +3,7 @@ bounded wait on a condition (the tests' processes and daemons all bind to 127.0.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -38,6 +39,15 @@ def refuses(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
     except OSError:
+        return True
+    return False
+
+
+def gone(pid: int) -> bool:
+    """No process ``pid`` (exited and reaped, or never was)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return True
     return False
 

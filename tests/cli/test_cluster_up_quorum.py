@@ -21,16 +21,9 @@ from kmeta.cli.cluster_quorum import RestartPolicy
 from kmeta.cli.zookeeper import ZOOKEEPER_JAR
 from kmeta.controller.zk_election import active_controller
 from tests.cli.test_cluster_up_ready import _free_base_port, _wait_file
+from tests.helpers import gone
 
 pytestmark = pytest.mark.e2e
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _create(admin: AdminClient, name: str, timeout_s: float = 20) -> None:
@@ -128,7 +121,7 @@ def test_quorum_survives_kill_9_of_the_active_controller(tmp_path: Path) -> None
             status = _quorum_status(info["zookeeper"])
             assert (status["active"], status["epoch"]) == (active, epoch)
             assert standby in status["standbys"]  # type: ignore[operator]
-            assert _alive(now[standby])
+            assert not gone(now[standby])
         finally:
             zk.stop()
             zk.close()
@@ -149,7 +142,7 @@ def test_quorum_survives_kill_9_of_the_active_controller(tmp_path: Path) -> None
     assert "kmeta status --controller" not in out
     assert "cluster stopped" in out
     # nothing left behind: no controller, no broker, no ZooKeeper (each names the data dir)
-    assert not [pid for pid in [*pids.values(), *now.values()] if _alive(pid)]
+    assert not [pid for pid in [*pids.values(), *now.values()] if not gone(pid)]
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "data")], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
     assert not ready.exists()

@@ -24,6 +24,7 @@ from kmeta.net.listener import Listener
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import broker_registration as br
+from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
@@ -197,6 +198,24 @@ def broker_config(broker_id: int, controller_port: int, **overrides: Any) -> Bro
     }
     values.update(overrides)
     return BrokerConfig(**values)
+
+
+def create_assigned(name: str, assignments: dict[int, list[int]]) -> ct.CreateTopicsRequest:
+    """CreateTopics of topic ``name`` with the replicas given per partition."""
+    return ct.CreateTopicsRequest(
+        version=7,
+        topics=(
+            ct.CreatableTopic(
+                name=name,
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=tuple(
+                    ct.CreatableReplicaAssignment(p, tuple(b)) for p, b in assignments.items()
+                ),
+            ),
+        ),
+        timeout_ms=5000,
+    )
 
 
 async def start_cluster(

@@ -7,11 +7,16 @@ every broker's cache are checked against Kafka's rules (PREFERRED/UNCLEAN, error
 from __future__ import annotations
 
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import elect_leaders as el
 from kmeta.server.broker import Broker
 from kmeta.server.controller_link import controller_link
-from tests.controller.helpers import InProcessCluster, broker_config, start_cluster, wait_until
+from tests.controller.helpers import (
+    InProcessCluster,
+    broker_config,
+    create_assigned,
+    start_cluster,
+    wait_until,
+)
 
 E = ErrorCode
 PREFERRED, UNCLEAN = 0, 1
@@ -20,24 +25,7 @@ PREFERRED, UNCLEAN = 0, 1
 async def create(c: InProcessCluster, name: str, assignments: dict[int, list[int]]) -> None:
     conn = await c.connect(2)
     try:
-        response = await conn.request(
-            ct.CreateTopicsRequest(
-                version=7,
-                topics=(
-                    ct.CreatableTopic(
-                        name=name,
-                        num_partitions=-1,
-                        replication_factor=-1,
-                        assignments=tuple(
-                            ct.CreatableReplicaAssignment(p, tuple(b))
-                            for p, b in assignments.items()
-                        ),
-                    ),
-                ),
-                timeout_ms=5000,
-            ),
-            10.0,
-        )
+        response = await conn.request(create_assigned(name, assignments), 10.0)
     finally:
         conn.close()
     assert response.topics[0].error_code == 0

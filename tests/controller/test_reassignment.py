@@ -13,36 +13,19 @@ from kmeta.controller.faults import parse_fault
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr
-from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
 from tests.controller.helpers import (
     InProcessCluster,
     RecordingBroker,
+    create_assigned,
     start_cluster,
     start_controller,
     wait_until,
 )
 
 E = ErrorCode
-
-
-def create_request(name: str, assignments: dict[int, list[int]]):
-    return ct.CreateTopicsRequest(
-        version=7,
-        topics=(
-            ct.CreatableTopic(
-                name=name,
-                num_partitions=-1,
-                replication_factor=-1,
-                assignments=tuple(
-                    ct.CreatableReplicaAssignment(p, tuple(b)) for p, b in assignments.items()
-                ),
-            ),
-        ),
-        timeout_ms=5000,
-    )
 
 
 def alter_request(moves: dict[tuple[str, int], list[int] | None]):
@@ -111,7 +94,7 @@ async def test_reassignment_shows_the_union_then_completes_and_moves_the_leader(
     c = await start_cluster(tmp_path, brokers=4, reassignment_catch_up_ms=400)
     try:
         port = c.client_port(4)
-        assert (await call(port, create_request("r", {0: [1, 2], 1: [2, 3]}))).topics[
+        assert (await call(port, create_assigned("r", {0: [1, 2], 1: [2, 3]}))).topics[
             0
         ].error_code == 0
         answer = await call(port, alter_request({("r", 0): [3, 4], ("r", 1): [3, 2]}))
@@ -142,7 +125,7 @@ async def test_errors_and_cancel_revert(tmp_path):
     c = await start_cluster(tmp_path, brokers=4, reassignment_catch_up_ms=60_000)
     try:
         port = c.client_port(1)
-        await call(port, create_request("x", {0: [1, 2], 1: [1, 2]}))
+        await call(port, create_assigned("x", {0: [1, 2], 1: [1, 2]}))
         answer = await call(
             port,
             alter_request(
@@ -204,7 +187,7 @@ async def test_a_restarted_controller_resumes_reassignments(tmp_path):
             brokers[i] = RecordingBroker(i)
             await brokers[i].start()
             await brokers[i].register(ctl.port)
-        await call(ctl.port, create_request("d", {0: [1, 2]}))
+        await call(ctl.port, create_assigned("d", {0: [1, 2]}))
         assert results(await call(ctl.port, alter_request({("d", 0): [3, 2]}))) == {
             ("d", 0): (0, None)
         }
@@ -249,7 +232,7 @@ async def test_reassigning_a_deleted_topic_is_forgotten(tmp_path):
     c = await start_cluster(tmp_path, brokers=3, reassignment_catch_up_ms=60_000)
     try:
         port = c.client_port(1)
-        await call(port, create_request("gone", {0: [1]}))
+        await call(port, create_assigned("gone", {0: [1]}))
         assert results(await call(port, alter_request({("gone", 0): [2]}))) == {
             ("gone", 0): (0, None)
         }
@@ -261,7 +244,7 @@ async def test_reassigning_a_deleted_topic_is_forgotten(tmp_path):
         )
         assert deleted.responses[0].error_code == 0
         assert listed(await call(port, list_request())) == {}
-        await call(port, create_request("gone", {0: [3]}))  # the same name, another topic
+        await call(port, create_assigned("gone", {0: [3]}))  # the same name, another topic
         assert listed(await call(port, list_request({"gone": [0]}))) == {}
         again = await call(port, alter_request({("gone", 0): None}))
         assert results(again) == {("gone", 0): (E.NO_REASSIGNMENT_IN_PROGRESS, None)}
@@ -291,7 +274,7 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
             brokers[i] = RecordingBroker(i)
             await brokers[i].start()
             await brokers[i].register(ctl.port)
-        await call(ctl.port, create_request("s", {0: [1, 2], 1: [1, 2]}))
+        await call(ctl.port, create_assigned("s", {0: [1, 2], 1: [1, 2]}))
         answer = await call(ctl.port, alter_request({("s", 0): [3, 2], ("s", 1): [4, 2]}))
         assert results(answer) == {("s", 0): (0, None), ("s", 1): (0, None)}
         # broker 4 goes before it caught up: s-1 waits for it, s-0 completes
@@ -348,7 +331,7 @@ async def test_not_propagated_in_time_is_request_timed_out_and_still_happens(tmp
     c = await start_cluster(tmp_path, brokers=3, reassignment_catch_up_ms=60_000)
     try:
         port = c.client_port(1)
-        await call(port, create_request("slow", {0: [1, 2]}))
+        await call(port, create_assigned("slow", {0: [1, 2]}))
         c.controller.controller.faults.set(*parse_fault("broker=3,delay=1500ms"))
         request = alter_request({("slow", 0): [3, 2], ("slow", 5): [1]})._replace(timeout_ms=200)
         answer = await call(port, request)
@@ -368,7 +351,7 @@ async def test_more_partitions_than_the_request_limit_are_refused_whole(tmp_path
     c = await start_cluster(tmp_path, brokers=3, max_partitions_per_request=2)
     try:
         port = c.client_port(1)
-        await call(port, create_request("x", {0: [1, 2], 1: [1, 2]}))
+        await call(port, create_assigned("x", {0: [1, 2], 1: [1, 2]}))
         # counted before any validation: the third entry's partition does not even exist
         answer = await call(port, alter_request({("x", p): [2, 3] for p in range(3)}))
         codes = results(answer)

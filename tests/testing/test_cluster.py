@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,20 +18,13 @@ from kmeta.cli.launch import DaemonExited
 from kmeta.net.tls import TlsConfig
 from kmeta.testing import Cluster, KafkaRequestError
 from tests.hardening.certs import Authority
+from tests.helpers import gone
 
 pytestmark = pytest.mark.e2e
 
 
 def _pids(cluster: Cluster) -> list[int]:
     return [p.pid for p in cluster._procs.values()]
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_starts_serves_and_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -51,7 +43,7 @@ def test_starts_serves_and_leaves_nothing_behind(tmp_path: Path) -> None:
         assert {i: rack for i, (_, _, rack) in view.brokers.items()} == {1: "a", 2: "b", 3: "a"}
         cluster.create_topic("defaults")  # the controller's num.partitions
         assert len(cluster.metadata(3).topics["defaults"]) == 4
-    assert all(_gone(pid) for pid in pids)
+    assert all(gone(pid) for pid in pids)
     assert not data_dir.exists()
 
 
@@ -60,7 +52,7 @@ def test_a_failing_body_still_stops_everything(tmp_path: Path) -> None:
     with pytest.raises(ZeroDivisionError), cluster:
         1 / 0  # noqa: B018
     assert cluster.data_dir is not None
-    assert all(_gone(pid) for pid in _pids(cluster))
+    assert all(gone(pid) for pid in _pids(cluster))
     assert not cluster.data_dir.exists()
 
 
@@ -68,7 +60,7 @@ async def test_async_with_and_a_cancelled_start_leave_no_daemon(tmp_path: Path) 
     async with Cluster(1, parent_dir=tmp_path) as cluster:
         assert sorted(await asyncio.to_thread(lambda: cluster.metadata(1).brokers)) == [1]
         pids = _pids(cluster)
-    assert all(_gone(pid) for pid in pids)
+    assert all(gone(pid) for pid in pids)
 
     starting = Cluster(2, parent_dir=tmp_path)
 
@@ -81,7 +73,7 @@ async def test_async_with_and_a_cancelled_start_leave_no_daemon(tmp_path: Path) 
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert all(_gone(pid) for pid in _pids(starting))
+    assert all(gone(pid) for pid in _pids(starting))
     assert not any(tmp_path.iterdir())  # noqa: ASYNC240
 
 
@@ -93,7 +85,7 @@ def test_a_failed_start_says_why_in_the_daemons_words(tmp_path: Path) -> None:
     assert f"kmeta cluster data dir: {cluster.data_dir} (removed)" in note
     assert "--- broker-1, last 20 lines:" in note
     assert "Invalid value for '--log-level'" in note  # the daemon's own error line
-    assert all(_gone(pid) for pid in _pids(cluster))
+    assert all(gone(pid) for pid in _pids(cluster))
     assert not any(tmp_path.iterdir())
 
 
@@ -305,5 +297,5 @@ def test_ctrl_c_in_the_test_process_stops_the_daemons_and_removes_the_dir(tmp_pa
     finally:
         proc.kill()
     assert proc.returncode != 0  # KeyboardInterrupt
-    assert all(_gone(pid) for pid in started["pids"])
+    assert all(gone(pid) for pid in started["pids"])
     assert not Path(started["data_dir"]).exists()

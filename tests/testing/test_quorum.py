@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
 
@@ -17,20 +16,13 @@ with warnings.catch_warnings():  # kafka-python uses importlib.resources' legacy
 
 from kmeta.cli.zookeeper import ZOOKEEPER_JAR
 from kmeta.testing import Cluster
+from tests.helpers import gone
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.filterwarnings("ignore::DeprecationWarning:kafka.*"),
     pytest.mark.skipif(not ZOOKEEPER_JAR.exists(), reason="ZooKeeper is not installed"),
 ]
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 @pytest.mark.timeout(120)
@@ -81,7 +73,7 @@ def test_a_standby_takes_over_from_a_killed_active_controller(tmp_path: Path) ->
         assert {"before", "after", "from-kafka-python"} <= set(listed.topics)
         cluster.wait_converged(10)
     # nothing left behind: controllers, brokers and ZooKeeper are gone with the data dir
-    assert all(_gone(pid) for pid in pids)
+    assert all(gone(pid) for pid in pids)
     assert cluster.data_dir is not None
     assert not cluster.data_dir.exists()
 
