@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,10 @@ def _kmeta(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _logs_in(bootstrap: str, user: str, password: str) -> bool:
+def _logs_in(bootstrap: str, user: str, password: str, timeout_s: float = 30.0) -> bool:
+    """True once a metadata request as ``user`` is answered, False once the brokers refuse
+    the login (_AUTHENTICATION). A broker only slow to answer (a loaded machine) is neither:
+    it is asked again, for up to ``timeout_s``."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
@@ -30,13 +34,22 @@ def _logs_in(bootstrap: str, user: str, password: str) -> bool:
         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": password,
         "error_cb": refused.append,
     })  # fmt: skip
-    try:
-        admin.list_topics(timeout=3)
-    except KafkaException:
-        return False
-    return not any(e.code() == KafkaError._AUTHENTICATION for e in refused)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            admin.list_topics(timeout=3)
+        except KafkaException:
+            admin.poll(0)  # (serves error_cb)
+            if any(e.code() == KafkaError._AUTHENTICATION for e in refused):
+                return False
+            assert time.monotonic() < deadline, f"{user}: no answer, no refusal: {refused}"
+            continue
+        return not any(e.code() == KafkaError._AUTHENTICATION for e in refused)
 
 
+#: six `kmeta` processes and a cluster of three: ~27 s at load 4, ~57 s at load 14, over
+#: 120 s (pytest's default timeout) when the machine is loaded further
+@pytest.mark.timeout(240)
 def test_users_add_list_delete(tmp_path: Path) -> None:
     proc, info, _ = _up(tmp_path, "--secure")
     try:

@@ -30,6 +30,12 @@ from tests.server.helpers import live_broker, partition, update_metadata
 
 pytestmark = pytest.mark.e2e
 
+#: the cluster stops itself this long after it started, whatever becomes of the test that
+#: started it (which stops it first): longer than any test using it may run (their pytest
+#: timeouts). With 60 s, `kmeta users` commands run a minute in on a loaded machine found no
+#: cluster (tests/cli/test_users_cli.py).
+EXIT_AFTER_S = 300
+
 
 def _up(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], dict[str, Any], Path]:
     base = _free_base_port(2)
@@ -37,7 +43,7 @@ def _up(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], dict[str, A
     proc = subprocess.Popen(
         [sys.executable, "-m", "kmeta", "cluster", "up", "--brokers", "2", "--no-metrics",
          "--base-port", str(base), "--data-dir", str(data), "--ready-file", str(ready),
-         "--exit-after", "60", *extra],
+         "--exit-after", str(EXIT_AFTER_S), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     return proc, _wait_file(ready, proc, 30), data
