@@ -91,11 +91,26 @@ def _all_ints(parsed: Column) -> Column:
     return F.coalesce(F.forall(parsed, lambda x: x.isNotNull()), F.lit(False))
 
 
+def topic_group(topic: Column, row_id: Column) -> Column:
+    """What validation groups rows by: the topic name with '.' read as '_' (names that collide
+    meet), or, for a row without a topic, its own row id."""
+    return F.coalesce(F.translate(topic, ".", "_"), row_id.cast("string"))
+
+
 def normalize_assignment(raw: DataFrame) -> DataFrame:
-    """Parse the text columns; a value that does not parse leaves a reason in ``parse_errors``."""
+    """Parse the text columns; a value that does not parse leaves a reason in ``parse_errors``.
+
+    The rows are numbered in input order, then spread over the shuffle partitions by
+    :func:`topic_group`, which is also the validation's grouping, so that grouping needs no
+    shuffle of its own. Parsing and the row checks then run in every task: an input of one
+    split (a Parquet row group, a multi-line JSON file) would otherwise be parsed, checked and
+    aggregated by one task while the other cores idle.
+    """
     typed = {f.name: f.dataType for f in raw.schema.fields}
-    parsed = raw.select(
-        F.monotonically_increasing_id().alias("row_id"),
+    numbered = raw.withColumn("row_id", F.monotonically_increasing_id())
+    spread = numbered.repartition(topic_group(F.col("topic"), F.col("row_id")))
+    parsed = spread.select(
+        F.col("row_id"),
         F.col("topic"),
         _parse_int(F.col("partition"), typed["partition"]).alias("partition"),
         _parse_int_list(F.col("replicas"), typed["replicas"]).alias("replicas"),

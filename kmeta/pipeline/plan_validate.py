@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from kmeta.pipeline.config import BrokerSpec
+from kmeta.pipeline.plan_extract import topic_group
 
 MAX_TOPIC_NAME_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH
 _LEGAL_NAME = r"^[a-zA-Z0-9._-]+$"
@@ -115,8 +116,6 @@ def row_checks(
             "warnings": _reasons(*warnings) if warnings else F.array().cast("array<string>"),
         }
     )
-
-
 
 
 def _no_reasons() -> Column:
@@ -215,7 +214,8 @@ def group_checks(rows: DataFrame) -> DataFrame:
     fields = rows.columns
     groups = rows.groupBy(
         F.col("topic").isNull().alias("_unnamed"),
-        F.coalesce(F.translate("topic", ".", "_"), F.col("row_id").cast("string")).alias("_key"),
+        # as normalize_assignment spreads the rows: no second shuffle
+        topic_group(F.col("topic"), F.col("row_id")).alias("_key"),
     ).agg(
         F.collect_list(F.struct(*fields)).alias("_rows"),
         F.array_sort(F.collect_set("topic")).alias("_names"),

@@ -132,6 +132,22 @@ def test_typed_parquet_columns_parse_as_their_text_would(spark, tmp_path) -> Non
     }  # fmt: skip
 
 
+def test_an_input_of_one_split_is_parsed_and_checked_after_one_shuffle(spark) -> None:
+    """A Parquet row group or a multi-line JSON file is one split: parsed and checked before the
+    shuffle, one task did all of it. The rows are spread by their topic group first, and the
+    validation's grouping reuses that partitioning (one shuffle in all)."""
+    raw = spark.createDataFrame([c[0] for c in CASES], RAW_COLUMNS).coalesce(1)
+    rows = plan_extract.normalize_assignment(raw)
+    validated = plan_validate.validate(rows, BROKERS)
+    plan = validated._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Exchange ") == 1, plan
+    # parents print first: the text parse sits above (after) the shuffle
+    assert plan.index("regexp_extract_all") < plan.index("Exchange "), plan
+    # the row ids still number the input in its order
+    ids = [r.row_id for r in rows.orderBy("row_id").collect()]
+    assert ids == list(range(len(CASES)))
+
+
 def test_check_balance_raises_when_rows_go_missing() -> None:
     with pytest.raises(plan_validate.PlanIntegrityError):
         plan_validate.check_balance(10, 6, 3)
