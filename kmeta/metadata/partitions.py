@@ -137,7 +137,8 @@ class TopicPartitions(Mapping[int, PartitionState]):
             blank[j::row] = zeros
         block = bytes(blank)
         for p in range(1, min(longest, n) + 1):
-            if block[p * row :] == block[: -p * row]:
+            shift = p * row  # (the next period against the first: a wrong one fails there)
+            if block[shift : 2 * shift] == block[:shift] and block[shift:] == block[:-shift]:
                 return p
         return None
 

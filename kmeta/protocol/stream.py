@@ -199,7 +199,8 @@ class KeyedStream:
         body = bytes(blank)
         for period in range(1, MAX_PERIOD + 1):
             shift = period * size
-            if body[shift:] == body[:-shift]:
+            # (the next period against the first rejects a wrong one without the whole copy)
+            if body[shift : 2 * shift] == body[:shift] and body[shift:] == body[:-shift]:
                 break
         else:
             return None
