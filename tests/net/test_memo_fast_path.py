@@ -66,11 +66,20 @@ class _Counting:
         return self._memo
 
 
-def _connection(registry: HandlerRegistry) -> tuple[ServerConnection, MemoryTransport]:
+def _counted_connection() -> tuple[_Counting, ServerConnection, MemoryTransport]:
+    """A connection whose Metadata handler (with its memo) counts which path answered."""
+    h = _Counting()
+    registry = HandlerRegistry()
+    registry.register(md.API, h.handle, memo=h.memo)
     conn = ServerConnection(ServingInfo(PLAINTEXT, False, registry, None, ConnectionLimits()), lambda _c: None)
     transport = MemoryTransport()
     conn.connection_made(transport)
-    return conn, transport
+    return h, conn, transport
+
+
+#: two memoised requests that differ only in their body
+ONE = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="a"),))
+OTHER = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="b"),))
 
 
 def _answers(transport: MemoryTransport) -> list[bytes]:
@@ -79,12 +88,8 @@ def _answers(transport: MemoryTransport) -> list[bytes]:
 
 
 async def test_memo_answers_repeated_headers_and_keeps_correlation_ids() -> None:
-    h = _Counting()
-    registry = HandlerRegistry()
-    registry.register(md.API, h.handle, memo=h.memo)
-    conn, transport = _connection(registry)
-    one = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="a"),))
-    other = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="b"),))
+    h, conn, transport = _counted_connection()
+    one, other = ONE, OTHER
     conn.data_received(_frame(one, 1))  # full path: learns the header, fills the memo
     conn.data_received(_frame(one, 2) + _frame(one, 3))  # memo hits, pipelined
     conn.data_received(_frame(other, 4))  # memo miss: full path
@@ -151,12 +156,8 @@ async def test_memo_paths_answer_as_the_full_path_however_the_reads_fall() -> No
 async def test_pipelined_read_with_a_miss_looks_each_frame_up_once() -> None:
     """A pipelined read answered in place up to a memo miss: the missed frame takes the full
     path without a second lookup, the frames after it are looked up again, answers in order."""
-    h = _Counting()
-    registry = HandlerRegistry()
-    registry.register(md.API, h.handle, memo=h.memo)
-    conn, transport = _connection(registry)
-    one = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="a"),))
-    other = md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name="b"),))
+    h, conn, transport = _counted_connection()
+    one, other = ONE, OTHER
     conn.data_received(_frame(one, 1))  # full path: learns the header, fills the memo
     conn.data_received(_frame(one, 2) + _frame(other, 3) + _frame(one, 4) + _frame(one, 5)[:9])
     conn.data_received(_frame(one, 5)[9:])
