@@ -25,7 +25,8 @@ runs out is recorded as ``timed_out`` and the remaining phases of that N are ski
    process start and registration; kmeta.server.state_dir). ``--session-timeout-ms`` is
    recorded: without a state dir the restart would wait it out. Serving is when the answer
    serving all N had arrived (the bench's decoding of it is not counted);
-   ``broker_cpu_to_serving_s``: the new process's CPU seconds by then (not load-stretched).
+   ``broker_cpu_to_serving_s``: the new process's CPU seconds by then (not load-stretched),
+   ``controller_cpu_to_serving_s`` the controller's since the kill.
 5. ``controller_restart``: once the controller's /status shows every broker caught up and
    no event or request queued (``settled_before_kill_s``: the broker's rejoin may still
    propagate, its LeaderAndIsr after its UpdateMetadata), the controller is
@@ -198,21 +199,22 @@ def served_in_frame(frame: bytes, sizes: dict[str, int]) -> int:
 
 async def serves_all(
     cluster: Cluster, broker: int, conn: KafkaConnection, sizes: dict[str, int], sentinels: list[str]
-) -> tuple[float, float | None] | None:
+) -> tuple[float, float | None, float | None] | None:
     """When the broker's all-topics answer that served all of ``sizes`` arrived and the CPU
-    seconds the broker process had spent then, or None."""
+    seconds the broker process and the controller had spent then, or None."""
     if not await serves_sentinels(conn, sizes, sentinels):
         return None
     frame, arrived = await all_topics_frame(cluster, broker)
-    cpu = cpu_seconds(cluster.pid(f"broker-{broker}"))  # (before the client decodes it)
-    return (arrived, cpu) if served_in_frame(frame, sizes) == sum(sizes.values()) else None
+    # (before the client decodes it)
+    cpu = cpu_seconds(cluster.pid(f"broker-{broker}")), cpu_seconds(cluster.pid("controller"))
+    return (arrived, *cpu) if served_in_frame(frame, sizes) == sum(sizes.values()) else None
 
 
 async def wait_serving(
     cluster: Cluster, broker: int, sizes: dict[str, int], sentinels: list[str], deadline: float
-) -> tuple[float, float | None]:
+) -> tuple[float, float | None, float | None]:
     """Poll until the broker serves all of ``sizes``; when its answer saying so arrived, and
-    the broker's CPU seconds then."""
+    the broker's and the controller's CPU seconds then."""
     conn = await connect(cluster, broker, deadline)
     try:
         while True:
@@ -486,6 +488,7 @@ async def broker_restart(
     cluster: Cluster, a: argparse.Namespace, sizes: dict[str, int], sentinels: list[str]
 ) -> dict[str, Any]:
     old_epoch = await broker_epoch(cluster, 3)
+    controller_cpu0 = cpu_seconds(cluster.pid("controller"))
     cluster.kill_broker(3)
     t0 = time.perf_counter()
     cluster.start_broker(3, wait=False)
@@ -511,7 +514,7 @@ async def broker_restart(
     # (timed after the client's check, as before; the registration is polled from /status)
     # when the answer serving all N had arrived, not once the bench had decoded it (its
     # decode of 2M partitions took seconds of the bench's own, after the broker's part)
-    arrived, serving_cpu = await wait_serving(cluster, 3, sizes, sentinels, deadline)
+    arrived, serving_cpu, controller_cpu = await wait_serving(cluster, 3, sizes, sentinels, deadline)
     serving = arrived - t0
     await asyncio.wait({watcher}, timeout=10)  # (its last /status read may still be out)
     watcher.cancel()
@@ -530,6 +533,9 @@ async def broker_restart(
         # the new process's CPU from its start to the answer serving all N (load stretches
         # the wall times above, not this)
         "broker_cpu_to_serving_s": None if serving_cpu is None else round(serving_cpu, 2),
+        # and the controller's over the same time (the re-registration's rejoin and sends)
+        "controller_cpu_to_serving_s": None if controller_cpu is None or controller_cpu0 is None
+        else round(controller_cpu - controller_cpu0, 2),
         "status_poll_longest_s": round(reads.longest_pause_s, 3),
         "rss_after": rss_bytes(cluster.pid("broker-3")),
     }

@@ -229,6 +229,7 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
         # the new process registers once the old session ended, then gets served
         assert 0 < restart["restart_to_registered_s"] <= restart["restart_to_serving_s"]
         assert restart["broker_cpu_to_serving_s"] > 0
+        assert restart["controller_cpu_to_serving_s"] >= 0
         assert restart["registered_to_serving_s"] == pytest.approx(
             restart["restart_to_serving_s"] - restart["restart_to_registered_s"], abs=0.002
         )
