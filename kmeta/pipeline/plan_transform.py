@@ -31,12 +31,19 @@ BROKER_LOAD_SCHEMA = (
 
 def _state_columns(brokers: Sequence[BrokerSpec]) -> dict[str, Column]:
     """For accepted rows, whose replicas are known brokers without repeats: a replica is live
-    unless it is on a dead broker. Set operations on the (few) dead brokers' ids, not a lambda
-    per replica: ``array_except``/``array_intersect`` keep the replicas' order."""
-    dead = int_array([b.id for b in brokers if not b.alive])
+    unless it is on a dead broker. A scan of the (few) dead brokers' ids per replica, no hash set
+    per row; with no dead broker every replica is live."""
+    dead_ids = [b.id for b in brokers if not b.alive]
     replicas, leader = F.col("replicas"), F.col("leader")
-    live_replicas = F.array_except(replicas, dead)
-    given_ok = leader.isNotNull() & ~F.array_contains(dead, leader)
+    if dead_ids:
+        dead = int_array(dead_ids)
+        live_replicas = F.filter(replicas, lambda r: ~F.array_contains(dead, r))
+        offline = F.filter(replicas, lambda r: F.array_contains(dead, r))
+        given_ok = leader.isNotNull() & ~F.array_contains(dead, leader)
+    else:
+        live_replicas = replicas
+        offline = F.when(replicas.isNotNull(), int_array([]))
+        given_ok = leader.isNotNull()
     first_live = F.try_element_at(live_replicas, F.lit(1))
     return {
         "leader": F.when(given_ok, leader).otherwise(F.coalesce(first_live, F.lit(NO_LEADER))),
@@ -44,7 +51,7 @@ def _state_columns(brokers: Sequence[BrokerSpec]) -> dict[str, Column]:
         .when(first_live.isNotNull(), "elected")
         .otherwise("none"),
         "isr": F.coalesce(F.col("isr"), live_replicas),
-        "offline_replicas": F.array_intersect(replicas, dead),
+        "offline_replicas": offline,
     }
 
 

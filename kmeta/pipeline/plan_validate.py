@@ -46,22 +46,48 @@ def _join(values: Column) -> Column:
     return F.array_join(values.cast("array<string>"), ",")
 
 
+def has_repeats(values: Column) -> Column:
+    """Whether a list of ids holds one twice (null for a null list): an element whose first
+    position is not its own. Same answer as ``size(array_distinct(v)) < size(v)`` without a hash
+    set per row."""
+    return F.exists(
+        F.transform(values, lambda x, i: F.array_position(values, x) != i + 1), lambda b: b
+    )
+
+
+def _outside(values: Column, allowed: Column) -> Column:
+    """Whether some element of ``values`` is not in ``allowed`` (null for null ``values``): a
+    scan, not the hash sets of ``array_except``, which only the message needs."""
+    return F.exists(values, lambda x: ~F.array_contains(allowed, x))
+
+
 def rack_spread_check(brokers: Sequence[BrokerSpec]) -> Column | None:
     """``rack_spread: ...`` for a row whose known racks are fewer than it could span, else null;
-    None when the cluster has fewer than two racks (nothing to check)."""
+    None when the cluster has fewer than two racks (nothing to check).
+
+    Reads ``_racks`` (:func:`replica_racks`) and ``_repeats`` (:func:`has_repeats` of the
+    replicas), computed once per row before the checks."""
     racked = [b for b in brokers if b.rack is not None]
     cluster_racks = len({b.rack for b in racked})
     if cluster_racks < 2:
         return None
-    replicas = F.col("replicas")
-    rack_map = F.create_map(*(x for b in racked for x in (F.lit(b.id), F.lit(b.rack))))
-    racks = F.transform(replicas, lambda r: F.try_element_at(rack_map, r))
+    replicas, racks = F.col("replicas"), F.col("_racks")
     spread = F.size(F.array_distinct(racks))
-    wanted = F.least(F.size(F.array_distinct(replicas)), F.lit(cluster_racks))
+    distinct = F.when(F.col("_repeats"), F.size(F.array_distinct(replicas))).otherwise(
+        F.size(replicas)
+    )
+    wanted = F.least(distinct, F.lit(cluster_racks))
     return F.when(
         (F.size(replicas) > 0) & F.forall(racks, lambda r: r.isNotNull()) & (spread < wanted),
         F.format_string("rack_spread: replicas span %d of %d racks they could use", spread, wanted),
     )
+
+
+def replica_racks(brokers: Sequence[BrokerSpec]) -> Column:
+    """Each replica's rack (null when unknown), in replica order."""
+    racked = [b for b in brokers if b.rack is not None]
+    rack_map = F.create_map(*(x for b in racked for x in (F.lit(b.id), F.lit(b.rack))))
+    return F.transform(F.col("replicas"), lambda r: F.try_element_at(rack_map, r))
 
 
 def row_checks(
@@ -70,7 +96,13 @@ def row_checks(
     """Add ``row_reasons`` (what is wrong with each row on its own) and ``warnings``."""
     known = int_array([b.id for b in brokers])
     topic, replicas, leader, isr = F.col("topic"), F.col("replicas"), F.col("leader"), F.col("isr")
-    unknown = F.array_except(replicas, known)
+    # What several checks read, once per row (a later projection does not inline a column it
+    # reads more than once).
+    rack = rack_spread_check(brokers)
+    helpers = {"_repeats": has_repeats(replicas)}
+    if rack is not None:
+        helpers["_racks"] = replica_racks(brokers)
+    rows = rows.withColumns(helpers)
     checks = [
         F.when(topic.isNotNull() & (F.length(topic) == 0), F.lit("illegal_topic_name: empty name")),
         F.when(
@@ -84,21 +116,18 @@ def row_checks(
         ),
         F.when(F.col("partition") < 0, F.lit("negative_partition: partition must be >= 0")),
         F.when(F.size(replicas) == 0, F.lit("empty_replicas: no replicas")),
+        F.when(F.col("_repeats"), F.concat(F.lit("duplicate_replicas: "), _join(replicas))),
         F.when(
-            F.size(F.array_distinct(replicas)) < F.size(replicas),
-            F.concat(F.lit("duplicate_replicas: "), _join(replicas)),
+            _outside(replicas, known),
+            F.concat(F.lit("unknown_broker: "), _join(F.array_except(replicas, known))),
         ),
-        F.when(F.size(unknown) > 0, F.concat(F.lit("unknown_broker: "), _join(unknown))),
         F.when(
             leader.isNotNull() & replicas.isNotNull() & ~F.array_contains(replicas, leader),
             F.concat(F.lit("leader_not_replica: leader "), leader.cast("string")),
         ),
+        F.when(has_repeats(isr), F.concat(F.lit("duplicate_isr: "), _join(isr))),
         F.when(
-            F.size(F.array_distinct(isr)) < F.size(isr),
-            F.concat(F.lit("duplicate_isr: "), _join(isr)),
-        ),
-        F.when(
-            replicas.isNotNull() & (F.size(F.array_except(isr, replicas)) > 0),
+            replicas.isNotNull() & _outside(isr, replicas),
             F.concat(F.lit("isr_not_replicas: "), _join(F.array_except(isr, replicas))),
         ),
         F.when(
@@ -106,7 +135,6 @@ def row_checks(
             F.lit("leader_not_in_isr: the given leader is not in the given isr"),
         ),
     ]
-    rack = rack_spread_check(brokers)
     warnings: list[Column] = []
     if rack is not None:
         (checks if require_rack_spread else warnings).append(rack)
@@ -115,7 +143,7 @@ def row_checks(
             "row_reasons": F.concat(F.col("parse_errors"), _reasons(*checks)),
             "warnings": _reasons(*warnings) if warnings else F.array().cast("array<string>"),
         }
-    )
+    ).drop("_repeats", "_racks")
 
 
 def _no_reasons() -> Column:
