@@ -29,6 +29,7 @@ What is sent when (Kafka's ZooKeeper-mode controller):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
 from collections.abc import Callable
@@ -159,6 +160,10 @@ class KafkaController:
             self.topic_blocks,
         )
         self.epoch = 0
+        #: set once the Startup event is durable (Kafka's isActive): the admin APIs wait for
+        #: it (kmeta.controller.handlers), since a change applied before Startup would be
+        #: sent to brokers whose channels Startup adds, i.e. to none
+        self._active = asyncio.Event()
         #: refused registrations already logged (a refused broker retries every 100 ms)
         self._said: set[tuple[object, ...]] = set()
 
@@ -179,6 +184,7 @@ class KafkaController:
         self.reassignments.start()
 
     async def stop(self) -> None:
+        self._active.clear()
         self.resync.stop()
         await self.brokers.stop()
         await self.elections.stop()
@@ -193,7 +199,9 @@ class KafkaController:
         topics (:mod:`slices`: with 1M partitions that is seconds of work, which one event
         would hold the loop for), then its LeaderAndIsr to each broker as it registers here,
         only for the topics whose digest differs (:mod:`startup_resync`). Again after
-        STORE_RETRY_S if it is refused (the blocks are then already encoded)."""
+        STORE_RETRY_S if it is refused (the blocks are then already encoded). Once it is
+        durable the controller is :attr:`active`: an admin request queued after that comes
+        after Startup in the event order."""
 
         def done(future: asyncio.Future[Any]) -> None:
             if future.cancelled():
@@ -202,6 +210,7 @@ class KafkaController:
                 log.error("controller startup failed (%s); retrying", future.exception())
                 asyncio.get_running_loop().call_later(STORE_RETRY_S, self._startup)
                 return
+            self._active.set()
             self.resync.started()
 
         in_slices(
@@ -211,6 +220,19 @@ class KafkaController:
             self.encode_update_metadata,
             then=lambda: self.enqueue("Startup", self._on_startup).add_done_callback(done),
         )
+
+    @property
+    def active(self) -> bool:
+        """The Startup event is done: an event queued now comes after it."""
+        return self._active.is_set()
+
+    async def wait_active(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for :attr:`active`; whether it is."""
+        if not self._active.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await self._active.wait()
+        return self._active.is_set()
 
     def _rolled_back(self) -> None:
         """A refused or failed event: memory becomes the store's state again (the events'

@@ -21,6 +21,14 @@ fence failed, or its ZooKeeper session was lost: :class:`ControllerMovedError`) 
 NOT_CONTROLLER instead, as Kafka's ZK controller answers a ControllerMovedException: the
 client retries, and reaches the new controller (:func:`refusal_code`).
 
+An admin request that comes before the controller is active (its Startup event done:
+:attr:`KafkaController.active`) waits for it, up to :data:`STARTUP_WAIT_S`, so its event comes
+after Startup in the event order, as in Kafka's ZK controller where Startup is the first event
+of the queue; past that it is answered NOT_CONTROLLER, as Kafka's controllers answer while
+not active (retriable: the forwarding broker or the client sends it again). Applied before
+Startup, a change would be sent to no broker (Startup adds their channels) and its answer
+would wait out its timeout.
+
 Brokers identify themselves when forwarding with client id ``kmeta-broker-<id>``.
 """
 
@@ -29,7 +37,7 @@ from __future__ import annotations
 import importlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from kmeta.controller.controller import Barrier, KafkaController
 from kmeta.controller.store import ControllerMovedError, StorageError
@@ -45,6 +53,8 @@ from kmeta.protocol.schema import Record
 
 log = logging.getLogger(__name__)
 
+#: how long an admin request waits for the controller to become active before NOT_CONTROLLER
+STARTUP_WAIT_S = 2.0
 _BROKER_CLIENT = re.compile(r"^kmeta-broker-(\d+)$")
 #: one module per API key in kmeta.controller.apis, each with ``register(registry)``
 API_MODULES: tuple[str, ...] = (
@@ -121,8 +131,27 @@ def build_registry() -> ControllerRegistry:
     for name in API_MODULES:  # (imported here: they import this module's helpers)
         importlib.import_module(f"kmeta.controller.apis.{name}").register(registry)
     for api_key, refuse in error_responses.FORWARDED.items():
-        registry.guard(api_key, _forwarder_check(api_key, refuse))
+        registry.wait_before(api_key, _after_startup(refuse))
+        registry.guard(api_key, _forwarder_check(api_key, refuse))  # (runs first)
     return registry
+
+
+def _after_startup(
+    refuse: ErrorResponse[Record, Record],
+) -> Callable[[ControllerContext, Record], Awaitable[Record | None] | None]:
+    """An admin request before the controller is active waits for it (see the module's
+    doc), else is answered NOT_CONTROLLER and nothing changes."""
+
+    async def wait(c: KafkaController, request: Record) -> Record | None:
+        if await c.wait_active(STARTUP_WAIT_S):
+            return None
+        return refuse(request, ErrorCode.NOT_CONTROLLER)
+
+    def check(ctx: ControllerContext, request: Record) -> Awaitable[Record | None] | None:
+        c = controller_of(ctx)
+        return None if c.active else wait(c, request)
+
+    return check
 
 
 def _forwarder_check(

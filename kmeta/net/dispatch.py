@@ -30,6 +30,7 @@ bytes repeat the previous request's, its header).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast, overload
@@ -282,6 +283,28 @@ class HandlerRegistry(Generic[S]):
         def handle(ctx: RequestContext[S], request: Req) -> Reply[Record] | Awaitable[Reply[Record]]:
             refused = check(ctx, request)
             return inner(ctx, request) if refused is None else refused
+
+        self._handlers[api_key] = replace(handler, handle=handle)
+
+    def wait_before(
+        self, api_key: int, wait: Callable[[RequestContext[S], Req], Awaitable[Record | None] | None]
+    ) -> None:
+        """As :meth:`guard`, for a check that may have to wait (e.g. for the server to be
+        ready): ``wait(ctx, request)`` is None to go on at once, else an awaitable whose
+        result, if not None, is the answer instead of the handler's."""
+        handler = self._handlers[api_key]
+        inner = handler.handle
+
+        async def after(pending: Awaitable[Record | None], ctx: RequestContext[S], request: Req) -> Reply[Record]:
+            refused = await pending
+            if refused is not None:
+                return refused
+            result = inner(ctx, request)
+            return await result if inspect.isawaitable(result) else result
+
+        def handle(ctx: RequestContext[S], request: Req) -> Reply[Record] | Awaitable[Reply[Record]]:
+            pending = wait(ctx, request)
+            return inner(ctx, request) if pending is None else after(pending, ctx, request)
 
         self._handlers[api_key] = replace(handler, handle=handle)
 
