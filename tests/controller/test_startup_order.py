@@ -12,13 +12,17 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
+from kmeta.controller import handlers
 from kmeta.controller.model import PartitionRegistration, TopicInfo
 from kmeta.controller.store import ControllerStore
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.testing import Cluster
-from tests.controller.test_controller_flows import _create
+from tests.controller.helpers import start_controller, wait_until
+from tests.controller.test_controller_flows import _create, _request
 
 #: stored topics x partitions: the Startup's encoding runs in several slices
 STORED_TOPICS, PARTITIONS = 2000, 10
@@ -82,3 +86,25 @@ def test_a_create_sent_before_startup_ran_reaches_every_broker(tmp_path: Path) -
                 assert time.monotonic() < deadline, f"broker {i} never learned of the topic"
                 time.sleep(0.05)
         assert len(c.metadata(1).topics) == STORED_TOPICS + 2
+
+
+async def test_past_the_wait_an_early_request_is_not_controller_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A controller whose Startup outlasts the wait answers NOT_CONTROLLER (retriable) and
+    applies nothing; the same request once it is active is handled (no broker registered:
+    INVALID_REPLICA_ASSIGNMENT, as Kafka validates it)."""
+    monkeypatch.setattr(handlers, "STARTUP_WAIT_S", 0.0)
+    _store_topics(tmp_path)
+    daemon = await start_controller(tmp_path)
+    try:
+        ctl = daemon.controller
+        assert not ctl.active
+        answer = await _request(daemon.port, _create(("fresh", [[1, 2, 3]])))
+        assert answer.topics[0].error_code == ErrorCode.NOT_CONTROLLER
+        assert "fresh" not in ctl.state.topics
+        await wait_until(lambda: ctl.active, 10.0)
+        answer = await _request(daemon.port, _create(("fresh", [[1, 2, 3]])))
+        assert answer.topics[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    finally:
+        await daemon.stop()
