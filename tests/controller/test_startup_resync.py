@@ -344,6 +344,17 @@ def _resync(c: Cluster, old_epoch: int) -> dict[str, Any] | None:
     return resync
 
 
+def _settled(c: Cluster, topic: str, partitions: int) -> tuple[int, dict[int, int], int]:
+    """``topic`` created on every broker and converged: the controller's epoch, each broker's
+    epoch and broker 3's pid, as they were before the kills."""
+    c.create_topic(topic, partitions, 3)
+    c.wait_converged()
+    before = c.controller_status()
+    pid = c.pid("broker-3")
+    assert pid is not None
+    return before["controller"]["epoch"], {b["id"]: b["epoch"] for b in before["brokers"]}, pid
+
+
 def _outcomes(c: Cluster, old_epoch: int) -> dict[int, str]:
     resync = _resync(c, old_epoch)
     if resync is None:
@@ -359,13 +370,7 @@ def test_a_broker_stopped_within_its_session_is_silent_and_gets_everything_as_ka
     is sent every partition it hosts (outcome ``silent``), which it applies once resumed;
     it registers again with the same epoch, within its session, and everything converges."""
     with Cluster(3, session_timeout_ms=6_000, parent_dir=tmp_path) as c:
-        c.create_topic("kept", 6, 3)
-        c.wait_converged()
-        before = c.controller_status()
-        old_epoch = before["controller"]["epoch"]
-        epochs = {b["id"]: b["epoch"] for b in before["brokers"]}
-        pid = c.pid("broker-3")
-        assert pid is not None
+        old_epoch, epochs, pid = _settled(c, "kept", 6)
         c.kill_controller()
         os.kill(pid, signal.SIGSTOP)
         try:
@@ -402,13 +407,7 @@ def test_brokers_whose_session_ends_before_they_register_are_fenced_and_rejoin_o
     resumed, registers with a new epoch and the registration's rejoin sends it every
     partition (outcome ``rejoined``); broker 2 stays fenced."""
     with Cluster(3, session_timeout_ms=3_000, parent_dir=tmp_path) as c:
-        c.create_topic("t", 3, 3)
-        c.wait_converged()
-        before = c.controller_status()
-        old_epoch = before["controller"]["epoch"]
-        epochs = {b["id"]: b["epoch"] for b in before["brokers"]}
-        pid = c.pid("broker-3")
-        assert pid is not None
+        old_epoch, epochs, pid = _settled(c, "t", 3)
         c.kill_controller()
         c.kill_broker(2)
         os.kill(pid, signal.SIGSTOP)
