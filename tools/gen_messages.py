@@ -50,6 +50,36 @@ APIS = {
     "SaslAuthenticate": "sasl_authenticate",
     "DescribeUserScramCredentials": "describe_user_scram_credentials",
     "AlterUserScramCredentials": "alter_user_scram_credentials",
+    # the data plane (wave 3): logs, replication, producers, groups, transactions
+    "Fetch": "fetch",
+    "ListOffsets": "list_offsets",
+    "OffsetForLeaderEpoch": "offset_for_leader_epoch",
+    "DeleteRecords": "delete_records",
+    "DescribeLogDirs": "describe_log_dirs",
+    "AlterPartition": "alter_partition",
+    "InitProducerId": "init_producer_id",
+    "AllocateProducerIds": "allocate_producer_ids",
+    "FindCoordinator": "find_coordinator",
+    "JoinGroup": "join_group",
+    "SyncGroup": "sync_group",
+    "Heartbeat": "heartbeat",
+    "LeaveGroup": "leave_group",
+    "OffsetCommit": "offset_commit",
+    "OffsetFetch": "offset_fetch",
+    "OffsetDelete": "offset_delete",
+    "ListGroups": "list_groups",
+    "DescribeGroups": "describe_groups",
+    "DeleteGroups": "delete_groups",
+    "ConsumerGroupHeartbeat": "consumer_group_heartbeat",
+    "ConsumerGroupDescribe": "consumer_group_describe",
+    "AddPartitionsToTxn": "add_partitions_to_txn",
+    "AddOffsetsToTxn": "add_offsets_to_txn",
+    "EndTxn": "end_txn",
+    "WriteTxnMarkers": "write_txn_markers",
+    "TxnOffsetCommit": "txn_offset_commit",
+    "DescribeTransactions": "describe_transactions",
+    "ListTransactions": "list_transactions",
+    "DescribeProducers": "describe_producers",
 }
 
 #: kmeta's own tagged fields, added to Kafka's structs (spec file -> struct -> fields). Tagged
@@ -163,7 +193,7 @@ def default_of(field: dict) -> str | None:
     if d in ("true", "false"):
         return str(d == "true")
     if field["type"].lstrip("[]") in ("int8", "int16", "int32", "int64", "uint16", "uint32"):
-        return str(int(d))
+        return str(int(d, 0) if isinstance(d, str) else int(d))
     return repr(d)
 
 
@@ -292,8 +322,25 @@ def records_of(spec: dict) -> list[tuple[str, list[dict]]]:
     return out
 
 
+def rename_clashes(req: dict, resp: dict) -> None:
+    """A response struct named as a request struct with other fields (AlterPartition's
+    TopicData) is renamed ``<Name>Response`` in ``resp``: one module holds both sides."""
+    ours = dict(records_of(req))
+
+    def walk(fields: list[dict]) -> None:
+        for f in fields:
+            if "fields" in f:
+                name = f["type"].lstrip("[]")
+                if name in ours and ours[name] != f["fields"]:
+                    f["type"] = f["type"].replace(name, f"{name}Response")
+                walk(f["fields"])
+
+    walk(resp["fields"])
+
+
 def emit_records(req: dict, resp: dict) -> tuple[list[str], list[str], list[str]]:
     """The typed records of both messages; and the names each message is built with."""
+    rename_clashes(req, resp)
     lines: list[str] = []
     seen: dict[str, list[dict]] = {}
     names: dict[str, list[str]] = {"req": [], "resp": []}
