@@ -180,8 +180,7 @@ def _encoded(
     them (the codec would copy them into the answer's buffer)."""
     snap: MetadataSnapshot = ctx.state.cache.snapshot
     committed = params.isolation is FetchIsolation.TXN_COMMITTED
-    outer = _splice(version)
-    inner = outer.inner("partitions")
+    outer, inner = _splices(version)
     flexible = outer.flexible
     endpoints: dict[int, fe.NodeEndpoint] = {}
     topics: list[tuple[str | None, uuid.UUID, list[int], list[bytes]]] = []
@@ -228,15 +227,17 @@ def _encoded(
     return EncodedPieces(out)
 
 
-_SPLICES: dict[int, Splice] = {}
+_SPLICES: dict[int, tuple[Splice, Splice]] = {}
 
 
-def _splice(version: int) -> Splice:
-    """The answer laid out around its topics (made once per version)."""
-    splice = _SPLICES.get(version)
-    if splice is None:
-        splice = _SPLICES[version] = fe.RESPONSE.splice(version, "responses")
-    return splice
+def _splices(version: int) -> tuple[Splice, Splice]:
+    """The answer laid out around its topics, and a topic around its partitions (compiled
+    once per version)."""
+    splices = _SPLICES.get(version)
+    if splices is None:
+        outer = fe.RESPONSE.splice(version, "responses")
+        splices = _SPLICES[version] = (outer, outer.inner("partitions"))
+    return splices
 
 
 def _length(n: int, flexible: bool) -> bytes:
