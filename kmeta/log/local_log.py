@@ -103,7 +103,13 @@ class LocalLog:
             segment.size + len(data) > segment_bytes or last - segment.base_offset > _INT_MAX
         ):
             segment = self.new_segment(self.log_end_offset)
-        segment.append(data, prefix, batches, now_ms)
+        try:
+            segment.append(data, prefix, batches, now_ms)
+        except LogStorageError:
+            if segment is not self.active:  # a file the failed write created goes too
+                with contextlib.suppress(OSError):
+                    segment.delete()
+            raise
         if segment is not self.active:
             self.add_segment(segment)
         self.log_end_offset = last + 1

@@ -42,7 +42,7 @@ def batch(
 def sized(size: int) -> bytes:
     """A one-record batch of exactly ``size`` bytes (size >= 70)."""
     overhead = len(batch([b""]))
-    for guess in range(size - overhead, size - overhead - 4, -1):  # (the length varint grows)
+    for guess in range(size - overhead, size - overhead - 8, -1):  # (the length varints grow)
         data = batch([b"x" * guess])
         if len(data) == size:
             return data
