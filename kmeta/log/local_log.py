@@ -26,6 +26,17 @@ def segment_file_name(base_offset: int) -> str:
 
 
 class LocalLog:
+    __slots__ = (
+        "_bases",
+        "_dir_ready",
+        "_on_dir_created",
+        "account",
+        "dir",
+        "index_interval_bytes",
+        "log_end_offset",
+        "segments",
+    )
+
     def __init__(
         self,
         dir_path: str | None,
@@ -41,8 +52,6 @@ class LocalLog:
         self.log_end_offset = 0
         self._dir_ready = dir_path is not None and os.path.isdir(dir_path)
         self._on_dir_created = on_dir_created
-        #: memory mode's cap on segment.bytes (see LogManager), None with files
-        self.max_segment_bytes: int | None = None
 
     def ensure_dir(self) -> None:
         """Create the partition's directory at its first write (an idle partition costs no
@@ -97,8 +106,8 @@ class LocalLog:
         The new segment joins the log only once the write succeeded."""
         segment = self.active
         last = last_offset(batches[-1][1])
-        if self.max_segment_bytes is not None:
-            segment_bytes = min(segment_bytes, self.max_segment_bytes)
+        if self.dir is None and self.account is not None:
+            segment_bytes = min(segment_bytes, self.account.max_segment_bytes)
         if segment.size > 0 and (
             segment.size + len(data) > segment_bytes or last - segment.base_offset > _INT_MAX
         ):

@@ -34,8 +34,7 @@ class LogManager:
     def __init__(self, log_dir: str | None, memory_max_bytes: int) -> None:
         self.log_dir = log_dir
         self.memory_max_bytes = memory_max_bytes
-        self._memory = MemoryAccount()
-        self._memory_segment_bytes = max(memory_max_bytes // 16, 64 * 1024)
+        self._memory = MemoryAccount(max(memory_max_bytes // 16, 64 * 1024))
         self._logs: dict[tuple[str, int], PartitionLog] = {}
 
     @property
@@ -52,7 +51,6 @@ class LogManager:
             config,
             log_dir=self.log_dir,
             memory=self._memory,
-            memory_segment_bytes=self._memory_segment_bytes,
         )
 
     def load(self) -> list[tuple[str, int]]:

@@ -18,12 +18,14 @@ Buffer = bytes | bytearray | memoryview
 
 class MemoryAccount:
     """Bytes held in memory by every memory-mode segment of a LogManager (one counter the
-    segments update, so checking the broker-wide cap after an append costs nothing)."""
+    segments update, so checking the broker-wide cap after an append costs nothing), and the
+    size memory-mode segments roll at, at most (so the cap can free part of a log)."""
 
-    __slots__ = ("bytes",)
+    __slots__ = ("bytes", "max_segment_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, max_segment_bytes: int = 1 << 62) -> None:
         self.bytes = 0
+        self.max_segment_bytes = max_segment_bytes
 
 
 class MemoryStore:

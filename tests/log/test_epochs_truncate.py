@@ -102,9 +102,9 @@ def test_truncate_inside_a_batch_drops_it_whole(make: Make) -> None:
 def test_truncate_across_segments(make: Make, mode: str) -> None:
     log = make(segment_bytes=300)
     append_n(log, 20, epoch=2)  # ~80-byte batches, 3 per segment
-    bases = [s.base_offset for s in log.segments]
+    bases = [s.base_offset for s in log.local.segments]
     log.truncate_to(bases[2] + 1)
-    assert [s.base_offset for s in log.segments] == bases[:3]
+    assert [s.base_offset for s in log.local.segments] == bases[:3]
     assert log.log_end_offset == bases[2] + 1
     assert [b.base_offset for b in parse(everything(log))] == list(range(bases[2] + 1))
     if mode == "files":

@@ -97,7 +97,7 @@ def test_matches_a_record_by_record_search_across_segments(make: Make) -> None:
         log.append_as_leader(
             batch(values, timestamps=stamps, compression=GZIP if gzip else 0), n // 10, 1
         )
-    assert len(log.segments) > 3
+    assert len(log.local.segments) > 3
     log.update_high_watermark(log.log_end_offset)
     log.delete_records_before(7)
     for target in [*range(0, 5100, 37), 4999, 5000, 5001]:

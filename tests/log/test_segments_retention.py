@@ -17,12 +17,12 @@ def test_rolls_at_segment_bytes(make: Make, mode: str) -> None:
     log = make(segment_bytes=1000)
     for _ in range(25):
         log.append_as_leader(sized(100), 0, 1)
-    assert [s.base_offset for s in log.segments] == [0, 10, 20]
-    assert [s.size for s in log.segments] == [1000, 1000, 500]
+    assert [s.base_offset for s in log.local.segments] == [0, 10, 20]
+    assert [s.size for s in log.local.segments] == [1000, 1000, 500]
     assert len(everything(log)) == 2500
     big = sized(1500)  # bigger than a segment: a segment of its own
     log.append_as_leader(big, 0, 1)
-    assert [s.base_offset for s in log.segments] == [0, 10, 20, 25]
+    assert [s.base_offset for s in log.local.segments] == [0, 10, 20, 25]
     assert parse(log.read(25, 10, None).records)[0].base_offset == 25
     if mode == "files":
         files = sorted(p.name for p in Path(str(log.dir)).iterdir() if p.suffix == ".log")
@@ -68,12 +68,12 @@ def test_retention_ms_by_newest_timestamp(make: Make) -> None:
     log = make(segment_bytes=1000, retention_ms=10_000)
     for i in range(30):  # record timestamps 1000 + 1000 * i: segment k's newest is 10_000k + 10_000
         log.append_as_leader(batch([b"x" * 20], timestamps=[1000 + 1000 * i]), 0, 50_000)
-    sizes = [s.size for s in log.segments]
+    sizes = [s.size for s in log.local.segments]
     log.update_high_watermark(log.log_end_offset)
-    per_segment = [s.max_timestamp for s in log.segments]
+    per_segment = [s.max_timestamp for s in log.local.segments]
     assert log.enforce_retention(per_segment[0] + 10_000) == 0  # not older than retention.ms
     assert log.enforce_retention(per_segment[0] + 10_001) == sizes[0]
-    assert log.log_start_offset == log.segments[0].base_offset > 0
+    assert log.log_start_offset == log.local.segments[0].base_offset > 0
     assert log.enforce_retention(per_segment[-1] + 10_001) == sum(sizes[1:])
     assert log.log_start_offset == log.log_end_offset == 30
 
@@ -86,7 +86,7 @@ def test_delete_records_before(make: Make) -> None:
     with pytest.raises(OffsetOutOfRangeError):
         log.delete_records_before(26)
     assert log.delete_records_before(15) == 15
-    assert [s.base_offset for s in log.segments] == [10, 20]  # [0..9] went whole
+    assert [s.base_offset for s in log.local.segments] == [10, 20]  # [0..9] went whole
     with pytest.raises(OffsetOutOfRangeError):
         log.read(14, 100, None)
     assert parse(log.read(15, 1, None).records)[0].base_offset == 15
