@@ -76,6 +76,8 @@ class LocalLog:
         return LogSegment(base_offset, store, self.index_interval_bytes)
 
     def add_segment(self, segment: LogSegment) -> None:
+        if self.segments:
+            self.active.store.seal()  # (a rolled segment never changes in place again)
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
         self.log_end_offset = segment.next_offset
@@ -129,7 +131,9 @@ class LocalLog:
         if self.active.size > 0:
             self.add_segment(self.new_segment(self.log_end_offset))
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool) -> bytes:
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool
+    ) -> bytes | memoryview:
         i = max(bisect_right(self._bases, offset) - 1, 0)
         for segment in self.segments[i:]:
             records = segment.read(offset, max_bytes, max_offset, min_one)
