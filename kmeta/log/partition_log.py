@@ -217,8 +217,8 @@ class PartitionLog:
         )
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
-        """ListOffsets (Kafka's ``fetchOffsetByTimestamp``): ``(offset, timestamp, leader
-        epoch)``, -1 where unknown; None when no record is at or after ``timestamp``."""
+        """ListOffsets: ``(offset, timestamp, leader epoch)`` or None, exact per record but for
+        snappy/lz4/zstd batches (batch granularity; :mod:`kmeta.log.list_offsets`)."""
         return fetch_offset_by_timestamp(
             timestamp, self.local, self._epochs, self._log_start_offset
         )
