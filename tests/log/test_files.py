@@ -1,12 +1,15 @@
 """With a log dir: segments are files that a restarted broker recovers, every batch
-CRC-checked and a torn or corrupt tail cut at the last good batch; a disk that fills up
-(a real one: a 1 MiB tmpfs, needs permission to mount, else skipped) fails the append with
-KAFKA_STORAGE_ERROR and leaves the log, on disk and in memory, as it was."""
+CRC-checked and a torn or corrupt tail cut at the last good batch; a write that fails fails
+the append with KAFKA_STORAGE_ERROR and leaves the log, on disk and in memory, as it was: a
+disk really full (a 1 MiB tmpfs; needs permission to mount, else skipped) and, with no mount,
+a file size limit (RLIMIT_FSIZE: EFBIG)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
+import signal
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -248,3 +251,32 @@ def _split(data: bytes) -> list[bytes]:
         out.append(data[pos : pos + size])
         pos += size
     return out
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """No mount needed: this process may not grow any file past ``limit`` bytes (RLIMIT_FSIZE;
+    a write beyond fails with EFBIG once SIGXFSZ is ignored), lifted again afterwards."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+def test_a_write_past_the_file_size_limit_fails_and_keeps_the_log(tmp_path: Path) -> None:
+    manager, log = _open(tmp_path)
+    append_n(log, 3, epoch=1)
+    before = _state(log)
+    (path,) = _segment_files(log)
+    with file_size_limit(path.stat().st_size + 50):
+        with pytest.raises(LogStorageError) as caught:  # 50 bytes of it fit, then EFBIG
+            log.append_as_leader(sized(200), 1, 1)
+        assert "File too large" in str(caught.value)
+        assert _state(log) == before
+    append_n(log, 1, epoch=1)
+    assert [b.base_offset for b in parse(everything(log))] == [0, 1, 2, 3]
+    manager.close()
