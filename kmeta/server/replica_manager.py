@@ -105,16 +105,13 @@ class ReplicaManager:
         self._schedule_retention()
 
     def enforce_retention(self) -> int:
-        """``LogManager.cleanupLogs``: bytes freed; fetches now below a log start are answered."""
+        """``LogManager.cleanupLogs``: bytes freed. (A fetch waiting at a log end the log start
+        passed is answered OFFSET_OUT_OF_RANGE when next woken or timed out, as in Kafka.)"""
         try:
-            freed = self.log_manager.enforce_retention(int(time.time() * 1000))
+            return self.log_manager.enforce_retention(int(time.time() * 1000))
         except LogError:
             log.exception("retention failed")
             return 0
-        if freed:
-            for key in list(self._partitions):
-                self.delayed_fetch.check_and_complete(key)
-        return freed
 
     # -- partitions ---------------------------------------------------------------------------
     def get_partition_or_error(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
