@@ -91,7 +91,10 @@ class ReplicaManager:
             self._retention_timer = None
         self._partitions.clear()
         self._by_topic.clear()
-        self.log_manager.close()
+        try:
+            self.log_manager.close()
+        except LogError:  # (a flush that failed: the next start recovers what reached the files)
+            log.exception("closing the partition logs failed")
 
     def _schedule_retention(self) -> None:
         try:
