@@ -142,9 +142,10 @@ class LogManager:
         heapq.heapify(heap)
         while heap and self._memory.bytes > self.memory_max_bytes:
             _, n, log = heapq.heappop(heap)
-            freed += log.delete_oldest_segment()
+            dropped = log.delete_oldest_segment()
+            freed += dropped
             oldest = log.oldest_deletable_segment()
-            if oldest is not None:
+            if oldest is not None and dropped:
                 heapq.heappush(heap, (oldest.append_seq, n, log))
         return freed
 
