@@ -145,6 +145,16 @@ class ReplicaManager:
                 return None, None, ErrorCode.KAFKA_STORAGE_ERROR
         return partition, state, ErrorCode.NONE
 
+    def current_leader(self, topic: str, index: int) -> tuple[int, int]:
+        """(leader id, leader epoch) for KIP-951's hints (``KafkaApis.getCurrentLeader``): this
+        broker's replica state first (a LeaderAndIsr arrives before its UpdateMetadata), else
+        the MetadataCache's; (-1, -1) when neither knows the partition."""
+        state = self.replicas.get((topic, index))
+        if state is not None:
+            return state.leader, state.leader_epoch
+        cached = self.cache.snapshot.partition(topic, index)
+        return (-1, -1) if cached is None else (cached.leader, cached.leader_epoch)
+
     def _make(self, topic: str, index: int, state: ReplicaState) -> Partition:
         snap = self.cache.snapshot
         topic_id = state.topic_id if state.topic_id is not None else snap.topic_id(topic)
