@@ -80,6 +80,8 @@ class ReplicaManager:
         """Recover the log dir (every batch CRC-checked, a torn tail cut); start retention.
         Returns the number of logs found."""
         loaded = self.log_manager.load()
+        for name, why in self.log_manager.load_errors:  # (served KAFKA_STORAGE_ERROR, the rest on)
+            log.error("partition log %s cannot be read: %s", name, why)
         self._schedule_retention()
         return len(loaded)
 
