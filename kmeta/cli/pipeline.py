@@ -81,6 +81,12 @@ def pipeline_group() -> None:
     help="Reject rows whose replicas span fewer racks than they could (default: a warning; "
     "Kafka accepts any explicit assignment).",
 )
+@click.option(
+    "--unclean-leader-election",
+    is_flag=True,
+    help="A partition with no live ISR member is led by its first live replica (Kafka's "
+    "unclean.leader.election.enable); default: it goes offline (leader -1).",
+)
 def plan_cmd(
     input_path: str,
     fmt: str,
@@ -89,6 +95,7 @@ def plan_cmd(
     out: str,
     master: str | None,
     require_rack_spread: bool,
+    unclean_leader_election: bool,
 ) -> None:
     """Validate an assignment and compute the partition states and broker load."""
     if bool(brokers_file) == bool(broker_flags):
@@ -109,6 +116,7 @@ def plan_cmd(
         out,
         master,
         require_rack_spread,
+        unclean_leader_election,
     )
     Path(out).mkdir(parents=True, exist_ok=True)
 

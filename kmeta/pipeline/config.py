@@ -33,6 +33,9 @@ class PlanConfig:
     master: str | None = None
     #: reject (rather than warn about) replicas spanning fewer racks than they could
     require_rack_spread: bool = False
+    #: unclean.leader.election.enable: a partition with no live ISR member is led by its first
+    #: live replica (its ISR that replica alone) instead of going offline
+    unclean_leader_election: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,7 +70,9 @@ def run_plan(spark: SparkSession, config: PlanConfig) -> dict[str, Any]:
     raw = plan_extract.read_assignment(spark, config.input, config.format)
     rows = plan_extract.normalize_assignment(raw)
     validated = plan_validate.validate(rows, config.brokers, config.require_rack_spread)
-    states = plan_transform.with_states(validated, config.brokers).persist(
+    states = plan_transform.with_states(
+        validated, config.brokers, config.unclean_leader_election
+    ).persist(
         StorageLevel.MEMORY_AND_DISK
     )
     combos = _outcome_counts(states)
@@ -116,6 +118,7 @@ def run_plan(spark: SparkSession, config: PlanConfig) -> dict[str, Any]:
         "rejected_rows": rejected_rows,
         "reject_reasons": dict(sorted(reasons.items())),
         "require_rack_spread": config.require_rack_spread,
+        "unclean_leader_election": config.unclean_leader_election,
         "accepted_rows_with_warnings": tally.get("warned", 0),
         "warnings": dict(sorted(warnings.items())),
         "topics": tally.get("first_partition", 0),
