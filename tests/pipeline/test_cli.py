@@ -280,3 +280,28 @@ def test_an_input_spark_cannot_read_is_one_line(
     assert result.stderr.startswith(f"Error: --input {tmp_path / 'in.csv'}: ")
     assert says in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_analyze_reports_requests_enqueued_and_never_sent(spark, tmp_path: Path) -> None:
+    """A cluster stopped with Ctrl-C leaves requests the controller enqueued and never sent (no
+    send time): the report says so, and such an update has no convergence rather than 0 ms."""
+    plan: dict[int, dict[int, tuple[float | None, float | None]]] = {
+        1: {1: (0.0, 5.0), 2: (1.0, 8.0)},
+        2: {1: (100.0, 104.0), 2: (None, None)},  # broker 2's request never left
+        3: {1: (None, None), 2: (None, None)},  # the last update: sent to nobody
+    }
+    write_logs(tmp_path / "logs", plan, malformed=False)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["pipeline", "analyze", "--logs", str(tmp_path / "logs"), "--out", str(out), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["requests_never_sent"] == 3
+    assert summary["updates_with_requests_never_sent"] == 2
+    assert summary["updates_incomplete"] == 2
+    assert summary["convergence_ms"]["samples"] == 2  # updates 1 and 2; 3 was never sent
+    assert summary["convergence_ms"]["max"] == 8.0
+    report = (out / "report.md").read_text()
+    assert "3 request(s) of 2 update(s) were enqueued and never sent" in report
+    assert (out / "convergence.png").stat().st_size > 0
