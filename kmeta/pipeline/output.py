@@ -3,8 +3,9 @@ run does not silently overwrite.
 
 * parquet (default): typed columns, arrays as arrays.
 * json: one JSON object per line (Spark's JSON Lines), arrays as JSON arrays.
-* csv: a header row; CSV has no arrays, so an array column is its elements joined by spaces,
-  and a map (the rejects' ``unparsed``) is its JSON text.
+* csv: a header row, quotes doubled (RFC 4180); CSV has no arrays, so an array of numbers is
+  its elements joined by spaces and one of texts (reasons, warnings) by "; ", and a map (the
+  rejects' ``unparsed``) is its JSON text.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def write_table(df: DataFrame, path: Path, fmt: str) -> None:
     writer = _flat(df) if fmt == "csv" else df
     out = writer.write.mode("overwrite")
     if fmt == "csv":
-        out.option("header", "true").csv(str(path))
+        out.option("header", "true").option("escape", '"').csv(str(path))
     elif fmt == "json":
         out.json(str(path))
     else:
@@ -76,7 +77,7 @@ def write_single(df: DataFrame, path: Path, fmt: str) -> None:
 def _flat(df: DataFrame) -> DataFrame:
     return df.select(
         *(
-            F.array_join(F.col(f.name).cast("array<string>"), " ").alias(f.name)
+            F.array_join(F.col(f.name).cast("array<string>"), _joiner(f.dataType)).alias(f.name)
             if isinstance(f.dataType, T.ArrayType)
             else F.to_json(f.name).alias(f.name)
             if isinstance(f.dataType, T.MapType | T.StructType)
@@ -84,6 +85,10 @@ def _flat(df: DataFrame) -> DataFrame:
             for f in df.schema.fields
         )
     )
+
+
+def _joiner(array: T.ArrayType) -> str:
+    return "; " if isinstance(array.elementType, T.StringType) else " "
 
 
 def ensure_dir(out: str) -> None:

@@ -305,3 +305,47 @@ def test_analyze_reports_requests_enqueued_and_never_sent(spark, tmp_path: Path)
     report = (out / "report.md").read_text()
     assert "3 request(s) of 2 update(s) were enqueued and never sent" in report
     assert (out / "convergence.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_plan_output_formats_overwrite_progress_and_typed_rejects(
+    spark, tmp_path: Path, fmt: str
+) -> None:
+    from kmeta.pipeline.plan_reader import read_planned_topics
+
+    assignment = tmp_path / "assign.json"
+    assignment.write_text(
+        '{"version": 1, "partitions": [\n'
+        ' {"topic": "orders", "partition": 0, "replicas": [1, 2]},\n'
+        ' {"topic": "orders", "partition": 1, "replicas": [2,\n   1]},\n'
+        ' {"topic": "ghost", "partition": 0, "replicas": [1, 7]},\n'
+        ' {"topic": "junk", "partition": "x", "replicas": "1, y"}\n]}\n'
+    )
+    out = tmp_path / "out"
+    args = ["pipeline", "plan", "--input", str(assignment), "--broker", "1", "--broker", "2",
+            "--output-format", fmt, "--out", str(out)]  # fmt: skip
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0, first.output
+    for step, stage in enumerate(("extract_validate", "write_partitions", "write_rejects"), 1):
+        assert f"plan [{step}/4] {stage}: " in first.stderr
+    parts = sorted((out / "rejects").glob(f"part-*.{fmt}"))
+    assert parts
+    text = "".join(p.read_text() for p in parts)
+    if fmt == "json":
+        rejects = {r["topic"]: r for r in map(json.loads, text.splitlines())}
+        assert rejects["ghost"]["replicas"] == [1, 7]  # an array, not its text
+        assert rejects["junk"]["unparsed"] == {"partition": "x", "replicas": "1, y"}
+        assert "replicas" not in rejects["junk"]  # (Spark's JSON leaves nulls out)
+    else:
+        assert "ghost,0,1 7," in text  # CSV: arrays joined with spaces
+        assert '"{""partition"":""x"",""replicas"":""1, y""}"' in text
+        assert "bad_partition: partition is not an int32; bad_replicas: " in text
+    assert [(t.name, t.assignment) for t in read_planned_topics(out)] == [
+        ("orders", ((1, 2), (2, 1)))
+    ]
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code != 0
+    assert "exists and is not empty: give --overwrite" in again.output
+    assert "Traceback" not in again.output
+    replaced = CliRunner().invoke(cli, [*args, "--overwrite"])
+    assert replaced.exit_code == 0, replaced.output
