@@ -156,6 +156,7 @@ def test_plan_and_analyze_on_a_standalone_cluster_match_local_mode(
     def facts(out: Path) -> dict[str, object]:
         summary = json.loads((out / "summary.json").read_text())
         summary.pop("seconds")
+        assert set(summary.pop("stage_seconds")) == {"read_logs", "tables", "report"}
         for example in summary["malformed_examples"]:
             example["file"] = Path(example["file"]).name
         return summary
