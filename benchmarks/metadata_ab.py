@@ -8,7 +8,8 @@ broker's all-topics answer size, nothing built: one copying it into the socket, 
 by sendfile from a sealed memfd as the broker does (the kernel's floor for the broker's path).
 Every target is loaded in turn, round after round (``--rounds``), by the same generators as
 ``metadata_load.py`` (8 connections x 1 in flight); per target the median server CPU per
-answer (user + system), its user part, and each tree's ratio to both echoes, with the load
+answer (user + system), its user part, and each tree's ratio to both echoes (of the medians, and
+the median of the ratios within each round), with the load
 average at the start and end, as JSON.
 
     git archive <commit> kmeta benchmarks | tar -x -C /tmp/old
@@ -117,6 +118,10 @@ def main() -> None:
     for label in trees:
         for echo in ("echo", "echo_zero_copy"):
             out[label][f"to_{echo}"] = round(out[label]["cpu_us_median"] / out[echo]["cpu_us_median"], 3)
+            # within each round (the targets ran back to back), then the median of the rounds
+            out[label][f"to_{echo}_round_median"] = round(statistics.median(
+                b["server_cpu_us_per_response"] / e["server_cpu_us_per_response"] for b, e in zip(runs[label], runs[echo], strict=True)
+            ), 3)  # fmt: skip
     print(json.dumps(out, indent=1))
 
 
