@@ -230,6 +230,10 @@ def metadata_load(doc: dict[str, Any], charts: Charts) -> str:
                         + (f", {fmt(s['echo_zero_copy_floor']['server_cpu_us_per_response'])} µs by sendfile (the "
                            f"kernel's floor for the broker's path; kmeta above it: {fmt(zc['cpu_above_zero_copy_floor_us'])} µs)"
                            if "echo_zero_copy_floor" in s else "") + "."]  # fmt: skip
+                if "cpu_to_echo_zero_copy_median" in zc:
+                    out += ["", f"Within each round, kmeta's CPU per answer over the echoes' (median of the rounds): "
+                            f"x{fmt(zc['cpu_to_echo_median'])} the copying echo, x{fmt(zc['cpu_to_echo_zero_copy_median'])} "
+                            "the sendfile echo."]  # fmt: skip
         splice = script.get("all_topics_splice_vs_reencode")
         if splice:
             out += ["", f"All-topics answer spliced from cached blocks: {fmt(splice['spliced_us'])} µs against "

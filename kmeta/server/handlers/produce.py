@@ -175,13 +175,13 @@ def _answer(
         # (a partition named twice: the last one counts, as in Kafka's map)
         for t in request.topic_data:
             write = allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, t.name)
-            partitions = snap.partition_states.get(t.name, {})
+            partitions = snap.partition_states.get(t.name)
             for p in t.partition_data:
                 check = next(checked)
                 outcome: Outcome
                 if not write:
                     outcome = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
-                elif p.index not in partitions:
+                elif partitions is None or p.index not in partitions:
                     outcome = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
                 else:
                     outcome = _append(ctx, snap, acks, t.name, p.index, check, version)

@@ -1,20 +1,10 @@
-"""The Metadata answer cache: encoded pieces and memoised answers, one cache per snapshot.
+"""The Metadata answer cache of one snapshot: heads, topic blocks, all-topics bodies, memos.
 
-A Metadata response body is ``head | topic count | topic blocks | tail`` (the codec's
-``md.RESPONSE.splice(version, "topics")``, :mod:`kmeta.protocol.splice`) where
-
-* head = throttle time, brokers (those with the request's listener), cluster id, controller
-  id: depends on (version, listener) only;
-* each topic block is one encoded ``MetadataResponseTopic``: depends on the :class:`View`
-  (version, listener, include_topic_authorized_operations) and the topic;
-* tail = cluster authorized operations (v8-10), the top-level error code (v13+) and the
-  message's tag section (flexible versions).
-
-:class:`MetadataBlocks` is the one cache seam: every piece, the whole all-topics body and the
-memoised answers (:class:`kmeta.net.dispatch.AnswerMemo`) built from one snapshot live in one
-object, ``MetadataBlocks.of(snap)``, under typed keys. It is kept in ``snap.derived`` under its
-own class and dies with the snapshot, so nothing in it can go stale: an answer is a few dict
-lookups and one join, never a re-encode of unchanged topics.
+:class:`MetadataBlocks` holds every piece, the whole all-topics body and the memoised answers
+(:class:`kmeta.net.dispatch.AnswerMemo`) built from one snapshot in one object,
+``MetadataBlocks.of(snap)``, under typed keys. It is kept in ``snap.derived`` under its own class
+and dies with the snapshot, so nothing in it can go stale: an answer is a few dict lookups and
+one join, never a re-encode of unchanged topics.
 """
 
 from __future__ import annotations
