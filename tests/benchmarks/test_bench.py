@@ -363,9 +363,11 @@ def test_data_plane_scenario_puts_kmeta_beside_the_mock_and_the_echo(tmp_path: P
     kmeta, mock = result["kmeta"], result["librdkafka_mock"]
     for target in (kmeta, mock):
         produced, consumed = target["produce"], target["consume"]
-        assert produced["records"] == 4 * 1024 and produced["failed"] == 0
-        assert consumed["records"] == produced["records"] and consumed["errors"] == 0
-        assert consumed["bytes"] == produced["bytes"] == 4 << 20
+        assert produced["records"] == 4 * 1024
+        assert produced["failed"] == 0
+        assert produced["bytes"] == 4 << 20
+        assert consumed["records"] == consumed["expected"] > 0
+        assert consumed["errors"] == 0
         assert produced["mb_s"] > 0 and consumed["mb_s"] > 0
         assert target["latency"]["received"] > 0
         assert 0 < target["latency"]["p50_ms"] <= target["latency"]["p99_ms"]
@@ -373,6 +375,7 @@ def test_data_plane_scenario_puts_kmeta_beside_the_mock_and_the_echo(tmp_path: P
     assert fetch["answer_bytes"] > 64 * 1024  # a large answer, as the issue asks
     assert fetch["kmeta"]["answers"] > 0 and fetch["echo"]["answers"] > 0
     assert fetch["kmeta"]["answer_bytes"] == fetch["echo"]["answer_bytes"] == fetch["answer_bytes"]
+    assert kmeta["consume"]["records"] == 4 * 1024  # kmeta keeps the whole log
     memory = kmeta["memory"]
     assert memory["record_bytes_held"] == 4 << 20
     assert memory["idle_rss_bytes"] > 0
