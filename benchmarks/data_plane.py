@@ -36,7 +36,6 @@ import asyncio
 import json
 import multiprocessing
 import os
-import statistics
 import struct
 import sys
 import time

@@ -368,12 +368,14 @@ def test_data_plane_scenario_puts_kmeta_beside_the_mock_and_the_echo(tmp_path: P
         assert produced["bytes"] == 4 << 20
         assert consumed["records"] == consumed["expected"] > 0
         assert consumed["errors"] == 0
-        assert produced["mb_s"] > 0 and consumed["mb_s"] > 0
+        assert produced["mb_s"] > 0
+        assert consumed["mb_s"] > 0
         assert target["latency"]["received"] > 0
         assert 0 < target["latency"]["p50_ms"] <= target["latency"]["p99_ms"]
     fetch = kmeta["fetch_vs_echo"]
     assert fetch["answer_bytes"] > 64 * 1024  # a large answer, as the issue asks
-    assert fetch["kmeta"]["answers"] > 0 and fetch["echo"]["answers"] > 0
+    assert fetch["kmeta"]["answers"] > 0
+    assert fetch["echo"]["answers"] > 0
     assert fetch["kmeta"]["answer_bytes"] == fetch["echo"]["answer_bytes"] == fetch["answer_bytes"]
     assert kmeta["consume"]["records"] == 4 * 1024  # kmeta keeps the whole log
     memory = kmeta["memory"]
