@@ -301,7 +301,9 @@ async def _fetch_load(port: int, frame: bytes, conns: int, seconds: float) -> di
     loads: list[_FetchLoad] = []
     for _ in range(conns):
         done: asyncio.Future[None] = loop.create_future()
-        await loop.create_connection(lambda d=done: _remember(loads, frame, deadline, d), "127.0.0.1", port)
+        await loop.create_connection(
+            lambda d=done: _remember(loads, frame, deadline, d), "127.0.0.1", port
+        )
     await asyncio.wait_for(asyncio.gather(*(load.done for load in loads)), seconds + 30)
     elapsed = time.perf_counter() - start
     for load in loads:
@@ -316,7 +318,9 @@ async def _fetch_load(port: int, frame: bytes, conns: int, seconds: float) -> di
     }
 
 
-def _remember(loads: list[_FetchLoad], frame: bytes, deadline: float, done: asyncio.Future[None]) -> _FetchLoad:
+def _remember(
+    loads: list[_FetchLoad], frame: bytes, deadline: float, done: asyncio.Future[None]
+) -> _FetchLoad:
     load = _FetchLoad(frame, deadline, done)
     loads.append(load)
     return load
