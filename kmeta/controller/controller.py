@@ -35,28 +35,29 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
-from kmeta.controller.acls import AclManager
-from kmeta.controller.admin_manager import AdminManager
-from kmeta.controller.barrier import Barrier as Barrier  # (re-exported for the handlers)
-from kmeta.controller.batch_sender import BatchSender
-from kmeta.controller.brokers import BrokerLifecycleManager
-from kmeta.controller.channel_manager import Callback, ControllerChannelManager
+from kmeta.controller.brokers.fault_reactions import FaultReactions
+from kmeta.controller.brokers.lifecycle import BrokerLifecycleManager
+from kmeta.controller.brokers.startup_resync import StartupResync
+from kmeta.controller.channel.barrier import Barrier as Barrier  # (re-exported for the handlers)
+from kmeta.controller.channel.batch_sender import BatchSender
+from kmeta.controller.channel.channel_manager import Callback, ControllerChannelManager
+from kmeta.controller.channel.faults import FaultInjector, configured_faults
+from kmeta.controller.channel.request_batch import UPDATE_METADATA_VERSION, ControllerRequests
+from kmeta.controller.channel.topic_blocks import UpdateMetadataBlocks
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.deletion import TopicDeletionManager
 from kmeta.controller.event_manager import ControllerEventManager
-from kmeta.controller.fault_reactions import FaultReactions
-from kmeta.controller.faults import FaultInjector, configured_faults
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.reassignment import ReassignmentManager
-from kmeta.controller.replica_election import ReplicaElectionManager
-from kmeta.controller.request_batch import UPDATE_METADATA_VERSION, ControllerRequests
-from kmeta.controller.scram_users import ScramUserManager
+from kmeta.controller.security.acls import AclManager
+from kmeta.controller.security.scram_users import ScramUserManager
 from kmeta.controller.slices import in_slices
-from kmeta.controller.startup_resync import StartupResync
-from kmeta.controller.store import STORE_RETRY_S, ClusterStore, ControllerStore
-from kmeta.controller.topic_blocks import UpdateMetadataBlocks
-from kmeta.controller.topic_configs import TopicConfigManager
+from kmeta.controller.store.cluster_store import STORE_RETRY_S, ClusterStore
+from kmeta.controller.store.sqlite_store import ControllerStore
+from kmeta.controller.topics.admin_manager import AdminManager
+from kmeta.controller.topics.configs import TopicConfigManager
+from kmeta.controller.topics.deletion import TopicDeletionManager
+from kmeta.controller.topics.reassignment import ReassignmentManager
+from kmeta.controller.topics.replica_election import ReplicaElectionManager
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.authorizer import Authorizer
 from kmeta.net.security.scram import ScramCredentials
@@ -138,7 +139,7 @@ class KafkaController:
             self, self.channel, self.faults, self.deletion, self.reassignments
         )
         self.faults.on_change = FaultReactions(self, self.channel, self.deletion).changed
-        #: SCRAM credentials (kmeta.controller.scram_users): our SASL listeners verify against
+        #: SCRAM credentials (kmeta.controller.security.scram_users): our SASL listeners verify against
         #: them and every UpdateMetadata carries them to the brokers
         self.credentials = ScramCredentials(
             fixed=tuple(
@@ -161,7 +162,7 @@ class KafkaController:
         )
         self.epoch = 0
         #: set once the Startup event is durable (Kafka's isActive): the admin APIs wait for
-        #: it (kmeta.controller.handlers), since a change applied before Startup would be
+        #: it (kmeta.controller.apis.common), since a change applied before Startup would be
         #: sent to brokers whose channels Startup adds, i.e. to none
         self._active = asyncio.Event()
         #: refused registrations already logged (a refused broker retries every 100 ms)

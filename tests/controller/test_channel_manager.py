@@ -6,10 +6,10 @@ import asyncio
 import time
 import uuid
 
-from kmeta.controller.channel_manager import ControllerChannelManager
+from kmeta.controller.channel.channel_manager import ControllerChannelManager
+from kmeta.controller.channel.request_batch import BatchContext, ControllerBrokerRequestBatch
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.request_batch import BatchContext, ControllerBrokerRequestBatch
 from kmeta.metadata.model import Endpoint
 from kmeta.net.dispatch import HandlerRegistry
 from kmeta.net.listener import Listener

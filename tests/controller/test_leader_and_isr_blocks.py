@@ -7,13 +7,13 @@ from __future__ import annotations
 import uuid
 from typing import Any, NamedTuple
 
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.request_batch import (
+from kmeta.controller.channel.request_batch import (
     LEADER_AND_ISR_VERSION,
     BatchContext,
     ControllerBrokerRequestBatch,
     ControllerRequests,
 )
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
 from kmeta.metadata.model import Endpoint
 from kmeta.protocol.messages import leader_and_isr as lair
 

@@ -30,7 +30,8 @@ from kmeta.controller.daemon import ControllerDaemon
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.store import ControllerStore, StorageError
+from kmeta.controller.store.errors import StorageError
+from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.net.state_change_log import StateChangeLog
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br

@@ -8,15 +8,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.request_batch import (
+from kmeta.controller.channel.request_batch import (
     UM_FULL,
     UM_INCREMENTAL,
     UPDATE_METADATA_VERSION,
     BatchContext,
     ControllerBrokerRequestBatch,
 )
-from kmeta.controller.topic_blocks import UpdateMetadataBlocks
+from kmeta.controller.channel.topic_blocks import UpdateMetadataBlocks
+from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
 from kmeta.metadata.model import Endpoint
 from kmeta.protocol.messages import update_metadata as um
 from tests.controller.test_channel_manager import FakeBrokerControl, _manager

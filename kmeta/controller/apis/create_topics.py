@@ -1,7 +1,7 @@
 """CreateTopics (api key 19, v0-7).
 
 Forwarded by brokers: validated with Kafka's error codes, applied in one event (see
-:mod:`kmeta.controller.admin_manager`), answered after the propagation barrier (or the
+:mod:`kmeta.controller.topics.admin_manager`), answered after the propagation barrier (or the
 forwarding broker's ack with the barrier off). A change not propagated within the request's
 timeout_ms is answered REQUEST_TIMED_OUT (it still happened), with a message naming the
 brokers that rejected it or did not answer. The limits on one request are
@@ -11,28 +11,28 @@ change the store refused is KAFKA_STORAGE_ERROR with the cause as the message.
 
 from __future__ import annotations
 
+from kmeta.controller.apis.common import (
+    ControllerRegistry,
+    ControllerRequestContext,
+    controller_of,
+    forwarder_of,
+    refusal_code,
+    wait_for,
+)
 from kmeta.controller.apis.topic_requests import (
     not_propagated,
     outcome,
     requested,
     too_large,
 )
-from kmeta.controller.handlers import (
-    ControllerContext,
-    ControllerRegistry,
-    controller_of,
-    forwarder_of,
-    refusal_code,
-    wait_for,
-)
-from kmeta.controller.store import StorageError
-from kmeta.controller.topic_configs import created_configs
+from kmeta.controller.store.errors import StorageError
+from kmeta.controller.topics.configs import created_configs
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.schema import uuid_or_zero
 
 
-async def handle(ctx: ControllerContext, req: ct.CreateTopicsRequest) -> ct.CreateTopicsResponse:
+async def handle(ctx: ControllerRequestContext, req: ct.CreateTopicsRequest) -> ct.CreateTopicsResponse:
     c = controller_of(ctx)
     cfg = c.config
     asked = sum(

@@ -5,8 +5,8 @@ did not propagate in time is answered.
 
 from __future__ import annotations
 
-from kmeta.controller.admin import TopicPlan
-from kmeta.controller.barrier import Barrier
+from kmeta.controller.channel.barrier import Barrier
+from kmeta.controller.topics.admin import TopicPlan
 from kmeta.protocol.errors import ErrorCode
 
 #: Kafka's KRaft controller generates at most 10,000 records in one user operation
