@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
-from kmeta.controller.channel.barrier import Barrier, DeletionBarrier
+from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.channel.request_batch import ControllerRequests
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import PartitionRegistration, TopicInfo
@@ -160,10 +160,6 @@ class AdminManager:
         every live replica its StopReplica, and the removal is committed, so the name can be
         created again right away. Off: the forwarding broker's UpdateMetadata ack."""
         names = [n for n in names if n not in self.host.state.deleting]
-        barrier: Barrier = (
-            DeletionBarrier(self.host.barriers, ())
-            if self.host.config.propagation_barrier
-            else Barrier(self.host.barriers)
-        )
+        barrier = Barrier(self.host.barriers, stop_replicas=self.host.config.propagation_barrier)
         targets = self.deletion.start(names, barrier) if names else []
         return barrier.arm(self.host.propagation_targets(targets, forwarder))

@@ -29,7 +29,7 @@ import functools
 import logging
 from collections.abc import Iterable
 
-from kmeta.controller.channel.barrier import Barrier, DeletionBarrier
+from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.channel.channel_manager import ControlResponse
 from kmeta.controller.channel.request_batch import ControllerRequests
 from kmeta.controller.host import ControllerHost
@@ -72,8 +72,8 @@ class TopicDeletionManager:
                     by_broker.setdefault(r, set()).add(p)
             self.pending[name] = by_broker
         stops = self.stops_for(names)
-        if isinstance(barrier, DeletionBarrier):  # (barrier off: the forwarder's UM ack only)
-            barrier.stops = {(tp[0], bs[0]) for bs, tp, _ in stops if c.reachable(bs[0])}
+        if barrier is not None:  # (barrier off: the forwarder's UM ack only, no stops)
+            barrier.expect_stops((tp[0], bs[0]) for bs, tp, _ in stops if c.reachable(bs[0]))
         targets = c.send(
             ControllerRequests(
                 update_metadata_to=c.state.live_broker_ids(),
@@ -163,8 +163,7 @@ class TopicDeletionManager:
         if future.cancelled() or future.exception() is not None:
             return
         done, finished = future.result()
-        barriers = [b for b in list(self.host.barriers) if isinstance(b, DeletionBarrier)]
-        for barrier in barriers:
+        for barrier in [b for b in list(self.host.barriers) if b.waits_for_stops]:
             for name, broker_id in done:
                 barrier.stop_done(name, broker_id)
             for name in finished:
