@@ -38,12 +38,15 @@ from typing import Any, Generic, TypeVar, cast
 from kmeta.controller.brokers.fault_reactions import FaultReactions
 from kmeta.controller.brokers.lifecycle import BrokerLifecycleManager
 from kmeta.controller.brokers.startup_resync import StartupResync
-from kmeta.controller.channel.barrier import Barrier as Barrier  # (re-exported for the handlers)
-from kmeta.controller.channel.batch_sender import BatchSender
+from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.channel.channel_manager import Callback, ControllerChannelManager
 from kmeta.controller.channel.faults import FaultInjector, configured_faults
-from kmeta.controller.channel.request_batch import UPDATE_METADATA_VERSION, ControllerRequests
-from kmeta.controller.channel.topic_blocks import UpdateMetadataBlocks
+from kmeta.controller.channel.request_batch import (
+    UPDATE_METADATA_VERSION,
+    BatchSender,
+    ControllerRequests,
+)
+from kmeta.controller.channel.update_metadata_batch import UpdateMetadataBlocks
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics

@@ -15,7 +15,7 @@ from kmeta.controller.channel.request_batch import (
     BatchContext,
     ControllerBrokerRequestBatch,
 )
-from kmeta.controller.channel.topic_blocks import UpdateMetadataBlocks
+from kmeta.controller.channel.update_metadata_batch import UpdateMetadataBlocks
 from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
 from kmeta.metadata.model import Endpoint
 from kmeta.protocol.messages import update_metadata as um

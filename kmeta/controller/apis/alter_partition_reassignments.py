@@ -12,7 +12,7 @@ Behaviour (the reassignment itself: :mod:`kmeta.controller.topics.reassignment`)
   partition; nothing of the request was kept.
 * More partitions than ``--max-partitions-per-request`` in one request: refused whole, every
   entry POLICY_VIOLATION (the rule CreateTopics, CreatePartitions and DeleteTopics share, see
-  :func:`kmeta.controller.apis.topic_requests.too_large`); counted before any event is queued.
+  :func:`kmeta.controller.apis.common.too_large`); counted before any event is queued.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from kmeta.controller.apis.common import (
     controller_of,
     forwarder_of,
     refusal_code,
+    too_large,
     wait_for,
 )
-from kmeta.controller.apis.topic_requests import too_large
 from kmeta.controller.store.errors import StorageError
 from kmeta.controller.topics.reassignment import AlterResult
 from kmeta.protocol.errors import ErrorCode

@@ -5,26 +5,24 @@ Forwarded by brokers: validated with Kafka's error codes, applied in one event (
 forwarding broker's ack with the barrier off). A change not propagated within the request's
 timeout_ms is answered REQUEST_TIMED_OUT (it still happened), with a message naming the
 brokers that rejected it or did not answer. The limits on one request are
-:mod:`kmeta.controller.apis.topic_requests`' (POLICY_VIOLATION for the whole request). A
+:mod:`kmeta.controller.apis.common`' (POLICY_VIOLATION for the whole request). A
 change the store refused is KAFKA_STORAGE_ERROR with the cause as the message.
 """
 
 from __future__ import annotations
 
 from kmeta.controller.apis.common import (
+    MAX_TOPICS_PER_REQUEST,
     ControllerRegistry,
     ControllerRequestContext,
     controller_of,
     forwarder_of,
-    refusal_code,
-    wait_for,
-)
-from kmeta.controller.apis.topic_requests import (
-    MAX_TOPICS_PER_REQUEST,
     not_propagated,
     outcome,
+    refusal_code,
     requested,
     too_large,
+    wait_for,
 )
 from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.store.errors import StorageError

@@ -5,7 +5,7 @@ Forwarded by brokers: validated with Kafka's error codes, applied in one event (
 forwarding broker's ack with the barrier off). A change not propagated within the request's
 timeout_ms is answered REQUEST_TIMED_OUT (it still happened), with a message naming the
 brokers that rejected it or did not answer. The limits on one request are
-:mod:`kmeta.controller.apis.topic_requests`' (POLICY_VIOLATION for the whole request). A
+:mod:`kmeta.controller.apis.common`' (POLICY_VIOLATION for the whole request). A
 change the store refused is KAFKA_STORAGE_ERROR with the cause as the message.
 The deletion itself is :mod:`kmeta.controller.topics.deletion`'s.
 """
@@ -19,12 +19,10 @@ from kmeta.controller.apis.common import (
     ControllerRequestContext,
     controller_of,
     forwarder_of,
-    refusal_code,
-    wait_for,
-)
-from kmeta.controller.apis.topic_requests import (
     not_propagated,
+    refusal_code,
     too_large,
+    wait_for,
 )
 from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.store.errors import StorageError

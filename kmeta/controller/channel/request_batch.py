@@ -11,6 +11,15 @@ brokers, partitions, ACLs, credentials and the spliced per-topic blocks) is its 
 :class:`~kmeta.controller.channel.update_metadata_batch.UpdateMetadataBatch`; LeaderAndIsr bodies are
 built from per-topic entries (:mod:`kmeta.controller.channel.leader_and_isr_blocks`); a create adds
 its new topics whole (``leader_and_isr_topics``), not partition by partition.
+
+:class:`BatchSender`: how the changes of a controller event go out as request batches.
+
+Kafka's KafkaController keeps one ``ControllerBrokerRequestBatch`` and calls ``newBatch`` and
+``sendRequestsToBrokers`` around each change. Here each ``send`` builds a batch over what the
+controller holds at that moment: its state and epoch are replaced (at start, and on a reload
+after a refused commit), so they are read through ``ControllerView`` on every send, never
+kept. It also numbers the updates: every request one event sends carries the same update id,
+by which the state-change log and the propagation tracker group them.
 """
 
 from __future__ import annotations
@@ -18,7 +27,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.channel.channel_manager import Callback, ControllerChannelManager
 from kmeta.controller.channel.leader_and_isr_blocks import (
     AddingRemoving,
@@ -27,7 +38,6 @@ from kmeta.controller.channel.leader_and_isr_blocks import (
     leader_and_isr_plans,
     live_leaders,
 )
-from kmeta.controller.channel.topic_blocks import UpdateMetadataBlocks
 
 # (``X as X``: re-exported, since callers and tests import the control-request versions and
 # UpdateMetadata types from the batch)
@@ -36,7 +46,7 @@ from kmeta.controller.channel.update_metadata_batch import UM_INCREMENTAL as UM_
 from kmeta.controller.channel.update_metadata_batch import (
     UPDATE_METADATA_VERSION as UPDATE_METADATA_VERSION,
 )
-from kmeta.controller.channel.update_metadata_batch import UpdateMetadataBatch
+from kmeta.controller.channel.update_metadata_batch import UpdateMetadataBatch, UpdateMetadataBlocks
 from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.scram import ScramCredentials
@@ -176,7 +186,7 @@ class ControllerBrokerRequestBatch:
         ``topics`` (none: a brokers-only update).
 
         A topic whose every partition is added goes out as its shared block
-        (:mod:`kmeta.controller.channel.topic_blocks`), the others partition by partition."""
+        (:class:`~kmeta.controller.channel.update_metadata_batch.UpdateMetadataBlocks`), the others partition by partition."""
         self.update_metadata.add(broker_ids, partitions, topics)
 
     def add_update_metadata_full(self, broker_ids: Iterable[int]) -> None:
@@ -306,3 +316,82 @@ class ControllerBrokerRequestBatch:
                 topics=list(by_topic),
                 partitions=len(parts),
             )
+
+
+class ControllerView(Protocol):
+    """What a batch reads of the controller when it is built (both are replaced over time)."""
+
+    state: ClusterState
+    epoch: int
+
+
+class BatchSender:
+    def __init__(
+        self,
+        controller: ControllerView,
+        channel: ControllerChannelManager,
+        controller_id: int,
+        reassigning: Mapping[TopicPartitionKey, AddingRemoving],
+        credentials: ScramCredentials,
+        blocks: UpdateMetadataBlocks,
+    ) -> None:
+        self._controller = controller
+        self._channel = channel
+        self._controller_id = controller_id
+        self._reassigning = reassigning
+        self._credentials = credentials
+        self._blocks = blocks
+        #: compiled once (its layouts are seconds of CPU when a 1M-partition rejoin made one
+        #: per slice's batch); it keeps nothing between batches
+        self._lair_blocks = LeaderAndIsrBlocks(LEADER_AND_ISR_VERSION)
+        self._update_id = 0
+        self._event_update_id = 0
+
+    def _batch(self) -> ControllerBrokerRequestBatch:
+        return ControllerBrokerRequestBatch(
+            BatchContext(
+                self._controller.state,
+                self._channel,
+                self._controller.epoch,
+                self._controller_id,
+                self._reassigning,
+                self._credentials,
+                self._blocks,
+                self._lair_blocks,
+            )
+        )
+
+    def send(
+        self,
+        requests: ControllerRequests,
+        *,
+        barrier: Barrier | None = None,
+        stop_callback: Callback | None = None,
+    ) -> list[int]:
+        """Send ``requests`` as one batch; the brokers an UpdateMetadata went to."""
+        batch = self._batch()
+        batch.new_batch()
+        requests.add_to(batch)
+        if batch.is_empty():
+            return []
+        return batch.send_requests_to_brokers(
+            self._update_id_for_event(),
+            barrier.ack if barrier else None,
+            requests.update_metadata_type,
+            stop_callback,
+        )
+
+    def encode_update_metadata(self, topics: list[TopicInfo]) -> None:
+        self._batch().encode_update_metadata(topics)
+
+    def _update_id_for_event(self) -> int:
+        if not self._event_update_id:
+            self._update_id += 1
+            self._event_update_id = self._update_id
+        return self._event_update_id
+
+    def event_done(self) -> int:
+        """The update id of the event just processed (0: it sent nothing); the next event's
+        requests get a new one."""
+        update_id, self._event_update_id = self._event_update_id, 0
+        return update_id

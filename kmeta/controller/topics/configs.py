@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.channel.request_batch import ControllerRequests
 from kmeta.controller.host import ControllerHost
-from kmeta.metadata.log_config import TOPIC_CONFIGS, ConfigError, validate
+from kmeta.metadata.log_config import ConfigError, validate
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
@@ -45,20 +45,6 @@ def invalid_config(topic: str, exc: ConfigError) -> Outcome:
         ErrorCode.INVALID_CONFIG,
         f"Invalid config value for resource ConfigResource(type=TOPIC, name='{topic}'): {exc}",
     )
-
-
-def created_configs(given: Mapping[str, str | None]) -> list[tuple[str, str, int]]:
-    """(name, value, source) of every topic config of a topic created with ``given``, for
-    CreateTopics v5+'s answer (as ZkAdminManager.createTopics lists them): the override
-    (TOPIC_CONFIG, 1) or the default (DEFAULT_CONFIG, 5)."""
-    try:
-        overrides = validate({k: v for k, v in given.items() if v is not None})
-    except ConfigError:
-        overrides = {}
-    return [
-        (name, overrides[name], 1) if name in overrides else (name, d.default, 5)
-        for name, d in TOPIC_CONFIGS.items()
-    ]
 
 
 class TopicConfigManager:
