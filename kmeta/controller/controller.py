@@ -18,11 +18,11 @@ What is sent when (Kafka's ZooKeeper-mode controller):
 * broker death or controlled shutdown: leaders re-elected from the ISR, ISR shrunk, offline
   replicas set; the affected partitions go to all live brokers;
 * topic creation and partition addition: the new partitions to all live brokers;
-* topic deletion (:mod:`deletion`): leader -2 to all live brokers, StopReplica(delete) to the
+* topic deletion (:mod:`kmeta.controller.topics.deletion`): leader -2 to all live brokers, StopReplica(delete) to the
   replicas, removal once every replica acknowledged (a dead one's waits for its return);
-* leader elections (:mod:`replica_election`: ElectLeaders, auto rebalance): LeaderAndIsr to the
+* leader elections (:mod:`kmeta.controller.topics.replica_election`: ElectLeaders, auto rebalance): LeaderAndIsr to the
   replicas, the partitions to all live brokers;
-* reassignments (:mod:`reassignment`): each phase (TRS + ORS, catch-up, TRS) as LeaderAndIsr to
+* reassignments (:mod:`kmeta.controller.topics.reassignment`): each phase (TRS + ORS, catch-up, TRS) as LeaderAndIsr to
   the replicas and the partitions to all live brokers, StopReplica(delete) to removed replicas.
 """
 
@@ -202,7 +202,7 @@ class KafkaController:
         """The Startup event, after its full update's topic blocks were encoded in slices of
         topics (:mod:`slices`: with 1M partitions that is seconds of work, which one event
         would hold the loop for), then its LeaderAndIsr to each broker as it registers here,
-        only for the topics whose digest differs (:mod:`startup_resync`). Again after
+        only for the topics whose digest differs (:mod:`kmeta.controller.brokers.startup_resync`). Again after
         STORE_RETRY_S if it is refused (the blocks are then already encoded). Once it is
         durable the controller is :attr:`active`: an admin request queued after that comes
         after Startup in the event order."""
@@ -336,7 +336,7 @@ class KafkaController:
         spliced from the topic blocks encoded before this event, then LeaderAndIsr for the
         partitions they host (the replica state machine's startup, in slices after this
         event; each broker's once it registered here, and only the topics it does not hold
-        as stored: :mod:`startup_resync`), all stamped with the new controller epoch, which
+        as stored: :mod:`kmeta.controller.brokers.startup_resync`), all stamped with the new controller epoch, which
         fences any request of the previous controller.
         """
         self.brokers.resume_sessions()

@@ -68,7 +68,7 @@ async def handle(ctx: ControllerRequestContext, req: br.BrokerRegistrationReques
     process that is gone, and registers at once (:meth:`BrokerLifecycleManager.register`).
     kmeta's tagged ``KmetaTopicDigests`` (at most MAX_DIGEST_TOPICS, else ignored) tell a
     controller that took over which topics' LeaderAndIsr the broker already holds
-    (:mod:`startup_resync`).
+    (:mod:`kmeta.controller.brokers.startup_resync`).
     """
     c = controller_of(ctx)
 

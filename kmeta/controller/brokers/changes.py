@@ -3,7 +3,7 @@
 Kafka's ZooKeeper-mode controller does this in ``onBrokerStartup`` (the returning broker's
 replicas online: it rejoins their ISRs, gets the full partition set, then LeaderAndIsr) and
 ``onReplicasBecomeOffline`` (a fenced broker's partitions re-elected and their ISRs shrunk).
-At 1M partitions each is seconds of work, so each runs in slices of topics (:mod:`slices`),
+At 1M partitions each is seconds of work, so each runs in slices of topics (:mod:`kmeta.controller.slices`),
 one controller event per slice. ``BrokerLifecycleManager`` decides *that* a broker registered
 or was fenced; these functions only need the controller as :class:`ControllerHost`.
 """
@@ -38,7 +38,7 @@ def rejoin_in_slices(
     previous incarnation was registered alive until this registration, so each partition is
     first failed for it (re-elected, ISR shrunk: Kafka's onBrokerFailure), then rejoined;
     one that ends with the leader and ISR it had (the broker was a follower) keeps its
-    state, so only the broker itself hears of it (its LeaderAndIsr). In slices of topics (:mod:`slices`): with 1M partitions this is seconds of
+    state, so only the broker itself hears of it (its LeaderAndIsr). In slices of topics (:mod:`kmeta.controller.slices`): with 1M partitions this is seconds of
     work, which one event would hold the loop for. The full set's topic blocks are
     encoded first, in slices; then the first slice of the rejoin sends the full set after
     its own changes (a small cluster's all happens in the registration event); each later
@@ -136,7 +136,7 @@ def rejoin_in_slices(
 
 def offline_in_slices(host: ControllerHost, broker_id: int, epoch: int) -> None:
     """The re-elections and ISR shrinks of a fenced broker's partitions, in slices of topics
-    (:mod:`slices`), the calling event doing the first; the first slice also tells the live
+    (:mod:`kmeta.controller.slices`), the calling event doing the first; the first slice also tells the live
     brokers of the new broker set. ``epoch``: the fenced registration's; a registration
     since (the broker is back in the ISRs it would leave) ends the rest."""
     gone = {broker_id}.__contains__

@@ -210,7 +210,7 @@ class BrokerLifecycleManager:
     def _fence(self, broker_id: int) -> None:
         """A BrokerExpiration event found the broker's session expired: it is fenced now (not
         alive, written; its channel and session end), and the re-elections and ISR shrinks
-        of its partitions follow in slices of topics (:mod:`slices`), this event doing the
+        of its partitions follow in slices of topics (:mod:`kmeta.controller.slices`), this event doing the
         first. At 1M partitions they are seconds of work, which one event would hold the loop
         for (no heartbeat read: the livelock of issue 17). A partition not reached yet is as
         it was before the fencing (its leader unreachable) for that long; if the broker

@@ -10,7 +10,7 @@ So a broker's startup LeaderAndIsr waits for its registration with this controll
 broker registers again at its next heartbeat: the new controller does not know its
 connection), which carries a digest per topic of the states the broker holds
 (:mod:`kmeta.metadata.replica_digest`, kmeta's tagged field ``KmetaTopicDigests``). The push
-then goes over the topics in slices (:mod:`slices`) and sends LeaderAndIsr only for the topics
+then goes over the topics in slices (:mod:`kmeta.controller.slices`) and sends LeaderAndIsr only for the topics
 whose digest is missing or differs from the one computed over the controller's state at that
 slice; a topic the broker holds as the controller does costs no request.
 
@@ -38,7 +38,7 @@ Every broker's wait ends within its session, each in one defined way, shown per 
 * ``silent``: not heard from within the grace: every partition it hosts (a registration
   that comes later changes nothing more);
 * ``rejoined``: it registered as a new incarnation or after a fencing (a new epoch): the
-  registration's rejoin sends it everything (:mod:`brokers`), this push nothing;
+  registration's rejoin sends it everything (:mod:`kmeta.controller.brokers.lifecycle`), this push nothing;
 * ``fenced``: its session ended before it registered (killed, stopped past the session, or
   cut off): the expiry fences it as any lost broker and what was queued for it is dropped
   with its channel; should it come back, it registers with a new epoch (``rejoined``);

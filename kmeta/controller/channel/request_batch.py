@@ -8,9 +8,9 @@ LeaderAndIsr partition states are read from the cluster state when added, Update
 when sent (the same event, which adds and sends at once); a topic queued for deletion goes
 out with leader -2 (LeaderDuringDelete) so brokers drop it. The UpdateMetadata part (its
 brokers, partitions, ACLs, credentials and the spliced per-topic blocks) is its own class,
-:class:`~kmeta.controller.channel.update_metadata_batch.UpdateMetadataBatch`; LeaderAndIsr bodies are
-built from per-topic entries (:mod:`kmeta.controller.channel.leader_and_isr_blocks`); a create adds
-its new topics whole (``leader_and_isr_topics``), not partition by partition.
+:class:`~kmeta.controller.channel.update_metadata_batch.UpdateMetadataBatch`; LeaderAndIsr
+bodies are built from per-topic entries (:mod:`kmeta.controller.channel.leader_and_isr_blocks`);
+a create adds its new topics whole (``leader_and_isr_topics``), not partition by partition.
 
 :class:`BatchSender`: how the changes of a controller event go out as request batches.
 

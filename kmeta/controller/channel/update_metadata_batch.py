@@ -288,7 +288,7 @@ class UpdateMetadataBatch:
 
     def encode_topics(self, topics: Iterable[TopicInfo]) -> None:
         """Encode (or check) these topics' shared blocks now, so a full update later only
-        splices them (a controller start does this in slices, see :mod:`slices`)."""
+        splices them (a controller start does this in slices, see :mod:`kmeta.controller.slices`)."""
         alive = frozenset(self.ctx.state.live_broker_ids())
         for info in topics:
             self._topic_block(info, alive)

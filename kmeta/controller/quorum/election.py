@@ -4,7 +4,7 @@ A controller becomes active by creating the ephemeral ``/controller`` znode
 ({"version":1,"brokerid":N,"timestamp":...}) and raising ``/controller_epoch`` with a versioned
 write, both in one multi-op (KafkaZkClient.registerControllerAndIncrementControllerEpoch), so
 two controllers can never hold the same epoch. The new version of ``/controller_epoch`` is
-the fence every later write checks (:mod:`zk_store`). A standby watches ``/controller`` and
+the fence every later write checks (:mod:`kmeta.controller.store.zk_store`). A standby watches ``/controller`` and
 tries again when it is deleted (its holder's session ended).
 
 kazoo runs its own threads: the blocking calls run in a worker thread (``asyncio.to_thread``)

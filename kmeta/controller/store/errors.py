@@ -1,7 +1,7 @@
 """The store seam's failure types, shared by its engines (SQLite, ZooKeeper).
 
-Their own module so an engine's parts (:mod:`sqlite_transactions`, :mod:`zk_mirror`) can
-raise them without importing the seam's module; :mod:`store` re-exports both.
+Their own module so an engine's parts (:mod:`sqlite_transactions`, :mod:`zk_mirror`) and the
+seam's users can import them without an engine.
 """
 
 from __future__ import annotations

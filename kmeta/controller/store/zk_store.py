@@ -1,7 +1,7 @@
 """The ClusterStore's ZooKeeper engine: cluster state in an ensemble, in Kafka's ZK layout.
 
 Used by a controller of a quorum (``kmeta controller --zookeeper``) once it is active (see
-:mod:`zk_election`); the znodes and their JSON are :mod:`zk_layout`'s.
+:mod:`kmeta.controller.quorum.election`); the znodes and their JSON are :mod:`zk_layout`'s.
 
 Fencing (KafkaZkClient's MultiRequest with a CheckOp): every write is part of a multi-op that
 first checks ``/controller_epoch``'s version, the one this controller's election set. Once
