@@ -16,6 +16,6 @@ Its parts, top to bottom (an import-linter layers contract keeps them in this or
 * :mod:`channel` -- the request batches, their encoded blocks, one sender per broker, the
   propagation barrier, fault injection.
 * :mod:`store` -- the ClusterStore seam and its engines (SQLite, ZooKeeper).
-* :mod:`config`, :mod:`model` (the cluster state: Kafka's ControllerContext), :mod:`metrics`,
+* :mod:`config`, :mod:`model` (ControllerContext: the cluster state, as Kafka's), :mod:`metrics`,
   :mod:`propagation`, :mod:`gc_schedule`.
 """

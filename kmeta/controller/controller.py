@@ -50,7 +50,7 @@ from kmeta.controller.channel.update_metadata_batch import UpdateMetadataBlocks
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
+from kmeta.controller.model import ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.controller.security.acls import AclManager
 from kmeta.controller.security.scram_users import ScramUserManager
 from kmeta.controller.slices import in_slices
@@ -105,7 +105,7 @@ class KafkaController:
         self.metrics = ControllerMetrics()
         #: the embedded SQLite store unless one is given (a quorum's ZooKeeperStore)
         self.store: ClusterStore = store if store is not None else ControllerStore(config.data_dir)
-        self.state: ClusterState = ClusterState()
+        self.state: ControllerContext = ControllerContext()
         log_path = f"{config.data_dir}/state-change.log" if config.state_change_log else None
         self.state_log = StateChangeLog(log_path, config.node_id, component="controller")
         #: fault injection (delay / drop / pause the requests to chosen brokers)

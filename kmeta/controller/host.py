@@ -16,7 +16,7 @@ from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.channel.channel_manager import Callback
 from kmeta.controller.channel.request_batch import ControllerRequests
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
+from kmeta.controller.model import ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.controller.store.cluster_store import ClusterStore
 from kmeta.metadata.model import TopicPartitionKey
 
@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 class ControllerHost(Protocol):
     config: ControllerConfig
-    state: ClusterState
+    state: ControllerContext
     store: ClusterStore
 
     @property

@@ -56,7 +56,7 @@ _BROKER_CLIENT = re.compile(r"^kmeta-broker-(\d+)$")
 
 
 #: a request's context on the controller: the controller daemon puts itself in ``ctx.state``
-#: (not Kafka's ControllerContext, the cluster state: that is kmeta.controller.model's)
+#: (the cluster state, Kafka's ControllerContext, is kmeta.controller.model.ControllerContext)
 ControllerRequestContext = RequestContext[KafkaController]
 #: the controller's handlers (one per api key, kmeta.controller.apis)
 ControllerRegistry = HandlerRegistry[KafkaController]

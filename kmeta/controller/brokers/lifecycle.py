@@ -21,7 +21,7 @@ from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.channel.faults import FaultInjector
 from kmeta.controller.channel.request_batch import ControllerRequests
 from kmeta.controller.host import ControllerHost
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration
+from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration
 from kmeta.controller.topics.election import remove_replicas
 from kmeta.metadata.model import Endpoint, TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
@@ -256,7 +256,7 @@ class BrokerLifecycleManager:
         return 0, remaining, barrier
 
 
-def live_partitions_on(state: ClusterState, broker_id: int) -> list[TopicPartitionKey]:
+def live_partitions_on(state: ControllerContext, broker_id: int) -> list[TopicPartitionKey]:
     """The partitions with a replica on ``broker_id``, but those of topics being deleted."""
     deleting = state.deleting
     hosted = state.partitions_on(broker_id)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.model import ClusterState
+from kmeta.controller.model import ControllerContext
 from kmeta.controller.store.cluster_store import STORE_RETRY_S
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ T = TypeVar("T")
 
 class SessionHost(Protocol):
     config: ControllerConfig
-    state: ClusterState
+    state: ControllerContext
 
     def enqueue(self, name: str, fn: Callable[[], T]) -> asyncio.Future[T]: ...
 

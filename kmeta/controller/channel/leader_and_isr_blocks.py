@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from kmeta.controller.model import ClusterState, PartitionRegistration
+from kmeta.controller.model import ControllerContext, PartitionRegistration
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.splice import Splice
@@ -115,7 +115,7 @@ class LeaderAndIsrBlocks:
 
 
 def leader_and_isr_plans(
-    state: ClusterState,
+    state: ControllerContext,
     partitions: Mapping[int, Mapping[TopicPartitionKey, tuple[PartitionRegistration, bool]]],
     whole_topics: Mapping[str, bool],
 ) -> dict[int, dict[str, TopicParts]]:
@@ -153,7 +153,7 @@ def leader_and_isr_plans(
     return plans
 
 
-def live_leaders(state: ClusterState, leaders: Iterable[int]) -> list[lair.LeaderAndIsrLiveLeader]:
+def live_leaders(state: ControllerContext, leaders: Iterable[int]) -> list[lair.LeaderAndIsrLiveLeader]:
     """The live ones of ``leaders``, by id, with their control endpoint."""
     out = []
     for leader in sorted(leaders):

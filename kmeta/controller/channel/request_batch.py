@@ -47,7 +47,7 @@ from kmeta.controller.channel.update_metadata_batch import (
     UPDATE_METADATA_VERSION as UPDATE_METADATA_VERSION,
 )
 from kmeta.controller.channel.update_metadata_batch import UpdateMetadataBatch, UpdateMetadataBlocks
-from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
+from kmeta.controller.model import ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.scram import ScramCredentials
 from kmeta.protocol.messages import leader_and_isr as lair
@@ -118,7 +118,7 @@ class ControllerRequests:
 class BatchContext:
     """What a batch reads from the controller when it sends."""
 
-    state: ClusterState
+    state: ControllerContext
     channel: ControllerChannelManager
     controller_epoch: int
     #: this controller's node id; sent with is_kraft_controller (KIP-866), so brokers tell
@@ -321,7 +321,7 @@ class ControllerBrokerRequestBatch:
 class ControllerView(Protocol):
     """What a batch reads of the controller when it is built (both are replaced over time)."""
 
-    state: ClusterState
+    state: ControllerContext
     epoch: int
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kmeta.controller.channel.channel_manager import Callback, ControllerChannelManager
-from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
+from kmeta.controller.model import ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.metadata.model import LEADER_DURING_DELETE, TopicPartitionKey
 from kmeta.net.security.scram import MECHANISM_IDS, ScramCredentials
 from kmeta.protocol.messages import update_metadata as um
@@ -169,7 +169,7 @@ class UpdateMetadataContext(Protocol):
     BatchContext, which holds this module's batch: typed here so it need not be imported)."""
 
     @property
-    def state(self) -> ClusterState: ...
+    def state(self) -> ControllerContext: ...
     @property
     def channel(self) -> ControllerChannelManager: ...
     @property

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
+from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import ScramCredential
 
@@ -47,7 +47,7 @@ class ClusterStore(Protocol):
         self, topic: str, parts: Iterable[tuple[int, PartitionRegistration]]
     ) -> None: ...
     def delete_topic(self, name: str) -> None: ...
-    def load(self) -> ClusterState: ...
+    def load(self) -> ControllerContext: ...
     def put_reassignments(
         self, rows: Iterable[tuple[str, int, tuple[int, ...], tuple[int, ...]]]
     ) -> None: ...

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
+from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.controller.store.errors import storage_error
 from kmeta.controller.store.sqlite_transactions import SqliteTransactions
 from kmeta.metadata.model import Endpoint
@@ -76,9 +76,9 @@ def _json_ints(ids: tuple[int, ...]) -> str:
     return text
 
 
-def _read_state(db: sqlite3.Connection, controller_epoch: int) -> ClusterState:
+def _read_state(db: sqlite3.Connection, controller_epoch: int) -> ControllerContext:
     """The whole state in one scan of each table."""
-    state = ClusterState(controller_epoch=controller_epoch)
+    state = ControllerContext(controller_epoch=controller_epoch)
     for bid, epoch, inc, listeners, rack, alive in db.execute("SELECT * FROM brokers"):
         state.brokers[bid] = BrokerInfo(
             bid,
@@ -262,7 +262,7 @@ class ControllerStore:
         self._db.execute("DELETE FROM topic_configs WHERE topic = ?", (name,))
 
     # -- read -------------------------------------------------------------------------------------
-    def load(self) -> ClusterState:
+    def load(self) -> ControllerContext:
         """The whole committed state (at start, and after a failed commit)."""
         try:
             return _read_state(self._db, self.get_meta("controller_epoch"))

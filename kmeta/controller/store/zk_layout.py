@@ -27,7 +27,7 @@ import uuid
 from base64 import b64decode, b64encode
 from urllib.parse import quote, unquote
 
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
+from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.controller.store.zk_requests import TOPICS
 from kmeta.metadata.model import Endpoint
 from kmeta.net.security.acl import AclBinding
@@ -153,9 +153,9 @@ def scram_credentials_from_view(view: dict[str, bytes]) -> list[tuple[str, Scram
     return out
 
 
-def state_from_view(view: dict[str, bytes], controller_epoch: int) -> ClusterState:
+def state_from_view(view: dict[str, bytes], controller_epoch: int) -> ControllerContext:
     """The cluster state the znodes of ``view`` (path -> data) hold."""
-    state = ClusterState(controller_epoch=controller_epoch)
+    state = ControllerContext(controller_epoch=controller_epoch)
     for path, data in view.items():
         if path.startswith(BROKER_IDS + "/"):
             b = json.loads(data)

@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 from kazoo.client import KazooClient
 
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
+from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.controller.store.zk_layout import (
     BROKER_IDS,
     CLUSTER_ID,
@@ -288,7 +288,7 @@ class ZooKeeperStore:
         self._edit_acls(bindings, add=False)
 
     # -- read -------------------------------------------------------------------------------------
-    def load(self) -> ClusterState:
+    def load(self) -> ControllerContext:
         """The state as this store holds it (committed plus the open group's writes): from
         the mirror, no network round trip."""
         with gc_paused():

@@ -27,7 +27,7 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from kmeta.controller.model import ClusterState
+from kmeta.controller.model import ControllerContext
 from kmeta.controller.topics.assignment import AssignmentError, assign_replicas
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
@@ -78,7 +78,7 @@ def validate_topic_name(name: str) -> str | None:
     return None
 
 
-def _collides(name: str, state: ClusterState) -> str | None:
+def _collides(name: str, state: ControllerContext) -> str | None:
     if "." not in name and "_" not in name:
         return None
     norm = name.replace(".", "_")
@@ -92,12 +92,12 @@ def duplicates(names: Sequence[H]) -> set[H]:
     return {n for n, c in Counter(names).items() if c > 1}
 
 
-def _live_racks(state: ClusterState) -> dict[int, str | None]:
+def _live_racks(state: ControllerContext) -> dict[int, str | None]:
     return {b.broker_id: b.rack for b in state.brokers.values() if b.alive}
 
 
 def _check_manual_assignment(
-    plan: TopicPlan, assignments: Sequence[ct.CreatableReplicaAssignment], state: ClusterState
+    plan: TopicPlan, assignments: Sequence[ct.CreatableReplicaAssignment], state: ControllerContext
 ) -> dict[int, list[int]] | None:
     """CreateTopics' explicit assignments, checked as Kafka's controller checks them
     (ReplicationControlManager.createTopic / validateManualPartitionAssignment): per entry in
@@ -156,7 +156,7 @@ def _check_manual_assignment(
 
 
 def _check_added_assignment(
-    plan: TopicPlan, assignment: dict[int, list[int]], state: ClusterState, rf: int
+    plan: TopicPlan, assignment: dict[int, list[int]], state: ControllerContext, rf: int
 ) -> bool:
     """CreatePartitions' explicit assignments (AdminZkClient.validateReplicaAssignment): each
     non-empty, no broker twice, only registered brokers; then every one of the topic's RF."""
@@ -207,7 +207,7 @@ def _unique_entries(
 
 def plan_create_topics(
     topics: Sequence[ct.CreatableTopic],
-    state: ClusterState,
+    state: ControllerContext,
     *,
     default_partitions: int,
     default_replication_factor: int,
@@ -281,7 +281,7 @@ def plan_create_topics(
 
 
 def plan_create_partitions(
-    topics: Sequence[cp.CreatePartitionsTopic], state: ClusterState, *, max_partitions: int
+    topics: Sequence[cp.CreatePartitionsTopic], state: ControllerContext, *, max_partitions: int
 ) -> list[TopicPlan]:
     """One plan per CreatePartitionsTopic entry; ``assignment`` holds only the new partitions."""
     plans: list[TopicPlan] = []
