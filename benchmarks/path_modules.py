@@ -70,7 +70,7 @@ async def traced(run: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
         if m not in order:
             order.append(m)
         caller = _module(frame.f_back)
-        if caller and caller != m and caller.startswith("controller") and m.startswith("controller"):
+        if caller and caller != m and {caller[:10], m[:10]} == {"controller"}:
             callers.add(caller)
 
     sys.setprofile(profile)
