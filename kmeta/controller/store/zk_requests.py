@@ -24,15 +24,15 @@ loop.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import EXCEPTIONS, NoNodeError
 from kazoo.interfaces import IAsyncResult
 from kazoo.security import ACL
+
+from kmeta.protocol.columnar import gc_paused
 
 TOPICS = "/brokers/topics"
 
@@ -229,27 +229,16 @@ def get_children(client: KazooClient, paths: Sequence[str]) -> dict[str, list[st
     return out
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic GC paused while a failover reads or parses the whole tree: that allocates
-    hundreds of thousands of acyclic objects (bytes, tuples), and each collection meanwhile
-    walks the growing heap (at 100k partitions: load 0.4 s with it, 0.2 s without)."""
-    pause = gc.isenabled()
-    if pause:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if pause:
-            gc.enable()
-
-
 def read_tree(client: KazooClient, roots: Iterable[str]) -> dict[str, bytes]:
     """Every znode under ``roots`` (not the roots), level by level. Below a topic, one listing
     of its partitions, then their state znodes, without listing each partition's children
     (a few ops per topic plus one per partition, not three per partition). The listing, not
     the assignment, names the partitions: a write group cut short may have left partitions
-    the assignment does not name yet, and the mirror must know every znode that exists."""
+    the assignment does not name yet, and the mirror must know every znode that exists.
+
+    The cyclic GC is paused meanwhile: the read allocates hundreds of thousands of acyclic
+    objects (bytes, tuples), and each collection would walk the growing heap (at 100k
+    partitions: load 0.4 s with it, 0.2 s without)."""
     with gc_paused():
         return _read_tree(client, roots)
 

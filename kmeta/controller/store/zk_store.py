@@ -56,9 +56,10 @@ from kmeta.controller.store.zk_mirror import (
     Op,
     ZkMirror,
 )
-from kmeta.controller.store.zk_requests import TOPICS, gc_paused
+from kmeta.controller.store.zk_requests import TOPICS
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import ScramCredential
+from kmeta.protocol.columnar import gc_paused
 
 #: (the multi-op bounds are re-exported: tests check the multi-ops against them)
 __all__ = ["MAX_IN_FLIGHT", "MAX_MULTI_BYTES", "MAX_MULTI_OPS", "ZooKeeperStore"]
