@@ -19,6 +19,7 @@ from kmeta.cli.security_options import (
     tls_fields,
     tls_options,
 )
+from kmeta.cli.topic_defaults import topic_default_fields, topic_default_options
 from kmeta.metadata.addresses import parse_host_port
 from kmeta.server.broker import run
 from kmeta.server.config import BrokerConfig, parse_listeners
@@ -104,6 +105,7 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
     "and acknowledged as a Kafka broker would, then discarded (kmeta stores no records). "
     "For testing producers; without it Produce is not advertised.",
 )
+@topic_default_options
 @daemon_options
 @limit_options
 @tls_options
@@ -159,6 +161,7 @@ def broker_command(
             zero_copy=zero_copy,
             accept_produce=accept_produce,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
+            **topic_default_fields(options),
             **limit_fields(options),
             **daemon_fields(options),
             **tls_fields(options),

@@ -43,6 +43,7 @@ from kmeta.cli.cluster_quorum import (
     start_zookeeper,
 )
 from kmeta.cli.launch import DaemonExited, await_serving, spawn
+from kmeta.cli.topic_defaults import topic_default_options
 from kmeta.controller.faults import parse_fault
 from kmeta.net.security.sasl_client import read_credential_file
 
@@ -306,6 +307,7 @@ def cluster_group() -> None:
     help="Client listeners SASL_PLAINTEXT with an admin user (SCRAM-SHA-512) whose "
     "credential is written to the data dir and printed.",
 )
+@topic_default_options
 @click.option(
     "--accept-produce",
     is_flag=True,
@@ -330,6 +332,9 @@ def up_command(
     open_control_plane: bool,
     secure: bool,
     accept_produce: bool,
+    auto_create_topics_enable: bool,
+    num_partitions: int,
+    default_replication_factor: int,
 ) -> None:
     """Start a controller (or a quorum of them) and N brokers; print the bootstrap address;
     Ctrl-C stops them."""
@@ -357,6 +362,9 @@ def up_command(
             closed=not open_control_plane or secure,
             secure=secure,
             accept_produce=accept_produce,
+            auto_create_topics=auto_create_topics_enable,
+            default_partitions=num_partitions,
+            default_replication_factor=default_replication_factor,
         ),
         ready_file=Path(ready_file) if ready_file else None,
         exit_after_s=exit_after,

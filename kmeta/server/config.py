@@ -104,6 +104,12 @@ class BrokerConfig:
     #: --accept-produce: serve Produce (api key 0) for partitions this broker leads: records
     #: are checked and acknowledged, then discarded (a test fixture for producers)
     accept_produce: bool = False
+    #: auto.create.topics.enable: a Metadata request naming an unknown topic creates it
+    #: through the controller (kmeta.server.auto_topic_creation), with num.partitions
+    #: partitions of default.replication.factor replicas
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1
+    default_replication_factor: int = 1
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
 
@@ -129,6 +135,8 @@ class BrokerConfig:
             raise ValueError("heartbeat_interval_ms and initial_metadata_timeout_ms must be positive")
         if self.request_timeout_ms <= 0 or self.write_timeout_ms <= 0:
             raise ValueError("request_timeout_ms and write_timeout_ms must be positive")
+        if self.num_partitions < 1 or self.default_replication_factor < 1:
+            raise ValueError("num_partitions and default_replication_factor must be at least 1")
         if self.max_connections < 0 or self.max_connections_per_ip < 0:
             raise ValueError("connection limits must be >= 0")
         if self.controller_security_protocol not in SECURITY_PROTOCOLS:

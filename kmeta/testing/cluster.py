@@ -31,7 +31,8 @@ SASL_MECHANISMS = ("SCRAM-SHA-512", "PLAIN")
 class Cluster(ClusterControllers):
     """A controller (``controllers`` > 1: a quorum) and ``brokers`` brokers (ids 1..N) on
     loopback. Options (see docs/testing.md): ``racks``, ``partitions`` (num.partitions),
-    ``barrier``, ``ssl``, ``secure``, ``sasl_mechanism``, ``controllers``,
+    ``replication_factor`` (default.replication.factor), ``auto_create_topics``
+    (auto.create.topics.enable, on as in Kafka), ``barrier``, ``ssl``, ``secure``, ``sasl_mechanism``, ``controllers``,
     ``session_timeout_ms``, ``zookeeper_session_timeout_ms``, ``log_level``, ``keep``,
     ``parent_dir``, ``closed_control_plane``, ``accept_produce`` (brokers acknowledge and
     discard Produce; on by default)."""
@@ -42,6 +43,8 @@ class Cluster(ClusterControllers):
         *,
         racks: Sequence[str] = (),
         partitions: int | None = None,
+        replication_factor: int | None = None,
+        auto_create_topics: bool = True,
         barrier: bool = True,
         ssl: TlsConfig | None = None,
         secure: bool = False,
@@ -68,6 +71,7 @@ class Cluster(ClusterControllers):
             raise ValueError("ssl needs a certfile (TlsConfig(certfile=..., cafile=...))")
         base = ClusterConfig(
             brokers=brokers, racks=tuple(racks), default_partitions=partitions,
+            default_replication_factor=replication_factor, auto_create_topics=auto_create_topics,
             propagation_barrier=barrier, ssl=ssl, session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms, log_level=log_level, host=host,
             closed=closed_control_plane or secure, secure=secure, controllers=controllers,
