@@ -229,7 +229,6 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         *(("--rack", rack) if (rack := cfg.rack(i)) else ()),
         *_topic_default_args(cfg),
         *_ssl_args(cfg.ssl),
-        *(("--accept-produce",) if cfg.accept_produce else ()),
         *_closed_broker_args(cfg, data_dir),
     ]  # fmt: skip
 
