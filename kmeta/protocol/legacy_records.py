@@ -12,8 +12,9 @@ A legacy entry is ``offset int64 | size int32 | crc uint32 | magic int8 | attrib
 [timestamp int64 (v1)] | key bytes | value bytes``, the CRC-32 (not C) over magic to the end.
 What Kafka does, and so what happens here:
 
-* Every entry is CRC-checked (CORRUPT_MESSAGE); all entries carry the first one's magic
-  (else INVALID_RECORD, ``validateBatch``).
+* Every entry fits max.message.bytes (MESSAGE_TOO_LARGE) and is CRC-checked
+  (CORRUPT_MESSAGE); all entries carry the first one's magic (else INVALID_RECORD,
+  ``validateBatch``).
 * Uncompressed: every entry is one record; v0 records have no timestamp (-1), v1 records keep
   theirs. The batch is uncompressed.
 * Compressed (gzip, snappy, lz4): exactly one wrapper entry (INVALID_RECORD "Compressed outer
@@ -80,9 +81,11 @@ class _Refused(Exception):
         self.error = error
 
 
-def _entries(data: bytes | memoryview) -> list[_Entry]:
+def _entries(data: bytes | memoryview, max_message_bytes: int | None = None) -> list[_Entry]:
     """The whole entries of a message set (a trailing partial entry is none, as Kafka's
-    ``ByteBufferLogInputStream``), each CRC-checked."""
+    ``ByteBufferLogInputStream``), each within ``max_message_bytes`` (MESSAGE_TOO_LARGE) and
+    CRC-checked, in ``UnifiedLog.analyzeAndValidateRecords``' order. A v2 batch among them is
+    kept as a bare magic 2 for the magic check that follows (it is not converted)."""
     out: list[_Entry] = []
     pos = 0
     view = memoryview(data)
@@ -95,7 +98,14 @@ def _entries(data: bytes | memoryview) -> list[_Entry]:
             )
         if len(view) - pos < LOG_OVERHEAD + size:
             break
-        out.append(_entry(offset, view[pos + LOG_OVERHEAD : pos + LOG_OVERHEAD + size]))
+        if max_message_bytes is not None and LOG_OVERHEAD + size > max_message_bytes:
+            raise _Refused(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"The record size is {LOG_OVERHEAD + size} bytes which exceeds the maximum "
+                f"configured value of {max_message_bytes}.",
+            )
+        body = view[pos + LOG_OVERHEAD : pos + LOG_OVERHEAD + size]
+        out.append(_Entry(offset, 2, 0, -1, None, None) if body[4] == 2 else _entry(offset, body))
         pos += LOG_OVERHEAD + size
     return out
 
@@ -131,10 +141,12 @@ def _bytes(body: memoryview, pos: int) -> tuple[bytes | None, int]:
     return bytes(body[pos : pos + length]), pos + length
 
 
-def up_convert(data: bytes | memoryview) -> UpConverted:
-    """One partition's legacy message set as one v2 batch (see the module's docstring)."""
+def up_convert(data: bytes | memoryview, max_message_bytes: int | None = None) -> UpConverted:
+    """One partition's legacy message set as one v2 batch (see the module's docstring);
+    ``max_message_bytes``: the topic's max.message.bytes, which each entry must fit (the
+    batch it becomes is checked against it again by the log)."""
     try:
-        entries = _entries(data)
+        entries = _entries(data, max_message_bytes)
         if not entries:
             raise _Refused(
                 ErrorCode.INVALID_RECORD, "A produce request must have at least one record"

@@ -142,6 +142,17 @@ def test_refusals_carry_kafkas_error_codes(data: bytes, error: ErrorCode) -> Non
     assert up_convert(data).error == error
 
 
+def test_a_v2_batch_after_legacy_entries_is_a_magic_mismatch() -> None:
+    v2 = up_convert(legacy_set(1, NONE, n=1)).records
+    assert up_convert(legacy_set(1, NONE, n=2) + v2).error == ErrorCode.INVALID_RECORD
+
+
+def test_an_entry_over_max_message_bytes_is_message_too_large() -> None:
+    data = legacy_set(1, NONE, n=3)  # (entries of 40-150 bytes)
+    assert up_convert(data, max_message_bytes=100).error == ErrorCode.MESSAGE_TOO_LARGE
+    assert up_convert(data, max_message_bytes=1000).error == ErrorCode.NONE
+
+
 def test_a_broken_crc_is_corrupt_message() -> None:
     data = bytearray(legacy_set(1, NONE, n=2))
     data[-1] ^= 0xFF
