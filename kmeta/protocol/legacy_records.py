@@ -40,7 +40,15 @@ from typing import NamedTuple
 
 from kmeta.protocol.codegen import varint_bytes
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.record_batch import LOG_OVERHEAD, RECORD_OVERHEAD_V0, crc32c
+from kmeta.protocol.record_batch import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    RECORD_OVERHEAD_V0,
+    RecordsChecked,
+    check_produce_records,
+    crc32c,
+)
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 _LOG_APPEND_TIME = 0x08
@@ -60,7 +68,7 @@ class UpConverted(NamedTuple):
     record_count: int = 0
 
 
-class _Record(NamedTuple):
+class Record(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
@@ -160,7 +168,7 @@ def up_convert(data: bytes | memoryview, max_message_bytes: int | None = None) -
                 )
         codec = first.attributes & 0x07
         if codec == 0:
-            records = [_Record(e.timestamp, e.key, e.value) for e in entries]
+            records = [Record(e.timestamp, e.key, e.value) for e in entries]
         else:
             if len(entries) > 1:
                 raise _Refused(
@@ -172,7 +180,7 @@ def up_convert(data: bytes | memoryview, max_message_bytes: int | None = None) -
     return UpConverted(ErrorCode.NONE, None, build_v2_batch(records, codec), len(records))
 
 
-def _inner_records(wrapper: _Entry, codec: int) -> list[_Record]:
+def _inner_records(wrapper: _Entry, codec: int) -> list[Record]:
     if codec >= ZSTD:  # (AbstractLegacyRecordBatch's deep iterator; ids above 4 are unknown)
         raise _Refused(
             ErrorCode.INVALID_RECORD,
@@ -205,7 +213,7 @@ def _inner_records(wrapper: _Entry, codec: int) -> list[_Record]:
         if entry.attributes & 0x07:
             raise _Refused(ErrorCode.INVALID_RECORD, "Inner messages must not be compressed")
         timestamp = wrapper.timestamp if appended else entry.timestamp
-        records.append(_Record(timestamp, entry.key, entry.value))
+        records.append(Record(timestamp, entry.key, entry.value))
     return records
 
 
@@ -331,7 +339,7 @@ def _sized(value: bytes | None) -> bytes:
     return _varint(-1) if value is None else _varint(len(value)) + value
 
 
-def build_v2_batch(records: list[_Record], codec: int = 0) -> bytes:
+def build_v2_batch(records: list[Record], codec: int = 0) -> bytes:
     """A v2 batch of ``records`` (offsets 0..n-1, no producer id, CreateTime), as Kafka's
     ``MemoryRecordsBuilder`` writes it: base timestamp = the first record's, max = the largest."""
     base_ts = records[0].timestamp
@@ -349,3 +357,24 @@ def build_v2_batch(records: list[_Record], codec: int = 0) -> bytes:
     ) + payload  # fmt: skip
     length = 4 + 1 + 4 + len(after_crc)  # (partition leader epoch, magic, crc, the rest)
     return struct.pack(">qiibI", 0, length, -1, 2, crc32c(after_crc)) + after_crc
+
+
+def check_old_produce_records(
+    records: bytes | None, max_message_bytes: int
+) -> tuple[RecordsChecked, bytes | None]:
+    """Produce v0-v2's records for one partition, as Kafka 3.x appends them: the check and
+    the v2 batch to append instead of the records sent (None: append them as they are).
+
+    ``ProduceRequest.validateRecords`` checks nothing before v3 (old clients sent the wrong
+    magic for the version, and brokers took it), so only the log's checks apply: a legacy set
+    is up-converted (:func:`up_convert`) and the batch it becomes checked as a client's batch
+    (its size against max.message.bytes); a v2 batch is checked as the log checks a client's,
+    one batch only, any codec (no zstd rule for these versions)."""
+    data = records or b""
+    if len(data) > HEADER_SIZE_UP_TO_MAGIC - 1 and data[HEADER_SIZE_UP_TO_MAGIC - 1] < MAGIC_V2:
+        converted = up_convert(data, max_message_bytes)
+        if converted.error != ErrorCode.NONE:
+            return RecordsChecked(converted.error, converted.message), None
+        return check_produce_records(3, converted.records, max_message_bytes), converted.records
+    # (7: the first version whose zstd rule lets every codec through)
+    return check_produce_records(7, data, max_message_bytes, legacy=False), None

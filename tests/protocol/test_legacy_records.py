@@ -17,7 +17,8 @@ with warnings.catch_warnings():  # kafka-python 3.0.12 reads its schemas with re
     from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.legacy_records import up_convert, xxh32
+from kmeta.protocol.legacy_records import check_old_produce_records, up_convert, xxh32
+from kmeta.protocol.record_batch import crc32c
 
 NONE, GZIP, SNAPPY, LZ4 = 0, 1, 2, 3
 
@@ -159,3 +160,22 @@ def test_a_broken_crc_is_corrupt_message() -> None:
     out = up_convert(bytes(data))
     assert out.error == ErrorCode.CORRUPT_MESSAGE
     assert out.records == b""
+
+
+def test_old_produce_records_convert_legacy_sets_and_check_v2_batches() -> None:
+    checked, converted = check_old_produce_records(legacy_set(0, GZIP, n=4), 1 << 20)
+    assert checked.error == ErrorCode.NONE
+    assert checked.record_count == 4
+    assert converted is not None
+    assert len(read_v2(converted)[1]) == 4
+    v2 = up_convert(legacy_set(1, NONE, n=2)).records
+    checked, converted = check_old_produce_records(v2, 1 << 20)
+    assert (checked.error, checked.record_count, converted) == (ErrorCode.NONE, 2, None)
+    assert check_old_produce_records(v2 + v2, 1 << 20)[0].error == ErrorCode.INVALID_RECORD
+    zstd = bytearray(v2)  # (a zstd attribute: no version rule before v3)
+    zstd[22] |= 4
+    zstd[17:21] = struct.pack(">I", crc32c(bytes(zstd[21:])))
+    assert check_old_produce_records(bytes(zstd), 1 << 20)[0].error == ErrorCode.NONE
+    assert check_old_produce_records(None, 1 << 20)[0].error == ErrorCode.INVALID_RECORD
+    too_big = check_old_produce_records(legacy_set(1, NONE, n=3), 100)[0]
+    assert too_big.error == ErrorCode.MESSAGE_TOO_LARGE
