@@ -20,6 +20,7 @@ class ErrorCode(enum.IntEnum):
 
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
     CORRUPT_MESSAGE = 2
     UNKNOWN_TOPIC_OR_PARTITION = 3
     LEADER_NOT_AVAILABLE = 5
@@ -34,6 +35,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_REQUIRED_ACKS = 21
     TOPIC_AUTHORIZATION_FAILED = 29
     CLUSTER_AUTHORIZATION_FAILED = 31
+    INVALID_TIMESTAMP = 32
     UNSUPPORTED_SASL_MECHANISM = 33
     ILLEGAL_SASL_STATE = 34
     UNSUPPORTED_VERSION = 35
@@ -80,6 +82,7 @@ class ErrorCode(enum.IntEnum):
 _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
     ErrorCode.NONE: "(no error)",
+    ErrorCode.OFFSET_OUT_OF_RANGE: "The requested offset is not within the range of offsets maintained by the server.",
     ErrorCode.CORRUPT_MESSAGE: "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt.",
     ErrorCode.MESSAGE_TOO_LARGE: "The request included a message larger than the max message size the server will accept.",
     ErrorCode.NOT_ENOUGH_REPLICAS: "Messages are rejected since there are fewer in-sync replicas than required.",
@@ -99,6 +102,7 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.SECURITY_DISABLED: "Security features are disabled.",
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.INVALID_TIMESTAMP: "The timestamp of the message is out of acceptable range.",
     ErrorCode.UNSUPPORTED_SASL_MECHANISM: "The broker does not support the requested SASL mechanism.",
     ErrorCode.ILLEGAL_SASL_STATE: "Request is not valid given the current SASL state.",
     ErrorCode.SASL_AUTHENTICATION_FAILED: "SASL Authentication failed.",

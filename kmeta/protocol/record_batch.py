@@ -20,6 +20,8 @@ import struct
 import zlib
 from typing import NamedTuple
 
+import crc32c as _crc32c
+
 from kmeta.protocol.errors import ErrorCode
 
 #: offset + length fields before a batch's body (Records.LOG_OVERHEAD)
@@ -42,26 +44,17 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
 
 
-def _crc32c_table() -> tuple[int, ...]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return tuple(table)
+def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+    """CRC-32C (Castagnoli), as Kafka's ``Crc32C``; ``crc`` continues an earlier value.
 
+    The C implementation of the ``crc32c`` package (ICRAR; SSE4.2/ARMv8 CRC instructions where
+    the CPU has them, a table otherwise) reads any buffer without a copy. Measured on 1 MiB,
+    best of 5 on the shared 2-core box: 43.5 us, against 196 ms for the pure-Python table loop
+    it replaces (~4,500x)::
 
-_CRC32C = _crc32c_table()
-
-
-def crc32c(data: bytes | memoryview) -> int:
-    """CRC-32C (Castagnoli), as Kafka's ``Crc32C``."""
-    crc = 0xFFFFFFFF
-    table = _CRC32C
-    for byte in bytes(data):
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
+        python -m timeit -s "import os; from kmeta.protocol.record_batch import crc32c; d = os.urandom(1 << 20)" "crc32c(d)"
+    """
+    return int(_crc32c.crc32c(data, crc))
 
 
 class BatchHeader(NamedTuple):

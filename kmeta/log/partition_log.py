@@ -1,0 +1,323 @@
+"""A partition replica's log (Kafka's ``UnifiedLog``): record batches kept as received, the
+log start and end offsets, the high watermark, the leader-epoch cache, retention.
+
+Pure data: no asyncio, no sockets, no logging. The owner (the broker's replica manager)
+serialises calls and decides what the high watermark is; this class keeps the invariants
+``log_start_offset <= high_watermark <= log_end_offset`` and that whatever raises leaves the
+log as it was. Segments live in memory, or in files under ``<log dir>/<topic>-<partition>/``
+recovered at start (:mod:`kmeta.log.log_loader`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import NamedTuple
+
+from kmeta.log import checkpoints
+from kmeta.log.batch import (
+    NO_EPOCH,
+    last_offset,
+    walk_batches,
+)
+from kmeta.log.config import LogConfig
+from kmeta.log.epoch_cache import CHECKPOINT_FILE, LeaderEpochFileCache
+from kmeta.log.errors import (
+    LogStorageError,
+    OffsetOutOfRangeError,
+)
+from kmeta.log.list_offsets import fetch_offset_by_timestamp
+from kmeta.log.local_log import LocalLog
+from kmeta.log.log_loader import recover
+from kmeta.log.retention import (
+    Rule,
+    any_segment,
+    below_log_start,
+    over_retention_bytes,
+    over_retention_ms,
+)
+from kmeta.log.segment import LogSegment
+from kmeta.log.stores import Buffer, MemoryAccount
+from kmeta.log.validator import validate_leader_batch
+from kmeta.protocol.record_batch import BatchHeader
+
+Batches = list[tuple[int, BatchHeader]]  # (position in the bytes, header) of each batch
+
+
+class LogAppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time_ms: int  # -1 unless LogAppendTime
+    log_start_offset: int
+    record_count: int
+    size_in_bytes: int
+
+    @classmethod
+    def of(
+        cls, batches: list[BatchHeader], log_start: int, size: int, append_time: int = -1
+    ) -> LogAppendInfo:
+        first, last = batches[0], batches[-1]
+        max_ts = max(h.max_timestamp for h in batches)
+        count = sum(h.last_offset_delta + 1 for h in batches)
+        return cls(
+            first.base_offset, last_offset(last), max_ts, append_time, log_start, count, size
+        )
+
+
+class FetchDataInfo(NamedTuple):
+    records: bytes | memoryview  # whole stored batches, byte for byte
+    fetch_offset: int
+
+
+class EpochEndOffset(NamedTuple):
+    leader_epoch: int  # -1 when unknown
+    end_offset: int  # -1 when unknown
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID | None,
+        config: LogConfig,
+        *,
+        log_dir: str | None = None,
+        memory: MemoryAccount | None = None,
+        memory_segment_bytes: int | None = None,
+    ) -> None:
+        """In memory (``log_dir`` None: segments count against ``memory`` and roll at
+        ``memory_segment_bytes`` at most, so a memory cap frees part of a log), else in
+        ``<log_dir>/<topic>-<partition>/``, recovered from what that directory holds."""
+        self.topic, self.partition, self.topic_id = topic, partition, topic_id
+        self.config = config
+        self.dir = os.path.join(log_dir, f"{topic}-{partition}") if log_dir is not None else None
+        self._local = LocalLog(self.dir, memory, config.index_interval_bytes, self._dir_created)
+        self._local.max_segment_bytes = memory_segment_bytes if self.dir is None else None
+        self._epochs = LeaderEpochFileCache(
+            os.path.join(self.dir, CHECKPOINT_FILE) if self.dir else None, self._local.ensure_dir
+        )
+        self._log_start_offset = 0
+        self._high_watermark = 0
+        if self.dir is not None and os.path.isdir(self.dir):
+            self._log_start_offset, self._high_watermark, found_id = recover(
+                self.dir, self._local, self._epochs
+            )
+            self.topic_id = self.topic_id or found_id
+        else:
+            self._local.start_at(0)
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._local.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._high_watermark  # (until transactions land)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._local.size_in_bytes
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._epochs.latest_epoch
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return self._local.segments
+
+    def update_high_watermark(self, offset: int) -> bool:
+        """Set the high watermark, clamped to [log start, log end]; True if it moved."""
+        offset = min(max(offset, self._log_start_offset), self.log_end_offset)
+        moved = offset != self._high_watermark
+        self._high_watermark = offset
+        return moved
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config  # a smaller segment.bytes rolls at the next append
+
+    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+        """Append one client batch (magic 2) at the log end, checked and set as
+        :func:`~kmeta.log.validator.validate_leader_batch` says; the epoch is recorded in the
+        cache when it starts here. Raises a LogError, nothing stored."""
+        v = validate_leader_batch(records, self.config, self.log_end_offset, leader_epoch, now_ms)
+        h = v.header
+        self._store(v.data, v.prefix, [(0, h)], now_ms)
+        return LogAppendInfo.of([h], self._log_start_offset, len(v.data), v.log_append_time_ms)
+
+    def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | None:
+        """Append batches as a leader's Fetch returned them (offsets and epochs set): each
+        CRC-checked, the first at the log end, each following the one before; a trailing
+        partial batch is ignored. None when there is no whole batch."""
+        walked = walk_batches(records, self.log_end_offset)
+        if walked.problem is not None:
+            raise walked.problem
+        if not walked.batches:
+            return None
+        data = memoryview(records)[: walked.valid_bytes]
+        self._store(data, None, walked.batches, int(time.time() * 1000))
+        heads = [h for _, h in walked.batches]
+        return LogAppendInfo.of(heads, self._log_start_offset, walked.valid_bytes)
+
+    def _store(self, data: Buffer, prefix: bytes | None, batches: Batches, now_ms: int) -> None:
+        """Write, then record the epochs the batches start; a failed epoch checkpoint takes
+        the write back, so an append is all or nothing."""
+        saved = list(self._epochs.entries)
+        self._local.append(data, prefix, batches, now_ms, self.config.segment_bytes)
+        try:
+            for _, h in batches:
+                if h.partition_leader_epoch != NO_EPOCH:
+                    self._epochs.assign(h.partition_leader_epoch, h.base_offset)
+        except LogStorageError:
+            self._epochs.entries = saved
+            self._local.truncate_to(batches[0][1].base_offset)
+            raise
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """A new leader's epoch starts at its log end before it appends anything (Kafka's
+        ``Partition.makeLeader``), so OffsetForLeaderEpoch answers right at once."""
+        self._epochs.assign(leader_epoch, start_offset)
+
+    def read(
+        self, fetch_offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool = True
+    ) -> FetchDataInfo:
+        """Whole stored batches from the one holding ``fetch_offset``, at most ``max_bytes``
+        of them (the first whole when ``min_one_batch``, as Kafka's minOneMessage), only
+        batches that end below ``max_offset`` (the high watermark or last stable offset a
+        consumer may see). One segment per read, as Kafka."""
+        if fetch_offset < self._log_start_offset or fetch_offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {fetch_offset} for partition {self}, "
+                f"but we only have log segments in the range {self._log_start_offset} to {self.log_end_offset}."
+            )
+        if fetch_offset == self.log_end_offset:
+            return FetchDataInfo(b"", fetch_offset)
+        return FetchDataInfo(
+            self._local.read(fetch_offset, max_bytes, max_offset, min_one_batch), fetch_offset
+        )
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """ListOffsets (Kafka's ``fetchOffsetByTimestamp``): ``(offset, timestamp, leader
+        epoch)``, -1 where unknown; None when no record is at or after ``timestamp``."""
+        return fetch_offset_by_timestamp(
+            timestamp, self._local, self._epochs, self._log_start_offset
+        )
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
+        """OffsetForLeaderEpoch (Kafka's ``LeaderEpochFileCache.endOffsetFor``)."""
+        epoch, offset = self._epochs.end_offset_for(leader_epoch, self.log_end_offset)
+        return EpochEndOffset(-1, -1) if offset == -1 else EpochEndOffset(epoch, offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: the log start moves up to ``offset`` (at most the high watermark,
+        else OffsetOutOfRangeError), whole segments below it go; returns the log start."""
+        if offset > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {offset} of partition {self} "
+                f"since it is larger than the high watermark {self._high_watermark}"
+            )
+        if offset > self._log_start_offset:
+            self._move_log_start(offset)
+            self._delete_old(below_log_start(self._log_start_offset))
+        return self._log_start_offset
+
+    def _move_log_start(self, offset: int) -> None:
+        self._checkpoint(checkpoints.LOG_START_FILE, offset)
+        self._epochs.truncate_from_start(offset)
+        self._log_start_offset = offset
+        self._high_watermark = max(self._high_watermark, offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation: the log ends before ``offset`` (a batch is never split: one
+        holding ``offset`` goes whole). Below the first segment: truncate fully, start there."""
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"Cannot truncate {self} to a negative offset ({offset})")
+        if offset >= self.log_end_offset:
+            return
+        if offset < self._local.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        self._local.truncate_to(offset)
+        end = self.log_end_offset
+        self._epochs.truncate_from_end(end)
+        if end < self._log_start_offset:
+            self._move_log_start(end)
+        self._high_watermark = min(self._high_watermark, end)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment; the log is empty and its next offset is ``offset``."""
+        self._local.truncate_fully(offset)
+        self._epochs.clear()
+        self._move_log_start(offset)
+        self._high_watermark = offset
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Kafka's ``deleteOldSegments``: segments wholly below the log start, then the oldest
+        while the log exceeds retention.bytes (never below it), then those whose newest
+        timestamp is older than retention.ms; never past the high watermark. Bytes freed."""
+        freed = self._delete_old(below_log_start(self._log_start_offset))
+        for rules in (over_retention_bytes, over_retention_ms):
+            rule = rules(self.config, self.size_in_bytes, now_ms)
+            if rule is not None:
+                freed += self._delete_old(rule)
+        return freed
+
+    def oldest_deletable_segment(self) -> LogSegment | None:
+        """The segment a memory cap would drop next (the oldest, if retention could)."""
+        deletable = self._local.deletable(any_segment, self._high_watermark)
+        return self._local.segments[0] if deletable else None
+
+    def delete_oldest_segment(self) -> int:
+        """Drop the oldest segment as retention would (the log start moves); bytes freed."""
+        return self._delete_old(any_segment, limit=1)
+
+    def _delete_old(self, rule: Rule, limit: int | None = None) -> int:
+        count = min(self._local.deletable(rule, self._high_watermark), limit or 1 << 62)
+        if count == 0:
+            return 0
+        if count == len(self._local.segments):
+            self._local.roll()  # a log always has an active segment
+        new_start = self._local.segments[count].base_offset
+        if new_start > self._log_start_offset:
+            self._move_log_start(new_start)
+        return self._local.delete_oldest(count)
+
+    def _dir_created(self) -> None:
+        if self.dir is not None and self.topic_id is not None:
+            checkpoints.write_partition_metadata(self.dir, self.topic_id)
+
+    def _checkpoint(self, name: str, offset: int) -> None:
+        if self.dir is not None:
+            ensure = self._local.ensure_dir
+            checkpoints.write_offset(self.dir, name, self.topic, self.partition, offset, ensure)
+
+    def flush(self) -> None:
+        """fsync the segments written since the last flush, and checkpoint the high watermark."""
+        self._local.flush()
+        if self.dir is not None and os.path.isdir(self.dir):
+            self._checkpoint(checkpoints.HIGH_WATERMARK_FILE, self._high_watermark)
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self._local.close()
+
+    def delete_files(self) -> None:
+        """Close and drop everything this log holds (its directory is the caller's)."""
+        self._local.truncate_fully(self.log_end_offset)
+        self._local.close()

@@ -1,0 +1,152 @@
+"""Where a segment's bytes live: a growing bytearray (memory mode) or a file written at known
+positions (with a log dir). Both present the same five operations to :class:`LogSegment`;
+a failed write leaves the bytes as they were and raises :class:`LogStorageError`."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Callable, Sequence
+
+from kmeta.log.batch import HEADER
+from kmeta.log.errors import LogStorageError
+from kmeta.protocol.record_batch import BatchHeader
+
+Buffer = bytes | bytearray | memoryview
+
+
+class MemoryAccount:
+    """Bytes held in memory by every memory-mode segment of a LogManager (one counter the
+    segments update, so checking the broker-wide cap after an append costs nothing)."""
+
+    __slots__ = ("bytes",)
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+
+class MemoryStore:
+    __slots__ = ("_account", "_buf")
+
+    def __init__(self, account: MemoryAccount | None) -> None:
+        self._buf = bytearray()
+        self._account = account
+
+    def write(self, pos: int, data: Buffer, prefix: bytes | None) -> None:
+        self._buf += data
+        if prefix:  # same length: no resize, so the slice assignment is in place
+            self._buf[pos : pos + len(prefix)] = prefix
+        if self._account is not None:
+            self._account.bytes += len(data)
+
+    def read(self, pos: int, size: int) -> bytes:
+        # one copy, and no memoryview outlives the call: a live export would forbid the
+        # bytearray to grow on the next append (BufferError)
+        with memoryview(self._buf) as view:
+            return bytes(view[pos : pos + size])
+
+    def header(self, pos: int) -> BatchHeader:
+        return BatchHeader(*HEADER.unpack_from(self._buf, pos))
+
+    def truncate(self, pos: int) -> None:
+        if self._account is not None:
+            self._account.bytes -= len(self._buf) - pos
+        del self._buf[pos:]
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def delete(self) -> None:
+        self.truncate(0)
+
+
+class FileStore:
+    """A segment file ``<dir>/<base offset:020d>.log``, opened (and created) at its first
+    write, written with ``pwritev`` at the position the segment tracks, never fsynced per
+    write: :meth:`flush` does that (Kafka's flush.messages default leaves it to the OS)."""
+
+    __slots__ = ("_dirty", "_ensure_dir", "_fd", "_window", "_window_pos", "path")
+
+    _WINDOW = 8192  # header reads come from one pread of this much
+
+    def __init__(self, path: str, ensure_dir: Callable[[], None]) -> None:
+        self.path = path
+        self._ensure_dir = ensure_dir
+        self._fd: int | None = None
+        self._dirty = False
+        self._window = b""
+        self._window_pos = 0
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self._ensure_dir()
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        return self._fd
+
+    def write(self, pos: int, data: Buffer, prefix: bytes | None) -> None:
+        self._window = b""
+        parts: Sequence[Buffer] = [prefix, memoryview(data)[len(prefix) :]] if prefix else [data]
+        total = len(data)
+        fd: int | None = None
+        try:
+            fd = self._open()
+            done = os.pwritev(fd, parts, pos)
+            if done < total:  # a short write: the rest byte for byte, or the error it hits
+                whole = memoryview(b"".join(parts))
+                while done < total:
+                    n = os.pwrite(fd, whole[done:], pos + done)
+                    if n == 0:
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    done += n
+        except OSError as exc:
+            if fd is not None:
+                with contextlib.suppress(OSError):  # shrinking a file needs no space
+                    os.ftruncate(fd, pos)
+            raise LogStorageError(f"Error while appending to {self.path}: {exc}") from exc
+        self._dirty = True
+
+    def read(self, pos: int, size: int) -> bytes:
+        try:
+            return os.pread(self._open(), size, pos)
+        except OSError as exc:
+            raise LogStorageError(f"Error while reading {self.path}: {exc}") from exc
+
+    def header(self, pos: int) -> BatchHeader:
+        at = pos - self._window_pos
+        if at < 0 or at + HEADER.size > len(self._window):
+            self._window = self.read(pos, self._WINDOW)
+            self._window_pos, at = pos, 0
+        return BatchHeader(*HEADER.unpack_from(self._window, at))
+
+    def truncate(self, pos: int) -> None:
+        self._window = b""
+        try:
+            os.ftruncate(self._open(), pos)
+        except OSError as exc:
+            raise LogStorageError(f"Error while truncating {self.path}: {exc}") from exc
+        self._dirty = True
+
+    def flush(self) -> None:
+        if self._dirty and self._fd is not None:
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise LogStorageError(f"Error while flushing {self.path}: {exc}") from exc
+            self._dirty = False
+
+    def close(self) -> None:
+        """Close the descriptor (reopened by the next read or write)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        self._window = b""
+
+    def delete(self) -> None:
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
