@@ -67,8 +67,9 @@ class ClusterConfig:
     controllers: int = 1
     zookeeper: str | None = None
     zookeeper_session_timeout_ms: int = 6_000
-    #: brokers serve Produce (records checked, acknowledged, discarded): --accept-produce
-    accept_produce: bool = False
+    #: each broker's --log-memory-max-bytes (None: the broker's default); its --log-dir is
+    #: always ``<data dir>/broker-<id>/logs``, in its state dir
+    log_memory_max_bytes: int | None = None
 
     @property
     def port_plan(self) -> Ports:
@@ -229,6 +230,8 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         *(("--rack", rack) if (rack := cfg.rack(i)) else ()),
         *_topic_default_args(cfg),
         *_ssl_args(cfg.ssl),
+        "--log-dir", str(data_dir / f"broker-{i}" / "logs"),
+        *(("--log-memory-max-bytes", str(m)) if (m := cfg.log_memory_max_bytes) else ()),
         *_closed_broker_args(cfg, data_dir),
     ]  # fmt: skip
 
@@ -270,7 +273,6 @@ def ready_info(cfg: ClusterConfig, data_dir: Path) -> dict[str, object]:
         "controller": f"{cfg.host}:{cfg.controller_port}",
         "controller_metrics_port": cfg.controller_metrics_port if cfg.metrics else None,
         "security_protocol": cfg.client_listener,
-        "accept_produce": cfg.accept_produce,
         **(_secure_info(data_dir) if cfg.secure else {}),
         "cluster_id": cluster_id_of(data_dir),
         "data_dir": str(data_dir),

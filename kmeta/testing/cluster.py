@@ -34,8 +34,9 @@ class Cluster(ClusterControllers):
     ``replication_factor`` (default.replication.factor), ``auto_create_topics``
     (auto.create.topics.enable, on as in Kafka), ``barrier``, ``ssl``, ``secure``, ``sasl_mechanism``, ``controllers``,
     ``session_timeout_ms``, ``zookeeper_session_timeout_ms``, ``log_level``, ``keep``,
-    ``parent_dir``, ``closed_control_plane``, ``accept_produce`` (brokers acknowledge and
-    discard Produce; on by default)."""
+    ``parent_dir``, ``closed_control_plane``, ``log_memory_max_bytes`` (each broker's cap
+    on the record bytes its logs hold in memory). Each broker keeps its partition logs in its
+    state dir (``<data dir>/broker-<id>/logs``), so a restarted broker keeps its records."""
 
     def __init__(
         self,
@@ -59,7 +60,7 @@ class Cluster(ClusterControllers):
         parent_dir: str | os.PathLike[str] | None = None,
         host: str = "127.0.0.1",
         closed_control_plane: bool = False,
-        accept_produce: bool = True,
+        log_memory_max_bytes: int | None = None,
     ) -> None:
         if controllers < 1:
             raise ValueError("a cluster needs at least one controller")
@@ -76,7 +77,7 @@ class Cluster(ClusterControllers):
             heartbeat_interval_ms=heartbeat_interval_ms, log_level=log_level, host=host,
             closed=closed_control_plane or secure, secure=secure, controllers=controllers,
             zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
-            accept_produce=accept_produce,
+            log_memory_max_bytes=log_memory_max_bytes,
         )  # fmt: skip
         super().__init__(base, start_timeout_s=start_timeout_s, keep=keep, parent_dir=parent_dir)
         self._faults: dict[int, str] = {}

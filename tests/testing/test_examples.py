@@ -1,11 +1,9 @@
 """The worked examples of docs/testing.md, as real tests: real Kafka clients against kmeta.
 
-kmeta is a metadata plane: it answers ApiVersions, Metadata and the admin APIs, serves no Fetch,
-and takes Produce only as a fixture does (``accept_produce``, on in a test Cluster: records are
-checked, acknowledged and discarded). So these examples test what a client does with metadata
-and with the answers a leader gives: which leader it routes to, how it reacts to
-NOT_LEADER_OR_FOLLOWER after a leader move, which topics it believes exist, a stale broker, a
-missing controller.
+These examples test what a client does with metadata and with the answers a leader gives:
+which leader it routes to, how it reacts to NOT_LEADER_OR_FOLLOWER after a leader move, which
+topics it believes exist, a stale broker, a missing controller. Records produced and consumed
+back by each real client: tests/e2e/test_real_clients*.py.
 """
 
 from __future__ import annotations
