@@ -18,6 +18,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.types import ZERO_UUID
 from tests.controller.helpers import InProcessCluster, start_cluster, wait_until
+from tests.server.data_plane import batch, only, produce
 
 E = ErrorCode
 
@@ -130,6 +131,22 @@ async def test_a_failed_creation_is_sent_again_by_the_next_request(tmp_path: Pat
             await wait_until(lambda: not c.brokers[1].state.auto_creating, 10.0)
             assert create_topics_received(c) - before == attempt
         assert "too-wide" not in c.brokers[1].cache.snapshot.partition_states
+    finally:
+        conn.close()
+        await c.stop()
+
+
+async def test_a_produce_to_an_unknown_topic_creates_nothing(tmp_path: Path) -> None:
+    """Kafka: only Metadata auto-creates; a Produce naming an unknown topic is answered
+    UNKNOWN_TOPIC_OR_PARTITION (a client asks Metadata first, which creates it)."""
+    c = await cluster(tmp_path)
+    conn = await c.connect(1)
+    try:
+        answer = await conn.request(produce("never-asked", 0, batch(2)), 10.0)
+        assert only(answer).error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+        await asyncio.sleep(0.3)  # (time for a creation that should not happen)
+        assert create_topics_received(c) == 0
+        assert "never-asked" not in c.brokers[1].cache.snapshot.partition_states
     finally:
         conn.close()
         await c.stop()
