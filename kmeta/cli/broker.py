@@ -97,12 +97,25 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
     "(plain-TCP listeners on Linux).",
 )
 @click.option(
-    "--accept-produce",
-    is_flag=True,
-    default=_DEFAULTS["accept_produce"],
-    help="Serve Produce (api key 0) for the partitions this broker leads: records are checked "
-    "and acknowledged as a Kafka broker would, then discarded (kmeta stores no records). "
-    "For testing producers; without it Produce is not advertised.",
+    "--log-dir",
+    default=None,
+    help="Keep the partition logs here as segment files (recovered at start, so a restarted "
+    "broker keeps its records); without it the logs are in memory only.",
+)
+@click.option(
+    "--log-memory-max-bytes",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["log_memory_max_bytes"],
+    show_default=True,
+    help="Record bytes all partition logs together hold in memory; past it the oldest "
+    "segments are dropped as retention would (their log start offset moves).",
+)
+@click.option(
+    "--log-retention-check-interval-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["log_retention_check_interval_ms"],
+    show_default=True,
+    help="log.retention.check.interval.ms: how often retention.ms / retention.bytes are applied.",
 )
 @daemon_options
 @limit_options
@@ -132,7 +145,9 @@ def broker_command(
     initial_metadata_timeout_ms: int,
     shutdown_timeout_ms: int,
     zero_copy: bool,
-    accept_produce: bool,
+    log_dir: str | None,
+    log_memory_max_bytes: int,
+    log_retention_check_interval_ms: int,
     **options: Any,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT."""
@@ -157,7 +172,9 @@ def broker_command(
             initial_metadata_timeout_ms=initial_metadata_timeout_ms,
             shutdown_timeout_ms=shutdown_timeout_ms,
             zero_copy=zero_copy,
-            accept_produce=accept_produce,
+            log_dir=log_dir,
+            log_memory_max_bytes=log_memory_max_bytes,
+            log_retention_check_interval_ms=log_retention_check_interval_ms,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
             **limit_fields(options),
             **daemon_fields(options),

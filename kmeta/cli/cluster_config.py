@@ -222,7 +222,6 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         *(("--metrics-port", str(cfg.metrics_port(i))) if cfg.metrics else ()),
         *(("--rack", rack) if (rack := cfg.rack(i)) else ()),
         *_ssl_args(cfg.ssl),
-        *(("--accept-produce",) if cfg.accept_produce else ()),
         *_closed_broker_args(cfg, data_dir),
     ]  # fmt: skip
 

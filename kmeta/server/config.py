@@ -101,9 +101,14 @@ class BrokerConfig:
     #: large cached answers (all-topics Metadata) leave by sendfile from a sealed memfd
     #: instead of being copied into the socket (plain-TCP listeners on Linux)
     zero_copy: bool = True
-    #: --accept-produce: serve Produce (api key 0) for partitions this broker leads: records
-    #: are checked and acknowledged, then discarded (a test fixture for producers)
-    accept_produce: bool = False
+    #: --log-dir: the partition logs' segment files (<topic>-<partition>/), recovered at start;
+    #: None: logs in memory only, gone with the process (kmeta.log.LogManager)
+    log_dir: str | None = None
+    #: --log-memory-max-bytes: record bytes all logs together hold in memory; past it the
+    #: oldest segments go as retention would (their log start moves)
+    log_memory_max_bytes: int = 256 * 1024 * 1024
+    #: log.retention.check.interval.ms: how often retention.ms / retention.bytes are enforced
+    log_retention_check_interval_ms: int = 300_000
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
 
@@ -129,6 +134,8 @@ class BrokerConfig:
             raise ValueError("heartbeat_interval_ms and initial_metadata_timeout_ms must be positive")
         if self.request_timeout_ms <= 0 or self.write_timeout_ms <= 0:
             raise ValueError("request_timeout_ms and write_timeout_ms must be positive")
+        if self.log_memory_max_bytes <= 0 or self.log_retention_check_interval_ms <= 0:
+            raise ValueError("log_memory_max_bytes and log_retention_check_interval_ms must be positive")
         if self.max_connections < 0 or self.max_connections_per_ip < 0:
             raise ValueError("connection limits must be >= 0")
         if self.controller_security_protocol not in SECURITY_PROTOCOLS:

@@ -1,7 +1,6 @@
 """One module per API key; each defines ``register(registry)``.
 
 Add a module name to HANDLER_MODULES to serve a new API (its ApiVersions entry follows).
-OPT_IN_MODULES are served only when the broker is told to (:func:`served_modules`).
 """
 
 from __future__ import annotations
@@ -12,6 +11,8 @@ from kmeta.server.state import BrokerRegistry
 
 HANDLER_MODULES: tuple[str, ...] = (
     "api_versions",
+    "produce",
+    "fetch",
     "metadata",
     "update_metadata",
     "leader_and_isr",
@@ -35,14 +36,6 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
 )
-
-
-#: APIs a broker serves only when configured to: Produce with ``accept_produce``
-OPT_IN_MODULES: tuple[str, ...] = ("produce",)
-
-
-def served_modules(accept_produce: bool = False) -> tuple[str, ...]:
-    return HANDLER_MODULES + (("produce",) if accept_produce else ())
 
 
 def build_registry(modules: tuple[str, ...] = HANDLER_MODULES) -> BrokerRegistry:
