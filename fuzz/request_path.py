@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from fuzz.data_plane_seeds import data_plane_frames, seed_leader_and_isr
 from kmeta.net.connection import api_of_instance
 from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 from kmeta.protocol.framing import FrameSplitter, frame
@@ -143,6 +144,7 @@ def _health_request() -> bytes:
 
 
 _SEED = encode_request(seed_update_metadata(), 1)
+_SEED_LEADERS = encode_request(seed_leader_and_isr(SEED_TOPIC), 2)
 _HEALTH = _health_request()
 
 
@@ -174,6 +176,10 @@ class RequestPath:
         self.loop.run_until_complete(self._run(state, True, _SEED, len(_SEED)))
         if state.cache.snapshot.partition_count(SEED_TOPIC) != 2:
             raise RuntimeError("the seed UpdateMetadata was not applied")
+        # this broker leads the seed topic's partitions: data-plane inputs reach their logs
+        self.loop.run_until_complete(self._run(state, True, _SEED_LEADERS, len(_SEED_LEADERS)))
+        if (SEED_TOPIC, 0) not in state.replicas:
+            raise RuntimeError("the seed LeaderAndIsr was not applied")
         return state
 
     # -- one input ------------------------------------------------------------------------------
@@ -329,3 +335,4 @@ def valid_requests() -> Iterator[tuple[str, bool, bytes]]:
         timeout_ms=1000,
     )  # fmt: skip
     yield "create-topics-v7", False, encode_request(create, 5)
+    yield from data_plane_frames(SEED_TOPIC, encode_request)

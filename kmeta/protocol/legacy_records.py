@@ -363,7 +363,7 @@ def check_old_produce_records(
     records: bytes | None, max_message_bytes: int
 ) -> tuple[RecordsChecked, bytes | None]:
     """Produce v0-v2's records for one partition, as Kafka 3.x appends them: the check and
-    the v2 batch to append instead of the records sent (None: append them as they are).
+    the records to append (a legacy set's up-converted batch, else the records as sent).
 
     ``ProduceRequest.validateRecords`` checks nothing before v3 (old clients sent the wrong
     magic for the version, and brokers took it), so only the log's checks apply: a legacy set
@@ -377,4 +377,4 @@ def check_old_produce_records(
             return RecordsChecked(converted.error, converted.message), None
         return check_produce_records(3, converted.records, max_message_bytes), converted.records
     # (7: the first version whose zstd rule lets every codec through)
-    return check_produce_records(7, data, max_message_bytes, legacy=False), None
+    return check_produce_records(7, data, max_message_bytes, legacy=False), records

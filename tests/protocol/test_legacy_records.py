@@ -170,7 +170,7 @@ def test_old_produce_records_convert_legacy_sets_and_check_v2_batches() -> None:
     assert len(read_v2(converted)[1]) == 4
     v2 = up_convert(legacy_set(1, NONE, n=2)).records
     checked, converted = check_old_produce_records(v2, 1 << 20)
-    assert (checked.error, checked.record_count, converted) == (ErrorCode.NONE, 2, None)
+    assert (checked.error, checked.record_count, converted) == (ErrorCode.NONE, 2, v2)
     assert check_old_produce_records(v2 + v2, 1 << 20)[0].error == ErrorCode.INVALID_RECORD
     zstd = bytearray(v2)  # (a zstd attribute: no version rule before v3)
     zstd[22] |= 4

@@ -17,6 +17,7 @@ from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import fetch as fe
 from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.protocol.messages import produce as pr
+from kmeta.protocol.messages import update_metadata as um
 from kmeta.server.broker import Broker
 from kmeta.server.config import BrokerConfig, ListenerSpec
 from kmeta.server.state import BrokerState
@@ -26,6 +27,7 @@ from tests.server.helpers import (
     ConnectionPair,
     broker_state,
     live_broker,
+    partition,
     topic_id,
     update_metadata,
 )
@@ -73,14 +75,20 @@ def leader_and_isr(topics: dict[str, list[Part]], controller_epoch: int = 1) -> 
     )  # fmt: skip
 
 
-def metadata_for(topics: dict[str, list[Part]], brokers: list[Any], controller_epoch: int = 1) -> Any:
-    from tests.server.helpers import partition
-
-    return update_metadata(brokers, {
+def metadata_for(topics: dict[str, list[Part]], brokers: list[Any], controller_epoch: int = 1,
+                 configs: dict[str, dict[str, str]] | None = None) -> Any:  # fmt: skip
+    """UpdateMetadata of ``topics`` (``configs``: topic -> its overrides, kmeta's tagged field)."""
+    request = update_metadata(brokers, {
         name: [partition(i, leader, replicas, isr=isr, leader_epoch=epoch, controller_epoch=controller_epoch)
                for i, leader, replicas, isr, epoch in parts]
         for name, parts in topics.items()
     }, controller_epoch=controller_epoch)  # fmt: skip
+    given = configs or {}
+    return request._replace(topic_states=tuple(
+        t._replace(kmeta_topic_configs=tuple(um.KmetaTopicConfig(k, v) for k, v in given[t.topic_name].items()))
+        if t.topic_name in given else t
+        for t in request.topic_states
+    ))  # fmt: skip
 
 
 #: broker 1's view: ``orders`` 0 and 2 led by 1 (epoch 4, ISR 1), 1 led by 2 (epoch 7), and
