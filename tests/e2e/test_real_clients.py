@@ -194,3 +194,25 @@ async def test_aiokafka_round_trip(cluster: Cluster) -> None:
         await consumer.stop()
         await producer.stop()
     timer.report()
+
+
+# -- auto.create.topics.enable ------------------------------------------------------------------
+def test_a_producers_first_record_creates_its_topic(cluster: Cluster) -> None:
+    """As with Kafka's defaults: librdkafka's and kafka-python's producers ask Metadata for a
+    topic nobody created, the broker creates it (num.partitions 1, replication factor 1) and
+    answers LEADER_NOT_AVAILABLE until it is served; the producers retry and deliver."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    reports: list[tuple[object, int, int]] = []
+    for i in range(3):
+        producer.produce("born-rdkafka", b"%d" % i, on_delivery=lambda e, m: reports.append((e, m.partition(), m.offset())))
+    assert producer.flush(30) == 0
+    assert reports == [(None, 0, 0), (None, 0, 1), (None, 0, 2)]
+    kp = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, enable_idempotence=False)
+    try:
+        assert kp.send("born-kafka-python", b"x").get(30).offset == 0
+    finally:
+        kp.close(5)
+    for name in ("born-rdkafka", "born-kafka-python"):
+        served = cluster.metadata(cluster.live_brokers[0]).topics[name]
+        assert len(served) == 1
+        assert len(served[0].replicas) == 1
