@@ -8,7 +8,8 @@ outcome is a defined one:
 
 * nothing raises out of ``data_received`` and no handler failure is logged (those are ours);
 * every answer is a well-formed frame whose correlation id is that of the request it answers,
-  in request order; either every complete request is answered or the connection was closed;
+  in request order; either every complete request is answered (but a Produce with acks=0,
+  which gets no answer, as in Kafka) or the connection was closed;
 * nothing stays pending (no hang): asynchronous handlers finish within ``settle_s``;
 * afterwards a fresh connection on the same state still answers Metadata correctly.
 
@@ -25,16 +26,19 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from fuzz.data_plane_seeds import data_plane_frames, seed_leader_and_isr
 from kmeta.net.connection import api_of_instance
 from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 from kmeta.protocol.framing import FrameSplitter, frame
 from kmeta.protocol.header import (
     RequestHeader,
+    decode_request_header,
     encode_request_header,
 )
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.protocol.messages import metadata as md
+from kmeta.protocol.messages import produce as pr
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.server.config import BrokerConfig, ListenerSpec
 from kmeta.server.handlers import build_registry
@@ -140,6 +144,7 @@ def _health_request() -> bytes:
 
 
 _SEED = encode_request(seed_update_metadata(), 1)
+_SEED_LEADERS = encode_request(seed_leader_and_isr(SEED_TOPIC), 2)
 _HEALTH = _health_request()
 
 
@@ -171,6 +176,10 @@ class RequestPath:
         self.loop.run_until_complete(self._run(state, True, _SEED, len(_SEED)))
         if state.cache.snapshot.partition_count(SEED_TOPIC) != 2:
             raise RuntimeError("the seed UpdateMetadata was not applied")
+        # this broker leads the seed topic's partitions: data-plane inputs reach their logs
+        self.loop.run_until_complete(self._run(state, True, _SEED_LEADERS, len(_SEED_LEADERS)))
+        if (SEED_TOPIC, 0) not in state.replicas:
+            raise RuntimeError("the seed LeaderAndIsr was not applied")
         return state
 
     # -- one input ------------------------------------------------------------------------------
@@ -237,8 +246,19 @@ def _request_frames(data: bytes) -> list[bytes]:
         return frames
 
 
+def _answered(frame_: bytes) -> bool:
+    """False for a request Kafka answers with nothing: a Produce with acks=0 (that decodes)."""
+    try:
+        header, pos = decode_request_header(frame_)
+        if header.api_key != pr.API.key:
+            return True
+        return bool(pr.REQUEST.decode(frame_, header.api_version, pos).acks != 0)
+    except Exception:
+        return True
+
+
 def _check_answers(data: bytes, written: bytes, closed: bool) -> int:
-    requests = _request_frames(data)
+    requests = [f for f in _request_frames(data) if _answered(f)]
     try:
         answers = FrameSplitter((1 << 31) - 1).feed(written)
     except Exception as exc:
@@ -315,3 +335,4 @@ def valid_requests() -> Iterator[tuple[str, bool, bytes]]:
         timeout_ms=1000,
     )  # fmt: skip
     yield "create-topics-v7", False, encode_request(create, 5)
+    yield from data_plane_frames(SEED_TOPIC, encode_request)

@@ -6,9 +6,7 @@
 The rows are what a broker's ApiVersions answer advertises (``kmeta.server.handlers``'
 registry: each handler's version range, and the listeners it serves), so the table cannot
 claim more than the code serves. ``--write`` replaces the text between the
-``<!-- served-apis:begin -->`` and ``<!-- served-apis:end -->`` markers, and the APIs a broker
-serves only when told to (``kmeta.server.handlers.OPT_IN_MODULES``: Produce with
-``--accept-produce``) between the ``<!-- opt-in-apis:... -->`` markers.
+``<!-- served-apis:begin -->`` and ``<!-- served-apis:end -->`` markers.
 """
 
 from __future__ import annotations
@@ -20,26 +18,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kmeta.server.handlers import HANDLER_MODULES, build_registry, served_modules
+from kmeta.server.handlers import HANDLER_MODULES, build_registry
 
 BEGIN, END = "<!-- served-apis:begin -->", "<!-- served-apis:end -->"
-OPT_IN_BEGIN, OPT_IN_END = "<!-- opt-in-apis:begin -->", "<!-- opt-in-apis:end -->"
 
 
 def _name(key_name: str) -> str:
     return "".join(part.capitalize() for part in key_name.split("_"))
 
 
-def table(modules: tuple[str, ...] = HANDLER_MODULES, only_beyond: bool = False) -> str:
-    """The rows of the registry of ``modules``; ``only_beyond``: those the default one lacks."""
+def table(modules: tuple[str, ...] = HANDLER_MODULES) -> str:
+    """The rows of the registry of ``modules``."""
     rows = [
         "| API (key) | versions | listeners |",
         "|---|---|---|",
     ]
-    default = {h.api.key for h in build_registry()}
     for handler in build_registry(modules):
-        if only_beyond and handler.api.key in default:
-            continue
         where = (
             "client, control"
             if handler.on_client and handler.on_control
@@ -63,18 +57,15 @@ def main() -> None:
     ap.add_argument("--write", metavar="README", help="replace the table between the markers")
     args = ap.parse_args()
     text = table()
-    opt_in = table(served_modules(accept_produce=True), only_beyond=True)
     if not args.write:
-        print(text, opt_in, sep="\n\n")
+        print(text)
         return
     path = Path(args.write)
     readme = path.read_text()
-    for begin, end, rows in ((BEGIN, END, text), (OPT_IN_BEGIN, OPT_IN_END, opt_in)):
-        pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
-        if not pattern.search(readme):
-            raise SystemExit(f"{path}: no {begin} ... {end} markers")
-        readme = pattern.sub(lambda _, b=begin, e=end, r=rows: f"{b}\n{r}\n{e}", readme)
-    path.write_text(readme)
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
+    if not pattern.search(readme):
+        raise SystemExit(f"{path}: no {BEGIN} ... {END} markers")
+    path.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}\n{END}", readme))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from kmeta.cli.security_options import (
     tls_fields,
     tls_options,
 )
+from kmeta.cli.topic_defaults import topic_default_fields, topic_default_options
 from kmeta.metadata.addresses import parse_host_port
 from kmeta.server.broker import run
 from kmeta.server.config import BrokerConfig, parse_listeners
@@ -97,13 +98,27 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
     "(plain-TCP listeners on Linux).",
 )
 @click.option(
-    "--accept-produce",
-    is_flag=True,
-    default=_DEFAULTS["accept_produce"],
-    help="Serve Produce (api key 0) for the partitions this broker leads: records are checked "
-    "and acknowledged as a Kafka broker would, then discarded (kmeta stores no records). "
-    "For testing producers; without it Produce is not advertised.",
+    "--log-dir",
+    default=None,
+    help="Keep the partition logs here as segment files (recovered at start, so a restarted "
+    "broker keeps its records); without it the logs are in memory only.",
 )
+@click.option(
+    "--log-memory-max-bytes",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["log_memory_max_bytes"],
+    show_default=True,
+    help="Record bytes all partition logs together hold in memory; past it the oldest "
+    "segments are dropped as retention would (their log start offset moves).",
+)
+@click.option(
+    "--log-retention-check-interval-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["log_retention_check_interval_ms"],
+    show_default=True,
+    help="log.retention.check.interval.ms: how often retention.ms / retention.bytes are applied.",
+)
+@topic_default_options
 @daemon_options
 @limit_options
 @tls_options
@@ -132,7 +147,9 @@ def broker_command(
     initial_metadata_timeout_ms: int,
     shutdown_timeout_ms: int,
     zero_copy: bool,
-    accept_produce: bool,
+    log_dir: str | None,
+    log_memory_max_bytes: int,
+    log_retention_check_interval_ms: int,
     **options: Any,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT."""
@@ -157,8 +174,11 @@ def broker_command(
             initial_metadata_timeout_ms=initial_metadata_timeout_ms,
             shutdown_timeout_ms=shutdown_timeout_ms,
             zero_copy=zero_copy,
-            accept_produce=accept_produce,
+            log_dir=log_dir,
+            log_memory_max_bytes=log_memory_max_bytes,
+            log_retention_check_interval_ms=log_retention_check_interval_ms,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
+            **topic_default_fields(options),
             **limit_fields(options),
             **daemon_fields(options),
             **tls_fields(options),

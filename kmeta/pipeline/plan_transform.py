@@ -1,6 +1,6 @@
 """Transform for ``plan``: the partition states the cluster will have, and the load per broker.
 
-The rules are those a Kafka controller keeps (and kmeta's, :mod:`kmeta.controller.election`):
+The rules are those a Kafka controller keeps (and kmeta's, :mod:`kmeta.controller.topics.election`):
 the leader is in the ISR, the ISR is within the replicas, and a dead broker is in neither.
 
 * isr: the given one (else every replica), without the dead brokers.

@@ -52,8 +52,10 @@ class ErrorCode(enum.IntEnum):
     POLICY_VIOLATION = 44
     KAFKA_STORAGE_ERROR = 56
     SASL_AUTHENTICATION_FAILED = 58
+    FETCH_SESSION_ID_NOT_FOUND = 70
     LISTENER_NOT_FOUND = 72
     FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
     TOPIC_DELETION_DISABLED = 73
     UNSUPPORTED_COMPRESSION_TYPE = 76
     STALE_BROKER_EPOCH = 77
@@ -121,6 +123,8 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.KAFKA_STORAGE_ERROR: "Disk error when trying to access log file on the disk.",
     ErrorCode.LISTENER_NOT_FOUND: "There is no listener on the leader broker that matches the listener on which metadata request was processed.",
     ErrorCode.FENCED_LEADER_EPOCH: "The leader epoch in the request is older than the epoch on the broker.",
+    ErrorCode.UNKNOWN_LEADER_EPOCH: "The leader epoch in the request is newer than the epoch on the broker.",
+    ErrorCode.FETCH_SESSION_ID_NOT_FOUND: "The fetch session ID was not found.",
     ErrorCode.TOPIC_DELETION_DISABLED: "Topic deletion is disabled.",
     ErrorCode.STALE_BROKER_EPOCH: "Broker epoch has changed.",
     ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",

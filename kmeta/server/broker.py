@@ -1,6 +1,7 @@
 """The broker daemon's lifecycle: start listeners, serve, shut down in a fixed order.
 
-Start: every listener binds; the control listener accepts at once. A broker with a controller
+Start: the partition logs are recovered from ``--log-dir`` (before anything is served); every
+listener binds; the control listener accepts at once. A broker with a controller
 opens its client listeners only once it holds the controller's state — its first full
 UpdateMetadata since start — as a KRaft broker unfences only once caught up with the metadata
 log: until then a client connecting is refused and tries its next bootstrap server, instead
@@ -10,8 +11,9 @@ controller serves at once.
 
 Shutdown order (SIGTERM or SIGINT): 1. every listener stops accepting; 2. each connection
 finishes the requests it has already read and closes; 3. wait up to
-``shutdown_timeout_ms``, then abort the stragglers; 4. stop services (the controller link)
-last, so the controller keeps hearing from us while clients drain; 5. close the state-change
+``shutdown_timeout_ms``, then abort the stragglers (waiting fetches are answered at once
+from step 1); 4. stop services (the controller link) last, so the controller keeps hearing
+from us while clients drain; 5. flush and close the partition logs, close the state-change
 log. A second SIGINT exits at once.
 """
 
@@ -34,7 +36,7 @@ from kmeta.net.security.ssl_principal import mtls_gate, parse_rules
 from kmeta.net.serving import ConnectionLimits
 from kmeta.net.tls import uses_sasl, uses_tls
 from kmeta.server.config import BrokerConfig
-from kmeta.server.handlers import build_registry, served_modules
+from kmeta.server.handlers import build_registry
 from kmeta.server.loop_lag import LoopLagProbe
 from kmeta.server.metrics import broker_metrics
 from kmeta.server.state import BrokerState
@@ -57,7 +59,7 @@ class Broker:
     def __init__(self, config: BrokerConfig, services: Sequence[ServiceFactory] = ()) -> None:
         self.config = config
         self.state = BrokerState(config)
-        self.registry = build_registry(served_modules(config.accept_produce))
+        self.registry = build_registry()
         limits = ConnectionLimits(
             max_frame_size=config.max_frame_size,
             idle_timeout_s=config.idle_timeout_s,
@@ -132,6 +134,10 @@ class Broker:
     async def start(self) -> None:
         started: list[Listener[BrokerState]] = []
         wait = self.config.controller is not None  # clients wait for the controller's state
+        recovered = self.state.replica_manager.startup()
+        if recovered:
+            log.info("broker %d: %d partition logs recovered from %s",
+                     self.config.broker_id, recovered, self.config.log_dir)  # fmt: skip
         try:
             for lst in self.listeners:
                 await lst.start(serve=not wait or lst.info.is_control)
@@ -204,6 +210,7 @@ class Broker:
             self._metadata_timer.cancel()
         for lst in self.listeners:
             lst.stop_accepting()
+        self.state.replica_manager.delayed_fetch.close()  # (waiting fetches answer now)
         timeout_s = self.config.shutdown_timeout_ms / 1000.0
         await asyncio.gather(*(lst.shutdown(timeout_s) for lst in self.listeners))
         for service in reversed(self.services):
@@ -215,6 +222,7 @@ class Broker:
             await self.metrics_server.stop()
         if self.loop_lag is not None:
             await self.loop_lag.stop()
+        self.state.replica_manager.shutdown()
         self.state.close()
         log.info("broker %d stopped", self.config.broker_id)
 

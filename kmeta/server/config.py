@@ -101,9 +101,20 @@ class BrokerConfig:
     #: large cached answers (all-topics Metadata) leave by sendfile from a sealed memfd
     #: instead of being copied into the socket (plain-TCP listeners on Linux)
     zero_copy: bool = True
-    #: --accept-produce: serve Produce (api key 0) for partitions this broker leads: records
-    #: are checked and acknowledged, then discarded (a test fixture for producers)
-    accept_produce: bool = False
+    #: auto.create.topics.enable: a Metadata request naming an unknown topic creates it
+    #: through the controller (kmeta.server.auto_topic_creation), with num.partitions
+    #: partitions of default.replication.factor replicas
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    #: --log-dir: the partition logs' segment files (<topic>-<partition>/), recovered at start;
+    #: None: logs in memory only, gone with the process (kmeta.log.LogManager)
+    log_dir: str | None = None
+    #: --log-memory-max-bytes: record bytes all logs together hold in memory; past it the
+    #: oldest segments go as retention would (their log start moves)
+    log_memory_max_bytes: int = 256 * 1024 * 1024
+    #: log.retention.check.interval.ms: how often retention.ms / retention.bytes are enforced
+    log_retention_check_interval_ms: int = 300_000
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
 
@@ -129,6 +140,10 @@ class BrokerConfig:
             raise ValueError("heartbeat_interval_ms and initial_metadata_timeout_ms must be positive")
         if self.request_timeout_ms <= 0 or self.write_timeout_ms <= 0:
             raise ValueError("request_timeout_ms and write_timeout_ms must be positive")
+        if self.num_partitions < 1 or self.default_replication_factor < 1:
+            raise ValueError("num_partitions and default_replication_factor must be at least 1")
+        if self.log_memory_max_bytes <= 0 or self.log_retention_check_interval_ms <= 0:
+            raise ValueError("log_memory_max_bytes and log_retention_check_interval_ms must be positive")
         if self.max_connections < 0 or self.max_connections_per_ip < 0:
             raise ValueError("connection limits must be >= 0")
         if self.controller_security_protocol not in SECURITY_PROTOCOLS:

@@ -8,8 +8,15 @@ Read at scrape time from the current snapshot (nothing is counted on the request
 * ``kmeta_broker_update_apply_seconds``: time to apply one UpdateMetadata to the cache;
 * ``kmeta_broker_loop_lag_seconds``: how late the event loop woke a 20 ms timer (the time it
   was held; :mod:`kmeta.server.loop_lag`); /status has its maximum and the recent stalls.
-* ``kmeta_broker_produce_partitions_total{error}``: with --accept-produce, the partitions of
-  Produce requests answered, by error (NONE: acknowledged), as Kafka's ErrorsPerSec.
+* ``kmeta_broker_produce_partitions_total{error}``: the partitions of Produce requests
+  answered, by error (NONE: acknowledged), as Kafka's ErrorsPerSec.
+* ``kmeta_broker_bytes_in_total`` / ``kmeta_broker_messages_in_total`` /
+  ``kmeta_broker_bytes_out_total``: record bytes appended, records appended, record bytes
+  fetched (Kafka's BytesInPerSec, MessagesInPerSec, BytesOutPerSec, broker-wide only);
+* ``kmeta_broker_logs`` / ``kmeta_broker_log_size_bytes`` / ``kmeta_broker_log_memory_bytes``:
+  the partition logs held, their bytes, the bytes held in memory (broker-wide totals: a
+  series per partition would cost a series per partition);
+* ``kmeta_broker_delayed_fetches``: fetches waiting in the purgatory.
 """
 
 from __future__ import annotations
@@ -77,15 +84,28 @@ class BrokerCollector(Collector):
         yield _gauge(
             "kmeta_broker_controller_epoch", "Highest controller epoch seen", state.controller_epoch
         )
-        if state.config.accept_produce:
-            produced = CounterMetricFamily(
-                "kmeta_broker_produce_partitions",
-                "Partitions of Produce requests answered, by error",
-                labels=["error"],
-            )
-            for error, count in sorted(state.produce_results.items()):
-                produced.add_metric([error], count)
-            yield produced
+        produced = CounterMetricFamily(
+            "kmeta_broker_produce_partitions",
+            "Partitions of Produce requests answered, by error",
+            labels=["error"],
+        )
+        for error, count in sorted(state.produce_results.items()):
+            produced.add_metric([error], count)
+        yield produced
+        rm = state.replica_manager
+        for name, doc, value in (
+            ("bytes_in", "Record bytes appended to partition logs", rm.bytes_in),
+            ("messages_in", "Records appended to partition logs", rm.messages_in),
+            ("bytes_out", "Record bytes answered to fetches", rm.bytes_out),
+        ):
+            yield CounterMetricFamily(f"kmeta_broker_{name}", doc, value=value)
+        logs, size, memory = rm.log_totals()
+        yield _gauge("kmeta_broker_logs", "Partition logs held", logs)
+        yield _gauge("kmeta_broker_log_size_bytes", "Bytes of all partition logs", size)
+        yield _gauge("kmeta_broker_log_memory_bytes", "Partition log bytes held in memory", memory)
+        yield _gauge(
+            "kmeta_broker_delayed_fetches", "Fetches waiting in the purgatory", rm.delayed_fetch.watched()
+        )
         yield plain_histogram_family(
             "kmeta_broker_update_apply_seconds",
             "Time to apply one UpdateMetadata to the cache",

@@ -1,4 +1,5 @@
-"""BrokerState: what the broker's handlers share (cache, epochs, replica roles, logs).
+"""BrokerState: what the broker's handlers share (cache, epochs, replica roles, the replica
+manager and its logs).
 
 Fencing follows Kafka 3.x ZK mode (``KafkaApis.isBrokerEpochStale`` and ``ReplicaManager``):
 
@@ -13,6 +14,7 @@ Both leave the cache and the replica states untouched.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -27,6 +29,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages.update_metadata import KmetaScramCredential
 from kmeta.server.config import BrokerConfig
 from kmeta.server.control_order import ControlOrder
+from kmeta.server.replica_manager import ReplicaManager
 from kmeta.server.replica_states import FOLLOWER as FOLLOWER
 from kmeta.server.replica_states import LEADER as LEADER
 from kmeta.server.replica_states import ReplicaState as ReplicaState
@@ -47,9 +50,8 @@ class BrokerState:
         self.replicas: ReplicaStates = ReplicaStates()
         #: control requests apply one at a time, in order (a large update takes steps)
         self.control_order = ControlOrder()
-        #: --accept-produce: each partition's log-end offset on this broker, advanced by the
-        #: records it acknowledged (and discarded) while leading it; in memory only
-        self.log_end_offsets: dict[tuple[str, int], int] = {}
+        #: the partitions this broker holds and their logs (Produce, Fetch, the log APIs)
+        self.replica_manager = ReplicaManager(config, self.replicas, self.cache)
         #: error name -> partitions of Produce requests answered with it (NONE: acknowledged)
         self.produce_results: collections.Counter[str] = collections.Counter()
         #: the ACL authorizer (--authorizer acl), holding the ACLs the controller pushed;
@@ -59,6 +61,9 @@ class BrokerState:
         )
         #: the ControllerLink service when the broker runs with --controller (admin forwarding)
         self.controller_link: ControllerLink | None = None
+        #: topics a Metadata request is auto-creating -> the task sending their CreateTopics
+        #: (kmeta.server.auto_topic_creation: a creation in flight is not sent twice)
+        self.auto_creating: dict[str, asyncio.Task[None]] = {}
         #: seconds per applied UpdateMetadata (exposed by kmeta.server.metrics)
         self.update_apply = PlainHistogram()
         #: the first full UpdateMetadata (v8 Type FULL) of this process was applied: the cache
@@ -96,6 +101,14 @@ class BrokerState:
             for c in pushed
             if c.mechanism in MECHANISM_NAMES
         )
+
+    def topic_replicas_changed(self, topic: str) -> None:
+        """A LeaderAndIsr applied ``topic``'s partition states (the replica manager follows)."""
+        self.replica_manager.topic_replicas_changed(topic)
+
+    def replica_stopped(self, topic: str, partition: int, delete: bool) -> None:
+        """StopReplica dropped a replica's state (``delete``: its log goes too)."""
+        self.replica_manager.stop_replica(topic, partition, delete)
 
     def metadata_applied(self, full: bool) -> None:
         """An UpdateMetadata was applied to the cache (``full``: it replaced the whole state)."""

@@ -53,15 +53,3 @@ async def test_the_served_apis_table_is_what_a_broker_advertises() -> None:
             assert await _advertised(broker.port(listener)) == table, listener
     finally:
         await broker.stop()
-
-
-async def test_a_broker_with_accept_produce_adds_the_opt_in_table() -> None:
-    opt_in = _readme_table("opt-in-apis")
-    assert list(opt_in) == [0]  # Produce
-    broker = Broker(loopback_config(1, accept_produce=True))
-    await broker.start()
-    try:
-        for listener in (PLAINTEXT, CONTROL):  # (as for every API: one ApiVersions answer)
-            assert await _advertised(broker.port(listener)) == _readme_table() | opt_in, listener
-    finally:
-        await broker.stop()

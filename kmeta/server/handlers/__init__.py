@@ -1,7 +1,6 @@
 """One module per API key; each defines ``register(registry)``.
 
 Add a module name to HANDLER_MODULES to serve a new API (its ApiVersions entry follows).
-OPT_IN_MODULES are served only when the broker is told to (:func:`served_modules`).
 """
 
 from __future__ import annotations
@@ -12,6 +11,8 @@ from kmeta.server.state import BrokerRegistry
 
 HANDLER_MODULES: tuple[str, ...] = (
     "api_versions",
+    "produce",
+    "fetch",
     "metadata",
     "update_metadata",
     "leader_and_isr",
@@ -34,15 +35,11 @@ HANDLER_MODULES: tuple[str, ...] = (
     "sasl_authenticate",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "list_offsets",
+    "offset_for_leader_epoch",
+    "delete_records",
+    "describe_log_dirs",
 )
-
-
-#: APIs a broker serves only when configured to: Produce with ``accept_produce``
-OPT_IN_MODULES: tuple[str, ...] = ("produce",)
-
-
-def served_modules(accept_produce: bool = False) -> tuple[str, ...]:
-    return HANDLER_MODULES + (("produce",) if accept_produce else ())
 
 
 def build_registry(modules: tuple[str, ...] = HANDLER_MODULES) -> BrokerRegistry:

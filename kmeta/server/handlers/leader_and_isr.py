@@ -1,6 +1,7 @@
 """LeaderAndIsr (api key 4): versions 0-7, control listener only.
 
-Behaviour (Kafka 3.x ``ReplicaManager.becomeLeaderOrFollower``, without log storage):
+Behaviour (Kafka 3.x ``ReplicaManager.becomeLeaderOrFollower``; the replica manager follows
+each applied topic: ``BrokerState.topic_replicas_changed``):
 
 * On a client listener, or without CLUSTER_ACTION on the cluster for the connection's
   principal (an authorizer is configured): CLUSTER_AUTHORIZATION_FAILED for the request and
@@ -104,6 +105,7 @@ def _apply_topic(
     )
     for p, code in zip(parts, codes, strict=True):
         errors[(name, p.partition_index)] = code
+    state.topic_replicas_changed(name)
 
 
 def _topic_errors(version: int, topic_id: uuid.UUID, indexes: Sequence[int], codes: list[int]) -> bytes:
@@ -195,6 +197,7 @@ def _apply_steps(
         name = head.topic_name
         topic_id = None if head.topic_id == ZERO_UUID else head.topic_id
         codes = state.replicas.apply_distinct(name, topic_id, parts.indexes, parts.keys, parts.states, me)
+        state.topic_replicas_changed(name)
         pieces.append(_topic_errors(request.version, head.topic_id, parts.indexes, codes))
         names.append(name)
         partitions += len(codes)

@@ -1,13 +1,14 @@
 """Metadata (api key 3): versions 0-13, on client and control listeners.
 
 Kafka 3.x ZooKeeper-mode semantics (``KafkaApis.handleTopicMetadataRequest`` and
-``ZkMetadataCache.getTopicMetadata``), with topic auto-creation off:
+``ZkMetadataCache.getTopicMetadata``):
 
 * Topics: null means all (v1+); an empty list means none, except v0 where it means all.
   Duplicates are answered once.
 * Unknown topic: UNKNOWN_TOPIC_OR_PARTITION; a name that is not a legal topic name
   (empty, "." or "..", over 249 chars, outside ``[a-zA-Z0-9._-]``): INVALID_TOPIC_EXCEPTION.
-  The broker never creates topics (as Kafka with auto.create.topics.enable=false).
+  Unless auto-creation (``auto_create_topics_enable``, v4+ ``allow_auto_topic_creation``)
+  creates it: :mod:`kmeta.server.auto_topic_creation` says how it is answered then.
 * Leader not alive: LEADER_NOT_AVAILABLE, leader -1, the leader epoch still sent. Leader
   alive but without the request's listener: LISTENER_NOT_FOUND (v6+), LEADER_NOT_AVAILABLE
   before.
@@ -52,7 +53,7 @@ from kmeta.net.security.authorizer import Authorizer, client_host
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.types import ZERO_UUID
-from kmeta.server import metadata_blocks
+from kmeta.server import auto_topic_creation, metadata_blocks
 from kmeta.server.metadata_blocks import (
     AUTHORIZED_ENTRIES,
     MetadataBlocks,
@@ -154,7 +155,16 @@ def _missing_block(name: str | None, topic_id: uuid.UUID, error: ErrorCode, view
     return splice(view.version).element(record)
 
 
-def _by_name(blocks: MetadataBlocks, view: View, names: Iterable[str]) -> list[bytes]:
+def _creatable(snap: MetadataSnapshot, names: Iterable[str]) -> list[str]:
+    """The names auto-creation may create (kmeta.server.auto_topic_creation): unknown, legal,
+    not internal."""
+    known = snap.partition_states
+    return [n for n in names if n not in known and n not in INTERNAL_TOPICS and is_valid_topic_name(n)]
+
+
+def _by_name(
+    blocks: MetadataBlocks, view: View, names: Iterable[str], created: Mapping[str, ErrorCode]
+) -> list[bytes]:
     out = []
     known = blocks.snap.partition_states
     table = blocks.topic_blocks(view)
@@ -167,7 +177,7 @@ def _by_name(blocks: MetadataBlocks, view: View, names: Iterable[str]) -> list[b
                 if is_valid_topic_name(name)
                 else ErrorCode.INVALID_TOPIC_EXCEPTION
             )
-            out.append(_missing_block(name, ZERO_UUID, error, view))
+            out.append(_missing_block(name, ZERO_UUID, created.get(name, error), view))
     return out
 
 
@@ -266,14 +276,16 @@ def _authorized(
     else:
         parts = []
         # (no null name is left here: _malformed refused those without a topic id)
-        for name in dict.fromkeys(t.name for t in requested if t.name is not None):
+        names = [t.name for t in requested if t.name is not None]
+        created = auto_topic_creation.create_topics(ctx, request, filter(may, _creatable(snap, names)))
+        for name in dict.fromkeys(names):
             if not may(name):
                 parts.append(refused(name, ZERO_UUID))
             elif name in snap.partition_states:
                 parts.append(block(name))
             else:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if is_valid_topic_name(name) else ErrorCode.INVALID_TOPIC_EXCEPTION
-                parts.append(_missing_block(name, ZERO_UUID, error, view))
+                parts.append(_missing_block(name, ZERO_UUID, created.get(name, error), view))
     return EncodedPieces((blocks.head(version, ctx.listener), splice(version).count(len(parts)), *parts, tail))
 
 
@@ -301,13 +313,16 @@ def handle(
     if _malformed(requested, version):
         return error_response(request, ErrorCode.INVALID_REQUEST)
     ids = [t.topic_id for t in requested if t.topic_id != ZERO_UUID] if version >= 12 else []
+    created: dict[str, ErrorCode] = {}
     if ids:
         parts = _by_id(blocks, view, ids)
     else:
         # no null name is left here: _malformed refused those without a topic id
-        parts = _by_name(blocks, view, (t.name for t in requested))  # type: ignore[misc]
+        asked = [t.name for t in requested if t.name is not None]
+        created = auto_topic_creation.create_topics(ctx, request, _creatable(snap, asked))
+        parts = _by_name(blocks, view, asked, created)
     head = blocks.head(version, ctx.listener)
-    return EncodedPieces((head, splice(version).count(len(parts)), *parts, tail))
+    return auto_topic_creation.answer(EncodedPieces((head, splice(version).count(len(parts)), *parts, tail)), created)
 
 
 def register(registry: BrokerRegistry) -> None:

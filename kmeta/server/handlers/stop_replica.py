@@ -1,6 +1,6 @@
 """StopReplica (api key 5): versions 0-4, control listener only.
 
-Behaviour (Kafka 3.x ``ReplicaManager.stopReplicas``, without log storage):
+Behaviour (Kafka 3.x ``ReplicaManager.stopReplicas``):
 
 * On a client listener, or without CLUSTER_ACTION on the cluster for the connection's
   principal (an authorizer is configured): CLUSTER_AUTHORIZATION_FAILED for the request and
@@ -8,8 +8,9 @@ Behaviour (Kafka 3.x ``ReplicaManager.stopReplicas``, without log storage):
 * Fenced by broker epoch (STALE_BROKER_EPOCH) then controller epoch (STALE_CONTROLLER_EPOCH):
   the top-level error and every partition carry it, and no replica state changes.
 * Per partition (v3+ carries a leader epoch): -1 (no epoch) or -2 (epoch during delete), or
-  an epoch at least the one held, stops the replica: its leader/follower state is dropped
-  (there is no log to delete, so ``delete_partition`` changes nothing more) and it gets NONE.
+  an epoch at least the one held, stops the replica: its leader/follower state is dropped,
+  its waiting fetches are answered, with ``delete_partition`` (v0-2: ``delete_partitions``)
+  its log is deleted, and it gets NONE.
   An older epoch: FENCED_LEADER_EPOCH, state kept. A partition this
   broker does not hold is stopped anyway: NONE, as Kafka does.
 
@@ -59,11 +60,24 @@ def refuse(request: sr.StopReplicaRequest, error: ErrorCode) -> sr.StopReplicaRe
     return _response(request, error, [(t, p, int(error)) for t, p, _ in partitions(request)])
 
 
-def _stop(state: BrokerState, topic: str, partition: int, epoch: int) -> ErrorCode:
+def _deleted(request: sr.StopReplicaRequest) -> set[tuple[str, int]]:
+    """The partitions whose logs go with their replica."""
+    if request.version <= 2:
+        return {(t, p) for t, p, _ in partitions(request)} if request.delete_partitions else set()
+    return {
+        (t.topic_name, p.partition_index)
+        for t in request.topic_states
+        for p in t.partition_states
+        if p.delete_partition
+    }
+
+
+def _stop(state: BrokerState, topic: str, partition: int, epoch: int, delete: bool) -> ErrorCode:
     held = state.replicas.get((topic, partition))
     if held is not None and epoch not in (NO_EPOCH, EPOCH_DURING_DELETE) and epoch < held.leader_epoch:
         return ErrorCode.FENCED_LEADER_EPOCH
     state.replicas.pop((topic, partition), None)
+    state.replica_stopped(topic, partition, delete)
     return ErrorCode.NONE
 
 
@@ -80,8 +94,11 @@ def _apply(ctx: BrokerContext, request: sr.StopReplicaRequest) -> sr.StopReplica
     if error != ErrorCode.NONE:
         response = refuse(request, error)
     else:
+        deleted = _deleted(request)
         response = _response(
-            request, ErrorCode.NONE, [(t, p, int(_stop(state, t, p, e))) for t, p, e in parts]
+            request,
+            ErrorCode.NONE,
+            [(t, p, int(_stop(state, t, p, e, (t, p) in deleted))) for t, p, e in parts],
         )
     log_apply(
         ctx,

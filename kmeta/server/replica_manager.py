@@ -1,0 +1,300 @@
+"""ReplicaManager: the partition replicas this broker holds and their logs (Kafka's
+``kafka.server.ReplicaManager``), for Produce, Fetch and the log APIs built on them.
+
+* Roles come from LeaderAndIsr (``ReplicaStates``); a :class:`Partition` and its log are made
+  when a request first needs them (see :mod:`kmeta.server.partition` for why not eagerly),
+  with the topic's configs from the MetadataCache (``snap.topic_configs``). A log already on
+  disk is recovered by :meth:`startup` and found again by name; one whose topic id is not the
+  topic's any more (a topic deleted and re-created while this broker was away) starts afresh.
+* :meth:`get_partition_or_error` is Kafka's ``getPartitionOrError``: a replica held here, else
+  NOT_LEADER_OR_FOLLOWER when the topic partition exists elsewhere, else
+  UNKNOWN_TOPIC_OR_PARTITION; a log that cannot be opened is KAFKA_STORAGE_ERROR.
+* Appends (:meth:`append_records`) go to the leader's log; the high watermark follows
+  :meth:`Partition.maybe_increment_leader_hw`, and a move wakes the fetch purgatory.
+* Reads (:meth:`read_from_log`, :meth:`fetch_messages`) follow ``readFromLog`` /
+  ``fetchMessages``: the first non-empty partition's first batch is returned whole, later ones
+  only within what is left of the request's max bytes; a fetch that finds too little waits in
+  the purgatory (:mod:`kmeta.server.delayed_fetch`).
+* StopReplica drops a replica (its waiting fetches are answered); with delete its log goes.
+* Retention (``retention.ms`` / ``retention.bytes`` and the broker-wide memory cap) runs every
+  ``log_retention_check_interval_ms``, and after an append that takes memory past the cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import TypeAlias
+
+from kmeta.log.config import LogConfig
+from kmeta.log.errors import LogError, OffsetOutOfRangeError
+from kmeta.log.log_manager import LogManager
+from kmeta.log.partition_log import LogAppendInfo
+from kmeta.metadata.cache import MetadataCache
+from kmeta.protocol.errors import ErrorCode
+from kmeta.server.config import BrokerConfig
+from kmeta.server.delayed_fetch import (
+    DelayedFetch,
+    FetchCallback,
+    FetchIsolation,
+    FetchParams,
+    FetchPartitionInfo,
+    LogReadResult,
+    diverging,
+)
+from kmeta.server.partition import Partition
+from kmeta.server.purgatory import DelayedOperationPurgatory
+from kmeta.server.replica_states import ReplicaState, ReplicaStates
+
+log = logging.getLogger("kmeta.server.replica_manager")
+
+#: Kafka's fetch.max.bytes: the most one Fetch answer carries, whatever the request asks
+FETCH_MAX_BYTES = 57_671_680
+
+#: an append's outcome: the log's answer, or the error (and its message)
+AppendResult: TypeAlias = LogAppendInfo | tuple[ErrorCode, str | None]
+
+
+class ReplicaManager:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaStates, cache: MetadataCache) -> None:
+        self.broker_id = config.broker_id
+        self.replicas = replicas
+        self.cache = cache
+        self.retention_check_s = config.log_retention_check_interval_ms / 1000.0
+        self.log_manager = LogManager(config.log_dir, config.log_memory_max_bytes)
+        self.memory_max_bytes = config.log_memory_max_bytes
+        self.delayed_fetch = DelayedOperationPurgatory("fetch")
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        #: topic -> its partitions made here (what a LeaderAndIsr of the topic may change)
+        self._by_topic: dict[str, set[int]] = {}
+        self._retention_timer: asyncio.TimerHandle | None = None
+        #: broker-wide totals for /metrics (Kafka's BytesInPerSec, MessagesInPerSec, BytesOutPerSec)
+        self.bytes_in = 0
+        self.messages_in = 0
+        self.bytes_out = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def startup(self) -> int:
+        """Recover the log dir (every batch CRC-checked, a torn tail cut); start retention.
+        Returns the number of logs found."""
+        loaded = self.log_manager.load()
+        self._schedule_retention()
+        return len(loaded)
+
+    def shutdown(self) -> None:
+        """Answer every waiting fetch, stop retention, flush and close the logs."""
+        self.delayed_fetch.close()
+        if self._retention_timer is not None:
+            self._retention_timer.cancel()
+            self._retention_timer = None
+        self._partitions.clear()
+        self._by_topic.clear()
+        self.log_manager.close()
+
+    def _schedule_retention(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # (built outside a loop, as in-memory tests do: no timer)
+            return
+        self._retention_timer = loop.call_later(self.retention_check_s, self._retention_tick)
+
+    def _retention_tick(self) -> None:
+        self.enforce_retention()
+        self._schedule_retention()
+
+    def enforce_retention(self) -> int:
+        """``LogManager.cleanupLogs``: bytes freed; fetches now below a log start are answered."""
+        try:
+            freed = self.log_manager.enforce_retention(int(time.time() * 1000))
+        except LogError:
+            log.exception("retention failed")
+            return 0
+        if freed:
+            for key in list(self._partitions):
+                self.delayed_fetch.check_and_complete(key)
+        return freed
+
+    # -- partitions ---------------------------------------------------------------------------
+    def get_partition_or_error(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
+        key = (topic, index)
+        state = self.replicas.get(key)
+        if state is None:
+            if key in self._partitions:
+                self._forget(key)
+            known = self.cache.snapshot.partition(topic, index) is not None
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partition = self._partitions.get(key)
+        if partition is None:
+            try:
+                partition = self._make(topic, index, state)
+            except LogError as exc:
+                log.error("cannot open the log of %s-%d: %s", topic, index, exc)
+                return None, ErrorCode.KAFKA_STORAGE_ERROR
+        return partition, ErrorCode.NONE
+
+    def leader_partition_or_error(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
+        """The partition when this broker leads it (``getPartitionAndLeaderReplicaIfLocal``)."""
+        partition, error = self.get_partition_or_error(topic, index)
+        if partition is not None and not partition.is_leader:
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return partition, error
+
+    def _make(self, topic: str, index: int, state: ReplicaState) -> Partition:
+        snap = self.cache.snapshot
+        topic_id = state.topic_id if state.topic_id is not None else snap.topic_id(topic)
+        configs = snap.topic_configs.get(topic)
+        # (a log of another topic id, the topic deleted and re-created while this broker was
+        # away, is deleted and started afresh by the log manager)
+        plog = self.log_manager.get_or_create(
+            topic, index, topic_id, LogConfig.from_topic_configs(configs or {})
+        )
+        partition = Partition(topic, index, self.broker_id, self.replicas, plog, configs)
+        self._partitions[(topic, index)] = partition
+        self._by_topic.setdefault(topic, set()).add(index)
+        partition.make_leader_or_follower()
+        return partition
+
+    def _forget(self, key: tuple[str, int]) -> None:
+        self._partitions.pop(key, None)
+        indexes = self._by_topic.get(key[0])
+        if indexes is not None:
+            indexes.discard(key[1])
+            if not indexes:
+                del self._by_topic[key[0]]
+        self.delayed_fetch.check_and_complete(key)
+
+    def topic_replicas_changed(self, topic: str) -> None:
+        """A LeaderAndIsr changed ``topic``'s replica states: the partitions made here follow
+        (a new leader's high watermark; a dropped one forgotten) and their waiting fetches are
+        checked again (a leader that became follower answers them NOT_LEADER_OR_FOLLOWER)."""
+        for index in list(self._by_topic.get(topic, ())):
+            key = (topic, index)
+            partition = self._partitions[key]
+            if partition.state is None:
+                self._forget(key)
+                continue
+            partition.make_leader_or_follower()
+            self.delayed_fetch.check_and_complete(key)
+
+    def stop_replica(self, topic: str, index: int, delete: bool) -> None:
+        """StopReplica for a partition whose replica state was dropped: waiting fetches are
+        answered; with ``delete`` the log goes too (a deleted topic, a moved replica)."""
+        self._forget((topic, index))
+        if delete:
+            try:
+                self.log_manager.delete(topic, index)
+            except LogError:
+                log.exception("cannot delete the log of %s-%d", topic, index)
+
+    # -- appends ------------------------------------------------------------------------------
+    def append_records(self, partition: Partition, records: bytes, acks: int, min_insync_replicas: int) -> AppendResult:
+        """``Partition.appendRecordsToLeader``: one checked batch onto the leader's log."""
+        state = partition.state
+        if state is None or not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        if acks == -1 and len(state.isr) < min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS, None
+        partition.refresh_config(self.cache.snapshot.topic_configs.get(partition.topic))
+        try:
+            info = partition.log.append_as_leader(records, state.leader_epoch, int(time.time() * 1000))
+        except LogError as exc:
+            return exc.error, str(exc) or None
+        self.bytes_in += info.size_in_bytes
+        self.messages_in += info.record_count
+        if partition.maybe_increment_leader_hw():
+            self.delayed_fetch.check_and_complete(partition.key)
+        if self.log_manager.memory_bytes > self.memory_max_bytes:
+            self.enforce_retention()
+        return info
+
+    # -- reads --------------------------------------------------------------------------------
+    def read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartitionInfo]) -> list[LogReadResult]:
+        """Each partition read in order; the first non-empty one's first batch whole, the rest
+        within what is left of ``params.max_bytes``."""
+        limit = params.max_bytes
+        min_one = True  # (hardMaxBytesLimit is v0-2 only; Fetch v4+ is served)
+        results: list[LogReadResult] = []
+        for part in partitions:
+            result = self._read(params, part, limit, min_one)
+            size = len(result.records)
+            if size:
+                min_one = False
+            limit = max(0, limit - size)
+            results.append(result)
+        self.bytes_out += sum(len(r.records) for r in results)
+        return results
+
+    def _read(self, params: FetchParams, part: FetchPartitionInfo, limit: int, min_one: bool) -> LogReadResult:
+        adjusted = min(part.max_bytes, limit)
+        partition, error = self.get_partition_or_error(part.topic, part.partition)
+        if partition is None:
+            return LogReadResult.failed(error)
+        error = partition.check_local_log(part.current_leader_epoch, params.fetch_only_leader)
+        if error == ErrorCode.NONE and params.is_from_follower:
+            error = self._follower_error(partition, params.replica_id, part.current_leader_epoch)
+        if error != ErrorCode.NONE:
+            return LogReadResult.failed(error)
+        plog = partition.log
+        partition.refresh_config(self.cache.snapshot.topic_configs.get(part.topic))
+        hw, lso, start = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
+        if part.last_fetched_epoch >= 0:
+            diverged = diverging(plog, part.last_fetched_epoch, part.fetch_offset)
+            if isinstance(diverged, ErrorCode):
+                return LogReadResult.failed(diverged)
+            if diverged is not None:
+                return LogReadResult(ErrorCode.NONE, hw, lso, start, b"", diverged)
+        end = params.isolation.end_offset(plog)
+        max_offset = None if params.isolation is FetchIsolation.LOG_END else end
+        if adjusted < 0 and start <= part.fetch_offset < end:
+            # (LogSegment.read refuses a negative size: Kafka answers it as an unexpected error)
+            return LogReadResult.failed(ErrorCode.UNKNOWN_SERVER_ERROR)
+        try:
+            data = plog.read(part.fetch_offset, max(0, adjusted), max_offset, min_one)
+        except OffsetOutOfRangeError:
+            return LogReadResult.failed(ErrorCode.OFFSET_OUT_OF_RANGE)
+        except LogError as exc:
+            return LogReadResult.failed(exc.error)
+        return LogReadResult(ErrorCode.NONE, hw, lso, start, data.records)
+
+    def _follower_error(self, partition: Partition, replica_id: int, current_leader_epoch: int) -> ErrorCode:
+        """``Partition.followerReplicaOrThrow``: a replica fetch from a broker that is not one
+        of the partition's other replicas is refused: UNKNOWN_LEADER_EPOCH when it named an
+        epoch (ours: it may be a replica being added that we do not know of yet), else
+        NOT_LEADER_OR_FOLLOWER."""
+        state = partition.state
+        if state is not None and replica_id != self.broker_id and replica_id in state.replicas:
+            return ErrorCode.NONE
+        if current_leader_epoch != -1:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    def fetch_messages(
+        self, params: FetchParams, partitions: Sequence[FetchPartitionInfo], callback: FetchCallback
+    ) -> None:
+        """``ReplicaManager.fetchMessages``: ``callback`` gets the reads now when the fetch
+        does not wait, has nothing to wait for, reads enough, or met an error; else later,
+        from the purgatory."""
+        results = self.read_from_log(params, partitions)
+        readable = sum(len(r.records) for r in results)
+        if (
+            params.max_wait_ms <= 0
+            or not partitions
+            or readable >= params.min_bytes
+            or any(r.error != ErrorCode.NONE or r.diverging_epoch is not None for r in results)
+        ):
+            callback(results)
+            return
+        self.bytes_out -= readable  # (read again when it completes)
+        delayed = DelayedFetch(params, partitions, self, callback)
+        self.delayed_fetch.try_complete_else_watch(delayed, [(p.topic, p.partition) for p in partitions])
+
+    # -- status -------------------------------------------------------------------------------
+    def log_totals(self) -> tuple[int, int, int]:
+        """(logs held, their bytes, bytes held in memory): broker-wide, for /metrics."""
+        count = size = 0
+        for plog in self.log_manager.logs():
+            count += 1
+            size += plog.size_in_bytes
+        return count, size, self.log_manager.memory_bytes
