@@ -209,3 +209,13 @@ async def test_kafka_python_describe_log_dirs() -> None:
         text = repr(resp)
         assert "memory" in text
         assert TOPIC in text
+
+
+async def test_describe_log_dirs_answers_a_dir_gone_as_a_storage_error(tmp_path: Path) -> None:
+    import shutil
+
+    async with log_broker(log_dir=str(tmp_path / "logs")) as b:
+        await fill(b, 0, 1)
+        shutil.rmtree(tmp_path / "logs")  # (as a disk that went away)
+        (result,) = (await describe(b)).results
+        assert (result.error_code, result.log_dir, result.topics) == (E.KAFKA_STORAGE_ERROR, str(tmp_path / "logs"), ())
