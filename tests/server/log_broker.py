@@ -142,3 +142,28 @@ async def produce(conn: KafkaConnection, index: int, records: bytes | None, *, v
     )  # fmt: skip
     resp = await conn.request(request, 10)
     return resp.responses[0].partition_responses[0]
+
+
+class RequestVersions:
+    """A connection observer noting the versions each api key was served at."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, set[int]] = {}
+
+    def on_request(self, api_key: int, api_version: int, answer: object) -> None:
+        self.seen.setdefault(api_key, set()).add(api_version)
+
+    def on_read(self, nbytes: int) -> None: ...
+    def on_answers_ready(self) -> None: ...
+    def on_write(self, nbytes: int) -> None: ...
+    def on_fault(self, kind: object, detail: str) -> None: ...
+    def on_close(self) -> None: ...
+
+
+def observe(broker: Broker) -> RequestVersions:
+    """What the broker's client listeners serve from now on, version by version."""
+    versions = RequestVersions()
+    for listener in broker.listeners:
+        if not listener.info.is_control:
+            listener.hooks = listener.hooks.with_observer(lambda _conn: versions)  # type: ignore[arg-type,return-value]
+    return versions

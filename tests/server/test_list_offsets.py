@@ -14,7 +14,7 @@ from kmeta.protocol.errors import ErrorCode as E
 from kmeta.protocol.messages import list_offsets as lo
 from kmeta.server.broker import Broker
 from tests.server.helpers import PLAINTEXT
-from tests.server.log_broker import EPOCH, TOPIC, batch, log_broker, produce
+from tests.server.log_broker import EPOCH, TOPIC, batch, log_broker, observe, produce
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -185,3 +185,25 @@ async def test_kafka_python_beginning_end_and_times(broker: Broker) -> None:
             consumer.close()
 
     assert await asyncio.to_thread(look_up) == (0, 6, 2)
+
+
+@pytest.mark.parametrize(("api_version", "list_offsets_version"), [((0, 9), 0), ((0, 10, 1), 1), ((2, 1), 4)])
+async def test_older_kafka_python_clients_list_offsets(
+    broker: Broker, api_version: tuple[int, ...], list_offsets_version: int
+) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+
+    versions = observe(broker)
+
+    def look_up() -> tuple[int, int]:
+        consumer = KafkaConsumer(
+            bootstrap_servers=f"127.0.0.1:{broker.port(PLAINTEXT)}", api_version=api_version, group_id=None
+        )
+        try:
+            tp = TopicPartition(TOPIC, 0)
+            return consumer.beginning_offsets([tp])[tp], consumer.end_offsets([tp])[tp]
+        finally:
+            consumer.close()
+
+    assert await asyncio.to_thread(look_up) == (0, 6)
+    assert versions.seen[2] == {list_offsets_version}
