@@ -6,8 +6,10 @@ Memory mode (no log dir): segment bytes count against ``memory_max_bytes``. Past
 :meth:`enforce_retention` drops the oldest segments across all logs, as retention would (each
 log's start moves up, never past its high watermark): a fetch below gets
 OFFSET_OUT_OF_RANGE. So the cap frees part of a log rather than all of it, memory-mode
-segments roll at ``memory_max_bytes / 16`` (at least 64 KiB) when segment.bytes is larger.
-With a log dir the bytes are the page cache's, not this process's: nothing counts.
+segments roll at ``memory_max_bytes / 64`` (at least 64 KiB; 4 MiB at the default 256 MiB)
+when segment.bytes is larger; a rolled memory segment is read without a copy
+(:class:`~kmeta.log.stores.MemoryStore`). With a log dir the bytes are the page cache's, not
+this process's: nothing counts.
 """
 
 from __future__ import annotations
@@ -34,8 +36,7 @@ class LogManager:
     def __init__(self, log_dir: str | None, memory_max_bytes: int) -> None:
         self.log_dir = log_dir
         self.memory_max_bytes = memory_max_bytes
-        self._memory = MemoryAccount()
-        self._memory_segment_bytes = max(memory_max_bytes // 16, 64 * 1024)
+        self._memory = MemoryAccount(max(memory_max_bytes // 64, 64 * 1024))
         self._logs: dict[tuple[str, int], PartitionLog] = {}
 
     @property
@@ -52,7 +53,6 @@ class LogManager:
             config,
             log_dir=self.log_dir,
             memory=self._memory,
-            memory_segment_bytes=self._memory_segment_bytes,
         )
 
     def load(self) -> list[tuple[str, int]]:
