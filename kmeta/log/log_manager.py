@@ -38,6 +38,8 @@ class LogManager:
         self.memory_max_bytes = memory_max_bytes
         self._memory = MemoryAccount(max(memory_max_bytes // 64, 64 * 1024))
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        #: (directory, why) of each partition load() could not recover
+        self.load_errors: list[tuple[str, str]] = []
 
     @property
     def memory_bytes(self) -> int:
@@ -57,7 +59,10 @@ class LogManager:
 
     def load(self) -> list[tuple[str, int]]:
         """Recover every partition directory the log dir holds (topic configs are not known
-        here: the owner's get_or_create brings them); directories left half deleted go."""
+        here: the owner's get_or_create brings them); directories left half deleted go. A
+        partition that cannot be read is left out and noted in ``load_errors``: its
+        get_or_create tries again and raises LogStorageError (KAFKA_STORAGE_ERROR) while the
+        others are served."""
         if self.log_dir is None:
             return []
         try:
@@ -76,7 +81,11 @@ class LogManager:
                 continue
             key = (match.group(1), int(match.group(2)))
             if key not in self._logs:
-                self._logs[key] = self._new_log(key[0], key[1], None, LogConfig())
+                try:
+                    self._logs[key] = self._new_log(key[0], key[1], None, LogConfig())
+                except (LogStorageError, OSError) as exc:
+                    self.load_errors.append((name, str(exc)))
+                    continue
             loaded.append(key)
         return loaded
 
@@ -142,9 +151,10 @@ class LogManager:
         heapq.heapify(heap)
         while heap and self._memory.bytes > self.memory_max_bytes:
             _, n, log = heapq.heappop(heap)
-            freed += log.delete_oldest_segment()
+            dropped = log.delete_oldest_segment()
+            freed += dropped
             oldest = log.oldest_deletable_segment()
-            if oldest is not None:
+            if oldest is not None and dropped:
                 heapq.heappush(heap, (oldest.append_seq, n, log))
         return freed
 

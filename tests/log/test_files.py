@@ -280,3 +280,20 @@ def test_a_write_past_the_file_size_limit_fails_and_keeps_the_log(tmp_path: Path
     append_n(log, 1, epoch=1)
     assert [b.base_offset for b in parse(everything(log))] == [0, 1, 2, 3]
     manager.close()
+
+
+def test_a_partition_that_cannot_be_read_is_left_out_and_the_rest_loads(tmp_path: Path) -> None:
+    manager = LogManager(str(tmp_path), 1 << 20)
+    append_n(manager.get_or_create("good", 0, None, LogConfig()), 3)
+    manager.close()
+    (tmp_path / "bad-0" / "00000000000000000000.log").mkdir(parents=True)  # no file: a directory
+    again = LogManager(str(tmp_path), 1 << 20)
+    assert again.load() == [("good", 0)]
+    assert [name for name, _ in again.load_errors] == ["bad-0"]
+    with pytest.raises(LogStorageError) as caught:
+        again.get_or_create("bad", 0, None, LogConfig())
+    assert caught.value.error == ErrorCode.KAFKA_STORAGE_ERROR
+    good = again.get("good", 0)
+    assert good is not None
+    assert good.log_end_offset == 3
+    again.close()
