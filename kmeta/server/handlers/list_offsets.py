@@ -154,7 +154,7 @@ def legacy_offsets_before(log: PartitionLog, timestamp: int, max_num_offsets: in
     """``UnifiedLog.legacyFetchOffsetsBefore``: segment base offsets (at least the log start)
     with their last-change times, plus the log end stamped now if the active segment holds
     records; from the entry the target picks, back to the oldest, at most ``max_num_offsets``."""
-    segments = log.segments
+    segments = log.local.segments
     table = [(max(s.base_offset, log.log_start_offset), s.last_modified_ms) for s in segments]
     if segments and segments[-1].size > 0:
         table.append((log.log_end_offset, now_ms))
