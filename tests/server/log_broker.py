@@ -95,7 +95,8 @@ async def move_leadership(broker: Broker, partition_index: int, leader: int, epo
 
 @asynccontextmanager
 async def log_broker(
-    extra: dict[str, dict[str, str]] | None = None, *, elsewhere: bool = True, **config: Any
+    extra: dict[str, dict[str, str]] | None = None, *, elsewhere: bool = True, epoch: int = EPOCH,
+    **config: Any,
 ) -> AsyncIterator[Broker]:
     """The broker (``config``: BrokerConfig fields); ``extra``: more topics, each one partition
     led here, with these config overrides; ``elsewhere``: broker 2 alive in the metadata (else
@@ -110,8 +111,8 @@ async def log_broker(
         if elsewhere:
             brokers.append(live_broker(2, {PLAINTEXT: ("127.0.0.1", ELSEWHERE_PORT)}))
         parts = [
-            partition(0, 1, (1,), leader_epoch=EPOCH),
-            partition(1, 1, (1,), leader_epoch=EPOCH),
+            partition(0, 1, (1,), leader_epoch=epoch),
+            partition(1, 1, (1,), leader_epoch=epoch),
             partition(2, 2, (2, 1), leader_epoch=EPOCH),
         ]
         topics = {TOPIC: parts} | {name: [partition(0, 1, (1,), leader_epoch=EPOCH)] for name in extra}
@@ -125,7 +126,7 @@ async def log_broker(
             )
         )
         assert (await control(broker, request)).error_code == 0
-        states = [(0, 1, EPOCH, (1,)), (1, 1, EPOCH, (1,)), (2, 2, EPOCH, (2, 1))]
+        states = [(0, 1, epoch, (1,)), (1, 1, epoch, (1,)), (2, 2, EPOCH, (2, 1))]
         resp = await control(broker, _leader_and_isr(states, tuple(extra)))
         assert resp.error_code == 0
         yield broker

@@ -219,3 +219,19 @@ async def test_describe_log_dirs_answers_a_dir_gone_as_a_storage_error(tmp_path:
         shutil.rmtree(tmp_path / "logs")  # (as a disk that went away)
         (result,) = (await describe(b)).results
         assert (result.error_code, result.log_dir, result.topics) == (E.KAFKA_STORAGE_ERROR, str(tmp_path / "logs"), ())
+
+
+async def test_offsets_and_a_deletion_survive_a_restart_with_a_log_dir(tmp_path: Path) -> None:
+    logs = str(tmp_path / "logs")
+    async with log_broker(log_dir=logs) as b:
+        await fill(b, 0, 5)  # offsets 0-9
+        assert await delete(b, [(0, 4)]) == [(E.NONE, 4)]
+        await move_leadership(b, 0, 1, EPOCH + 1)
+        await fill(b, 0, 1)  # offsets 10-11 at epoch 6
+    async with log_broker(log_dir=logs, epoch=EPOCH + 2) as b:  # (a new broker on the same dir)
+        assert await earliest(b) == 4
+        req = lo.ListOffsetsRequest(version=9, replica_id=-1, topics=(lo.ListOffsetsTopic(TOPIC, (lo.ListOffsetsPartition(0, -1, -1),)),))
+        assert (await request(b, req)).topics[0].partitions[0].offset == 12
+        # the epoch cache came back from its checkpoint: epoch 5 ended where 6 began
+        assert await end_offsets(b, [(0, -1, EPOCH)]) == [(E.NONE, EPOCH, 10)]
+        assert await end_offsets(b, [(0, -1, EPOCH + 1)]) == [(E.NONE, EPOCH + 1, 12)]
