@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fuzz.data_plane_seeds import seed_leader_and_isr
 from fuzz.request_path import (
     MAX_FRAME_SIZE,
     SEED_TOPIC,
@@ -173,6 +174,8 @@ async def broker() -> AsyncIterator[Broker]:
     await b.start()
     ctl = await KafkaConnection.open("127.0.0.1", b.port(CONTROL))
     assert (await ctl.request(seed_update_metadata(), 5.0)).error_code == 0
+    # it leads the seed topic, so mutated data-plane requests reach its partition logs
+    assert (await ctl.request(seed_leader_and_isr(SEED_TOPIC), 5.0)).error_code == 0
     ctl.close()
     yield b
     await b.stop()
