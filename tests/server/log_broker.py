@@ -87,10 +87,21 @@ async def control(broker: Broker, request: Any) -> Any:
 
 
 async def move_leadership(broker: Broker, partition_index: int, leader: int, epoch: int) -> None:
-    """A leader change of one partition of TOPIC, as the controller pushes it."""
+    """A leader change of one partition of TOPIC, as the controller pushes it: LeaderAndIsr,
+    then UpdateMetadata (so clients see the new leader epoch too)."""
     replicas = (leader, 1) if leader != 1 else (1, 2)
     resp = await control(broker, _leader_and_isr([(partition_index, leader, epoch, replicas)]))
     assert resp.error_code == 0
+    snap = broker.state.cache.snapshot
+    brokers = [live_broker(1, {PLAINTEXT: ("127.0.0.1", broker.port(PLAINTEXT))})]
+    if 2 in snap.alive_nodes:
+        brokers.append(live_broker(2, {PLAINTEXT: ("127.0.0.1", ELSEWHERE_PORT)}))
+    parts = [
+        partition(i, leader, replicas, leader_epoch=epoch) if i == partition_index
+        else partition(i, state.leader, tuple(state.replicas), leader_epoch=state.leader_epoch)
+        for i, state in sorted(snap.partition_states[TOPIC].items())
+    ]  # fmt: skip
+    assert (await control(broker, update_metadata(brokers, {TOPIC: parts}))).error_code == 0
 
 
 @asynccontextmanager

@@ -19,7 +19,15 @@ from kmeta.protocol.messages import list_offsets as lo
 from kmeta.protocol.messages import offset_for_leader_epoch as ofle
 from kmeta.server.broker import Broker
 from tests.server.helpers import PLAINTEXT
-from tests.server.log_broker import EPOCH, TOPIC, batch, log_broker, move_leadership, produce
+from tests.server.log_broker import (
+    EPOCH,
+    TOPIC,
+    batch,
+    log_broker,
+    move_leadership,
+    observe,
+    produce,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -235,3 +243,38 @@ async def test_offsets_and_a_deletion_survive_a_restart_with_a_log_dir(tmp_path:
         # the epoch cache came back from its checkpoint: epoch 5 ended where 6 began
         assert await end_offsets(b, [(0, -1, EPOCH)]) == [(E.NONE, EPOCH, 10)]
         assert await end_offsets(b, [(0, -1, EPOCH + 1)]) == [(E.NONE, EPOCH + 1, 12)]
+
+
+async def test_a_librdkafka_consumer_validates_its_position_after_a_leader_epoch_change() -> None:
+    """KIP-320: librdkafka sees the new leader epoch (a fetch answered FENCED_LEADER_EPOCH, or
+    a metadata refresh), asks OffsetForLeaderEpoch where its epoch ended, and reads on."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    async with log_broker(elsewhere=False) as b:
+        versions = observe(b)
+        await fill(b, 0, 2)  # offsets 0-3 at epoch 5
+        consumer = Consumer({
+            "bootstrap.servers": f"127.0.0.1:{b.port(PLAINTEXT)}", "group.id": "unused",
+            "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000,
+        })  # fmt: skip
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        got: list[bytes] = []
+
+        async def poll_until(n: int) -> None:
+            deadline = time.monotonic() + 30
+            while len(got) < n and time.monotonic() < deadline:
+                m = await asyncio.to_thread(consumer.poll, 0.5)
+                if m is not None and m.error() is None:
+                    got.append(m.value())
+
+        try:
+            await poll_until(4)
+            await move_leadership(b, 0, 1, EPOCH + 1)
+            await fill(b, 0, 1)  # offsets 4-5 at epoch 6
+            await poll_until(6)
+        finally:
+            consumer.close()
+        assert got == [b"r%d-%d" % (i, j) for i in range(2) for j in range(2)] + [b"r0-0", b"r0-1"]
+        assert 23 in versions.seen  # (OffsetForLeaderEpoch)
