@@ -128,7 +128,15 @@ async def test_partitions_led_elsewhere_unknown_or_fenced(broker: Broker) -> Non
 
 async def test_a_partition_named_twice_is_an_invalid_request(broker: Broker) -> None:
     got = await list_offsets(broker, [(0, -1), (0, -2), (1, -1)], together=True)
-    assert [p.error_code for p in got] == [E.INVALID_REQUEST, E.INVALID_REQUEST, E.NONE]
+    assert [(p.partition_index, p.error_code) for p in got] == [(0, E.INVALID_REQUEST), (1, E.NONE)]
+    # a topic named twice is answered as one, keyed by partition (Kafka's map)
+    conn = await KafkaConnection.open("127.0.0.1", broker.port(PLAINTEXT))
+    twice = lo.ListOffsetsRequest(version=9, replica_id=-1, topics=(
+        lo.ListOffsetsTopic(TOPIC, (lo.ListOffsetsPartition(0, -1, -1),)),
+        lo.ListOffsetsTopic(TOPIC, (lo.ListOffsetsPartition(1, -1, -1),))))  # fmt: skip
+    resp = await conn.request(twice, 10)
+    conn.close()
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in resp.topics] == [(TOPIC, [0, 1])]
     v0s = await list_offsets(broker, [(1, -1), (1, -1)], version=0, together=True)
     assert [p.error_code for p in v0s] == [E.NONE, E.NONE]  # (v0 has no duplicate check)
 
