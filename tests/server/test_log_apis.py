@@ -278,3 +278,14 @@ async def test_a_librdkafka_consumer_validates_its_position_after_a_leader_epoch
             consumer.close()
         assert got == [b"r%d-%d" % (i, j) for i in range(2) for j in range(2)] + [b"r0-0", b"r0-1"]
         assert 23 in versions.seen  # (OffsetForLeaderEpoch)
+
+
+async def test_delete_records_keys_the_request_by_partition() -> None:
+    async with log_broker() as b:
+        await fill(b, 0, 3)  # offsets 0-5
+        req = dr.DeleteRecordsRequest(version=2, timeout_ms=1000, topics=(
+            dr.DeleteRecordsTopic(TOPIC, (dr.DeleteRecordsPartition(0, 2), dr.DeleteRecordsPartition(1, 0))),
+            dr.DeleteRecordsTopic(TOPIC, (dr.DeleteRecordsPartition(0, 4),))))  # fmt: skip
+        resp = await request(b, req)
+        got = [(t.name, [(p.partition_index, p.error_code, p.low_watermark) for p in t.partitions]) for t in resp.topics]
+        assert got == [(TOPIC, [(0, E.NONE, 4), (1, E.NONE, 0)])]  # (the last offset named wins)
