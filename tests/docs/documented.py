@@ -208,6 +208,7 @@ class Session:
     cwd: Path
     extra_env: dict[str, str] = field(default_factory=dict)
     in_process: InProcess | None = None
+    command_timeout_s: float = COMMAND_TIMEOUT_S
     #: a page's port -> this test's (preset: a ZooKeeper's, a Spark master's)
     ports: dict[int, int] = field(default_factory=dict)
     background: list[Background] = field(default_factory=list)
@@ -280,10 +281,14 @@ class Session:
             code, output = self.in_process(shlex.split(text)[1:], self.cwd)
             assert code == command.exits, f"{command.where}: {text}\nexit {code}\n{output[-3000:]}"
         else:
-            proc = subprocess.run(
-                ["bash", "-c", text], cwd=self.cwd, env=self.env(), capture_output=True,
-                text=True, timeout=COMMAND_TIMEOUT_S,
-            )  # fmt: skip
+            try:
+                proc = subprocess.run(
+                    ["bash", "-c", text], cwd=self.cwd, env=self.env(), capture_output=True,
+                    text=True, timeout=self.command_timeout_s,
+                )  # fmt: skip
+            except subprocess.TimeoutExpired as e:
+                out = (e.stdout or b"")[-2000:], (e.stderr or b"")[-3000:]
+                raise AssertionError(f"{command.where}: {text}\ntimed out: {out}") from None
             said = f"{command.where}: {text}\nexit {proc.returncode}\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
             assert proc.returncode == command.exits, said
             assert "Traceback" not in proc.stderr, said

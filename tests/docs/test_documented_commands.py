@@ -8,11 +8,15 @@ one start. The Spark sessions run in tests/pipeline/, where the shared Spark ses
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 
+from kmeta.cli.main import cli
 from kmeta.cli.zookeeper import LocalZooKeeper
 from tests.docs.documented import (
     ROOT,
@@ -20,6 +24,7 @@ from tests.docs.documented import (
     Session,
     blocks,
     commands,
+    pages,
     run_session,
     sessions,
     shell_commands,
@@ -55,7 +60,7 @@ def test_no_command_has_bracketed_optional_flags() -> None:
         for c in shell_commands(ALL)
         if ("[-" in c.text or "<" in c.text.replace("<<", ""))
     ]
-    assert bad == []
+    assert bad == [], "\n".join(bad)
 
 
 def test_each_page_command_belongs_to_a_session() -> None:
@@ -94,3 +99,43 @@ def test_the_session_runs_as_written(
     assert len(ran) == expected
     for r in ran:  # shown with -s / on failure: what each command cost
         print(f"{r.seconds:6.2f} s  {r.command.where}  {r.text}")
+
+
+INLINE = re.compile(r"`(kmeta [a-z][^`]*)`")
+
+
+def _inline_commands() -> list[tuple[str, str]]:
+    """``kmeta ...`` in the pages' running text (code blocks left out)."""
+    found = []
+    for path in pages():
+        prose = re.sub(r"^\s*```.*?^\s*```", "", path.read_text(), flags=re.M | re.S)
+        for match in INLINE.finditer(prose):
+            found.append((str(path.relative_to(ROOT)), " ".join(match.group(1).split())))
+    return found
+
+
+def test_every_inline_command_names_a_real_command_and_its_options() -> None:
+    """A command mentioned in the text, not run: its subcommands exist and each ``--flag`` it
+    gives is one of that command's options (or the command passes unknown flags on)."""
+    bad = []
+    inline = _inline_commands()
+    assert len(inline) >= 30
+    for where, text in inline:
+        command: click.Command = cli
+        words = shlex.split(text)[1:]
+        while words and isinstance(command, click.Group):
+            sub = command.get_command(click.Context(command), words[0])  # (a lazy group)
+            if sub is None:
+                break
+            command, words = sub, words[1:]
+        if command.context_settings.get("ignore_unknown_options"):  # bench: flags passed on
+            continue
+        options = {"--help"} | {
+            opt for param in command.params for opt in (*param.opts, *param.secondary_opts)
+        }
+        unknown = [
+            w.split("=")[0] for w in words if w.startswith("--") and w.split("=")[0] not in options
+        ]
+        if unknown or command is cli:
+            bad.append(f"{where}: `{text}`: {unknown or 'no such command'}")
+    assert bad == [], "\n".join(bad)

@@ -120,7 +120,7 @@ def _plan_facts(out: Path) -> tuple[dict[str, object], list[dict[str, object]]]:
 
 
 # two applications, each waiting for an executor JVM: about a minute on an idle machine
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_plan_and_analyze_on_a_standalone_cluster_match_local_mode(
     spark, standalone: tuple[int, dict[str, str]], tmp_path: Path
 ) -> None:
@@ -128,6 +128,7 @@ def test_plan_and_analyze_on_a_standalone_cluster_match_local_mode(
     write_planted(tmp_path, 20, 6)  # assignment.json, brokers.json
     write_logs(tmp_path / "kmeta-data")  # the page's "cluster data dir"
     session = Session("spark-standalone", tmp_path, extra_env=env, ports={7077: port})
+    session.command_timeout_s = 400  # an application waits for an executor JVM
     ran = run_session(session, sessions(blocks())["spark-standalone"])
     assert len(ran) == 2, [r.text for r in ran]  # plan --master, spark-submit ... analyze
     assert all(f"spark://127.0.0.1:{port}" in r.text for r in ran), [r.text for r in ran]
