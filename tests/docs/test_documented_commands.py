@@ -8,6 +8,8 @@ one start. The Spark sessions run in tests/pipeline/, where the shared Spark ses
 
 from __future__ import annotations
 
+import ast
+import importlib
 import re
 import shlex
 from collections.abc import Iterator
@@ -139,3 +141,20 @@ def test_every_inline_command_names_a_real_command_and_its_options() -> None:
         if unknown or command is cli:
             bad.append(f"{where}: `{text}`: {unknown or 'no such command'}")
     assert bad == [], "\n".join(bad)
+
+
+def test_every_python_example_compiles_and_its_imports_resolve() -> None:
+    """The pages' Python examples are run by their own tests (tests/testing/test_examples.py);
+    here each must at least compile, and each name it imports from kmeta must exist (a module
+    moved in a refactor leaves the example importing nothing)."""
+    bad = []
+    python = [b for b in ALL if b.lang == "python"]
+    assert python
+    for block in python:
+        tree = ast.parse(block.text, filename=block.where)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kmeta"):
+                module = importlib.import_module(node.module)
+                missing = [a.name for a in node.names if not hasattr(module, a.name)]
+                bad += [f"{block.where}: from {node.module} import {name}" for name in missing]
+    assert bad == []
