@@ -20,17 +20,8 @@ import pytest
 
 from kmeta.cli.main import cli
 from kmeta.cli.zookeeper import LocalZooKeeper
-from tests.docs.documented import (
-    ROOT,
-    SHELL,
-    Session,
-    blocks,
-    commands,
-    pages,
-    run_session,
-    sessions,
-    shell_commands,
-)
+from tests.docs.documented import Session, run_session
+from tests.docs.pages import ROOT, SHELL, blocks, commands, pages, sessions, shell_commands
 
 pytestmark = pytest.mark.e2e
 
@@ -62,6 +53,7 @@ def test_no_command_has_bracketed_optional_flags() -> None:
         for c in shell_commands(ALL)
         if ("[-" in c.text or "<" in c.text.replace("<<", ""))
     ]
+    bad += [f"{where}: {text}" for where, text in _inline_commands() if "[-" in text or "<" in text]
     assert bad == [], "\n".join(bad)
 
 

@@ -22,7 +22,8 @@ import pytest
 from click.testing import CliRunner
 
 from kmeta.cli.main import cli
-from tests.docs.documented import Session, blocks, run_session, sessions
+from tests.docs.documented import Session, run_session
+from tests.docs.pages import blocks, sessions
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 

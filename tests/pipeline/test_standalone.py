@@ -23,7 +23,8 @@ from click.testing import CliRunner
 
 from benchmarks.planted import write_planted
 from kmeta.cli.main import cli
-from tests.docs.documented import Session, blocks, run_session, sessions
+from tests.docs.documented import Session, run_session
+from tests.docs.pages import blocks, sessions
 from tests.helpers import free_port
 from tests.pipeline.statelogs import write_logs
 
