@@ -7,6 +7,9 @@ CreateTopics 19, DeleteTopics 20, CreatePartitions 37, ElectLeaders 43, ...), an
   ranges of this registry only (what the controller decodes and serves); a version above 4
   gets a v0 UNSUPPORTED_VERSION answer listing ApiVersions' own range (KIP-511); v3+ with an
   illegal client software name/version gets INVALID_REQUEST (still listing the keys).
+* SaslHandshake (17) and SaslAuthenticate (36), kmeta.net.security.sasl's as the broker serves
+  them: brokers and admin clients authenticate on a SASL_PLAINTEXT / SASL_SSL controller
+  listener (after a SaslHandshake v0, raw tokens without Kafka framing follow).
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ from kmeta.controller.apis import (
     elect_leaders,
     incremental_alter_configs,
     list_partition_reassignments,
-    sasl_authenticate,
-    sasl_handshake,
 )
 from kmeta.controller.apis.common import ControllerRegistry, after_startup, forwarder_check
 from kmeta.net import api_versions
+from kmeta.net.security.sasl import handle_authenticate, handle_handshake
 from kmeta.protocol import error_responses
+from kmeta.protocol.messages import sasl_authenticate, sasl_handshake
 
 #: the controller's APIs, each with ``register(registry)``
 API_MODULES = (
@@ -49,8 +52,6 @@ API_MODULES = (
     incremental_alter_configs,
     create_acls,
     delete_acls,
-    sasl_handshake,
-    sasl_authenticate,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
 )
@@ -59,6 +60,8 @@ API_MODULES = (
 def build_registry() -> ControllerRegistry:
     registry = ControllerRegistry()
     api_versions.register(registry)
+    registry.register(sasl_handshake.API, handle_handshake)
+    registry.register(sasl_authenticate.API, handle_authenticate)
     for module in API_MODULES:
         module.register(registry)
     for api_key, refuse in error_responses.FORWARDED.items():
