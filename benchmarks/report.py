@@ -22,6 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
+import report_data_plane
 
 ORDER = (
     "metadata-load",
@@ -33,6 +34,7 @@ ORDER = (
     "soak",
     "fixture",
     "scale",
+    "data-plane",
 )
 COLORS = {"kmeta": "tab:blue", "echo": "tab:gray", "librdkafka-mock": "tab:orange"}
 
@@ -475,6 +477,10 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any], Charts], str]]] = {
     "soak": ("Soak", generic),
     "fixture": ("Test fixture: a 3-broker cluster's start-up beside librdkafka's mock", fixture),
     "scale": ("Scale: N partitions from creation to restart", scale),
+    "data-plane": (
+        "Data plane: produce and fetch beside librdkafka's mock cluster and the echo ceiling",
+        lambda doc, charts: report_data_plane.section(doc, charts, table),
+    ),
 }
 
 
