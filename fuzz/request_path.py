@@ -36,6 +36,7 @@ from kmeta.protocol.header import (
     encode_request_header,
 )
 from kmeta.protocol.messages import create_topics as ct
+from kmeta.protocol.messages import fetch as fe
 from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import produce as pr
@@ -213,9 +214,13 @@ class RequestPath:
             for i in range(0, max(len(data), 1), chunk):
                 conn.data_received(data[i : i + chunk])
             deadline = self.loop.time() + self.settle_s
+            waiting = False  # (a Fetch that rightly waits longer: its answer and later ones)
             while conn.in_flight and not transport.closed:
                 if self.loop.time() > deadline:
-                    raise RequestPathFailure(f"{conn.in_flight} requests still pending (hang)")
+                    if not _may_wait(data, int(self.settle_s * 1000)):
+                        raise RequestPathFailure(f"{conn.in_flight} requests still pending (hang)")
+                    waiting = True
+                    break
                 await asyncio.sleep(0)
             if self.errors.records:
                 record = self.errors.records[0]
@@ -223,7 +228,7 @@ class RequestPath:
                 raise RequestPathFailure(f"handler failure logged: {record.getMessage()}") from (
                     record.exc_info[1] if record.exc_info else None
                 )
-            answers = _check_answers(data, bytes(transport.written), transport.closed)
+            answers = _check_answers(data, bytes(transport.written), transport.closed or waiting)
             return transport.closed, answers
         finally:
             conn.connection_lost(None)
@@ -255,6 +260,22 @@ def _answered(frame_: bytes) -> bool:
         return bool(pr.REQUEST.decode(frame_, header.api_version, pos).acks != 0)
     except Exception:
         return True
+
+
+def _may_wait(data: bytes, settle_ms: int) -> bool:
+    """Whether a request in ``data`` may rightly stay pending past the settle time: a Fetch
+    asking for bytes (min_bytes > 0) and to wait longer than that for them (max_wait_ms), as
+    Kafka's delayed fetch waits."""
+    for frame_ in _request_frames(data):
+        try:
+            header, pos = decode_request_header(frame_)
+            if header.api_key == fe.API.key:
+                fetch = fe.REQUEST.decode(frame_, header.api_version, pos)
+                if fetch.max_wait_ms > settle_ms and fetch.min_bytes > 0:
+                    return True
+        except Exception:
+            continue  # (one that does not decode closes the connection)
+    return False
 
 
 def _check_answers(data: bytes, written: bytes, closed: bool) -> int:

@@ -31,6 +31,12 @@ class EpochEntry(NamedTuple):
 
 
 class LeaderEpochFileCache:
+    __slots__ = (
+        "_ensure_dir",
+        "entries",
+        "path",
+    )
+
     def __init__(self, path: str | None, ensure_dir: Callable[[], None] = lambda: None) -> None:
         self.path = path
         self._ensure_dir = ensure_dir

@@ -26,6 +26,17 @@ def segment_file_name(base_offset: int) -> str:
 
 
 class LocalLog:
+    __slots__ = (
+        "_bases",
+        "_dir_ready",
+        "_on_dir_created",
+        "account",
+        "dir",
+        "index_interval_bytes",
+        "log_end_offset",
+        "segments",
+    )
+
     def __init__(
         self,
         dir_path: str | None,
@@ -41,8 +52,6 @@ class LocalLog:
         self.log_end_offset = 0
         self._dir_ready = dir_path is not None and os.path.isdir(dir_path)
         self._on_dir_created = on_dir_created
-        #: memory mode's cap on segment.bytes (see LogManager), None with files
-        self.max_segment_bytes: int | None = None
 
     def ensure_dir(self) -> None:
         """Create the partition's directory at its first write (an idle partition costs no
@@ -67,6 +76,8 @@ class LocalLog:
         return LogSegment(base_offset, store, self.index_interval_bytes)
 
     def add_segment(self, segment: LogSegment) -> None:
+        if self.segments:
+            self.active.store.seal()  # (a rolled segment never changes in place again)
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
         self.log_end_offset = segment.next_offset
@@ -97,13 +108,19 @@ class LocalLog:
         The new segment joins the log only once the write succeeded."""
         segment = self.active
         last = last_offset(batches[-1][1])
-        if self.max_segment_bytes is not None:
-            segment_bytes = min(segment_bytes, self.max_segment_bytes)
+        if self.dir is None and self.account is not None:
+            segment_bytes = min(segment_bytes, self.account.max_segment_bytes)
         if segment.size > 0 and (
             segment.size + len(data) > segment_bytes or last - segment.base_offset > _INT_MAX
         ):
             segment = self.new_segment(self.log_end_offset)
-        segment.append(data, prefix, batches, now_ms)
+        try:
+            segment.append(data, prefix, batches, now_ms)
+        except LogStorageError:
+            if segment is not self.active:  # a file the failed write created goes too
+                with contextlib.suppress(OSError):
+                    segment.delete()
+            raise
         if segment is not self.active:
             self.add_segment(segment)
         self.log_end_offset = last + 1
@@ -114,7 +131,9 @@ class LocalLog:
         if self.active.size > 0:
             self.add_segment(self.new_segment(self.log_end_offset))
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool) -> bytes:
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool
+    ) -> bytes | memoryview:
         i = max(bisect_right(self._bases, offset) - 1, 0)
         for segment in self.segments[i:]:
             records = segment.read(offset, max_bytes, max_offset, min_one)

@@ -6,8 +6,10 @@ Memory mode (no log dir): segment bytes count against ``memory_max_bytes``. Past
 :meth:`enforce_retention` drops the oldest segments across all logs, as retention would (each
 log's start moves up, never past its high watermark): a fetch below gets
 OFFSET_OUT_OF_RANGE. So the cap frees part of a log rather than all of it, memory-mode
-segments roll at ``memory_max_bytes / 16`` (at least 64 KiB) when segment.bytes is larger.
-With a log dir the bytes are the page cache's, not this process's: nothing counts.
+segments roll at ``memory_max_bytes / 64`` (at least 64 KiB; 4 MiB at the default 256 MiB)
+when segment.bytes is larger; a rolled memory segment is read without a copy
+(:class:`~kmeta.log.stores.MemoryStore`). With a log dir the bytes are the page cache's, not
+this process's: nothing counts.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ class LogManager:
     def __init__(self, log_dir: str | None, memory_max_bytes: int) -> None:
         self.log_dir = log_dir
         self.memory_max_bytes = memory_max_bytes
-        self._memory = MemoryAccount()
-        self._memory_segment_bytes = max(memory_max_bytes // 16, 64 * 1024)
+        self._memory = MemoryAccount(max(memory_max_bytes // 64, 64 * 1024))
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        #: (directory, why) of each partition load() could not recover
+        self.load_errors: list[tuple[str, str]] = []
 
     @property
     def memory_bytes(self) -> int:
@@ -52,12 +55,14 @@ class LogManager:
             config,
             log_dir=self.log_dir,
             memory=self._memory,
-            memory_segment_bytes=self._memory_segment_bytes,
         )
 
     def load(self) -> list[tuple[str, int]]:
         """Recover every partition directory the log dir holds (topic configs are not known
-        here: the owner's get_or_create brings them); directories left half deleted go."""
+        here: the owner's get_or_create brings them); directories left half deleted go. A
+        partition that cannot be read is left out and noted in ``load_errors``: its
+        get_or_create tries again and raises LogStorageError (KAFKA_STORAGE_ERROR) while the
+        others are served."""
         if self.log_dir is None:
             return []
         try:
@@ -76,7 +81,11 @@ class LogManager:
                 continue
             key = (match.group(1), int(match.group(2)))
             if key not in self._logs:
-                self._logs[key] = self._new_log(key[0], key[1], None, LogConfig())
+                try:
+                    self._logs[key] = self._new_log(key[0], key[1], None, LogConfig())
+                except (LogStorageError, OSError) as exc:
+                    self.load_errors.append((name, str(exc)))
+                    continue
             loaded.append(key)
         return loaded
 
@@ -142,9 +151,10 @@ class LogManager:
         heapq.heapify(heap)
         while heap and self._memory.bytes > self.memory_max_bytes:
             _, n, log = heapq.heappop(heap)
-            freed += log.delete_oldest_segment()
+            dropped = log.delete_oldest_segment()
+            freed += dropped
             oldest = log.oldest_deletable_segment()
-            if oldest is not None:
+            if oldest is not None and dropped:
                 heapq.heappush(heap, (oldest.append_seq, n, log))
         return freed
 

@@ -5,7 +5,8 @@ Pure data: no asyncio, no sockets, no logging. The owner (the broker's replica m
 serialises calls and decides what the high watermark is; this class keeps the invariants
 ``log_start_offset <= high_watermark <= log_end_offset`` and that whatever raises leaves the
 log as it was. Segments live in memory, or in files under ``<log dir>/<topic>-<partition>/``
-recovered at start (:mod:`kmeta.log.log_loader`).
+recovered at start (:mod:`kmeta.log.log_loader`); ``local`` (Kafka's ``localLog``) holds
+them, for reading only from outside.
 """
 
 from __future__ import annotations
@@ -77,6 +78,18 @@ class EpochEndOffset(NamedTuple):
 
 
 class PartitionLog:
+    __slots__ = (
+        "_epochs",
+        "_high_watermark",
+        "_log_start_offset",
+        "config",
+        "dir",
+        "local",
+        "partition",
+        "topic",
+        "topic_id",
+    )
+
     def __init__(
         self,
         topic: str,
@@ -86,28 +99,25 @@ class PartitionLog:
         *,
         log_dir: str | None = None,
         memory: MemoryAccount | None = None,
-        memory_segment_bytes: int | None = None,
     ) -> None:
-        """In memory (``log_dir`` None: segments count against ``memory`` and roll at
-        ``memory_segment_bytes`` at most, so a memory cap frees part of a log), else in
+        """In memory (``log_dir`` None: segments count against ``memory``), else in
         ``<log_dir>/<topic>-<partition>/``, recovered from what that directory holds."""
         self.topic, self.partition, self.topic_id = topic, partition, topic_id
         self.config = config
         self.dir = os.path.join(log_dir, f"{topic}-{partition}") if log_dir is not None else None
-        self._local = LocalLog(self.dir, memory, config.index_interval_bytes, self._dir_created)
-        self._local.max_segment_bytes = memory_segment_bytes if self.dir is None else None
+        self.local = LocalLog(self.dir, memory, config.index_interval_bytes, self._dir_created)
         self._epochs = LeaderEpochFileCache(
-            os.path.join(self.dir, CHECKPOINT_FILE) if self.dir else None, self._local.ensure_dir
+            os.path.join(self.dir, CHECKPOINT_FILE) if self.dir else None, self.local.ensure_dir
         )
         self._log_start_offset = 0
         self._high_watermark = 0
         if self.dir is not None and os.path.isdir(self.dir):
             self._log_start_offset, self._high_watermark, found_id = recover(
-                self.dir, self._local, self._epochs
+                self.dir, self.local, self._epochs
             )
             self.topic_id = self.topic_id or found_id
         else:
-            self._local.start_at(0)
+            self.local.start_at(0)
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
@@ -118,7 +128,7 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        return self._local.log_end_offset
+        return self.local.log_end_offset
 
     @property
     def high_watermark(self) -> int:
@@ -130,21 +140,16 @@ class PartitionLog:
 
     @property
     def size_in_bytes(self) -> int:
-        return self._local.size_in_bytes
+        return self.local.size_in_bytes
 
     @property
     def latest_epoch(self) -> int | None:
         return self._epochs.latest_epoch
 
-    @property
-    def segments(self) -> list[LogSegment]:
-        return self._local.segments
-
     def update_high_watermark(self, offset: int) -> bool:
         """Set the high watermark, clamped to [log start, log end]; True if it moved."""
         offset = min(max(offset, self._log_start_offset), self.log_end_offset)
-        moved = offset != self._high_watermark
-        self._high_watermark = offset
+        moved, self._high_watermark = offset != self._high_watermark, offset
         return moved
 
     def update_config(self, config: LogConfig) -> None:
@@ -170,21 +175,22 @@ class PartitionLog:
             return None
         data = memoryview(records)[: walked.valid_bytes]
         self._store(data, None, walked.batches, int(time.time() * 1000))
-        heads = [h for _, h in walked.batches]
-        return LogAppendInfo.of(heads, self._log_start_offset, walked.valid_bytes)
+        return LogAppendInfo.of(
+            [h for _, h in walked.batches], self._log_start_offset, walked.valid_bytes
+        )
 
     def _store(self, data: Buffer, prefix: bytes | None, batches: Batches, now_ms: int) -> None:
         """Write, then record the epochs the batches start; a failed epoch checkpoint takes
         the write back, so an append is all or nothing."""
         saved = list(self._epochs.entries)
-        self._local.append(data, prefix, batches, now_ms, self.config.segment_bytes)
+        self.local.append(data, prefix, batches, now_ms, self.config.segment_bytes)
         try:
             for _, h in batches:
                 if h.partition_leader_epoch != NO_EPOCH:
                     self._epochs.assign(h.partition_leader_epoch, h.base_offset)
         except LogStorageError:
             self._epochs.entries = saved
-            self._local.truncate_to(batches[0][1].base_offset)
+            self.local.truncate_to(batches[0][1].base_offset)
             raise
 
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
@@ -207,14 +213,14 @@ class PartitionLog:
         if fetch_offset == self.log_end_offset:
             return FetchDataInfo(b"", fetch_offset)
         return FetchDataInfo(
-            self._local.read(fetch_offset, max_bytes, max_offset, min_one_batch), fetch_offset
+            self.local.read(fetch_offset, max_bytes, max_offset, min_one_batch), fetch_offset
         )
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
-        """ListOffsets (Kafka's ``fetchOffsetByTimestamp``): ``(offset, timestamp, leader
-        epoch)``, -1 where unknown; None when no record is at or after ``timestamp``."""
+        """ListOffsets: ``(offset, timestamp, leader epoch)`` or None, exact per record but for
+        snappy/lz4/zstd batches (batch granularity; :mod:`kmeta.log.list_offsets`)."""
         return fetch_offset_by_timestamp(
-            timestamp, self._local, self._epochs, self._log_start_offset
+            timestamp, self.local, self._epochs, self._log_start_offset
         )
 
     def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
@@ -248,10 +254,10 @@ class PartitionLog:
             raise OffsetOutOfRangeError(f"Cannot truncate {self} to a negative offset ({offset})")
         if offset >= self.log_end_offset:
             return
-        if offset < self._local.segments[0].base_offset:
+        if offset < self.local.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return
-        self._local.truncate_to(offset)
+        self.local.truncate_to(offset)
         end = self.log_end_offset
         self._epochs.truncate_from_end(end)
         if end < self._log_start_offset:
@@ -260,7 +266,7 @@ class PartitionLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment; the log is empty and its next offset is ``offset``."""
-        self._local.truncate_fully(offset)
+        self.local.truncate_fully(offset)
         self._epochs.clear()
         self._move_log_start(offset)
         self._high_watermark = offset
@@ -278,23 +284,23 @@ class PartitionLog:
 
     def oldest_deletable_segment(self) -> LogSegment | None:
         """The segment a memory cap would drop next (the oldest, if retention could)."""
-        deletable = self._local.deletable(any_segment, self._high_watermark)
-        return self._local.segments[0] if deletable else None
+        deletable = self.local.deletable(any_segment, self._high_watermark)
+        return self.local.segments[0] if deletable else None
 
     def delete_oldest_segment(self) -> int:
         """Drop the oldest segment as retention would (the log start moves); bytes freed."""
         return self._delete_old(any_segment, limit=1)
 
     def _delete_old(self, rule: Rule, limit: int | None = None) -> int:
-        count = min(self._local.deletable(rule, self._high_watermark), limit or 1 << 62)
+        count = min(self.local.deletable(rule, self._high_watermark), limit or 1 << 62)
         if count == 0:
             return 0
-        if count == len(self._local.segments):
-            self._local.roll()  # a log always has an active segment
-        new_start = self._local.segments[count].base_offset
+        if count == len(self.local.segments):
+            self.local.roll()  # a log always has an active segment
+        new_start = self.local.segments[count].base_offset
         if new_start > self._log_start_offset:
             self._move_log_start(new_start)
-        return self._local.delete_oldest(count)
+        return self.local.delete_oldest(count)
 
     def _dir_created(self) -> None:
         if self.dir is not None and self.topic_id is not None:
@@ -302,12 +308,12 @@ class PartitionLog:
 
     def _checkpoint(self, name: str, offset: int) -> None:
         if self.dir is not None:
-            ensure = self._local.ensure_dir
+            ensure = self.local.ensure_dir
             checkpoints.write_offset(self.dir, name, self.topic, self.partition, offset, ensure)
 
     def flush(self) -> None:
         """fsync the segments written since the last flush, and checkpoint the high watermark."""
-        self._local.flush()
+        self.local.flush()
         if self.dir is not None and os.path.isdir(self.dir):
             self._checkpoint(checkpoints.HIGH_WATERMARK_FILE, self._high_watermark)
 
@@ -315,9 +321,9 @@ class PartitionLog:
         try:
             self.flush()
         finally:
-            self._local.close()
+            self.local.close()
 
     def delete_files(self) -> None:
         """Close and drop everything this log holds (its directory is the caller's)."""
-        self._local.truncate_fully(self.log_end_offset)
-        self._local.close()
+        self.local.truncate_fully(self.log_end_offset)
+        self.local.close()

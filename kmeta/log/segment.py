@@ -115,7 +115,7 @@ class LogSegment:
 
     def read(
         self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool
-    ) -> bytes | None:
+    ) -> bytes | memoryview | None:
         """Whole batches from the one holding ``offset``: as many as fit ``max_bytes`` (the
         first whole when ``min_one``), none holding ``max_offset`` or beyond. None when the
         segment ends before ``offset``."""

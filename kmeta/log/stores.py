@@ -18,20 +18,29 @@ Buffer = bytes | bytearray | memoryview
 
 class MemoryAccount:
     """Bytes held in memory by every memory-mode segment of a LogManager (one counter the
-    segments update, so checking the broker-wide cap after an append costs nothing)."""
+    segments update, so checking the broker-wide cap after an append costs nothing), and the
+    size memory-mode segments roll at, at most (so the cap can free part of a log)."""
 
-    __slots__ = ("bytes",)
+    __slots__ = ("bytes", "max_segment_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, max_segment_bytes: int = 1 << 62) -> None:
         self.bytes = 0
+        self.max_segment_bytes = max_segment_bytes
 
 
 class MemoryStore:
-    __slots__ = ("_account", "_buf")
+    """A segment's bytes in one bytearray. While the segment is active, reads copy: a live
+    view would forbid the bytearray to grow on the next append (BufferError). Once it rolls
+    it is sealed: never resized or changed in place again (a truncation or deletion swaps in
+    a new bytearray), so reads hand out views of it, zero-copy and valid for as long as the
+    caller keeps them."""
+
+    __slots__ = ("_account", "_buf", "_sealed")
 
     def __init__(self, account: MemoryAccount | None) -> None:
         self._buf = bytearray()
         self._account = account
+        self._sealed = False
 
     def write(self, pos: int, data: Buffer, prefix: bytes | None) -> None:
         self._buf += data
@@ -40,19 +49,25 @@ class MemoryStore:
         if self._account is not None:
             self._account.bytes += len(data)
 
-    def read(self, pos: int, size: int) -> bytes:
-        # one copy, and no memoryview outlives the call: a live export would forbid the
-        # bytearray to grow on the next append (BufferError)
+    def read(self, pos: int, size: int) -> bytes | memoryview:
+        if self._sealed:
+            return memoryview(self._buf)[pos : pos + size]
         with memoryview(self._buf) as view:
             return bytes(view[pos : pos + size])
 
     def header(self, pos: int) -> BatchHeader:
         return BatchHeader(*HEADER.unpack_from(self._buf, pos))
 
+    def seal(self) -> None:
+        self._sealed = True
+
     def truncate(self, pos: int) -> None:
         if self._account is not None:
             self._account.bytes -= len(self._buf) - pos
-        del self._buf[pos:]
+        if self._sealed:  # views may be out: a new buffer (active again, so unsealed)
+            self._buf, self._sealed = self._buf[:pos], False
+        else:
+            del self._buf[pos:]
 
     def flush(self) -> None:
         pass
@@ -61,7 +76,9 @@ class MemoryStore:
         pass
 
     def delete(self) -> None:
-        self.truncate(0)
+        if self._account is not None:
+            self._account.bytes -= len(self._buf)
+        self._buf = bytearray()
 
 
 class FileStore:
@@ -121,6 +138,9 @@ class FileStore:
             self._window = self.read(pos, self._WINDOW)
             self._window_pos, at = pos, 0
         return BatchHeader(*HEADER.unpack_from(self._window, at))
+
+    def seal(self) -> None:
+        pass
 
     def truncate(self, pos: int) -> None:
         self._window = b""

@@ -1,8 +1,9 @@
 """What a leader checks and sets on a client's batch before it is stored (Kafka's
 ``LogValidator`` for magic 2, in place): the Produce checks (CRC, sizes, counts,
-max.message.bytes), CreateTime bounds when message.timestamp.before/after.max.ms are set, then
-the base offset and partition leader epoch; LogAppendTime also rewrites maxTimestamp and the
-timestamp-type bit, so that path copies the batch and recomputes its CRC."""
+max.message.bytes; a v0/v1 message set is checked as such, then up-converted to one v2 batch
+by :mod:`kmeta.log.legacy`), CreateTime bounds when message.timestamp.before/after.max.ms are
+set, then the base offset and partition leader epoch; LogAppendTime also rewrites
+maxTimestamp and the timestamp-type bit, so that path copies the batch and recomputes its CRC."""
 
 from __future__ import annotations
 
@@ -17,10 +18,16 @@ from kmeta.log.batch import (
 )
 from kmeta.log.config import LONG_MAX, LogConfig
 from kmeta.log.errors import BY_CODE, InvalidRecordError, InvalidTimestampError
+from kmeta.log.legacy import up_convert
 from kmeta.log.records import timestamp_bounds
 from kmeta.log.stores import Buffer
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.record_batch import LOG_OVERHEAD, BatchHeader, check_produce_records
+from kmeta.protocol.record_batch import (
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    BatchHeader,
+    check_produce_records,
+)
 
 
 class ValidatedBatch(NamedTuple):
@@ -33,9 +40,10 @@ class ValidatedBatch(NamedTuple):
 def validate_leader_batch(
     records: bytes, config: LogConfig, base_offset: int, leader_epoch: int, now_ms: int
 ) -> ValidatedBatch:
-    checked = check_produce_records(11, records, config.max_message_bytes, legacy=False)
-    if checked.error != ErrorCode.NONE:
-        raise BY_CODE.get(checked.error, InvalidRecordError)(checked.message)
+    _check(records, config)
+    if records[16] != MAGIC_V2:  # a v0/v1 message set, checked as such: stored as v2
+        records = up_convert(records)
+        _check(records, config)
     h = header_at(records)
     view = memoryview(records)[: h.batch_length + LOG_OVERHEAD]  # (a partial tail is no batch)
     assigned = h._replace(base_offset=base_offset, partition_leader_epoch=leader_epoch)
@@ -47,6 +55,12 @@ def validate_leader_batch(
         return ValidatedBatch(data, None, stored, now_ms)
     _check_timestamps(view, h, config, now_ms)
     return ValidatedBatch(view, offset_and_epoch_prefix(h, base_offset, leader_epoch), assigned, -1)
+
+
+def _check(records: bytes, config: LogConfig) -> None:
+    checked = check_produce_records(11, records, config.max_message_bytes)
+    if checked.error != ErrorCode.NONE:
+        raise BY_CODE.get(checked.error, InvalidRecordError)(checked.message)
 
 
 def _check_timestamps(batch: memoryview, h: BatchHeader, config: LogConfig, now_ms: int) -> None:

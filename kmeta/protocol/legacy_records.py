@@ -38,7 +38,6 @@ import zlib
 from collections.abc import Callable
 from typing import NamedTuple
 
-from kmeta.protocol.codegen import varint_bytes
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.record_batch import (
     HEADER_SIZE_UP_TO_MAGIC,
@@ -131,9 +130,7 @@ def _entry(offset: int, body: memoryview) -> _Entry:
     timestamp = struct.unpack_from(">q", body, 6)[0] if magic == 1 else -1
     pos = _FIXED[magic]
     key, pos = _bytes(body, pos)
-    value, pos = _bytes(body, pos)
-    if pos != len(body):  # (LegacyRecord.isValid: the sizes must add up)
-        raise _Refused(ErrorCode.CORRUPT_MESSAGE, "Record is corrupt (sizes do not add up)")
+    value, _ = _bytes(body, pos)  # (bytes after the value: covered by the CRC, ignored as Kafka)
     return _Entry(offset, magic, attributes, timestamp, key, value)
 
 
@@ -327,30 +324,51 @@ def xxh32(data: bytes, seed: int = 0) -> int:
 # -- the v2 batch ---------------------------------------------------------------------------
 
 
-def _varint(value: int) -> bytes:
-    return varint_bytes(value, 32, True)
+_SMALL = tuple(bytes([i]) for i in range(0x80))
+_INT64 = 1 << 64
 
 
-def _varlong(value: int) -> bytes:
-    return varint_bytes(value, 64, True)
+def _zigzag(value: int) -> bytes:
+    """A zigzag varint (varlong) of an int64: most values here take one or two bytes."""
+    v = (value << 1) ^ (value >> 63)
+    if v < 0x80:
+        return _SMALL[v]
+    if v < 0x4000:
+        return bytes(((v & 0x7F) | 0x80, v >> 7))
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
 
 
 def _sized(value: bytes | None) -> bytes:
-    return _varint(-1) if value is None else _varint(len(value)) + value
+    return b"\x01" if value is None else _zigzag(len(value)) + value  # (-1: null)
 
 
 def build_v2_batch(records: list[Record], codec: int = 0) -> bytes:
     """A v2 batch of ``records`` (offsets 0..n-1, no producer id, CreateTime), as Kafka's
-    ``MemoryRecordsBuilder`` writes it: base timestamp = the first record's, max = the largest."""
+    ``MemoryRecordsBuilder`` writes it: base timestamp = the first record's, max = the largest;
+    a timestamp delta wraps as Java's long subtraction does (the reader adds it back alike)."""
     base_ts = records[0].timestamp
-    body = bytearray()
+    parts: list[bytes] = []
     for delta, record in enumerate(records):
-        inner = (
-            b"\x00" + _varlong(record.timestamp - base_ts) + _varint(delta)
-            + _sized(record.key) + _sized(record.value) + _varint(0)
-        )  # fmt: skip
-        body += _varint(len(inner)) + inner
-    payload = _compress(codec, bytes(body)) if codec else bytes(body)
+        ts_delta = (record.timestamp - base_ts + (1 << 63)) % _INT64 - (1 << 63)
+        inner = b"".join(
+            (
+                b"\x00",
+                _zigzag(ts_delta),
+                _zigzag(delta),
+                _sized(record.key),
+                _sized(record.value),
+                b"\x00",
+            )
+        )
+        parts.append(_zigzag(len(inner)))
+        parts.append(inner)
+    body = b"".join(parts)
+    payload = _compress(codec, body) if codec else body
     max_ts = max(r.timestamp for r in records)
     after_crc = struct.pack(
         ">hiqqqhii", codec, len(records) - 1, base_ts, max_ts, -1, -1, -1, len(records)

@@ -95,9 +95,9 @@ class Partition:
         if state is None or state.role != LEADER:
             return
         self.log.maybe_assign_epoch_start_offset(state.leader_epoch, self.log.log_end_offset)
-        self.maybe_increment_leader_hw()
+        self.maybe_increment_leader_hw(state)
 
-    def maybe_increment_leader_hw(self) -> bool:
+    def maybe_increment_leader_hw(self, state: ReplicaState | None) -> bool:
         """The leader's high watermark after its log end moved; True if it moved.
 
         Kafka's rule is the smallest log end offset of the ISR. No follower fetches yet

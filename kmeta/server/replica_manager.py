@@ -46,7 +46,7 @@ from kmeta.server.delayed_fetch import (
 )
 from kmeta.server.partition import Partition
 from kmeta.server.purgatory import DelayedOperationPurgatory
-from kmeta.server.replica_states import ReplicaState, ReplicaStates
+from kmeta.server.replica_states import LEADER, ReplicaState, ReplicaStates
 
 log = logging.getLogger("kmeta.server.replica_manager")
 
@@ -91,7 +91,10 @@ class ReplicaManager:
             self._retention_timer = None
         self._partitions.clear()
         self._by_topic.clear()
-        self.log_manager.close()
+        try:
+            self.log_manager.close()
+        except LogError:  # (a flush that failed: the next start recovers what reached the files)
+            log.exception("closing the partition logs failed")
 
     def _schedule_retention(self) -> None:
         try:
@@ -105,41 +108,42 @@ class ReplicaManager:
         self._schedule_retention()
 
     def enforce_retention(self) -> int:
-        """``LogManager.cleanupLogs``: bytes freed; fetches now below a log start are answered."""
+        """``LogManager.cleanupLogs``: bytes freed. (A fetch waiting at a log end the log start
+        passed is answered OFFSET_OUT_OF_RANGE when next woken or timed out, as in Kafka.)"""
         try:
-            freed = self.log_manager.enforce_retention(int(time.time() * 1000))
+            return self.log_manager.enforce_retention(int(time.time() * 1000))
         except LogError:
             log.exception("retention failed")
             return 0
-        if freed:
-            for key in list(self._partitions):
-                self.delayed_fetch.check_and_complete(key)
-        return freed
 
     # -- partitions ---------------------------------------------------------------------------
     def get_partition_or_error(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
+        partition, _, error = self._lookup(topic, index)
+        return partition, error
+
+    def leader_partition_or_error(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
+        """The partition when this broker leads it (``getPartitionAndLeaderReplicaIfLocal``)."""
+        partition, state, error = self._lookup(topic, index)
+        if state is not None and state.role != LEADER:
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return partition, error
+
+    def _lookup(self, topic: str, index: int) -> tuple[Partition | None, ReplicaState | None, ErrorCode]:
         key = (topic, index)
         state = self.replicas.get(key)
         if state is None:
             if key in self._partitions:
                 self._forget(key)
             known = self.cache.snapshot.partition(topic, index) is not None
-            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return None, None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         partition = self._partitions.get(key)
         if partition is None:
             try:
                 partition = self._make(topic, index, state)
             except LogError as exc:
                 log.error("cannot open the log of %s-%d: %s", topic, index, exc)
-                return None, ErrorCode.KAFKA_STORAGE_ERROR
-        return partition, ErrorCode.NONE
-
-    def leader_partition_or_error(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
-        """The partition when this broker leads it (``getPartitionAndLeaderReplicaIfLocal``)."""
-        partition, error = self.get_partition_or_error(topic, index)
-        if partition is not None and not partition.is_leader:
-            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return partition, error
+                return None, None, ErrorCode.KAFKA_STORAGE_ERROR
+        return partition, state, ErrorCode.NONE
 
     def _make(self, topic: str, index: int, state: ReplicaState) -> Partition:
         snap = self.cache.snapshot
@@ -192,7 +196,7 @@ class ReplicaManager:
     def append_records(self, partition: Partition, records: bytes, acks: int, min_insync_replicas: int) -> AppendResult:
         """``Partition.appendRecordsToLeader``: one checked batch onto the leader's log."""
         state = partition.state
-        if state is None or not partition.is_leader:
+        if state is None or state.role != LEADER:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         if acks == -1 and len(state.isr) < min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS, None
@@ -203,7 +207,7 @@ class ReplicaManager:
             return exc.error, str(exc) or None
         self.bytes_in += info.size_in_bytes
         self.messages_in += info.record_count
-        if partition.maybe_increment_leader_hw():
+        if partition.maybe_increment_leader_hw(state):
             self.delayed_fetch.check_and_complete(partition.key)
         if self.log_manager.memory_bytes > self.memory_max_bytes:
             self.enforce_retention()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kmeta.net.connection import KafkaConnection
 from tests.helpers import accepts, free_ports, wait
-from tests.server.data_plane import Part, fetch, push
+from tests.server.data_plane import Part, as_stored, batch, fetch, only, produce, push
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -149,3 +150,33 @@ def test_a_restarted_broker_keeps_its_log(tmp_path: Path, sig: int) -> None:
         assert _consume_confluent(again.bootstrap, 330) == _expected([("before", 300), ("after", 30)])
     finally:
         again.stop()
+
+
+async def _produce_one(port: int, data: bytes) -> tuple[int, int]:
+    conn = await KafkaConnection.open("127.0.0.1", port)
+    try:
+        answer = only(await conn.request(produce(TOPIC, 0, data, acks=1), 10))
+        return answer.error_code, answer.base_offset
+    finally:
+        conn.close()
+
+
+def test_a_failed_write_is_kafka_storage_error_and_stores_nothing(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "logs")
+    try:
+        first, lost, after = batch(2), batch(1, value=b"L" * 4000), batch(3)
+        assert asyncio.run(_produce_one(broker.client, first)) == (0, 0)
+        (segment,) = (tmp_path / "logs" / f"{TOPIC}-0").glob("*.log")
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        # the broker may not grow a file by more than 50 bytes: the write fails part way (EFBIG;
+        # Python ignores SIGXFSZ), as on a full disk
+        resource.prlimit(broker.proc.pid, resource.RLIMIT_FSIZE, (segment.stat().st_size + 50, hard))
+        try:
+            assert asyncio.run(_produce_one(broker.client, lost)) == (56, -1)  # KAFKA_STORAGE_ERROR
+        finally:
+            resource.prlimit(broker.proc.pid, resource.RLIMIT_FSIZE, (soft, hard))
+        assert asyncio.run(_produce_one(broker.client, after)) == (0, 2)  # (nothing of it counted)
+        stored = asyncio.run(_all_records(broker.client))
+        assert stored == as_stored(first, 0, 2) + as_stored(after, 2, 2)  # nothing half stored
+    finally:
+        broker.stop()

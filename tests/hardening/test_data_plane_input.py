@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -194,3 +195,30 @@ async def test_truncated_frames_of_the_new_apis_close_only_that_connection(broke
         assert (await produce(conn, 0, GOOD)).error_code == E.NONE
     conn.close()
     assert await log_end(broker) == 3 * len(requests)
+
+
+async def test_timestamps_out_of_the_topics_window_are_invalid_timestamp() -> None:
+    import time
+
+    from kmeta.protocol.legacy_records import Record, build_v2_batch
+
+    window = {"message.timestamp.before.max.ms": "60000", "message.timestamp.after.max.ms": "60000"}
+    async with log_broker(extra={"windowed": window}) as b:
+        conn = await KafkaConnection.open("127.0.0.1", b.port(PLAINTEXT))
+        now = int(time.time() * 1000)
+        try:
+            for ts in (now + 3_600_000, now - 3_600_000, INT64_MAX, 0):
+                late = await produce(conn, 0, batch([b"x"], [ts]), topic="windowed")
+                assert late.error_code == E.INVALID_TIMESTAMP, ts
+            # a legacy (v1) set is up-converted first, then the log checks its timestamps too
+            body = b"\x01\x00" + struct.pack(">q", now + 3_600_000) + struct.pack(">ii", -1, 1) + b"x"
+            body = struct.pack(">I", zlib.crc32(body)) + body
+            legacy = struct.pack(">qi", 0, len(body)) + body
+            assert (await produce(conn, 0, legacy, version=2, topic="windowed")).error_code == E.INVALID_TIMESTAMP
+            v2 = build_v2_batch([Record(now + 3_600_000, None, b"x")])
+            assert (await produce(conn, 0, v2, version=0, topic="windowed")).error_code == E.INVALID_TIMESTAMP
+            ok = await produce(conn, 0, batch([b"y"], [now]), topic="windowed")
+            no_ts = await produce(conn, 0, batch([b"z"], [-1]), topic="windowed")  # (-1: not checked)
+        finally:
+            conn.close()
+        assert [(ok.error_code, ok.base_offset), (no_ts.error_code, no_ts.base_offset)] == [(E.NONE, 0), (E.NONE, 1)]

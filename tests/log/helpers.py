@@ -39,11 +39,11 @@ def batch(
     return bytes(builder.build())
 
 
-def sized(size: int) -> bytes:
-    """A one-record batch of exactly ``size`` bytes (size >= 70)."""
+def sized(size: int, fill: bytes = b"x") -> bytes:
+    """A one-record batch of exactly ``size`` bytes (size >= 70), its value ``fill`` repeated."""
     overhead = len(batch([b""]))
-    for guess in range(size - overhead, size - overhead - 4, -1):  # (the length varint grows)
-        data = batch([b"x" * guess])
+    for guess in range(size - overhead, size - overhead - 8, -1):  # (the length varints grow)
+        data = batch([fill * guess])
         if len(data) == size:
             return data
     raise AssertionError(f"cannot build a batch of {size} bytes")

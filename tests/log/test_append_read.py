@@ -216,3 +216,26 @@ def test_follower_appends_contiguous_batches(make: Make) -> None:
     with pytest.raises(CorruptRecordError):
         make().append_as_follower(bytes(broken))
     _unchanged(follower, before)
+
+
+def test_reads_of_a_rolled_memory_segment_are_views_that_stay_valid(make: Make, mode: str) -> None:
+    log = make(segment_bytes=1000)
+    for i in range(25):
+        log.append_as_leader(sized(100, bytes([65 + i % 26])), 0, 1)
+    old = log.read(0, 300, None).records  # in the first, rolled, segment
+    active = log.read(20, 300, None).records
+    assert type(active) is bytes
+    if mode == "memory":
+        assert isinstance(old, memoryview)  # zero-copy
+    kept = bytes(old)
+    log.append_as_leader(sized(100), 0, 1)  # the active segment grows; a view does not block it
+    log.truncate_to(5)  # the rolled segment is cut (and active again): the view is untouched
+    assert bytes(old) == kept
+    assert [b.base_offset for b in parse(kept)] == [0, 1, 2]
+    for _ in range(20):  # appends to the segment the view was taken from
+        log.append_as_leader(sized(100), 0, 1)
+    assert bytes(old) == kept
+    log.update_high_watermark(log.log_end_offset)
+    log.delete_records_before(log.log_end_offset)
+    log.enforce_retention(1)
+    assert bytes(old) == kept

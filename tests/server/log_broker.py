@@ -87,15 +87,27 @@ async def control(broker: Broker, request: Any) -> Any:
 
 
 async def move_leadership(broker: Broker, partition_index: int, leader: int, epoch: int) -> None:
-    """A leader change of one partition of TOPIC, as the controller pushes it."""
+    """A leader change of one partition of TOPIC, as the controller pushes it: LeaderAndIsr,
+    then UpdateMetadata (so clients see the new leader epoch too)."""
     replicas = (leader, 1) if leader != 1 else (1, 2)
     resp = await control(broker, _leader_and_isr([(partition_index, leader, epoch, replicas)]))
     assert resp.error_code == 0
+    snap = broker.state.cache.snapshot
+    brokers = [live_broker(1, {PLAINTEXT: ("127.0.0.1", broker.port(PLAINTEXT))})]
+    if 2 in snap.alive_nodes:
+        brokers.append(live_broker(2, {PLAINTEXT: ("127.0.0.1", ELSEWHERE_PORT)}))
+    parts = [
+        partition(i, leader, replicas, leader_epoch=epoch) if i == partition_index
+        else partition(i, state.leader, tuple(state.replicas), leader_epoch=state.leader_epoch)
+        for i, state in sorted(snap.partition_states[TOPIC].items())
+    ]  # fmt: skip
+    assert (await control(broker, update_metadata(brokers, {TOPIC: parts}))).error_code == 0
 
 
 @asynccontextmanager
 async def log_broker(
-    extra: dict[str, dict[str, str]] | None = None, *, elsewhere: bool = True, **config: Any
+    extra: dict[str, dict[str, str]] | None = None, *, elsewhere: bool = True, epoch: int = EPOCH,
+    **config: Any,
 ) -> AsyncIterator[Broker]:
     """The broker (``config``: BrokerConfig fields); ``extra``: more topics, each one partition
     led here, with these config overrides; ``elsewhere``: broker 2 alive in the metadata (else
@@ -110,8 +122,8 @@ async def log_broker(
         if elsewhere:
             brokers.append(live_broker(2, {PLAINTEXT: ("127.0.0.1", ELSEWHERE_PORT)}))
         parts = [
-            partition(0, 1, (1,), leader_epoch=EPOCH),
-            partition(1, 1, (1,), leader_epoch=EPOCH),
+            partition(0, 1, (1,), leader_epoch=epoch),
+            partition(1, 1, (1,), leader_epoch=epoch),
             partition(2, 2, (2, 1), leader_epoch=EPOCH),
         ]
         topics = {TOPIC: parts} | {name: [partition(0, 1, (1,), leader_epoch=EPOCH)] for name in extra}
@@ -125,7 +137,7 @@ async def log_broker(
             )
         )
         assert (await control(broker, request)).error_code == 0
-        states = [(0, 1, EPOCH, (1,)), (1, 1, EPOCH, (1,)), (2, 2, EPOCH, (2, 1))]
+        states = [(0, 1, epoch, (1,)), (1, 1, epoch, (1,)), (2, 2, EPOCH, (2, 1))]
         resp = await control(broker, _leader_and_isr(states, tuple(extra)))
         assert resp.error_code == 0
         yield broker
@@ -142,3 +154,28 @@ async def produce(conn: KafkaConnection, index: int, records: bytes | None, *, v
     )  # fmt: skip
     resp = await conn.request(request, 10)
     return resp.responses[0].partition_responses[0]
+
+
+class RequestVersions:
+    """A connection observer noting the versions each api key was served at."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, set[int]] = {}
+
+    def on_request(self, api_key: int, api_version: int, answer: object) -> None:
+        self.seen.setdefault(api_key, set()).add(api_version)
+
+    def on_read(self, nbytes: int) -> None: ...
+    def on_answers_ready(self) -> None: ...
+    def on_write(self, nbytes: int) -> None: ...
+    def on_fault(self, kind: object, detail: str) -> None: ...
+    def on_close(self) -> None: ...
+
+
+def observe(broker: Broker) -> RequestVersions:
+    """What the broker's client listeners serve from now on, version by version."""
+    versions = RequestVersions()
+    for listener in broker.listeners:
+        if not listener.info.is_control:
+            listener.hooks = listener.hooks.with_observer(lambda _conn: versions)  # type: ignore[arg-type,return-value]
+    return versions

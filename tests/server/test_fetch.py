@@ -12,8 +12,18 @@ from kmeta.net.security.principal import KafkaPrincipal
 from kmeta.protocol.errors import ErrorCode as E
 from kmeta.protocol.messages import fetch as fe
 from kmeta.server.state import BrokerState
-from tests.server.data_plane import TOPICS, as_stored, batch, fetch, holding, only, produce
-from tests.server.helpers import ConnectionPair, topic_id
+from tests.server.data_plane import (
+    TOPICS,
+    TWO_BROKERS,
+    as_stored,
+    batch,
+    fetch,
+    holding,
+    metadata_for,
+    only,
+    produce,
+)
+from tests.server.helpers import CONTROL, ConnectionPair, topic_id
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:kafka.*")
 
@@ -226,3 +236,13 @@ async def test_the_internal_topic_and_topics_in_one_answer() -> None:
     assert codes == [0, 0, E.UNKNOWN_TOPIC_OR_PARTITION]
     assert bytes(answer.responses[0].partitions[0].records) == stored[0]
     assert list(TOPICS) == ["orders", "__consumer_offsets"]
+
+
+async def test_a_zstd_topic_needs_fetch_v10() -> None:
+    state = holding()
+    pair, stored = filled([batch(1)], state)
+    ctl = ConnectionPair(state, CONTROL, is_control=True)
+    zstd = metadata_for(TOPICS, TWO_BROKERS, configs={"orders": {"compression.type": "zstd"}})
+    assert ctl.request(zstd).error_code == 0
+    assert only(pair.request(fetch([("orders", 0, 0)], version=9))).error_code == E.UNSUPPORTED_COMPRESSION_TYPE
+    assert bytes(only(pair.request(fetch([("orders", 0, 0)], version=10))).records) == stored[0]

@@ -14,7 +14,7 @@ from kmeta.protocol.errors import ErrorCode as E
 from kmeta.protocol.messages import list_offsets as lo
 from kmeta.server.broker import Broker
 from tests.server.helpers import PLAINTEXT
-from tests.server.log_broker import EPOCH, TOPIC, batch, log_broker, produce
+from tests.server.log_broker import EPOCH, TOPIC, batch, log_broker, observe, produce
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -128,7 +128,15 @@ async def test_partitions_led_elsewhere_unknown_or_fenced(broker: Broker) -> Non
 
 async def test_a_partition_named_twice_is_an_invalid_request(broker: Broker) -> None:
     got = await list_offsets(broker, [(0, -1), (0, -2), (1, -1)], together=True)
-    assert [p.error_code for p in got] == [E.INVALID_REQUEST, E.INVALID_REQUEST, E.NONE]
+    assert [(p.partition_index, p.error_code) for p in got] == [(0, E.INVALID_REQUEST), (1, E.NONE)]
+    # a topic named twice is answered as one, keyed by partition (Kafka's map)
+    conn = await KafkaConnection.open("127.0.0.1", broker.port(PLAINTEXT))
+    twice = lo.ListOffsetsRequest(version=9, replica_id=-1, topics=(
+        lo.ListOffsetsTopic(TOPIC, (lo.ListOffsetsPartition(0, -1, -1),)),
+        lo.ListOffsetsTopic(TOPIC, (lo.ListOffsetsPartition(1, -1, -1),))))  # fmt: skip
+    resp = await conn.request(twice, 10)
+    conn.close()
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in resp.topics] == [(TOPIC, [0, 1])]
     v0s = await list_offsets(broker, [(1, -1), (1, -1)], version=0, together=True)
     assert [p.error_code for p in v0s] == [E.NONE, E.NONE]  # (v0 has no duplicate check)
 
@@ -185,3 +193,25 @@ async def test_kafka_python_beginning_end_and_times(broker: Broker) -> None:
             consumer.close()
 
     assert await asyncio.to_thread(look_up) == (0, 6, 2)
+
+
+@pytest.mark.parametrize(("api_version", "list_offsets_version"), [((0, 9), 0), ((0, 10, 1), 1), ((2, 1), 4)])
+async def test_older_kafka_python_clients_list_offsets(
+    broker: Broker, api_version: tuple[int, ...], list_offsets_version: int
+) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+
+    versions = observe(broker)
+
+    def look_up() -> tuple[int, int]:
+        consumer = KafkaConsumer(
+            bootstrap_servers=f"127.0.0.1:{broker.port(PLAINTEXT)}", api_version=api_version, group_id=None
+        )
+        try:
+            tp = TopicPartition(TOPIC, 0)
+            return consumer.beginning_offsets([tp])[tp], consumer.end_offsets([tp])[tp]
+        finally:
+            consumer.close()
+
+    assert await asyncio.to_thread(look_up) == (0, 6)
+    assert versions.seen[2] == {list_offsets_version}

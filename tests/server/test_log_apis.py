@@ -19,7 +19,15 @@ from kmeta.protocol.messages import list_offsets as lo
 from kmeta.protocol.messages import offset_for_leader_epoch as ofle
 from kmeta.server.broker import Broker
 from tests.server.helpers import PLAINTEXT
-from tests.server.log_broker import EPOCH, TOPIC, batch, log_broker, move_leadership, produce
+from tests.server.log_broker import (
+    EPOCH,
+    TOPIC,
+    batch,
+    log_broker,
+    move_leadership,
+    observe,
+    produce,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -209,3 +217,75 @@ async def test_kafka_python_describe_log_dirs() -> None:
         text = repr(resp)
         assert "memory" in text
         assert TOPIC in text
+
+
+async def test_describe_log_dirs_answers_a_dir_gone_as_a_storage_error(tmp_path: Path) -> None:
+    import shutil
+
+    async with log_broker(log_dir=str(tmp_path / "logs")) as b:
+        await fill(b, 0, 1)
+        shutil.rmtree(tmp_path / "logs")  # (as a disk that went away)
+        (result,) = (await describe(b)).results
+        assert (result.error_code, result.log_dir, result.topics) == (E.KAFKA_STORAGE_ERROR, str(tmp_path / "logs"), ())
+
+
+async def test_offsets_and_a_deletion_survive_a_restart_with_a_log_dir(tmp_path: Path) -> None:
+    logs = str(tmp_path / "logs")
+    async with log_broker(log_dir=logs) as b:
+        await fill(b, 0, 5)  # offsets 0-9
+        assert await delete(b, [(0, 4)]) == [(E.NONE, 4)]
+        await move_leadership(b, 0, 1, EPOCH + 1)
+        await fill(b, 0, 1)  # offsets 10-11 at epoch 6
+    async with log_broker(log_dir=logs, epoch=EPOCH + 2) as b:  # (a new broker on the same dir)
+        assert await earliest(b) == 4
+        req = lo.ListOffsetsRequest(version=9, replica_id=-1, topics=(lo.ListOffsetsTopic(TOPIC, (lo.ListOffsetsPartition(0, -1, -1),)),))
+        assert (await request(b, req)).topics[0].partitions[0].offset == 12
+        # the epoch cache came back from its checkpoint: epoch 5 ended where 6 began
+        assert await end_offsets(b, [(0, -1, EPOCH)]) == [(E.NONE, EPOCH, 10)]
+        assert await end_offsets(b, [(0, -1, EPOCH + 1)]) == [(E.NONE, EPOCH + 1, 12)]
+
+
+async def test_a_librdkafka_consumer_validates_its_position_after_a_leader_epoch_change() -> None:
+    """KIP-320: librdkafka sees the new leader epoch (a fetch answered FENCED_LEADER_EPOCH, or
+    a metadata refresh), asks OffsetForLeaderEpoch where its epoch ended, and reads on."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    async with log_broker(elsewhere=False) as b:
+        versions = observe(b)
+        await fill(b, 0, 2)  # offsets 0-3 at epoch 5
+        consumer = Consumer({
+            "bootstrap.servers": f"127.0.0.1:{b.port(PLAINTEXT)}", "group.id": "unused",
+            "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000,
+        })  # fmt: skip
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        got: list[bytes] = []
+
+        async def poll_until(n: int) -> None:
+            deadline = time.monotonic() + 30
+            while len(got) < n and time.monotonic() < deadline:
+                m = await asyncio.to_thread(consumer.poll, 0.5)
+                if m is not None and m.error() is None:
+                    got.append(m.value())
+
+        try:
+            await poll_until(4)
+            await move_leadership(b, 0, 1, EPOCH + 1)
+            await fill(b, 0, 1)  # offsets 4-5 at epoch 6
+            await poll_until(6)
+        finally:
+            consumer.close()
+        assert got == [b"r%d-%d" % (i, j) for i in range(2) for j in range(2)] + [b"r0-0", b"r0-1"]
+        assert 23 in versions.seen  # (OffsetForLeaderEpoch)
+
+
+async def test_delete_records_keys_the_request_by_partition() -> None:
+    async with log_broker() as b:
+        await fill(b, 0, 3)  # offsets 0-5
+        req = dr.DeleteRecordsRequest(version=2, timeout_ms=1000, topics=(
+            dr.DeleteRecordsTopic(TOPIC, (dr.DeleteRecordsPartition(0, 2), dr.DeleteRecordsPartition(1, 0))),
+            dr.DeleteRecordsTopic(TOPIC, (dr.DeleteRecordsPartition(0, 4),))))  # fmt: skip
+        resp = await request(b, req)
+        got = [(t.name, [(p.partition_index, p.error_code, p.low_watermark) for p in t.partitions]) for t in resp.topics]
+        assert got == [(TOPIC, [(0, E.NONE, 4), (1, E.NONE, 0)])]  # (the last offset named wins)

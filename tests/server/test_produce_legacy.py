@@ -22,7 +22,7 @@ from kmeta.protocol.messages import fetch as fe
 from kmeta.protocol.messages import produce as pr
 from kmeta.server.broker import Broker
 from tests.server.helpers import PLAINTEXT, encode_frame, read_frame
-from tests.server.log_broker import TOPIC, batch, log_broker, produce
+from tests.server.log_broker import TOPIC, batch, log_broker, observe, produce
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -30,7 +30,7 @@ NONE, GZIP, SNAPPY, LZ4 = 0, 1, 2, 3
 
 
 def legacy(magic: int, codec: int, values: list[bytes], ts: int = 1_700_000_000_000) -> bytes:
-    builder = LegacyRecordBatchBuilder(magic, codec, 1 << 20)
+    builder = LegacyRecordBatchBuilder(magic, codec, 1 << 24)
     for i, value in enumerate(values):
         builder.append(i, ts + i if magic else None, b"key" if i % 2 else None, value)
     return bytes(builder.build())
@@ -137,23 +137,6 @@ async def test_acks_0_legacy_produce_stores_without_an_answer() -> None:
         assert [r[3] for r in await read_all(b)] == [b"q", b"q"]
 
 
-class ProduceVersions:
-    """A connection observer that notes the Produce versions served."""
-
-    def __init__(self) -> None:
-        self.seen: set[int] = set()
-
-    def on_request(self, api_key: int, api_version: int, answer: object) -> None:
-        if api_key == 0:
-            self.seen.add(api_version)
-
-    def on_read(self, nbytes: int) -> None: ...
-    def on_answers_ready(self) -> None: ...
-    def on_write(self, nbytes: int) -> None: ...
-    def on_fault(self, kind: object, detail: str) -> None: ...
-    def on_close(self) -> None: ...
-
-
 @pytest.mark.parametrize(
     ("api_version", "codec", "produce_version"),
     [((0, 9), None, 1), ((0, 10, 0), None, 2), ((0, 10, 0), "gzip", 2), ((0, 8, 2), None, 0)],
@@ -163,11 +146,8 @@ async def test_an_old_kafka_python_producer_over_the_wire(
 ) -> None:
     from kafka import KafkaProducer
 
-    versions = ProduceVersions()
     async with log_broker() as b:
-        for listener in b.listeners:
-            if not listener.info.is_control:
-                listener.hooks = listener.hooks.with_observer(lambda _conn: versions)  # type: ignore[arg-type,return-value]
+        versions = observe(b)
 
         def send() -> list[Any]:
             producer = KafkaProducer(
@@ -186,4 +166,22 @@ async def test_an_old_kafka_python_producer_over_the_wire(
         records = await read_all(b, 1)
         assert [r[3] for r in records] == [b"old-%d" % i for i in range(50)]
         assert [r[0] for r in records] == list(range(50))
-        assert versions.seen == {produce_version}  # (magic 0 before 0.10, magic 1 from it)
+        assert versions.seen[0] == {produce_version}  # (magic 0 before 0.10, magic 1 from it)
+
+
+async def test_a_large_legacy_set_is_converted_while_other_connections_are_served() -> None:
+    """~1 MB of small legacy records takes ~0.1 s to convert: a worker thread does it, and the
+    partition gets every record once, in order (the v2 batch it becomes fits max.message.bytes)."""
+    values = [b"%05d" % i + b"x" * 100 for i in range(7000)]
+    data = legacy(1, NONE, values)
+    assert len(data) > 900_000
+    async with log_broker() as b:
+        slow = await KafkaConnection.open("127.0.0.1", b.port(PLAINTEXT))
+        quick = await KafkaConnection.open("127.0.0.1", b.port(PLAINTEXT))
+        big = asyncio.ensure_future(produce(slow, 0, data, version=2))
+        small = await produce(quick, 1, legacy(1, NONE, [b"q"]), version=2)
+        done = await big
+        slow.close()
+        quick.close()
+        assert (small.error_code, done.error_code, done.base_offset) == (0, 0, 0)
+        assert [r[3] for r in await read_all(b)] == values

@@ -39,34 +39,39 @@ HIGH_WATERMARK = -1
 
 def handle(ctx: BrokerContext, request: dr.DeleteRecordsRequest) -> dr.DeleteRecordsResponse:
     snap = ctx.state.cache.snapshot
-    topics = []
+    # Kafka keys the request by partition: one named twice is deleted once, at its last offset
+    offsets: dict[str, dict[int, int]] = {}
     for t in request.topics:
-        may_delete = allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, t.name)
-        known = snap.partition_states.get(t.name, {})
-        parts = []
         for p in t.partitions:
+            offsets.setdefault(t.name, {})[p.partition_index] = p.offset
+    topics = []
+    for name, wanted in offsets.items():
+        may_delete = allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, name)
+        known = snap.partition_states.get(name, {})
+        parts = []
+        for index, offset in wanted.items():
             if not may_delete:
                 error, low = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1
-            elif p.partition_index not in known:
+            elif index not in known:
                 error, low = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
             else:
-                policy = snap.topic_configs.get(t.name, {}).get("cleanup.policy", "delete")
-                error, low = _delete(ctx, t.name, p, policy)
-            parts.append(dr.DeleteRecordsPartitionResult(p.partition_index, low, error))
-        topics.append(dr.DeleteRecordsTopicResult(t.name, tuple(parts)))
+                policy = snap.topic_configs.get(name, {}).get("cleanup.policy", "delete")
+                error, low = _delete(ctx, name, index, offset, policy)
+            parts.append(dr.DeleteRecordsPartitionResult(index, low, error))
+        topics.append(dr.DeleteRecordsTopicResult(name, tuple(parts)))
     return dr.DeleteRecordsResponse(version=request.version, topics=tuple(topics))
 
 
-def _delete(ctx: BrokerContext, topic: str, p: dr.DeleteRecordsPartition, policy: str) -> tuple[ErrorCode, int]:
+def _delete(ctx: BrokerContext, topic: str, index: int, requested: int, policy: str) -> tuple[ErrorCode, int]:
     if topic in INTERNAL_TOPICS:
         return ErrorCode.INVALID_TOPIC_EXCEPTION, -1
-    found = local_partition(ctx, topic, p.partition_index, -1, require_leader=True)
+    found = local_partition(ctx, topic, index, -1, require_leader=True)
     if isinstance(found, ErrorCode):
         return found, -1
     log = found.log
     if "delete" not in (part.strip() for part in policy.split(",")):
         return ErrorCode.POLICY_VIOLATION, -1
-    offset: int = log.high_watermark if p.offset == HIGH_WATERMARK else p.offset
+    offset = log.high_watermark if requested == HIGH_WATERMARK else requested
     if offset < 0 or offset > log.high_watermark:
         return ErrorCode.OFFSET_OUT_OF_RANGE, -1
     if offset > log.log_start_offset:

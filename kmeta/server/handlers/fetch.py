@@ -31,6 +31,8 @@ Behaviour (Kafka 3.x ``KafkaApis.handleFetchRequest`` and ``ReplicaManager.fetch
   the fetch waits in the purgatory until an append (or a leader change, a stopped replica)
   makes it answerable, or the time is up (:mod:`kmeta.server.delayed_fetch`).
 * ``preferred_read_replica`` is always -1 (no rack-aware follower reads).
+* Before v10 a topic whose compression.type is zstd is UNSUPPORTED_COMPRESSION_TYPE; before
+  v6 KAFKA_STORAGE_ERROR is answered NOT_LEADER_OR_FOLLOWER (those clients do not know it).
 * Record bytes go out as the log stored them, never re-encoded: a partition's records are a
   piece of the answer of their own (:func:`_encoded`), so a large read reaches the socket
   without being copied into the answer's buffer.
@@ -193,6 +195,10 @@ def _encoded(
         result = read.get(slot)
         if result is None:
             result = LogReadResult.failed(errors[slot])
+        elif version < 10 and name is not None and _zstd(snap, name):
+            result = LogReadResult.failed(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        elif version <= 5 and result.error == ErrorCode.KAFKA_STORAGE_ERROR:
+            result = LogReadResult.failed(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         hint = None
         if version >= 16 and result.error in _LEADER_HINTED and name is not None:
             hint = _leader_hint(ctx, rm, snap, name, index, endpoints)
@@ -225,6 +231,11 @@ def _encoded(
         out += (head, inner.count(count[0]), *pieces, inner.tail())
     out.append(outer.tail(node_endpoints=tuple(endpoints[n] for n in sorted(endpoints))))
     return EncodedPieces(out)
+
+
+def _zstd(snap: MetadataSnapshot, topic: str) -> bool:
+    """The topic's compression.type is zstd: a fetcher older than v10 cannot read it."""
+    return snap.topic_configs.get(topic, {}).get("compression.type") == "zstd"
 
 
 _SPLICES: dict[int, tuple[Splice, Splice]] = {}

@@ -68,6 +68,8 @@ def handle(ctx: BrokerContext, request: lo.ListOffsetsRequest) -> lo.ListOffsets
     topics = []
     denied = []
     mentions = collections.Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    #: v1+: Kafka keys its answers by partition, grouped by topic (a topic named twice is one)
+    by_topic: dict[str, dict[int, lo.ListOffsetsPartitionResponse]] = {}
     for t in request.topics:
         if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name):
             denied.append(
@@ -76,17 +78,16 @@ def handle(ctx: BrokerContext, request: lo.ListOffsetsRequest) -> lo.ListOffsets
                     tuple(_error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions),
                 )
             )
-            continue
-        if version == 0:
-            parts = tuple(_v0(ctx, request.replica_id, t.name, p) for p in t.partitions)
+        elif version == 0:  # (a list per request entry, as Kafka's v0 path answers)
+            topics.append(lo.ListOffsetsTopicResponse(t.name, tuple(_v0(ctx, request.replica_id, t.name, p) for p in t.partitions)))
         else:
-            parts = tuple(
-                _error(p.partition_index, ErrorCode.INVALID_REQUEST)
-                if mentions[(t.name, p.partition_index)] > 1
-                else _partition(ctx, request, t.name, p)
-                for p in t.partitions
-            )
-        topics.append(lo.ListOffsetsTopicResponse(t.name, parts))
+            answers = by_topic.setdefault(t.name, {})
+            for p in t.partitions:
+                duplicate = mentions[(t.name, p.partition_index)] > 1
+                answers[p.partition_index] = (
+                    _error(p.partition_index, ErrorCode.INVALID_REQUEST) if duplicate else _partition(ctx, request, t.name, p)
+                )
+    topics += [lo.ListOffsetsTopicResponse(name, tuple(parts.values())) for name, parts in by_topic.items()]
     return lo.ListOffsetsResponse(version=version, topics=tuple(topics + denied))
 
 
@@ -154,7 +155,7 @@ def legacy_offsets_before(log: PartitionLog, timestamp: int, max_num_offsets: in
     """``UnifiedLog.legacyFetchOffsetsBefore``: segment base offsets (at least the log start)
     with their last-change times, plus the log end stamped now if the active segment holds
     records; from the entry the target picks, back to the oldest, at most ``max_num_offsets``."""
-    segments = log.segments
+    segments = log.local.segments
     table = [(max(s.base_offset, log.log_start_offset), s.last_modified_ms) for s in segments]
     if segments and segments[-1].size > 0:
         table.append((log.log_end_offset, now_ms))
