@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint typecheck imports java-check zookeeper pytest run bench clean spark-archive
+.PHONY: install test lint typecheck imports java-check zookeeper kcat js-clients pytest run bench clean spark-archive
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,24 @@ zookeeper:
 	    apt-get install -y -qq --no-install-recommends zookeeper >/dev/null; } || { \
 	  echo "make test: ZooKeeper is required (apt-get install zookeeper, as root)"; exit 1; }
 
-pytest: install java-check zookeeper
+# the real-client tests (tests/e2e/test_real_clients*.py) run kcat (Debian's package) and kafkajs
+# (npm, pinned by tests/e2e/js/package-lock.json): both installed when missing
+kcat:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  echo "make: installing kcat (Debian's kcat package)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq --no-install-recommends kcat >/dev/null; } || { \
+	  echo "make test: kcat is required (apt-get install kcat, as root)"; exit 1; }
+
+JS_CLIENTS := tests/e2e/js
+js-clients: $(JS_CLIENTS)/node_modules/.package-lock.json
+
+$(JS_CLIENTS)/node_modules/.package-lock.json: $(JS_CLIENTS)/package.json $(JS_CLIENTS)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "make test: node and npm are required (apt-get install nodejs npm)"; exit 1; }
+	cd $(JS_CLIENTS) && npm ci --no-audit --no-fund --silent
+	touch $@
+
+pytest: install java-check zookeeper kcat js-clients
 	$(BIN)/python -m pytest
 
 test: lint typecheck imports pytest
@@ -52,4 +69,4 @@ run: install
 	$(BIN)/kmeta cluster up
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info $(JS_CLIENTS)/node_modules

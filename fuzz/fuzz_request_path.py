@@ -29,6 +29,7 @@ import atheris
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 with atheris.instrument_imports():
+    import kmeta.log
     import kmeta.metadata
     import kmeta.net
     import kmeta.protocol

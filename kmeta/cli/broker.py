@@ -19,6 +19,7 @@ from kmeta.cli.security_options import (
     tls_fields,
     tls_options,
 )
+from kmeta.cli.topic_defaults import topic_default_fields, topic_default_options
 from kmeta.metadata.addresses import parse_host_port
 from kmeta.server.broker import run
 from kmeta.server.config import BrokerConfig, parse_listeners
@@ -117,6 +118,7 @@ def _host_port(text: str | None) -> tuple[str, int] | None:
     show_default=True,
     help="log.retention.check.interval.ms: how often retention.ms / retention.bytes are applied.",
 )
+@topic_default_options
 @daemon_options
 @limit_options
 @tls_options
@@ -176,6 +178,7 @@ def broker_command(
             log_memory_max_bytes=log_memory_max_bytes,
             log_retention_check_interval_ms=log_retention_check_interval_ms,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
+            **topic_default_fields(options),
             **limit_fields(options),
             **daemon_fields(options),
             **tls_fields(options),

@@ -43,7 +43,8 @@ from kmeta.cli.cluster_quorum import (
     start_zookeeper,
 )
 from kmeta.cli.launch import DaemonExited, await_serving, spawn
-from kmeta.controller.faults import parse_fault
+from kmeta.cli.topic_defaults import topic_default_options
+from kmeta.controller.channel.faults import parse_fault
 from kmeta.net.security.sasl_client import read_credential_file
 
 
@@ -306,11 +307,14 @@ def cluster_group() -> None:
     help="Client listeners SASL_PLAINTEXT with an admin user (SCRAM-SHA-512) whose "
     "credential is written to the data dir and printed.",
 )
+@topic_default_options
 @click.option(
-    "--accept-produce",
-    is_flag=True,
-    help="Brokers serve Produce: records are checked and acknowledged as a Kafka leader "
-    "would, then discarded (for testing producers; see kmeta broker --accept-produce).",
+    "--log-memory-max-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Each broker's cap on the record bytes its partition logs hold in memory (see kmeta "
+    "broker --log-memory-max-bytes; default: the broker's). Each broker keeps its logs in "
+    "<data dir>/broker-<id>/logs.",
 )
 def up_command(
     brokers: int,
@@ -329,7 +333,10 @@ def up_command(
     exit_after: float | None,
     open_control_plane: bool,
     secure: bool,
-    accept_produce: bool,
+    auto_create_topics_enable: bool,
+    num_partitions: int,
+    default_replication_factor: int,
+    log_memory_max_bytes: int | None,
 ) -> None:
     """Start a controller (or a quorum of them) and N brokers; print the bootstrap address;
     Ctrl-C stops them."""
@@ -356,7 +363,10 @@ def up_command(
             metrics=metrics,
             closed=not open_control_plane or secure,
             secure=secure,
-            accept_produce=accept_produce,
+            auto_create_topics=auto_create_topics_enable,
+            default_partitions=num_partitions,
+            default_replication_factor=default_replication_factor,
+            log_memory_max_bytes=log_memory_max_bytes,
         ),
         ready_file=Path(ready_file) if ready_file else None,
         exit_after_s=exit_after,

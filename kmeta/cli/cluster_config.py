@@ -44,8 +44,13 @@ class ClusterConfig:
     ports: Ports | None = None
     #: broker.rack of broker i: racks[(i - 1) % len(racks)]; () for no racks
     racks: tuple[str, ...] = ()
-    #: the controller's num.partitions (None: its default)
+    #: num.partitions of the controller (CreateTopics without a count) and of the brokers
+    #: (auto-created topics); None: their default, 1
     default_partitions: int | None = None
+    #: default.replication.factor, likewise; None: their default, 1 (Kafka's)
+    default_replication_factor: int | None = None
+    #: auto.create.topics.enable on the brokers (Kafka's default: on)
+    auto_create_topics: bool = True
     #: fault specs the controller reads at start and again on SIGHUP (see kmeta controller)
     fault_file: str | None = None
     #: client listeners as SSL:// with this certificate (None: PLAINTEXT)
@@ -62,8 +67,9 @@ class ClusterConfig:
     controllers: int = 1
     zookeeper: str | None = None
     zookeeper_session_timeout_ms: int = 6_000
-    #: brokers serve Produce (records checked, acknowledged, discarded): --accept-produce
-    accept_produce: bool = False
+    #: each broker's --log-memory-max-bytes (None: the broker's default); its --log-dir is
+    #: always ``<data dir>/broker-<id>/logs``, in its state dir
+    log_memory_max_bytes: int | None = None
 
     @property
     def port_plan(self) -> Ports:
@@ -200,6 +206,7 @@ def controller_argv(
         *(arg for spec in cfg.faults for arg in ("--fault", spec)),
         *(("--fault-file", cfg.fault_file) if cfg.fault_file else ()),
         *(("--default-partitions", str(cfg.default_partitions)) if cfg.default_partitions else ()),
+        *(("--default-replication-factor", str(rf)) if (rf := cfg.default_replication_factor) else ()),
         *(("--metrics-port", str(cfg.controller_metrics_port_of(j))) if cfg.metrics else ()),
         *_quorum_args(cfg, j, zookeeper),
         *_closed_controller_args(cfg, data_dir),
@@ -221,9 +228,22 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         "--log-level", cfg.log_level,
         *(("--metrics-port", str(cfg.metrics_port(i))) if cfg.metrics else ()),
         *(("--rack", rack) if (rack := cfg.rack(i)) else ()),
+        *_topic_default_args(cfg),
         *_ssl_args(cfg.ssl),
+        "--log-dir", str(data_dir / f"broker-{i}" / "logs"),
+        *(("--log-memory-max-bytes", str(m)) if (m := cfg.log_memory_max_bytes) else ()),
         *_closed_broker_args(cfg, data_dir),
     ]  # fmt: skip
+
+
+def _topic_default_args(cfg: ClusterConfig) -> list[str]:
+    """The brokers' auto-creation flags (the controller's defaults are the same numbers)."""
+    args = [] if cfg.auto_create_topics else ["--no-auto-create-topics-enable"]
+    if cfg.default_partitions:
+        args += ["--num-partitions", str(cfg.default_partitions)]
+    if cfg.default_replication_factor:
+        args += ["--default-replication-factor", str(cfg.default_replication_factor)]
+    return args
 
 
 def _ssl_args(tls: TlsConfig | None) -> list[str]:
@@ -253,7 +273,6 @@ def ready_info(cfg: ClusterConfig, data_dir: Path) -> dict[str, object]:
         "controller": f"{cfg.host}:{cfg.controller_port}",
         "controller_metrics_port": cfg.controller_metrics_port if cfg.metrics else None,
         "security_protocol": cfg.client_listener,
-        "accept_produce": cfg.accept_produce,
         **(_secure_info(data_dir) if cfg.secure else {}),
         "cluster_id": cluster_id_of(data_dir),
         "data_dir": str(data_dir),

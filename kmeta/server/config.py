@@ -101,6 +101,12 @@ class BrokerConfig:
     #: large cached answers (all-topics Metadata) leave by sendfile from a sealed memfd
     #: instead of being copied into the socket (plain-TCP listeners on Linux)
     zero_copy: bool = True
+    #: auto.create.topics.enable: a Metadata request naming an unknown topic creates it
+    #: through the controller (kmeta.server.auto_topic_creation), with num.partitions
+    #: partitions of default.replication.factor replicas
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1
+    default_replication_factor: int = 1
     #: --log-dir: the partition logs' segment files (<topic>-<partition>/), recovered at start;
     #: None: logs in memory only, gone with the process (kmeta.log.LogManager)
     log_dir: str | None = None
@@ -134,6 +140,8 @@ class BrokerConfig:
             raise ValueError("heartbeat_interval_ms and initial_metadata_timeout_ms must be positive")
         if self.request_timeout_ms <= 0 or self.write_timeout_ms <= 0:
             raise ValueError("request_timeout_ms and write_timeout_ms must be positive")
+        if self.num_partitions < 1 or self.default_replication_factor < 1:
+            raise ValueError("num_partitions and default_replication_factor must be at least 1")
         if self.log_memory_max_bytes <= 0 or self.log_retention_check_interval_ms <= 0:
             raise ValueError("log_memory_max_bytes and log_retention_check_interval_ms must be positive")
         if self.max_connections < 0 or self.max_connections_per_ip < 0:

@@ -78,10 +78,11 @@ class ReplicaManager:
     # -- lifecycle ----------------------------------------------------------------------------
     def startup(self) -> int:
         """Recover the log dir (every batch CRC-checked, a torn tail cut); start retention.
-        Returns the number of logs found."""
+        Returns the number of logs found. A partition dir that cannot be read is left out and
+        said at WARN (the others serve; Kafka would take the whole dir offline)."""
         loaded = self.log_manager.load()
-        for name, why in self.log_manager.load_errors:  # (served KAFKA_STORAGE_ERROR, the rest on)
-            log.error("partition log %s cannot be read: %s", name, why)
+        for name, reason in self.log_manager.load_errors:
+            log.warning("log %s not loaded: %s", name, reason)
         self._schedule_retention()
         return len(loaded)
 

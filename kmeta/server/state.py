@@ -14,6 +14,7 @@ Both leave the cache and the replica states untouched.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -60,6 +61,9 @@ class BrokerState:
         )
         #: the ControllerLink service when the broker runs with --controller (admin forwarding)
         self.controller_link: ControllerLink | None = None
+        #: topics a Metadata request is auto-creating -> the task sending their CreateTopics
+        #: (kmeta.server.auto_topic_creation: a creation in flight is not sent twice)
+        self.auto_creating: dict[str, asyncio.Task[None]] = {}
         #: seconds per applied UpdateMetadata (exposed by kmeta.server.metrics)
         self.update_apply = PlainHistogram()
         #: the first full UpdateMetadata (v8 Type FULL) of this process was applied: the cache

@@ -31,10 +31,12 @@ SASL_MECHANISMS = ("SCRAM-SHA-512", "PLAIN")
 class Cluster(ClusterControllers):
     """A controller (``controllers`` > 1: a quorum) and ``brokers`` brokers (ids 1..N) on
     loopback. Options (see docs/testing.md): ``racks``, ``partitions`` (num.partitions),
-    ``barrier``, ``ssl``, ``secure``, ``sasl_mechanism``, ``controllers``,
+    ``replication_factor`` (default.replication.factor), ``auto_create_topics``
+    (auto.create.topics.enable, on as in Kafka), ``barrier``, ``ssl``, ``secure``, ``sasl_mechanism``, ``controllers``,
     ``session_timeout_ms``, ``zookeeper_session_timeout_ms``, ``log_level``, ``keep``,
-    ``parent_dir``, ``closed_control_plane``, ``accept_produce`` (brokers acknowledge and
-    discard Produce; on by default)."""
+    ``parent_dir``, ``closed_control_plane``, ``log_memory_max_bytes`` (each broker's cap
+    on the record bytes its logs hold in memory). Each broker keeps its partition logs in its
+    state dir (``<data dir>/broker-<id>/logs``), so a restarted broker keeps its records."""
 
     def __init__(
         self,
@@ -42,6 +44,8 @@ class Cluster(ClusterControllers):
         *,
         racks: Sequence[str] = (),
         partitions: int | None = None,
+        replication_factor: int | None = None,
+        auto_create_topics: bool = True,
         barrier: bool = True,
         ssl: TlsConfig | None = None,
         secure: bool = False,
@@ -56,7 +60,7 @@ class Cluster(ClusterControllers):
         parent_dir: str | os.PathLike[str] | None = None,
         host: str = "127.0.0.1",
         closed_control_plane: bool = False,
-        accept_produce: bool = True,
+        log_memory_max_bytes: int | None = None,
     ) -> None:
         if controllers < 1:
             raise ValueError("a cluster needs at least one controller")
@@ -68,11 +72,12 @@ class Cluster(ClusterControllers):
             raise ValueError("ssl needs a certfile (TlsConfig(certfile=..., cafile=...))")
         base = ClusterConfig(
             brokers=brokers, racks=tuple(racks), default_partitions=partitions,
+            default_replication_factor=replication_factor, auto_create_topics=auto_create_topics,
             propagation_barrier=barrier, ssl=ssl, session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms, log_level=log_level, host=host,
             closed=closed_control_plane or secure, secure=secure, controllers=controllers,
             zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
-            accept_produce=accept_produce,
+            log_memory_max_bytes=log_memory_max_bytes,
         )  # fmt: skip
         super().__init__(base, start_timeout_s=start_timeout_s, keep=keep, parent_dir=parent_dir)
         self._faults: dict[int, str] = {}

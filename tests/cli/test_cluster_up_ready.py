@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import socket
@@ -64,7 +65,6 @@ def test_ready_file_describes_a_serving_cluster_and_goes_with_it(tmp_path: Path)
         assert [b["metrics_port"] for b in info["brokers"]] == [base + 200, base + 201, base + 202]
         assert info["data_dir"] == str(tmp_path / "data")
         assert info["cluster_id"] == (tmp_path / "data" / "cluster.id").read_text().strip()
-        assert info["accept_produce"] is False
         # already serving when the file appears: any client sees the whole cluster at once
         md = AdminClient({"bootstrap.servers": info["bootstrap_servers"]}).list_topics(timeout=5)
         assert sorted(md.brokers) == [1, 2, 3]
@@ -101,29 +101,49 @@ def test_exit_after_bounds_the_cluster_life(tmp_path: Path) -> None:
     assert "Traceback" not in bad.stderr
 
 
-def test_accept_produce_lets_a_producer_deliver(tmp_path: Path) -> None:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import NewTopic
+def _read_back(bootstrap: str, topic: str, partitions: int, n: int) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of the first ``n`` records, partitions assigned from 0."""
+    from confluent_kafka import Consumer, TopicPartition
 
-    ready = tmp_path / "ready.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kmeta", "cluster", "up", "--brokers", "1", "--accept-produce",
-         "--base-port", str(_free_base_port(1)), "--data-dir", str(tmp_path / "data"),
-         "--ready-file", str(ready), "--exit-after", "60"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
     try:
-        info = _wait_file(ready, proc, 30)
-        assert info["accept_produce"] is True
-        admin = AdminClient({"bootstrap.servers": info["bootstrap_servers"]})
-        admin.create_topics([NewTopic("events", 1, 1)])["events"].result(timeout=15)
-        reports: list[tuple[object, int]] = []
-        producer = Producer({"bootstrap.servers": info["bootstrap_servers"], "acks": "all"})
-        for i in range(5):
-            producer.produce("events", b"e-%d" % i, on_delivery=lambda e, m: reports.append((e, m.offset())))
-        assert producer.flush(15) == 0
-        assert reports == [(None, i) for i in range(5)]
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got: list[tuple[int, int, bytes]] = []
+        deadline = time.monotonic() + 20
+        while len(got) < n and time.monotonic() < deadline:
+            got += [(m.partition(), m.offset(), m.value()) for m in consumer.consume(10, timeout=1) if m.error() is None]
+        return sorted(got)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+        consumer.close()
+
+
+def test_up_brokers_auto_create_and_keep_their_logs_in_their_state_dirs(tmp_path: Path) -> None:
+    """A producer's first record creates its topic (auto.create.topics.enable, --num-partitions);
+    the broker keeps the records in <data dir>/broker-1/logs and, restarted on the same data
+    dir, serves them again."""
+    from confluent_kafka import Producer
+
+    ready, data = tmp_path / "ready.json", tmp_path / "data"
+    argv = [sys.executable, "-m", "kmeta", "cluster", "up", "--brokers", "1", "--num-partitions", "2",
+            "--log-memory-max-bytes", str(64 << 20), "--base-port", str(_free_base_port(1)),
+            "--data-dir", str(data), "--ready-file", str(ready), "--exit-after", "60"]  # fmt: skip
+    sent = [(i % 2, i // 2, b"e-%d" % i) for i in range(6)]
+    reports: list[tuple[object, int, int]] = []
+    for run in (1, 2):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            info = _wait_file(ready, proc, 30)
+            bootstrap = str(info["bootstrap_servers"])
+            if run == 1:
+                producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+                for partition, _, value in sent:
+                    producer.produce("events", value, partition=partition,
+                                     on_delivery=lambda e, m: reports.append((e, m.partition(), m.offset())))  # fmt: skip
+                assert producer.flush(20) == 0
+                assert sorted(reports) == [(None, p, o) for p, o, _ in sorted(sent)]
+                assert {"events-0", "events-1"} <= set(os.listdir(data / "broker-1" / "logs"))
+            assert _read_back(bootstrap, "events", 2, len(sent)) == sorted(sent)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err

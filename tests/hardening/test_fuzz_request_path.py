@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fuzz.data_plane_seeds import seed_leader_and_isr
 from fuzz.request_path import (
     MAX_FRAME_SIZE,
     SEED_TOPIC,
@@ -173,6 +174,8 @@ async def broker() -> AsyncIterator[Broker]:
     await b.start()
     ctl = await KafkaConnection.open("127.0.0.1", b.port(CONTROL))
     assert (await ctl.request(seed_update_metadata(), 5.0)).error_code == 0
+    # it leads the seed topic, so mutated data-plane requests reach its partition logs
+    assert (await ctl.request(seed_leader_and_isr(SEED_TOPIC), 5.0)).error_code == 0
     ctl.close()
     yield b
     await b.stop()
@@ -222,3 +225,22 @@ async def test_hostile_frames_over_loopback_never_stop_the_broker(broker: Broker
             assert len(response.topics[0].partitions) == 2
     finally:
         healthy.close()
+
+
+def test_a_fetch_that_rightly_waits_past_the_settle_time_is_a_defined_outcome() -> None:
+    """Fuzzer finding (a mutated max_wait_ms): Kafka's delayed fetch waits as long as asked for
+    bytes that do not come; the harness counted that as a hang. A short wait is answered.
+    (A fresh broker: the shared one's log start may have moved past offset 0.)"""
+    from fuzz.data_plane_seeds import data_plane_requests
+
+    loop = asyncio.new_event_loop()
+    fresh = RequestPath(loop)
+    try:
+        fetch = dict(data_plane_requests(SEED_TOPIC))["fetch-v12"]
+        fresh.feed(encode_request(fetch._replace(max_wait_ms=60_000, min_bytes=1 << 20), 9))
+        assert fresh.answers == 0  # (still waiting when the connection went)
+        fresh.feed(encode_request(fetch._replace(max_wait_ms=500, min_bytes=1 << 20), 10))
+        assert fresh.answers == 1  # (answered when its wait ran out)
+    finally:
+        fresh.close()
+        loop.close()

@@ -68,13 +68,17 @@ async def client(tmp_path):
         await c.stop()
 
 
-def metadata(names=None, version: int = 12, ops: bool = True, ids=()):
+def metadata(names=None, version: int = 12, ops: bool = True, ids=(), auto: bool = False):
+    """(``auto``: allow_auto_topic_creation, which the describe tests leave off: auto-creation
+    answers unknown topics by CREATE, test_metadata_auto_creation_needs_create)"""
     topics = None
     if names is not None or ids:
         topics = tuple(md.MetadataRequestTopic(ZERO_UUID, n) for n in names or ()) + tuple(
             md.MetadataRequestTopic(i, None) for i in ids
         )
-    return md.MetadataRequest(version=version, topics=topics, include_topic_authorized_operations=ops)
+    return md.MetadataRequest(
+        version=version, topics=topics, include_topic_authorized_operations=ops, allow_auto_topic_creation=auto
+    )
 
 
 async def test_metadata_shows_only_what_the_principal_may_describe(client):
@@ -101,6 +105,27 @@ async def test_metadata_shows_only_what_the_principal_may_describe(client):
     # v1 all-topics and v0's empty list too
     assert sorted(t.name for t in (await client.call(ALICE, metadata(version=1, ops=False))).topics) == ["pay-1", "pay-2"]
     assert sorted(t.name for t in (await client.call(ALICE, md.MetadataRequest(version=0, topics=()))).topics) == ["pay-1", "pay-2"]
+
+
+async def test_metadata_auto_creation_needs_create(client):
+    """Kafka's handleTopicMetadataRequest: an unknown topic a Metadata request may auto-create
+    needs CREATE on the cluster or on itself, else TOPIC_AUTHORIZATION_FAILED; DESCRIBE is
+    checked first (carol may describe nothing)."""
+    await client.grant("User:carol", Op.CREATE, "kafka-cluster", rtype=CLUSTER)
+    named = await client.call(ALICE, metadata(["pay-9", "alice-"], auto=True))
+    assert [(t.name, t.error_code) for t in named.topics] == [
+        ("pay-9", E.TOPIC_AUTHORIZATION_FAILED), ("alice-", E.TOPIC_AUTHORIZATION_FAILED),
+    ]  # (alice may create "alice-" but not describe it)
+    await client.grant("User:alice", Op.DESCRIBE, "alice-")
+    named = await client.call(ALICE, metadata(["pay-9", "alice-"], auto=True))
+    assert [(t.name, t.error_code) for t in named.topics] == [
+        ("pay-9", E.TOPIC_AUTHORIZATION_FAILED), ("alice-", E.LEADER_NOT_AVAILABLE),
+    ]  # fmt: skip
+    assert (await client.call(CAROL, metadata(["carol-1"], auto=True))).topics[0].error_code == (
+        E.TOPIC_AUTHORIZATION_FAILED
+    )
+    await wait_until(lambda: all("alice-" in b.cache.snapshot.partition_states for b in client.c.brokers.values()), 10.0)
+    assert "pay-9" not in client.c.brokers[1].cache.snapshot.partition_states
 
 
 async def test_metadata_answers_follow_acl_changes_on_one_connection(client):

@@ -35,6 +35,10 @@ HANDLER_MODULES: tuple[str, ...] = (
     "sasl_authenticate",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "list_offsets",
+    "offset_for_leader_epoch",
+    "delete_records",
+    "describe_log_dirs",
 )
 
 

@@ -1,4 +1,4 @@
-"""Produce (api key 0): versions 3-11, client listeners.
+"""Produce (api key 0): versions 0-11, client listeners.
 
 A broker takes a Produce the way a Kafka broker's ``KafkaApis.handleProduceRequest`` and
 ``ReplicaManager.appendRecords`` do: it checks the records as Kafka's log would, appends them
@@ -40,13 +40,21 @@ and ``timeout_ms`` is not waited on.
 connection is closed instead, so the producer notices and refreshes its metadata, as Kafka
 does.
 
-Versions (served 3-11: message format v2 only; Kafka 4.0 removed v0-2 too): v3 transactional
-id; v5 log start offset; v7 zstd; v8 record errors and error message; v9 flexible; v10
+v0-2 (deprecated in Kafka 3.x, removed in 4.0; old clients still send them without asking
+ApiVersions) are served as Kafka 3.x serves them: ``ProduceRequest.validateRecords`` checks
+nothing before v3, a legacy message set (magic 0/1) is up-converted to one v2 batch as the log
+appends it (:func:`kmeta.protocol.legacy_records.check_old_produce_records`: uncompressed,
+gzip, snappy, lz4; the codec kept), a v2 batch is checked as the log checks a client's.
+
+Versions: v1 throttle time; v2 log append time; v3 transactional id (and magic 2 only, one
+batch); v5 log start offset; v7 zstd; v8 record errors and error message; v9 flexible; v10
 current leader and node endpoints (tagged); v11 TRANSACTION_ABORTABLE (never answered here).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import TypeAlias
 
 from kmeta.log.partition_log import LogAppendInfo
@@ -55,6 +63,7 @@ from kmeta.net.dispatch import NO_RESPONSE, NoResponse
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed
 from kmeta.protocol.errors import ErrorCode, ProtocolError
+from kmeta.protocol.legacy_records import check_old_produce_records
 from kmeta.protocol.messages import produce as pr
 from kmeta.protocol.record_batch import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -66,11 +75,15 @@ from kmeta.protocol.record_batch import (
 from kmeta.server.handlers.metadata import INTERNAL_TOPICS
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
-MIN_VERSION = 3
+MIN_VERSION = 0
+#: Produce v0-2 requests with more record bytes than this are checked in a worker thread
+LEGACY_INLINE_BYTES = 64 * 1024
 VALID_ACKS = (-1, 0, 1)
 _TRANSACTIONAL = 0x10
 
 
+#: a partition's records checked, and the records to append
+Checked = tuple[RecordsChecked, bytes | None]
 #: a partition's outcome: the log's append, or the error (and its message)
 Outcome: TypeAlias = tuple[ErrorCode, str | None] | LogAppendInfo
 
@@ -106,10 +119,17 @@ def _limits(snap: MetadataSnapshot, topic: str) -> tuple[int, int]:
         return DEFAULT_MAX_MESSAGE_BYTES, 1
 
 
-def _check_all(snap: MetadataSnapshot, request: pr.ProduceRequest) -> list[RecordsChecked]:
-    """Every partition's records checked (CRC included), in the request's order."""
+def _check_all(snap: MetadataSnapshot, request: pr.ProduceRequest) -> list[Checked]:
+    """Every partition's records checked (CRC included), in the request's order, with the
+    records to append (v0-2: a legacy set's up-converted batch)."""
+    if request.version < 3:
+        return [
+            check_old_produce_records(p.records, _limits(snap, t.name)[0])
+            for t in request.topic_data
+            for p in t.partition_data
+        ]
     return [
-        check_produce_records(request.version, p.records, _limits(snap, t.name)[0], legacy=False)
+        (check_produce_records(request.version, p.records, _limits(snap, t.name)[0], legacy=False), p.records)
         for t in request.topic_data
         for p in t.partition_data
     ]
@@ -141,17 +161,32 @@ def _append(
     return outcome
 
 
-def handle(ctx: BrokerContext, request: pr.ProduceRequest) -> pr.ProduceResponse | NoResponse:
+def handle(
+    ctx: BrokerContext, request: pr.ProduceRequest
+) -> pr.ProduceResponse | NoResponse | Awaitable[pr.ProduceResponse | NoResponse]:
     """Checked and appended on the event loop: with the C CRC-32C a 1 MiB batch is checked in
     ~35 us, where handing it to a worker thread took ~73 us of wall time (best of 5 x 20,
-    load ~10), so the thread offload the pure-Python CRC needed is gone."""
+    load ~10), so the thread offload the pure-Python CRC needed is gone. v0-2's legacy sets
+    are up-converted record by record in Python (1 MiB of 100-byte records: ~110 ms), so a
+    large one is checked in a worker thread while the loop serves the others."""
     snap: MetadataSnapshot = ctx.state.cache.snapshot
+    if request.version < 3 and sum(
+        len(p.records or b"") for t in request.topic_data for p in t.partition_data
+    ) > LEGACY_INLINE_BYTES:
+        return _answer_off_loop(ctx, request, snap)
     return _answer(ctx, request, snap, _check_all(snap, request))
+
+
+async def _answer_off_loop(
+    ctx: BrokerContext, request: pr.ProduceRequest, snap: MetadataSnapshot
+) -> pr.ProduceResponse | NoResponse:
+    checks = await asyncio.to_thread(_check_all, snap, request)
+    return _answer(ctx, request, snap, checks)
 
 
 def _answer(
     ctx: BrokerContext, request: pr.ProduceRequest, snap: MetadataSnapshot,
-    checks: list[RecordsChecked],
+    checks: list[Checked],
 ) -> pr.ProduceResponse | NoResponse:  # fmt: skip
     version: int = request.version
     acks: int = request.acks
@@ -171,16 +206,16 @@ def _answer(
         # (a partition named twice: the last one counts, as in Kafka's map)
         for t in request.topic_data:
             write = allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, t.name)
-            partitions = snap.partition_states.get(t.name, {})
+            partitions = snap.partition_states.get(t.name)
             for p in t.partition_data:
-                check = next(checked)
+                check, records = next(checked)
                 outcome: Outcome
                 if not write:
                     outcome = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
-                elif p.index not in partitions:
+                elif partitions is None or p.index not in partitions:
                     outcome = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
                 else:
-                    outcome = _append(ctx, snap, acks, t.name, p.index, p.records, check, version)
+                    outcome = _append(ctx, snap, acks, t.name, p.index, records, check, version)
                 outcomes[(t.name, p.index)] = outcome
     results = ctx.state.produce_results
     for outcome in outcomes.values():
