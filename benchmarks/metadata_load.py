@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing as mp
+import statistics
 import struct
 import sys
 import time
@@ -494,6 +495,13 @@ def main() -> None:
     got["ratio_to_ceiling"] = round(got["req_per_s"] / ceiling["req_per_s"], 3)
     got["cpu_vs_copying"] = round(got["server_cpu_us_per_response"] / copying["server_cpu_us_per_response"], 3)
     got["cpu_above_zero_copy_floor_us"] = round(got["server_cpu_us_per_response"] - floor["server_cpu_us_per_response"], 1)
+    # the ratio to each echo within each round (targets run back to back there), then the
+    # median: the median runs above may come from different rounds, and on a shared machine
+    # one disturbed run moves their ratio by a third
+    for echo, key in (("echo", "cpu_to_echo_per_round"), ("echo_zero_copy", "cpu_to_echo_zero_copy_per_round")):
+        got[key] = [round(b["server_cpu_us_per_response"] / e["server_cpu_us_per_response"], 3)
+                    for b, e in zip(runs["broker"], runs[echo], strict=True)]  # fmt: skip
+        got[key.replace("per_round", "median")] = round(statistics.median(got[key]), 3)
     results.append({"scenario": "all topics", "connections": conns, "in_flight": depth, "broker": got,
                     "broker_copying": copying, "echo_ceiling": ceiling, "echo_zero_copy_floor": floor})  # fmt: skip
 

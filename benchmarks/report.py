@@ -22,6 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
+import report_data_plane
 
 ORDER = (
     "metadata-load",
@@ -33,6 +34,7 @@ ORDER = (
     "soak",
     "fixture",
     "scale",
+    "data-plane",
 )
 COLORS = {"kmeta": "tab:blue", "echo": "tab:gray", "librdkafka-mock": "tab:orange"}
 
@@ -230,6 +232,10 @@ def metadata_load(doc: dict[str, Any], charts: Charts) -> str:
                         + (f", {fmt(s['echo_zero_copy_floor']['server_cpu_us_per_response'])} µs by sendfile (the "
                            f"kernel's floor for the broker's path; kmeta above it: {fmt(zc['cpu_above_zero_copy_floor_us'])} µs)"
                            if "echo_zero_copy_floor" in s else "") + "."]  # fmt: skip
+                if "cpu_to_echo_zero_copy_median" in zc:
+                    out += ["", f"Within each round, kmeta's CPU per answer over the echoes' (median of the rounds): "
+                            f"x{fmt(zc['cpu_to_echo_median'])} the copying echo, x{fmt(zc['cpu_to_echo_zero_copy_median'])} "
+                            "the sendfile echo."]  # fmt: skip
         splice = script.get("all_topics_splice_vs_reencode")
         if splice:
             out += ["", f"All-topics answer spliced from cached blocks: {fmt(splice['spliced_us'])} µs against "
@@ -471,6 +477,10 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any], Charts], str]]] = {
     "soak": ("Soak", generic),
     "fixture": ("Test fixture: a 3-broker cluster's start-up beside librdkafka's mock", fixture),
     "scale": ("Scale: N partitions from creation to restart", scale),
+    "data-plane": (
+        "Data plane: produce and fetch beside librdkafka's mock cluster and the echo ceiling",
+        lambda doc, charts: report_data_plane.section(doc, charts, table),
+    ),
 }
 
 

@@ -18,6 +18,10 @@ generators run in processes of their own):
 * ``soak``           soak.py (--idle-connections held; --requests from --duration)
 * ``fixture``        fixture.py: kmeta.testing.Cluster's start-up and teardown beside librdkafka's
                      mock cluster's (--runs, --brokers; --no-peer)
+* ``data-plane``     data_plane.py: produce / consume MB/s and produce -> consume latency of real
+                     clients against kmeta and librdkafka's mock, Fetch against the echo ceiling,
+                     the broker's RSS against the bytes it holds (--mb, --record-bytes,
+                     --latency-s; --no-peer)
 * ``scale``          scale.py at each of --partitions N[,N...] (default 10000): create, memory,
                      Metadata, broker and controller kill -9 (--session-timeout-ms,
                      --phase-timeout-s; --phases create stops after the create)
@@ -45,7 +49,7 @@ import common
 
 SCENARIOS = (
     "codec", "metadata-load", "cache-update", "propagation", "client-await", "pipeline-plan", "soak",
-    "fixture", "scale",
+    "fixture", "scale", "data-plane",
 )  # fmt: skip
 
 
@@ -318,6 +322,19 @@ def plan_fixture(a: argparse.Namespace) -> Plan:
     return {"runs": a.runs, "brokers": a.brokers, "peer": not a.no_peer}, steps, with_median
 
 
+def plan_data_plane(a: argparse.Namespace) -> Plan:
+    args = ["--mb", str(a.mb), "--record-bytes", str(a.record_bytes), "--latency-s",
+            str(a.latency_s), "--fetch-s", str(a.duration)] + (["--no-peer"] if a.no_peer else [])  # fmt: skip
+    estimate = 20 + 2 * a.latency_s + 2 * a.duration + a.mb / 10
+    steps = repeated(
+        "data_plane.py", estimate, a.repeat,
+        lambda: common.run_script("data_plane.py", *args, timeout_s=300 + 10 * estimate),
+    )  # fmt: skip
+    params = {"mb": a.mb, "record_bytes": a.record_bytes, "latency_s": a.latency_s,
+              "fetch_s": a.duration, "peer": not a.no_peer}  # fmt: skip
+    return params, steps, with_median
+
+
 def plan_scale(a: argparse.Namespace) -> Plan:
     sizes = a.partitions or [10_000]
     args = ("--partitions", ",".join(map(str, sizes)), "--session-timeout-ms", str(a.session_timeout_ms),
@@ -343,7 +360,7 @@ PLANS: dict[str, Callable[[argparse.Namespace], Plan]] = {
     "codec": plan_codec, "metadata-load": plan_metadata_load, "cache-update": plan_cache_update,
     "propagation": plan_propagation, "client-await": plan_client_await,
     "pipeline-plan": plan_pipeline_plan, "soak": plan_soak, "fixture": plan_fixture,
-    "scale": plan_scale,
+    "scale": plan_scale, "data-plane": plan_data_plane,
 }  # fmt: skip
 
 
@@ -413,6 +430,11 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="scale: a prefix of create,metadata,broker_restart,controller_restart (default all);"
         " 'create' stops after the create",
+    )
+    ap.add_argument("--mb", type=int, default=64, help="data-plane: MiB produced and held")
+    ap.add_argument("--record-bytes", type=int, default=1024, help="data-plane: record size")
+    ap.add_argument(
+        "--latency-s", type=float, default=5.0, help="data-plane: seconds of the latency run"
     )
     ap.add_argument("--runs", type=int, default=10, help="fixture: clusters started (median)")
     ap.add_argument("--brokers", type=int, default=3, help="fixture: brokers per cluster")

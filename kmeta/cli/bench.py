@@ -19,7 +19,7 @@ import kmeta
 
 SCENARIOS = (
     "codec", "metadata-load", "cache-update", "propagation", "client-await", "pipeline-plan", "soak",
-    "fixture", "scale",
+    "fixture", "scale", "data-plane",
 )  # fmt: skip
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_extra_args": True}

@@ -44,7 +44,7 @@ from kmeta.cli.cluster_quorum import (
 )
 from kmeta.cli.launch import DaemonExited, await_serving, spawn
 from kmeta.cli.topic_defaults import topic_default_options
-from kmeta.controller.faults import parse_fault
+from kmeta.controller.channel.faults import parse_fault
 from kmeta.net.security.sasl_client import read_credential_file
 
 

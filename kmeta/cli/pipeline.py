@@ -21,6 +21,27 @@ from kmeta.pipeline.config import (
     parse_broker_flag,
 )
 
+OUTPUT_FORMATS = click.Choice(["parquet", "json", "csv"])
+OVERWRITE = click.option(
+    "--overwrite", is_flag=True, help="Replace what --out holds (default: refuse a non-empty --out)."
+)
+
+
+def prepare_out(out: str, overwrite: bool) -> None:
+    """Refuse a non-empty --out before Spark starts (unless --overwrite), then create it."""
+    from kmeta.pipeline.output import OutputExists, check_out, ensure_dir
+
+    try:
+        check_out(out, overwrite)
+    except OutputExists as exc:
+        raise click.ClickException(f"--out {exc}") from None
+    ensure_dir(out)
+
+
+def progress(line: str) -> None:
+    """A finished Spark stage, on stderr (stdout carries the results)."""
+    click.echo(line, err=True)
+
 
 def require_input(path: str, option: str) -> None:
     """Refuse a missing input before Spark starts (seconds of JVM start-up, then a traceback).
@@ -81,6 +102,21 @@ def pipeline_group() -> None:
     help="Reject rows whose replicas span fewer racks than they could (default: a warning; "
     "Kafka accepts any explicit assignment).",
 )
+@click.option(
+    "--output-format",
+    "output_format",
+    type=OUTPUT_FORMATS,
+    default="parquet",
+    show_default=True,
+    help="Format of the partitions/, rejects/ and brokers/ tables (CSV joins arrays with spaces).",
+)
+@OVERWRITE
+@click.option(
+    "--unclean-leader-election",
+    is_flag=True,
+    help="A partition with no live ISR member is led by its first live replica (Kafka's "
+    "unclean.leader.election.enable); default: it goes offline (leader -1).",
+)
 def plan_cmd(
     input_path: str,
     fmt: str,
@@ -89,6 +125,9 @@ def plan_cmd(
     out: str,
     master: str | None,
     require_rack_spread: bool,
+    output_format: str,
+    overwrite: bool,
+    unclean_leader_election: bool,
 ) -> None:
     """Validate an assignment and compute the partition states and broker load."""
     if bool(brokers_file) == bool(broker_flags):
@@ -109,14 +148,16 @@ def plan_cmd(
         out,
         master,
         require_rack_spread,
+        unclean_leader_election,
+        output_format,  # type: ignore[arg-type]
     )
-    Path(out).mkdir(parents=True, exist_ok=True)
+    prepare_out(out, overwrite)
 
     from kmeta.pipeline.plan_job import run_plan
     from kmeta.pipeline.session import spark_session
 
     with spark_session("kmeta-plan", master) as spark, input_errors("--input", input_path):
-        summary = run_plan(spark, config)
+        summary = run_plan(spark, config, progress)
     click.echo(json.dumps({k: v for k, v in summary.items() if k != "brokers"}, indent=2))
     warned = summary["accepted_rows_with_warnings"]
     click.echo(
@@ -144,12 +185,25 @@ def plan_cmd(
 )
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True
+    "--output-format",
+    "--format",
+    "fmt",
+    type=OUTPUT_FORMATS,
+    default="parquet",
+    show_default=True,
+    help="Format of the tables (CSV joins arrays with spaces).",
 )
+@OVERWRITE
 @click.option("--master", default=None, help="Spark master URL (default: local[*]).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json on stdout.")
 def analyze_cmd(
-    logs: str, bench: tuple[str, ...], out: str, fmt: str, master: str | None, as_json: bool
+    logs: str,
+    bench: tuple[str, ...],
+    out: str,
+    fmt: str,
+    overwrite: bool,
+    master: str | None,
+    as_json: bool,
 ) -> None:
     """Convergence per update, lag per broker, disagreement windows; report.md with charts."""
     config = AnalyzeConfig(logs, out, bench, fmt, master)  # type: ignore[arg-type]
@@ -162,8 +216,9 @@ def analyze_cmd(
         log_paths(logs)  # before Spark starts
     except FileNotFoundError as exc:
         raise click.ClickException(f"--logs: {exc}") from None
+    prepare_out(out, overwrite)
     with spark_session("kmeta-analyze", master) as spark, input_errors("--logs", logs):
-        summary = run_analyze(spark, config)
+        summary = run_analyze(spark, config, progress)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     click.echo(

@@ -50,3 +50,4 @@ BY_CODE: dict[ErrorCode, type[LogError]] = {
         LogStorageError,
     )
 }
+

@@ -1,7 +1,7 @@
 """What a leader checks and sets on a client's batch before it is stored (Kafka's
 ``LogValidator`` for magic 2, in place): the Produce checks (CRC, sizes, counts,
 max.message.bytes; a v0/v1 message set is checked as such, then up-converted to one v2 batch
-by :mod:`kmeta.log.legacy`), CreateTime bounds when message.timestamp.before/after.max.ms are
+by :mod:`kmeta.protocol.legacy_records`, the one conversion the Produce handler uses too), CreateTime bounds when message.timestamp.before/after.max.ms are
 set, then the base offset and partition leader epoch; LogAppendTime also rewrites
 maxTimestamp and the timestamp-type bit, so that path copies the batch and recomputes its CRC."""
 
@@ -18,10 +18,10 @@ from kmeta.log.batch import (
 )
 from kmeta.log.config import LONG_MAX, LogConfig
 from kmeta.log.errors import BY_CODE, InvalidRecordError, InvalidTimestampError
-from kmeta.log.legacy import up_convert
 from kmeta.log.records import timestamp_bounds
 from kmeta.log.stores import Buffer
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.legacy_records import up_convert
 from kmeta.protocol.record_batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
@@ -42,7 +42,10 @@ def validate_leader_batch(
 ) -> ValidatedBatch:
     _check(records, config)
     if records[16] != MAGIC_V2:  # a v0/v1 message set, checked as such: stored as v2
-        records = up_convert(records)
+        converted = up_convert(records, config.max_message_bytes)
+        if converted.error != ErrorCode.NONE:
+            raise BY_CODE.get(converted.error, InvalidRecordError)(converted.message)
+        records = converted.records
         _check(records, config)
     h = header_at(records)
     view = memoryview(records)[: h.batch_length + LOG_OVERHEAD]  # (a partial tail is no batch)

@@ -24,6 +24,7 @@ from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence, Va
 from typing import Any, Protocol, TypeVar, overload
 
 from kmeta.metadata.model import PartitionState
+from kmeta.protocol import columnar
 
 #: int32 per partition: index, controller epoch, leader, leader epoch, zk version, isr,
 #: replicas and offline replicas (the last three: positions in the topic's ``sets``)
@@ -77,7 +78,7 @@ class TopicPartitions(Mapping[int, PartitionState]):
 
     @classmethod
     def of(cls, topic: str, states: Mapping[int, PartitionState] | None = None) -> TopicPartitions:
-        """From plain states (tests, and callers that still build dicts)."""
+        """From plain states (tests)."""
         builder = TopicBuilder(topic)
         for state in (states or {}).values():
             builder.put(state.partition_index, state.controller_epoch, state.leader,
@@ -122,25 +123,15 @@ class TopicPartitions(Mapping[int, PartitionState]):
     def __iter__(self) -> Iterator[int]:
         return iter(self._data[_IDX::WIDTH])
 
-    def period(self, longest: int) -> int | None:
-        """The smallest P <= ``longest`` such that partition p holds the values of partition
-        p mod P for every p (but for its index), when the rows are partitions 0..n-1 in
-        order; None when not so. (As the controller assigns them, a topic's partitions
-        repeat every few: 6 on 3 brokers.) One comparison of the block per P tried."""
-        n = len(self)
-        if self._rows is not None or not n:
+    def period(self) -> int | None:
+        """The smallest P such that partition p holds the values of partition p mod P for
+        every p (but for its index), when the rows are partitions 0..n-1 in order; None when
+        not so. (As the controller assigns them, a topic's partitions repeat every few: 6 on
+        3 brokers.) :func:`kmeta.protocol.columnar.period` over the rows, the index blanked."""
+        if self._rows is not None or not len(self):
             return None
-        row = WIDTH * self._data.itemsize
-        blank = bytearray(self._data.tobytes())
-        zeros = bytes(n)
-        for j in range(self._data.itemsize):  # the index column
-            blank[j::row] = zeros
-        block = bytes(blank)
-        for p in range(1, min(longest, n) + 1):
-            shift = p * row  # (the next period against the first: a wrong one fails there)
-            if block[shift : 2 * shift] == block[:shift] and block[shift:] == block[:-shift]:
-                return p
-        return None
+        size = self._data.itemsize
+        return columnar.period(self._data.tobytes(), WIDTH * size, size)
 
     def leadership(self, first: int | None = None) -> tuple[list[int], list[LeadershipKey], tuple[tuple[int, ...], ...]]:
         """For encoders that write what clients see of each partition (a Metadata answer):

@@ -18,6 +18,7 @@ from typing import Any
 
 from kmeta.metadata.cowmap import CowMap
 from kmeta.metadata.model import Broker, Node, PartitionState
+from kmeta.metadata.partitions import TopicPartitions
 
 
 class TopicNames:
@@ -45,11 +46,11 @@ class MetadataSnapshot:
     Snapshots compare by identity.
     """
 
-    partition_states: Mapping[str, Mapping[int, PartitionState]]
-    """topic -> partition index -> state. Every topic present has at least one partition.
-    Each topic's mapping is a :class:`kmeta.metadata.partitions.TopicPartitions` (columns;
-    its ``derived`` memo lives as long as the topic is unchanged, across snapshots)."""
-    topic_ids: Mapping[str, uuid.UUID]
+    partition_states: CowMap[str, TopicPartitions]
+    """topic -> its partitions (index -> state), as columns. Every topic present has at least
+    one partition; a topic's ``derived`` memo lives as long as the topic is unchanged, across
+    snapshots (consecutive snapshots share the unchanged topics' objects)."""
+    topic_ids: CowMap[str, uuid.UUID]
     """topic -> id (UpdateMetadata v7+); a topic without a known id is absent."""
     controller_id: int | None
     """The controller id to report to clients; None when there is none (see MetadataCache)."""
@@ -61,7 +62,7 @@ class MetadataSnapshot:
     """0 for the empty cache; +1 for every applied UpdateMetadata."""
     kraft_controller_id: int | None = None
     """Set instead of a broker controller id when a KRaft controller sent the update (KIP-866)."""
-    topic_configs: Mapping[str, Mapping[str, str]] = field(default_factory=CowMap)
+    topic_configs: CowMap[str, Mapping[str, str]] = field(default_factory=CowMap)
     """topic -> its config overrides (name -> value), as the controller last pushed them
     (kmeta's tagged field on UpdateMetadata's topic state); absent: no overrides."""
     derived: dict[Any, Any] = field(default_factory=dict, repr=False)

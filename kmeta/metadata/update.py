@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from kmeta.metadata.cowmap import DELETED, CowMap, _Deleted
-from kmeta.metadata.model import LEADER_DURING_DELETE, PartitionState, TopicPartition
+from kmeta.metadata.model import LEADER_DURING_DELETE, TopicPartition
 from kmeta.metadata.partitions import TopicBuilder, TopicPartitions
 from kmeta.metadata.snapshot import MetadataSnapshot, TopicNames
 from kmeta.protocol.messages.update_metadata import (
@@ -48,8 +48,6 @@ class _NotSent(enum.Enum):
 
 NOT_SENT: Final = _NotSent.NOT_SENT
 """``configs`` of a topic state that has no kmeta_topic_configs field (v0-5)."""
-#: a snapshot's partition states (MetadataSnapshot.partition_states)
-PartitionStates: TypeAlias = Mapping[str, Mapping[int, PartitionState]]
 #: a topic state's pushed configs: the topic's whole override set, None (keep), or NOT_SENT
 PushedConfigs: TypeAlias = Sequence[KmetaTopicConfig] | Literal[_NotSent.NOT_SENT] | None
 
@@ -88,10 +86,7 @@ class MetadataUpdate:
             self._configs[name] = configs
         builder = self._work.get(name)
         if builder is None:
-            current = self.base.partition_states.get(name)
-            if current is not None and not isinstance(current, TopicPartitions):
-                current = TopicPartitions.of(name, current)
-            builder = TopicBuilder(name, current, self.cache.interned)
+            builder = TopicBuilder(name, self.base.partition_states.get(name), self.cache.interned)
             self._work[name] = builder
         deleted = self.deleted
         if isinstance(parts, Distinct):
@@ -162,7 +157,7 @@ class MetadataUpdate:
         if any((v is DELETED) or (k not in states) for k, v in changes.items()):
             topic_index = TopicNames()  # the topic set changed
         if changes:
-            states = _evolve(states, changes)
+            states = states.evolve(changes)
         cache.snapshot = snap = MetadataSnapshot(
             partition_states=states,
             topic_configs=self._evolve_configs(old.topic_configs, states, topic_index is not old.topic_index, full),
@@ -180,11 +175,11 @@ class MetadataUpdate:
 
     def _evolve_configs(
         self,
-        configs: Mapping[str, Mapping[str, str]],
-        states: PartitionStates,
+        configs: CowMap[str, Mapping[str, str]],
+        states: Mapping[str, TopicPartitions],
         topic_set_changed: bool,
         full: bool,
-    ) -> Mapping[str, Mapping[str, str]]:
+    ) -> CowMap[str, Mapping[str, str]]:
         """The topic configs after this update. A topic state's list replaces the topic's set;
         null keeps it, except in a FULL update, which carries every topic's set (null: none).
         Topics that no longer exist keep none. O(topic states), plus O(configured topics)
@@ -207,21 +202,12 @@ class MetadataUpdate:
                     changes[name] = DELETED
         if not changes:
             return configs
-        base = configs if isinstance(configs, CowMap) else CowMap(configs)
-        return base.evolve(changes)
-
-
-def _evolve(
-    states: PartitionStates, changes: Mapping[str, TopicPartitions | _Deleted]
-) -> PartitionStates:
-    if isinstance(states, CowMap):
-        return states.evolve(changes)
-    return CowMap(states).evolve(changes)
+        return configs.evolve(changes)
 
 
 def _evolve_ids(
-    ids: Mapping[str, uuid.UUID], changes: Mapping[str, uuid.UUID | _Deleted]
-) -> Mapping[str, uuid.UUID]:
+    ids: CowMap[str, uuid.UUID], changes: Mapping[str, uuid.UUID | _Deleted]
+) -> CowMap[str, uuid.UUID]:
     """Only real differences go into the overlay (most updates repeat known ids)."""
     real: dict[str, uuid.UUID | _Deleted] = {}
     for k, v in changes.items():
@@ -232,5 +218,4 @@ def _evolve_ids(
             real[k] = v
     if not real:
         return ids
-    base = ids if isinstance(ids, CowMap) else CowMap(ids)
-    return base.evolve(real)
+    return ids.evolve(real)

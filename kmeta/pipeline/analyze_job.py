@@ -2,7 +2,7 @@
 
 Output directory:
 
-    updates/ deliveries/ broker_lag/ disagreements/ malformed/ [bench/]   Parquet or CSV
+    updates/ deliveries/ broker_lag/ disagreements/ malformed/ [bench/]   Parquet, JSON or CSV
     convergence.png broker_lag.png report.md summary.json
 """
 
@@ -18,31 +18,16 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from kmeta.pipeline import analyze_extract as ex
 from kmeta.pipeline import analyze_report as rep
 from kmeta.pipeline import analyze_transform as tr
 from kmeta.pipeline.config import AnalyzeConfig
+from kmeta.pipeline.output import Progress, Stages, write_table
 
 #: updates drawn in the convergence chart (the tables hold all of them)
 CHART_POINTS = 5000
 REPORT_WINDOWS = 20
-
-
-def write_table(df: DataFrame, path: Path, fmt: str) -> None:
-    if fmt == "csv":  # CSV has no arrays: join them
-        df = df.select(
-            *(
-                F.array_join(F.col(f.name).cast("array<string>"), " ").alias(f.name)
-                if isinstance(f.dataType, T.ArrayType)
-                else F.col(f.name)
-                for f in df.schema.fields
-            )
-        )
-        df.write.mode("overwrite").option("header", "true").csv(str(path))
-    else:
-        df.write.mode("overwrite").parquet(str(path))
 
 
 def _rows(df: DataFrame) -> list[dict[str, Any]]:
@@ -65,8 +50,14 @@ def window_summary(w: dict[str, Any], first_send_ts: float | None) -> dict[str, 
     }
 
 
-def run_analyze(spark: SparkSession, config: AnalyzeConfig) -> dict[str, Any]:
+STAGES = ("read_logs", "tables", "report")
+
+
+def run_analyze(
+    spark: SparkSession, config: AnalyzeConfig, progress: Progress = None
+) -> dict[str, Any]:
     started = time.monotonic()
+    stages = Stages("analyze", STAGES, progress)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = ex.log_paths(config.logs)
@@ -78,6 +69,7 @@ def run_analyze(spark: SparkSession, config: AnalyzeConfig) -> dict[str, Any]:
         F.max(F.when(F.col("problem").isNull(), F.col("ev.ts_ms"))).alias("log_end"),
     ).first()
     assert counts is not None
+    stages.done("read_logs")
     malformed = ex.malformed(parsed).orderBy("file", "line")
     write_table(malformed, out / "malformed", config.format)
 
@@ -89,12 +81,15 @@ def run_analyze(spark: SparkSession, config: AnalyzeConfig) -> dict[str, Any]:
     write_table(updates.orderBy("first_send_ts"), out / "updates", config.format)
     write_table(lag, out / "broker_lag", config.format)
     write_table(windows, out / "disagreements", config.format)
+    stages.done("tables")
 
     conv = updates.agg(
         F.count(F.lit(1)).alias("updates"),
         F.sum((~F.col("complete")).cast("long")).alias("incomplete"),
         F.count("convergence_ms").alias("samples"),
         F.sum(F.col("send_stamped_late").cast("long")).alias("stamped_late"),
+        F.sum((F.size("brokers_never_sent") > 0).cast("long")).alias("with_unsent"),
+        F.sum(F.size("brokers_never_sent")).alias("unsent"),
         F.percentile("convergence_ms", F.array(*(F.lit(q) for q in (0.5, 0.95, 0.99)))).alias("p"),
         F.max("convergence_ms").alias("max"),
         F.min("first_send_ts").alias("first_send"),
@@ -135,6 +130,8 @@ def run_analyze(spark: SparkSession, config: AnalyzeConfig) -> dict[str, Any]:
             "max": conv["max"],
         },
         "updates_send_stamped_late": conv["stamped_late"] or 0,
+        "requests_never_sent": conv["unsent"] or 0,
+        "updates_with_requests_never_sent": conv["with_unsent"] or 0,
         "brokers_by_lag": brokers,
         "disagreement_windows": window_rows,
         "bench_files": len(config.bench),
@@ -153,6 +150,8 @@ def run_analyze(spark: SparkSession, config: AnalyzeConfig) -> dict[str, Any]:
     (out / "report.md").write_text(
         rep.markdown(summary, brokers, window_rows, shown_bad, bench, charts)
     )
+    stages.done("report")
+    summary["stage_seconds"] = stages.seconds
     summary["malformed_examples"] = bad_rows + bench_bad
     summary["seconds"] = round(time.monotonic() - started, 3)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")

@@ -22,7 +22,9 @@ LAG_PNG = "broker_lag.png"
 
 
 def convergence_chart(updates: Sequence[dict[str, Any]], path: Path) -> bool:
-    points = [u for u in updates if u["convergence_ms"] is not None]
+    points = [
+        u for u in updates if u["convergence_ms"] is not None and u["first_send_ts"] is not None
+    ]
     if not points:
         return False
     t0 = min(u["first_send_ts"] for u in points)
@@ -122,6 +124,13 @@ def markdown(
         lines.append(
             f"- {summary['updates_send_stamped_late']} update(s) applied before the controller's "
             "send stamp (taken after the write): counted as 0 ms"
+        )
+    if summary.get("requests_never_sent"):
+        lines.append(
+            f"- {summary['requests_never_sent']} request(s) of "
+            f"{summary['updates_with_requests_never_sent']} update(s) were enqueued and never "
+            "sent (the controller stopped, or the broker left, first): those brokers count as "
+            "not applied"
         )
     if brokers:
         worst = brokers[0]

@@ -10,6 +10,9 @@ Times are the lines' ``ts_ms`` (wall clock, comparable across processes on synce
   the wait in its controller send queue.
 * update convergence: controller's first send of the update -> the last broker applied it
   (``convergence_ms``); brokers that never applied it are listed and make it incomplete.
+  A request the controller enqueued and never sent (the cluster stopped first, a broker
+  removed meanwhile) has no send time: its broker is listed in ``brokers_never_sent``; an
+  update sent to no broker, or applied by none, has no convergence (null, not 0).
   The controller stamps its ``send`` time just before handing the bytes to the socket;
   logs written before that fix stamped it just after, so a broker on the same host could
   log its ``apply`` a fraction of a millisecond earlier. Nothing can be applied before it
@@ -73,6 +76,7 @@ def deliveries(events: DataFrame) -> DataFrame:
         F.max("apply_ts").alias("apply_ts"),
         (F.count("apply_ts") == F.count(F.lit(1))).alias("applied"),
         F.count(F.lit(1)).alias("requests"),
+        (F.count("send_ts") == F.count(F.lit(1))).alias("sent"),
     )
     start = F.coalesce("enqueue_ts", "send_ts")
     return d.select(
@@ -81,6 +85,7 @@ def deliveries(events: DataFrame) -> DataFrame:
         "requests",
         "enqueue_ts",
         "send_ts",
+        "sent",
         F.when(F.col("applied"), F.col("apply_ts")).alias("apply_ts"),
         "applied",
         F.when(F.col("applied"), F.col("apply_ts") - start).alias("lag_ms"),
@@ -101,6 +106,9 @@ def update_convergence(deliveries: DataFrame, events: DataFrame) -> DataFrame:
         F.array_sort(F.collect_list(F.when(~F.col("applied"), F.col("broker")))).alias(
             "brokers_missing"
         ),
+        F.array_sort(F.collect_list(F.when(~F.col("sent"), F.col("broker")))).alias(
+            "brokers_never_sent"
+        ),
     )
     controller_events = (
         events.where((F.col("component") == "controller") & (F.col("event") == "event"))
@@ -119,13 +127,16 @@ def update_convergence(deliveries: DataFrame, events: DataFrame) -> DataFrame:
         "brokers",
         "brokers_applied",
         "brokers_missing",
+        "brokers_never_sent",
         (F.col("brokers_applied") == F.col("brokers")).alias("complete"),
         "first_enqueue_ts",
         "first_send_ts",
         "last_apply_ts",
-        F.greatest(F.col("last_apply_ts") - F.col("first_send_ts"), F.lit(0.0)).alias(
-            "convergence_ms"
-        ),
+        # (greatest() skips nulls: without the guard, never sent or never applied reads as 0)
+        F.when(
+            F.col("first_send_ts").isNotNull() & F.col("last_apply_ts").isNotNull(),
+            F.greatest(F.col("last_apply_ts") - F.col("first_send_ts"), F.lit(0.0)),
+        ).alias("convergence_ms"),
         (F.col("last_apply_ts") < F.col("first_send_ts")).alias("send_stamped_late"),
         "first_apply_ts",
     )

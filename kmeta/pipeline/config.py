@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 InputFormat = Literal["json", "csv", "parquet"]
-OutputFormat = Literal["parquet", "csv"]
+OutputFormat = Literal["parquet", "json", "csv"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,10 @@ class PlanConfig:
     master: str | None = None
     #: reject (rather than warn about) replicas spanning fewer racks than they could
     require_rack_spread: bool = False
+    #: unclean.leader.election.enable: a partition with no live ISR member is led by its first
+    #: live replica (its ISR that replica alone) instead of going offline
+    unclean_leader_election: bool = False
+    output_format: OutputFormat = "parquet"
 
 
 @dataclass(frozen=True, slots=True)

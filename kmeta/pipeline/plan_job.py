@@ -2,11 +2,15 @@
 
 Output directory layout (read back by ``plan_reader`` for ``kmeta topics import``):
 
-    partitions/   Parquet: topic, partition, replicas, leader, leader_source, isr,
+    partitions/   topic, partition, replicas, leader, leader_source, isr,
                   offline_replicas, warnings (accepted all the same, e.g. rack_spread)
-    rejects/      Parquet: row_id, topic, partition, replicas, leader, isr (as given), reasons
-    brokers/      Parquet: per-broker counts and skew
+    rejects/      row_id, topic, partition, replicas, leader, isr (typed; null where a value
+                  did not parse), unparsed (field -> its text as given), reasons
+    brokers/      per-broker counts and skew
     summary.json  counts, reject reasons, warnings, skew, stage times
+
+The three tables are Parquet, JSON Lines or CSV (``--output-format``; see
+:mod:`kmeta.pipeline.output`).
 
 Few Spark jobs, because each costs a scheduling round trip whatever its size: the validated
 rows are computed once (cached), one aggregate of small cardinality gives every count, the two
@@ -16,7 +20,6 @@ outputs are written, and the per-broker load (a few rows) is one more aggregate.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +30,9 @@ from pyspark.sql import functions as F
 from kmeta.metadata.model import NO_LEADER
 from kmeta.pipeline import plan_extract, plan_transform, plan_validate
 from kmeta.pipeline.config import PlanConfig
+from kmeta.pipeline.output import Progress, Stages, write_single, write_table
 
 SUMMARY_FILE = "summary.json"
-
-
-class _Stages:
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._t = time.monotonic()
-
-    def done(self, name: str) -> None:
-        now = time.monotonic()
-        self.seconds[name] = round(now - self._t, 3)
-        self._t = now
 
 
 def _codes(reasons: Column) -> Column:
@@ -64,13 +57,18 @@ def _outcome_counts(validated: DataFrame) -> list[dict[str, Any]]:
     return [r.asDict() for r in keys.groupBy(*keys.columns).count().collect()]
 
 
-def run_plan(spark: SparkSession, config: PlanConfig) -> dict[str, Any]:
-    stages = _Stages()
+STAGES = ("extract_validate", "write_partitions", "write_rejects", "broker_load")
+
+
+def run_plan(spark: SparkSession, config: PlanConfig, progress: Progress = None) -> dict[str, Any]:
+    stages = Stages("plan", STAGES, progress)
     out = Path(config.out)
     raw = plan_extract.read_assignment(spark, config.input, config.format)
     rows = plan_extract.normalize_assignment(raw)
     validated = plan_validate.validate(rows, config.brokers, config.require_rack_spread)
-    states = plan_transform.with_states(validated, config.brokers).persist(
+    states = plan_transform.with_states(
+        validated, config.brokers, config.unclean_leader_election
+    ).persist(
         StorageLevel.MEMORY_AND_DISK
     )
     combos = _outcome_counts(states)
@@ -95,15 +93,16 @@ def run_plan(spark: SparkSession, config: PlanConfig) -> dict[str, Any]:
     input_rows = accepted_rows + rejected_rows
     plan_validate.check_balance(input_rows, accepted_rows, rejected_rows)
 
-    plan_transform.accepted_states(states).write.mode("overwrite").parquet(str(out / "partitions"))
+    fmt = config.output_format
+    write_table(plan_transform.accepted_states(states), out / "partitions", fmt)
     stages.done("write_partitions")
-    plan_validate.rejected(states).write.mode("overwrite").parquet(str(out / "rejects"))
+    write_table(plan_validate.rejected(states), out / "rejects", fmt)
     stages.done("write_rejects")
 
     brokers = plan_transform.broker_load(plan_transform.accepted_states(states), config.brokers)
-    spark.createDataFrame(brokers, plan_transform.BROKER_LOAD_SCHEMA).coalesce(1).write.mode(
-        "overwrite"
-    ).parquet(str(out / "brokers"))
+    write_single(
+        spark.createDataFrame(brokers, plan_transform.BROKER_LOAD_SCHEMA), out / "brokers", fmt
+    )
     stages.done("broker_load")
 
     states.unpersist()
@@ -116,6 +115,7 @@ def run_plan(spark: SparkSession, config: PlanConfig) -> dict[str, Any]:
         "rejected_rows": rejected_rows,
         "reject_reasons": dict(sorted(reasons.items())),
         "require_rack_spread": config.require_rack_spread,
+        "unclean_leader_election": config.unclean_leader_election,
         "accepted_rows_with_warnings": tally.get("warned", 0),
         "warnings": dict(sorted(warnings.items())),
         "topics": tally.get("first_partition", 0),

@@ -1,8 +1,15 @@
 """Transform for ``plan``: the partition states the cluster will have, and the load per broker.
 
-* leader: the given one while it is alive, else the first live replica (Kafka's preferred
-  order), else -1 (Kafka's "no leader"): ``leader_source`` says which.
-* isr: the given one, else the live replicas in replica order.
+The rules are those a Kafka controller keeps (and kmeta's, :mod:`kmeta.controller.topics.election`):
+the leader is in the ISR, the ISR is within the replicas, and a dead broker is in neither.
+
+* isr: the given one (else every replica), without the dead brokers.
+* leader: the given one while it is alive and in that ISR (``leader_source`` "given"); else
+  the first replica, in replica order, that is in it ("elected": Kafka's clean election,
+  ``OfflinePartitionLeaderElectionStrategy``). With no live ISR member the partition is offline:
+  leader -1 and an empty ISR ("none"), unless ``unclean_leader_election`` (Kafka's
+  ``unclean.leader.election.enable``): then the first live replica leads and the ISR is that
+  replica alone ("unclean"), as Kafka's unclean election leaves it.
 * offline_replicas: replicas on dead brokers.
 * warnings: carried from validation (``rack_spread: ...``); accepted all the same.
 * per broker: replicas, leaders and preferred leaders, and the skew of each against an even
@@ -29,36 +36,53 @@ BROKER_LOAD_SCHEMA = (
 )
 
 
-def _state_columns(brokers: Sequence[BrokerSpec]) -> dict[str, Column]:
-    """For accepted rows, whose replicas are known brokers without repeats: a replica is live
-    unless it is on a dead broker. A scan of the (few) dead brokers' ids per replica, no hash set
-    per row; with no dead broker every replica is live."""
+def _state_columns(brokers: Sequence[BrokerSpec], unclean: bool = False) -> dict[str, Column]:
+    """For accepted rows, whose replicas are known brokers without repeats and whose given ISR
+    is within them and holds the given leader. A scan of the (few) dead brokers' ids per
+    replica, no hash set per row; with no dead broker every replica is live and the given ISR
+    (or all replicas) stands."""
     dead_ids = [b.id for b in brokers if not b.alive]
-    replicas, leader = F.col("replicas"), F.col("leader")
+    replicas, leader, given_isr = F.col("replicas"), F.col("leader"), F.col("isr")
+    has_isr = F.size(given_isr) > 0  # (an empty ISR is no ISR: Kafka never empties one)
+    isr_in = F.when(has_isr, given_isr).otherwise(replicas)
+
+    def first_in(members: Column) -> Column:
+        return F.try_element_at(F.filter(replicas, lambda r: F.array_contains(members, r)), F.lit(1))
+
     if dead_ids:
         dead = int_array(dead_ids)
-        live_replicas = F.filter(replicas, lambda r: ~F.array_contains(dead, r))
+        isr = F.filter(isr_in, lambda r: ~F.array_contains(dead, r))
         offline = F.filter(replicas, lambda r: F.array_contains(dead, r))
-        given_ok = leader.isNotNull() & ~F.array_contains(dead, leader)
-    else:
-        live_replicas = replicas
+        first_live = F.try_element_at(F.filter(replicas, lambda r: ~F.array_contains(dead, r)), F.lit(1))
+        given_ok = leader.isNotNull() & F.array_contains(isr, leader)
+        clean = first_in(isr)
+    else:  # every replica live: validation put a given leader in the given ISR
+        isr = isr_in
         offline = F.when(replicas.isNotNull(), int_array([]))
+        first_live = F.try_element_at(replicas, F.lit(1))
         given_ok = leader.isNotNull()
-    first_live = F.try_element_at(live_replicas, F.lit(1))
+        clean = F.when(has_isr, first_in(given_isr)).otherwise(first_live)
+    unclean_leader = first_live if unclean else F.lit(None).cast("int")
+    elected = F.coalesce(clean, unclean_leader)
     return {
-        "leader": F.when(given_ok, leader).otherwise(F.coalesce(first_live, F.lit(NO_LEADER))),
+        "leader": F.when(given_ok, leader).otherwise(F.coalesce(elected, F.lit(NO_LEADER))),
         "leader_source": F.when(given_ok, "given")
-        .when(first_live.isNotNull(), "elected")
+        .when(clean.isNotNull(), "elected")
+        .when(unclean_leader.isNotNull(), "unclean")
         .otherwise("none"),
-        "isr": F.coalesce(F.col("isr"), live_replicas),
+        "isr": F.when(given_ok | clean.isNotNull(), isr)
+        .when(unclean_leader.isNotNull(), F.array(unclean_leader))
+        .otherwise(int_array([])),
         "offline_replicas": offline,
     }
 
 
-def partition_states(accepted: DataFrame, brokers: Sequence[BrokerSpec]) -> DataFrame:
+def partition_states(
+    accepted: DataFrame, brokers: Sequence[BrokerSpec], unclean: bool = False
+) -> DataFrame:
     """The states of accepted rows (topic, partition, replicas, leader, isr, warnings): their
     replicas are known brokers, each once."""
-    cols = _state_columns(brokers)
+    cols = _state_columns(brokers, unclean)
     return accepted.select(
         "topic",
         "partition",
@@ -71,11 +95,13 @@ def partition_states(accepted: DataFrame, brokers: Sequence[BrokerSpec]) -> Data
     )
 
 
-def with_states(validated: DataFrame, brokers: Sequence[BrokerSpec]) -> DataFrame:
+def with_states(
+    validated: DataFrame, brokers: Sequence[BrokerSpec], unclean: bool = False
+) -> DataFrame:
     """Validated rows plus what each would become (``leader_out``, ``isr_out``, ...), so one
     cached frame serves the counts, both outputs and the broker load. Only accepted rows' states
     are read (a rejected row's may be meaningless)."""
-    cols = _state_columns(brokers)
+    cols = _state_columns(brokers, unclean)
     return validated.withColumns(
         {
             "leader_out": cols["leader"],

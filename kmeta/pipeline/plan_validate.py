@@ -337,13 +337,30 @@ def accepted(validated: DataFrame) -> DataFrame:
 
 
 def rejected(validated: DataFrame) -> DataFrame:
+    """Rejected rows as typed as they parsed (``replicas`` and ``isr`` arrays, ``partition`` and
+    ``leader`` ints; null where a value did not parse) with their ``reasons``; ``unparsed`` maps
+    each field that did not parse to its text as given, white space folded (a JSON input's
+    line breaks do not end up in the output)."""
+    unparsed = F.array(
+        *(
+            F.when(
+                F.col(f"raw_{name}").isNotNull() & F.col(name).isNull(),
+                F.struct(
+                    F.lit(name).alias("key"),
+                    F.trim(F.regexp_replace(F.col(f"raw_{name}"), r"\s+", " ")).alias("value"),
+                ),
+            )
+            for name in ("partition", "replicas", "leader", "isr")
+        )
+    )
     return validated.where(F.size("reasons") > 0).select(
         "row_id",
         "topic",
-        F.col("raw_partition").alias("partition"),
-        F.col("raw_replicas").alias("replicas"),
-        F.col("raw_leader").alias("leader"),
-        F.col("raw_isr").alias("isr"),
+        "partition",
+        "replicas",
+        "leader",
+        "isr",
+        F.map_from_entries(F.filter(unparsed, lambda e: e.isNotNull())).alias("unparsed"),
         "reasons",
     )
 

@@ -17,7 +17,6 @@ are written only when they differ from their default.
 
 from __future__ import annotations
 
-import gc
 import uuid
 from collections import namedtuple
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from construct import ConstructError
 
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.columnar import gc_paused
 from kmeta.protocol.compiler import Codec, compile_struct
 from kmeta.protocol.errors import CorruptMessageError, UnsupportedVersionError
 from kmeta.protocol.splice import Splice
@@ -335,14 +335,10 @@ class Message(Generic[R]):
         it holds it; ``benchmarks/codec.py`` measures both.
         """
         codec = self.codec(version)
-        pause = len(data) - pos > _GC_PAUSE_BYTES and gc.isenabled()
-        if pause:
-            gc.disable()
-        try:
-            return codec.decode_from(data, pos)
-        finally:
-            if pause:
-                gc.enable()
+        if len(data) - pos > _GC_PAUSE_BYTES:
+            with gc_paused():  # (kmeta.protocol.columnar: its measured gain)
+                return codec.decode_from(data, pos)
+        return codec.decode_from(data, pos)
 
     def encode(self, value: R) -> bytes:
         out = bytearray()

@@ -16,12 +16,11 @@ values read in steps equal to ``decode`` of the same bytes.
 from __future__ import annotations
 
 import struct
-import sys
-from array import array
 from collections import namedtuple
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from kmeta.protocol import columnar
 from kmeta.protocol.codegen import compact_len, short_read
 from kmeta.protocol.compiler import Codec, compile_struct
 from kmeta.protocol.errors import CorruptMessageError
@@ -139,7 +138,7 @@ class KeyedStream:
         """The fields before the array, the array, the fields after it and the tagged fields,
         and the position after the element."""
         head, count, pos = self.outer.head(buf, pos)
-        parts = self._periodic(buf, pos, count) if count >= PERIODIC_FROM else None
+        parts = self._periodic(buf, pos, count) if count >= columnar.PERIODIC_FROM else None
         if parts is None:
             parts, pos = self._each(buf, pos, count)
         else:
@@ -175,54 +174,32 @@ class KeyedStream:
 
     def _periodic(self, buf: bytes, pos: int, count: int) -> tuple[list[int], list[int], list[Any], int] | None:
         """The elements at C speed when their bodies repeat with a period of at most
-        :data:`MAX_PERIOD` elements (None: they do not).
+        :data:`~kmeta.protocol.columnar.MAX_PERIOD` elements (None: they do not).
 
         A topic's partition states differ by few fields that follow the partition index
         (the replica order rotates with it), so after the index they repeat every few
-        elements. The array is cut into ``count`` pieces of the first element's size; with
-        the indexes blanked, the pieces repeat with period P when the bytes equal themselves
-        shifted by P pieces (one comparison). Each of the first P pieces is decoded where it
-        is and must take exactly its piece; then every piece is one of them but for its
-        index, and reading the elements one after another gives exactly that (the decoder
-        reads the same bytes wherever they are). Otherwise the elements are read one at a
-        time."""
+        elements. The array is cut into ``count`` pieces of the first element's size and
+        tried for a period (:func:`kmeta.protocol.columnar.period`). Each of the first P pieces
+        is decoded where it is and must take exactly its piece; then every piece is one of
+        them but for its index, and reading the elements one after another gives exactly that
+        (the decoder reads the same bytes wherever they are). Otherwise the elements are read
+        one at a time."""
         decode = self._element.decode_from
         _, after = decode(buf, pos)
         size = after - pos
         end = pos + count * size
         if end > len(buf) or size <= 4:
             return None
-        blank = bytearray(buf[pos:end])
-        zeros = bytes(count)
-        for j in range(4):
-            blank[j::size] = zeros
-        body = bytes(blank)
-        for period in range(1, MAX_PERIOD + 1):
-            shift = period * size
-            # (the next period against the first rejects a wrong one without the whole copy)
-            if body[shift : 2 * shift] == body[:shift] and body[shift:] == body[:-shift]:
-                break
-        else:
+        repeat = columnar.period(buf[pos:end], size, 4)
+        if repeat is None:
             return None
         states: list[Any] = []
-        for k in range(min(period, count)):
+        for k in range(min(repeat, count)):
             start = pos + k * size
             value, after = decode(buf, start)
             if after - start != size:
                 return None
             states.append(value)
-        column = bytearray(4 * count)  # the indexes, big-endian
-        for j in range(4):
-            column[j::4] = buf[pos + j : end : size]
-        indexes = array("i", column)
-        if sys.byteorder == "little":
-            indexes.byteswap()
-        keys = (list(range(period)) * (count // period + 1))[:count]
+        indexes = columnar.read_int32_column(buf, pos, size, count)
+        keys = (list(range(repeat)) * (count // repeat + 1))[:count]
         return indexes.tolist(), keys, states, end
-
-
-#: an array this long is first tried as one whose bodies repeat (:meth:`KeyedStream._periodic`)
-PERIODIC_FROM = 16
-#: the longest period tried (Kafka's assignment repeats every n * (n - 1) partitions on n
-#: brokers: 6 on 3, 30 on 6)
-MAX_PERIOD = 30

@@ -6,8 +6,9 @@
 * :mod:`kmeta.server.state` -- ``BrokerState``: the MetadataCache, broker/controller epochs
   and fencing, per-partition replica roles, the state-change log.
 * :mod:`kmeta.server.handlers` -- ``handlers/<api>.py``, each with ``register(registry)``.
-* :mod:`kmeta.server.metadata_blocks` -- the Metadata answer cache: encoded pieces and memoised
-  answers, one per snapshot.
+* :mod:`kmeta.server.metadata_blocks` -- the seam behind the Metadata handler's rules: topic
+  blocks encoded from the cache's columns, the all-topics body as sendable pieces, memoised
+  answers, cached per snapshot.
 
 Seams for the controller link and forwarded admin requests (another engineer's files):
 

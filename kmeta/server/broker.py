@@ -147,6 +147,7 @@ class Broker:
         except BaseException:
             for lst in started:
                 await lst.shutdown(0.1)
+            self.state.replica_manager.shutdown()  # (its retention timer, its open files)
             raise
         if self.loop_lag is not None:
             self.loop_lag.start()

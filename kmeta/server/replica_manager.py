@@ -78,8 +78,11 @@ class ReplicaManager:
     # -- lifecycle ----------------------------------------------------------------------------
     def startup(self) -> int:
         """Recover the log dir (every batch CRC-checked, a torn tail cut); start retention.
-        Returns the number of logs found."""
+        Returns the number of logs found. A partition dir that cannot be read is left out and
+        said at WARN (the others serve; Kafka would take the whole dir offline)."""
         loaded = self.log_manager.load()
+        for name, reason in self.log_manager.load_errors:
+            log.warning("log %s not loaded: %s", name, reason)
         self._schedule_retention()
         return len(loaded)
 
@@ -144,6 +147,16 @@ class ReplicaManager:
                 log.error("cannot open the log of %s-%d: %s", topic, index, exc)
                 return None, None, ErrorCode.KAFKA_STORAGE_ERROR
         return partition, state, ErrorCode.NONE
+
+    def current_leader(self, topic: str, index: int) -> tuple[int, int]:
+        """(leader id, leader epoch) for KIP-951's hints (``KafkaApis.getCurrentLeader``): this
+        broker's replica state first (a LeaderAndIsr arrives before its UpdateMetadata), else
+        the MetadataCache's; (-1, -1) when neither knows the partition."""
+        state = self.replicas.get((topic, index))
+        if state is not None:
+            return state.leader, state.leader_epoch
+        cached = self.cache.snapshot.partition(topic, index)
+        return (-1, -1) if cached is None else (cached.leader, cached.leader_epoch)
 
     def _make(self, topic: str, index: int, state: ReplicaState) -> Partition:
         snap = self.cache.snapshot

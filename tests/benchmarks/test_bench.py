@@ -143,6 +143,7 @@ def test_bench_lists_every_scenario() -> None:
         "soak",
         "fixture",
         "scale",
+        "data-plane",
         "report",
     ):
         assert name in res.output
@@ -352,3 +353,35 @@ def test_failover_scenario_is_bounded_in_time() -> None:
     assert json.loads(proc.stdout.strip().splitlines()[-1])["error"].startswith(
         "timed out: --time-limit-s reached"
     )
+
+
+def test_data_plane_scenario_puts_kmeta_beside_the_mock_and_the_echo(tmp_path: Path) -> None:
+    doc = bench(
+        tmp_path, "data-plane", "--mb", "4", "--latency-s", "1", "--duration", "0.5",
+    )  # fmt: skip
+    result = doc["result"]["median"]
+    kmeta, mock = result["kmeta"], result["librdkafka_mock"]
+    for target in (kmeta, mock):
+        produced, consumed = target["produce"], target["consume"]
+        assert produced["records"] == 4 * 1024
+        assert produced["failed"] == 0
+        assert produced["bytes"] == 4 << 20
+        assert consumed["records"] == consumed["expected"] > 0
+        assert consumed["errors"] == 0
+        assert produced["mb_s"] > 0
+        assert consumed["mb_s"] > 0
+        assert target["latency"]["received"] > 0
+        assert 0 < target["latency"]["p50_ms"] <= target["latency"]["p99_ms"]
+    fetch = kmeta["fetch_vs_echo"]
+    assert fetch["answer_bytes"] > 64 * 1024  # a large answer, as the issue asks
+    assert fetch["kmeta"]["answers"] > 0
+    assert fetch["echo"]["answers"] > 0
+    assert fetch["kmeta"]["answer_bytes"] == fetch["echo"]["answer_bytes"] == fetch["answer_bytes"]
+    assert kmeta["consume"]["records"] == 4 * 1024  # kmeta keeps the whole log
+    memory = kmeta["memory"]
+    assert memory["record_bytes_held"] == 4 << 20
+    assert memory["idle_rss_bytes"] > 0
+    ratios = result["ratios"]
+    assert ratios["produce_mb_s_kmeta_over_mock"] > 0
+    assert ratios["consume_mb_s_kmeta_over_mock"] > 0
+    assert ratios["fetch_mb_s_kmeta_over_echo"] > 0

@@ -1,6 +1,7 @@
-"""README's "Durability and failure behaviour" names real options of the daemons it describes.
+"""docs/durability.md (README's former "Durability and failure behaviour") names real options of
+the daemons it describes.
 
-The section is what an operator reads to learn what each fault gets and which flag bounds it;
+The page is what an operator reads to learn what each fault gets and which flag bounds it;
 a renamed or dropped option would leave it pointing at nothing. Each fault whose outcome a
 flag sets must be in the section with that flag.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 from kmeta.cli.broker import broker_command
 from kmeta.cli.controller import controller_command
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DURABILITY = Path(__file__).resolve().parents[2] / "docs" / "durability.md"
 
 #: a flag each fault's outcome depends on (issue 14's faults) -> the daemons that take it
 FAULT_FLAGS = {
@@ -25,10 +26,7 @@ FAULT_FLAGS = {
 
 
 def _section() -> str:
-    text = README.read_text()
-    start = text.index("## Durability and failure behaviour")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+    return DURABILITY.read_text()
 
 
 def _options() -> dict[str, set[str]]:

@@ -31,7 +31,9 @@ def legacy(
 RECORDS = [(1000, None, b"one"), (3000, b"k2", b"two"), (2000, b"k3", None)]
 
 
-@pytest.mark.parametrize(("magic", "compression"), [(0, 0), (1, 0), (1, GZIP), (0, GZIP)])
+@pytest.mark.parametrize(
+    ("magic", "compression"), [(0, 0), (1, 0), (1, GZIP), (0, GZIP), (1, SNAPPY)]
+)
 def test_message_sets_stored_as_one_v2_batch(make: Make, magic: int, compression: int) -> None:
     log = make()
     log.append_as_leader(legacy(1, [(5, None, b"first")]), 0, 1)  # offset 0
@@ -48,7 +50,10 @@ def test_message_sets_stored_as_one_v2_batch(make: Make, magic: int, compression
     if magic == 1:
         assert [r.timestamp for r in records] == [1000, 3000, 2000]
         assert info.max_timestamp == 3000
-        assert log.offset_for_timestamp(1500) == (2, 3000, 4)
+        # exact per record, but for codecs the log does not decompress (snappy: the codec is
+        # kept, compression.type=producer): the batch's base offset
+        exact = compression != SNAPPY
+        assert log.offset_for_timestamp(1500) == (2 if exact else 1, 3000, 4)
     else:  # format v0 has no timestamps
         assert [r.timestamp for r in records] == [-1, -1, -1]
 
@@ -66,12 +71,9 @@ def test_what_cannot_be_converted_is_refused(make: Make) -> None:
     good = legacy(1, RECORDS)
     broken = bytearray(good)
     broken[30] ^= 0xFF
-    snappy = legacy(1, [(1, None, b"x" * 300)] * 3, SNAPPY)
-    assert snappy[17] & 0x07 == SNAPPY  # (the encoder did compress)
     cases: list[tuple[bytes, type[Exception]]] = [
         (bytes(broken), CorruptRecordError),
         (good[:20], InvalidRecordError),
-        (snappy, InvalidRecordError),
         (legacy(1, [(1, None, b"x" * 700)] * 3), RecordTooLargeError),  # 3 small, one big v2 batch
     ]
     for data, error in cases:

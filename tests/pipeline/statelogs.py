@@ -9,8 +9,11 @@ T0 = 1_700_000_000_000.0
 EPOCH = 3
 CONTROLLER = 100
 
-# update id -> {broker: (send offset ms, apply offset ms or None)}, all relative to T0
-PLAN: dict[int, dict[int, tuple[float, float | None]]] = {
+# update id -> {broker: (send offset ms, apply offset ms or None)}, all relative to T0; a send
+# offset of None: the request was enqueued (at the update's first send) and never sent, as when
+# the cluster stopped first
+Plan = dict[int, dict[int, tuple[float | None, float | None]]]
+PLAN: Plan = {
     1: {1: (0.0, 5.0), 2: (1.0, 8.0), 3: (2.0, 40.0)},
     2: {1: (100.0, 104.0), 2: (100.0, 106.0), 3: (101.0, 190.0)},
     3: {1: (300.0, 302.0), 2: (300.0, None), 3: (300.0, 350.0)},  # broker 2 never applies
@@ -19,7 +22,7 @@ PLAN: dict[int, dict[int, tuple[float, float | None]]] = {
 
 def write_logs(
     directory: Path,
-    plan: dict[int, dict[int, tuple[float, float | None]]] | None = None,
+    plan: Plan | None = None,
     malformed: bool = True,
 ) -> None:
     directory.mkdir(parents=True, exist_ok=True)
@@ -28,10 +31,11 @@ def write_logs(
     brokers: dict[int, list[str]] = {b: [] for targets in plan.values() for b in targets}
     corr = 0
     for update, targets in plan.items():
+        first = min((s for s, _ in targets.values() if s is not None), default=100.0 * update)
         ctl.append(
             json.dumps(
                 {
-                    "ts_ms": T0 + min(s for s, _ in targets.values()) - 1,
+                    "ts_ms": T0 + first - 1,
                     "component": "controller",
                     "node_id": CONTROLLER,
                     "controller_epoch": EPOCH,
@@ -56,7 +60,9 @@ def write_logs(
                 "topics": ["t"],
                 "partitions": 1,
             }
-            ctl.append(json.dumps({**common, "ts_ms": T0 + send, "event": "enqueue"}))
+            ctl.append(json.dumps({**common, "ts_ms": T0 + (first if send is None else send), "event": "enqueue"}))
+            if send is None:
+                continue
             ctl.append(json.dumps({**common, "ts_ms": T0 + send, "event": "send"}))
             if apply is not None:
                 brokers[broker].append(

@@ -280,3 +280,72 @@ def test_an_input_spark_cannot_read_is_one_line(
     assert result.stderr.startswith(f"Error: --input {tmp_path / 'in.csv'}: ")
     assert says in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_analyze_reports_requests_enqueued_and_never_sent(spark, tmp_path: Path) -> None:
+    """A cluster stopped with Ctrl-C leaves requests the controller enqueued and never sent (no
+    send time): the report says so, and such an update has no convergence rather than 0 ms."""
+    plan: dict[int, dict[int, tuple[float | None, float | None]]] = {
+        1: {1: (0.0, 5.0), 2: (1.0, 8.0)},
+        2: {1: (100.0, 104.0), 2: (None, None)},  # broker 2's request never left
+        3: {1: (None, None), 2: (None, None)},  # the last update: sent to nobody
+    }
+    write_logs(tmp_path / "logs", plan, malformed=False)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["pipeline", "analyze", "--logs", str(tmp_path / "logs"), "--out", str(out), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["requests_never_sent"] == 3
+    assert summary["updates_with_requests_never_sent"] == 2
+    assert summary["updates_incomplete"] == 2
+    assert summary["convergence_ms"]["samples"] == 2  # updates 1 and 2; 3 was never sent
+    assert summary["convergence_ms"]["max"] == 8.0
+    report = (out / "report.md").read_text()
+    assert "3 request(s) of 2 update(s) were enqueued and never sent" in report
+    assert (out / "convergence.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_plan_output_formats_overwrite_progress_and_typed_rejects(
+    spark, tmp_path: Path, fmt: str
+) -> None:
+    from kmeta.pipeline.plan_reader import read_planned_topics
+
+    assignment = tmp_path / "assign.json"
+    assignment.write_text(
+        '{"version": 1, "partitions": [\n'
+        ' {"topic": "orders", "partition": 0, "replicas": [1, 2]},\n'
+        ' {"topic": "orders", "partition": 1, "replicas": [2,\n   1]},\n'
+        ' {"topic": "ghost", "partition": 0, "replicas": [1, 7]},\n'
+        ' {"topic": "junk", "partition": "x", "replicas": "1, y"}\n]}\n'
+    )
+    out = tmp_path / "out"
+    args = ["pipeline", "plan", "--input", str(assignment), "--broker", "1", "--broker", "2",
+            "--output-format", fmt, "--out", str(out)]  # fmt: skip
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0, first.output
+    for step, stage in enumerate(("extract_validate", "write_partitions", "write_rejects"), 1):
+        assert f"plan [{step}/4] {stage}: " in first.stderr
+    parts = sorted((out / "rejects").glob(f"part-*.{fmt}"))
+    assert parts
+    text = "".join(p.read_text() for p in parts)
+    if fmt == "json":
+        rejects = {r["topic"]: r for r in map(json.loads, text.splitlines())}
+        assert rejects["ghost"]["replicas"] == [1, 7]  # an array, not its text
+        assert rejects["junk"]["unparsed"] == {"partition": "x", "replicas": "1, y"}
+        assert "replicas" not in rejects["junk"]  # (Spark's JSON leaves nulls out)
+    else:
+        assert "ghost,0,1 7," in text  # CSV: arrays joined with spaces
+        assert '"{""partition"":""x"",""replicas"":""1, y""}"' in text
+        assert "bad_partition: partition is not an int32; bad_replicas: " in text
+    assert [(t.name, t.assignment) for t in read_planned_topics(out)] == [
+        ("orders", ((1, 2), (2, 1)))
+    ]
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code != 0
+    assert "exists and is not empty: give --overwrite" in again.output
+    assert "Traceback" not in again.output
+    replaced = CliRunner().invoke(cli, [*args, "--overwrite"])
+    assert replaced.exit_code == 0, replaced.output

@@ -1,7 +1,9 @@
 """The pipeline on a real Spark standalone cluster: a master and a worker started from the
 installed pyspark (its own ``bin/spark-class``), on loopback, killed afterwards even on failure;
-``kmeta pipeline plan`` and ``analyze`` run with ``--master spark://127.0.0.1:PORT`` in a
-process of their own and must give what local mode gives."""
+``kmeta pipeline plan --master spark://...`` and ``spark-submit ... pipeline analyze`` run as
+docs/pipeline.md shows them (its "spark-standalone" session, tests/docs/documented.py: the
+page's 7077 is this master's port), each in a process of its own, and must give what local
+mode gives."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from click.testing import CliRunner
 
 from benchmarks.planted import write_planted
 from kmeta.cli.main import cli
+from tests.docs.documented import Session, run_session
+from tests.docs.pages import blocks, sessions
 from tests.helpers import free_port
 from tests.pipeline.statelogs import write_logs
 
@@ -76,8 +80,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    """``spark://127.0.0.1:PORT`` of a master with one worker, and the env to reach it."""
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, dict[str, str]]]:
+    """The port of a master (``spark://127.0.0.1:PORT``) with one worker, and the env to reach it."""
     work = tmp_path_factory.mktemp("spark-standalone")
     for d in ("local", "worker", "logs"):
         (work / d).mkdir()
@@ -102,22 +106,10 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         )  # fmt: skip
         procs.append(worker)
         _wait_for(work / "worker.log", "Successfully registered with master", worker, deadline)
-        yield url, env
+        yield port, env
     finally:
         for proc in reversed(procs):
             _stop(proc)
-
-
-def _kmeta(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "kmeta", "pipeline", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
 
 
 def _plan_facts(out: Path) -> tuple[dict[str, object], list[dict[str, object]]]:
@@ -129,26 +121,28 @@ def _plan_facts(out: Path) -> tuple[dict[str, object], list[dict[str, object]]]:
 
 
 # two applications, each waiting for an executor JVM: about a minute on an idle machine
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_plan_and_analyze_on_a_standalone_cluster_match_local_mode(
-    spark, standalone: tuple[str, dict[str, str]], tmp_path: Path
+    spark, standalone: tuple[int, dict[str, str]], tmp_path: Path
 ) -> None:
-    url, env = standalone
-    write_planted(tmp_path, 20, 6)
+    port, env = standalone
+    write_planted(tmp_path, 20, 6)  # assignment.json, brokers.json
+    write_logs(tmp_path / "kmeta-data")  # the page's "cluster data dir"
+    session = Session("spark-standalone", tmp_path, extra_env=env, ports={7077: port})
+    session.command_timeout_s = 400  # an application waits for an executor JVM
+    ran = run_session(session, sessions(blocks())["spark-standalone"])
+    assert len(ran) == 2, [r.text for r in ran]  # plan --master, spark-submit ... analyze
+    assert all(f"spark://127.0.0.1:{port}" in r.text for r in ran), [r.text for r in ran]
     plan_args = ["plan", "--input", str(tmp_path / "assignment.json"),
                  "--brokers", str(tmp_path / "brokers.json")]  # fmt: skip
-    _kmeta(env, *plan_args, "--out", str(tmp_path / "on-cluster"), "--master", url)
     local = CliRunner().invoke(cli, ["pipeline", *plan_args, "--out", str(tmp_path / "local")])
     assert local.exit_code == 0, local.output
-    on_cluster = _plan_facts(tmp_path / "on-cluster")
+    on_cluster = _plan_facts(tmp_path / "plan")
     assert on_cluster == _plan_facts(tmp_path / "local")
     assert on_cluster[0]["input_rows"] == 20 * 6 + 6
 
-    write_logs(tmp_path / "logs")
-    _kmeta(env, "analyze", "--logs", str(tmp_path / "logs"), "--out", str(tmp_path / "a-cluster"),
-           "--master", url)  # fmt: skip
     local = CliRunner().invoke(
-        cli, ["pipeline", "analyze", "--logs", str(tmp_path / "logs"),
+        cli, ["pipeline", "analyze", "--logs", str(tmp_path / "kmeta-data"),
               "--out", str(tmp_path / "a-local")],
     )  # fmt: skip
     assert local.exit_code == 0, local.output
@@ -156,9 +150,10 @@ def test_plan_and_analyze_on_a_standalone_cluster_match_local_mode(
     def facts(out: Path) -> dict[str, object]:
         summary = json.loads((out / "summary.json").read_text())
         summary.pop("seconds")
+        assert set(summary.pop("stage_seconds")) == {"read_logs", "tables", "report"}
         for example in summary["malformed_examples"]:
             example["file"] = Path(example["file"]).name
         return summary
 
-    assert facts(tmp_path / "a-cluster") == facts(tmp_path / "a-local")
-    assert facts(tmp_path / "a-cluster")["updates"] == 3
+    assert facts(tmp_path / "analysis") == facts(tmp_path / "a-local")
+    assert facts(tmp_path / "analysis")["updates"] == 3

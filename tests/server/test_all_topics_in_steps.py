@@ -22,7 +22,14 @@ from kmeta.protocol.messages import metadata as md
 from kmeta.server.handlers import build_registry
 from kmeta.server.handlers import metadata as handler
 from kmeta.server.loop_lag import LoopLagProbe
-from kmeta.server.metadata_blocks import MetadataBlocks, View, splice, tail
+from kmeta.server.metadata_blocks import (
+    PIECE_BYTES,
+    MetadataBlocks,
+    View,
+    encode_topic,
+    splice,
+    tail,
+)
 from kmeta.server.state import BrokerContext, BrokerState
 from tests.server.helpers import PLAINTEXT, broker_state, live_broker, partition, update_metadata
 
@@ -54,7 +61,7 @@ def _expected(state: BrokerState) -> bytes:
     """The body joined in one piece, each topic block encoded afresh."""
     snap = state.cache.snapshot
     view, names = View(12, PLAINTEXT, False), snap.topic_names_sorted
-    blocks = [handler.encode_topic(snap, view, n, snap.topic_ids[n]) for n in names]
+    blocks = [encode_topic(snap, view, n, snap.topic_ids[n], handler.topic_record) for n in names]
     head = MetadataBlocks(snap).head(12, PLAINTEXT)
     return b"".join((head, splice(12).count(len(names)), *blocks, tail(12, handler.OPERATIONS_NOT_ASKED)))
 
@@ -95,7 +102,7 @@ async def test_the_all_topics_answer_of_1m_partitions_is_made_and_remade_in_shor
     assert b"".join(pieces) == _expected(state)
     assert len(pieces) > 1
     # a piece ends with the block that takes it to PIECE_BYTES (a block here is ~42 KB)
-    assert all(len(p) < handler.PIECE_BYTES + 64 * 1024 for p in pieces)
+    assert all(len(p) < PIECE_BYTES + 64 * 1024 for p in pieces)
     # the same snapshot answers again from the kept pieces, at once
     again = handler.handle(_context(state), md.MetadataRequest(version=12, topics=None))
     assert again is pieces

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from kmeta.net.principal import KafkaPrincipal
 from kmeta.net.security.acl import AclBinding, AclOperation, ResourceType
 from kmeta.net.security.authorizer import AclSet, AuthorizerConfig, parse_super_users
-from kmeta.net.security.principal import KafkaPrincipal
 from kmeta.protocol.errors import ErrorCode as E
 from kmeta.protocol.messages import fetch as fe
 from kmeta.server.state import BrokerState

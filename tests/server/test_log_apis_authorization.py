@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from kmeta.net.principal import KafkaPrincipal
 from kmeta.net.security.acl import AclBinding, AclOperation, ResourceType
 from kmeta.net.security.authorizer import AclSet, AuthorizerConfig, parse_super_users
-from kmeta.net.security.principal import KafkaPrincipal
 from kmeta.protocol.errors import ErrorCode as E
 from kmeta.protocol.messages import delete_records as dr
 from kmeta.protocol.messages import describe_log_dirs as dld

@@ -9,17 +9,17 @@ import zlib
 
 import pytest
 
+from kmeta.net.principal import KafkaPrincipal
 from kmeta.net.security.acl import AclBinding, AclOperation, ResourceType
 from kmeta.net.security.authorizer import AclSet, AuthorizerConfig, parse_super_users
-from kmeta.net.security.principal import KafkaPrincipal
 from kmeta.protocol.errors import ErrorCode as E
 from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import produce as pr
 from kmeta.protocol.record_batch import check_produce_records
 from kmeta.server.state import BrokerState
-from tests.server.data_plane import as_stored, batch, holding, only, produce, recrc
-from tests.server.helpers import ConnectionPair
+from tests.server.data_plane import as_stored, batch, holding, leader_and_isr, only, produce, recrc
+from tests.server.helpers import CONTROL, ConnectionPair
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:kafka.*")
 
@@ -185,3 +185,14 @@ async def test_write_on_the_topic_with_an_authorizer() -> None:
     bob.server.principal = KafkaPrincipal("User", "bob")
     assert only(bob.request(produce("orders", 0, batch()))).error_code == E.TOPIC_AUTHORIZATION_FAILED
     assert only(bob.request(produce("nope", 0, batch()))).error_code == E.TOPIC_AUTHORIZATION_FAILED  # before existence
+
+
+async def test_the_leader_hint_follows_leader_and_isr_before_update_metadata() -> None:
+    state = holding()
+    ctl = ConnectionPair(state, CONTROL, is_control=True)
+    moved = {"orders": [(0, 2, (1, 2), (2, 1), 5)]}  # broker 2 leads at epoch 5; no UpdateMetadata yet
+    assert ctl.request(leader_and_isr(moved)).error_code == 0
+    answer = ConnectionPair(state).request(produce("orders", 0, batch(), version=10))
+    assert only(answer).error_code == E.NOT_LEADER_OR_FOLLOWER
+    assert only(answer).current_leader == pr.LeaderIdAndEpoch(2, 5)  # (the cache still says 1, epoch 4)
+    assert answer.node_endpoints == (pr.NodeEndpoint(2, "127.0.0.1", 9092, None),)

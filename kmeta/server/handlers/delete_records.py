@@ -47,12 +47,12 @@ def handle(ctx: BrokerContext, request: dr.DeleteRecordsRequest) -> dr.DeleteRec
     topics = []
     for name, wanted in offsets.items():
         may_delete = allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, name)
-        known = snap.partition_states.get(name, {})
+        known = snap.partition_states.get(name)
         parts = []
         for index, offset in wanted.items():
             if not may_delete:
                 error, low = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1
-            elif index not in known:
+            elif known is None or index not in known:
                 error, low = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
             else:
                 policy = snap.topic_configs.get(name, {}).get("cleanup.policy", "delete")

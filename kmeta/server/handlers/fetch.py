@@ -160,14 +160,9 @@ def _leader_hint(
     ctx: BrokerContext, rm: ReplicaManager, snap: MetadataSnapshot, topic: str, index: int,
     endpoints: dict[int, fe.NodeEndpoint],
 ) -> fe.LeaderIdAndEpoch:  # fmt: skip
-    """KIP-951 (``KafkaApis.getCurrentLeader``): the leader this broker's replica state names,
-    else the MetadataCache's; its endpoint on this listener joins ``endpoints``."""
-    state = rm.replicas.get((topic, index))
-    if state is None:
-        cached = snap.partition(topic, index)
-        leader, epoch = (-1, -1) if cached is None else (cached.leader, cached.leader_epoch)
-    else:
-        leader, epoch = state.leader, state.leader_epoch
+    """KIP-951: the current leader (:meth:`ReplicaManager.current_leader`); its endpoint on
+    this listener joins ``endpoints``."""
+    leader, epoch = rm.current_leader(topic, index)
     node = snap.alive_node(leader, ctx.listener)
     if node is not None:
         endpoints[node.id] = fe.NodeEndpoint(node.id, node.host, node.port, node.rack)

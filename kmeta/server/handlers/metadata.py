@@ -29,9 +29,9 @@ Kafka 3.x ZooKeeper-mode semantics (``KafkaApis.handleTopicMetadataRequest`` and
   body is kept per snapshot and ACL set. A super user gets the unrestricted answer (the
   same cached blocks as without an authorizer).
 
-Responses are spliced from encoded per-topic blocks cached on the snapshot, and whole answers
-are memoised by request body (:mod:`kmeta.server.metadata_blocks`): never re-encoded per
-request.
+This module holds the rules; the answers are spliced from encoded per-topic blocks cached on
+the snapshot, and whole answers are memoised by request body, behind one seam
+(:mod:`kmeta.server.metadata_blocks`, fed :func:`topic_record`): never re-encoded per request.
 
 Versions: v1 adds rack, controller id, is_internal and null-for-all; v2 cluster id; v3
 throttle time; v4 allow_auto_topic_creation; v5 offline replicas; v6 LISTENER_NOT_FOUND;
@@ -41,34 +41,28 @@ authorized operations; v12 lookup by topic id, nullable names; v13 top-level err
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import re
-import struct
-import sys
-import time
 import uuid
-from array import array
-from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
-from kmeta.metadata.partitions import LeadershipKey, TopicPartitions, iota
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import EncodedPieces
 from kmeta.net.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kmeta.net.security.authorizer import Authorizer, client_host
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
-from kmeta.protocol.splice import Splice
 from kmeta.protocol.types import ZERO_UUID
 from kmeta.server import auto_topic_creation, metadata_blocks
 from kmeta.server.metadata_blocks import (
     AUTHORIZED_ENTRIES,
-    AllTopicsKey,
     MetadataBlocks,
+    PartitionRow,
     View,
+    all_topics,
     sendable,
     splice,
+    topic_block,
 )
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
@@ -138,214 +132,20 @@ def _partition(
     )
 
 
-_INDEX = struct.Struct(">i")
-
-
-@functools.cache
-def _topic_splice(version: int) -> Splice | None:
-    """A topic block laid out around its partitions, when a partition's element is its
-    error code, its index, then bytes that do not depend on the index (checked here on the
-    encoder's own output, once per version); else None."""
-    topic = splice(version).inner("partitions")
-    probe = md.MetadataResponsePartition(0, 0x01020304, 5, 6, (5, 7), (5,), ())
-    a, b = topic.element(probe), topic.element(probe._replace(partition_index=0))
-    same_rest = a[:2] + a[6:] == b[:2] + b[6:]
-    return topic if a[2:6] == b"\x01\x02\x03\x04" and b[2:6] == bytes(4) and same_rest else None
-
-
-def encode_topic(snap: MetadataSnapshot, view: View, name: str, topic_id: uuid.UUID) -> bytes:
-    """``name``'s encoded MetadataResponseTopic for ``view``: the bytes
-    ``splice(version).element`` writes for the record :func:`partitions` makes. A topic's
-    partitions share few distinct (leader, epoch, replica sets): each is encoded once and
-    the block joined from them and the indexes, read off the cache's columns (at 1M
-    partitions a broker's first all-topics answer spent most of its time making a record
-    per partition, then encoding each)."""
-    parts = snap.partition_states[name]
-    topic = _topic_splice(view.version)
-    if topic is None or not isinstance(parts, TopicPartitions):
-        record = md.MetadataResponseTopic(
-            ErrorCode.NONE,
-            name,
-            topic_id,
-            name in INTERNAL_TOPICS,
-            partitions(snap, name, view.version, view.listener),
-            _ops(view.topic_ops),
-        )
-        return splice(view.version).element(record)
-    period = parts.period(MAX_PERIOD) if len(parts) >= PERIODIC_FROM else None
-    indexes, keys, sets = parts.leadership(period)
+def topic_record(
+    snap: MetadataSnapshot, view: View, name: str, topic_id: uuid.UUID, rows: Sequence[PartitionRow]
+) -> md.MetadataResponseTopic:
+    """The rule the cached blocks are encoded from (:data:`kmeta.server.metadata_blocks
+    .TopicRecord`): a known topic's record for ``view``, one partition per row, in order."""
     alive, listener, version = snap.alive_nodes, view.listener, view.version
-    encoded: dict[LeadershipKey, bytes] = {}  # each distinct state's element, index 0
-    for key in dict.fromkeys(keys):
-        leader, epoch, isr, replicas, offline = key
-        encoded[key] = topic.element(_partition(
-            alive, listener, version, 0, leader, epoch, sets[replicas], sets[isr], sets[offline]
-        ))  # fmt: skip
-    out: list[bytes | bytearray] = [
-        topic.head(error_code=ErrorCode.NONE, name=name, topic_id=topic_id,
-                   is_internal=name in INTERNAL_TOPICS),
-        topic.count(len(parts)),
-    ]  # fmt: skip
-    sizes = set(map(len, encoded.values()))
-    if len(sizes) == 1:
-        # every element the same size (the common case): joined at C speed, then the
-        # indexes written in as byte columns (an element is error code, index, the rest);
-        # partitions repeating every ``period`` are that many elements repeated
-        (stride,) = sizes
-        if period is not None:
-            n = len(parts)
-            body = bytearray((b"".join(map(encoded.__getitem__, keys)) * (n // period + 1))[: n * stride])
-            big = iota(n)  # (partitions 0..n-1 in order)
-        else:
-            body = bytearray(b"".join(map(encoded.__getitem__, keys)))
-            big = array("i", indexes)
-        if sys.byteorder == "little":
-            big.byteswap()
-        raw = big.tobytes()
-        for j in range(4):
-            body[2 + j :: stride] = raw[j::4]
-        out.append(body)
-    else:
-        if period is not None:  # (each partition's key is its period's)
-            indexes, keys, sets = parts.leadership()
-        append, pack = out.append, _INDEX.pack
-        for index, key in zip(indexes, keys, strict=True):
-            element = encoded[key]
-            append(element[:2])
-            append(pack(index))
-            append(element[6:])
-    out.append(topic.tail(topic_authorized_operations=_ops(view.topic_ops)))
-    return b"".join(out)
-
-
-#: a topic this large is first tried as partitions repeating every few (TopicPartitions.period)
-PERIODIC_FROM = 16
-#: the longest period tried (the controller's assignment repeats every n * (n - 1) partitions
-#: on n brokers: 6 on 3, 30 on 6)
-MAX_PERIOD = 30
+    return md.MetadataResponseTopic(
+        ErrorCode.NONE, name, topic_id, name in INTERNAL_TOPICS,
+        tuple(_partition(alive, listener, version, *row) for row in rows), _ops(view.topic_ops),
+    )  # fmt: skip
 
 
 def _ops(topic_ops: bool) -> int:
     return TOPIC_OPERATIONS if topic_ops else OPERATIONS_NOT_ASKED
-
-
-#: views (version, listener, topic_ops) whose blocks a topic keeps across snapshots
-TOPIC_MEMO_VIEWS = 2
-
-
-def _topic_block(blocks: MetadataBlocks, view: View, table: dict[str, bytes], name: str) -> bytes:
-    """``name``'s encoded block for ``view``: from this snapshot's table, else from the topic's
-    own memo (``TopicPartitions.derived``: it outlives snapshots while the topic is unchanged,
-    so an update of some topics re-encodes those only, not the other 999,000 partitions),
-    else encoded now. A memo entry counts only with the same live nodes and topic id."""
-    block = table.get(name)
-    if block is None:
-        snap = blocks.snap
-        parts = snap.partition_states[name]
-        topic_id = snap.topic_ids.get(name, ZERO_UUID)
-        memo: dict[View, tuple[object, uuid.UUID, bytes]] | None = getattr(parts, "derived", None)
-        kept = None if memo is None else memo.get(view)
-        if kept is not None and kept[0] is snap.alive_nodes and kept[1] == topic_id:
-            block = table[name] = kept[2]
-            return block
-        block = table[name] = encode_topic(snap, view, name, topic_id)
-        if memo is not None:
-            if len(memo) >= TOPIC_MEMO_VIEWS:  # bounded: each view is ~42 B per partition
-                memo.pop(next(iter(memo)))
-            memo[view] = (snap.alive_nodes, topic_id, block)
-    return block
-
-
-#: an all-topics answer that must encode blocks for more partitions than this (a broker that
-#: just started, or a new view, at 1M partitions: seconds of work), or whose body is that
-#: large (joining it at 2M partitions held the loop ~110 ms of CPU), is made in steps
-ENCODE_IN_STEPS_PARTITIONS = 20_000
-#: the longest one such step runs before it yields the loop (one topic is never split)
-STEP_S = 0.02
-#: an all-topics body is kept as pieces of about this size (the last may be shorter), each
-#: joined in one step and sent by sendfile from its own sealed memfd (2M partitions: ~84 MB,
-#: 21 pieces); a body under it is one piece, as before
-PIECE_BYTES = 4 * 1024 * 1024
-
-
-def _unencoded(blocks: MetadataBlocks, view: View) -> tuple[list[str], int]:
-    """The topics whose block for ``view`` is neither in this snapshot's table nor kept by the
-    topic (see :func:`_topic_block`), and all topics' partition count."""
-    snap, table = blocks.snap, blocks.topic_blocks(view)
-    names, total = [], 0
-    for name, parts in snap.partition_states.items():
-        total += len(parts)
-        if name in table:
-            continue
-        memo = getattr(parts, "derived", None)
-        kept = None if memo is None else memo.get(view)
-        if kept is None or kept[0] is not snap.alive_nodes:
-            names.append(name)
-    return names, total
-
-
-def _join_steps(parts: Iterable[bytes], out: list[bytes]) -> Iterator[None]:
-    """Join ``parts`` into ``out`` as :func:`sendable` pieces of about :data:`PIECE_BYTES`,
-    yielding after each piece (where a caller in steps may give the loop back)."""
-    group: list[bytes] = []
-    size = 0
-    for part in parts:
-        group.append(part)
-        size += len(part)
-        if size >= PIECE_BYTES:
-            out.append(sendable(b"".join(group)))
-            group, size = [], 0
-            yield
-    if group or not out:
-        out.append(sendable(b"".join(group)))
-
-
-def _all_topics_parts(blocks: MetadataBlocks, view: View, tail: bytes) -> Iterator[bytes]:
-    """The all-topics body's parts in order: head, topic count, each topic's block, tail."""
-    names = blocks.snap.topic_names_sorted
-    table = blocks.topic_blocks(view)
-    yield blocks.head(view.version, view.listener)
-    yield splice(view.version).count(len(names))
-    for name in names:
-        yield _topic_block(blocks, view, table, name)
-    yield tail
-
-
-async def _all_topics_in_steps(
-    blocks: MetadataBlocks, view: View, tail: bytes, names: list[str]
-) -> EncodedPieces:
-    """:func:`_all_topics`, its missing topic blocks encoded first, then its pieces joined, in
-    steps that yield the loop (other requests are answered meanwhile; the answer is still of
-    ``blocks.snap``)."""
-    table = blocks.topic_blocks(view)
-    deadline = time.monotonic() + STEP_S
-    for name in names:
-        _topic_block(blocks, view, table, name)
-        if time.monotonic() >= deadline:
-            await asyncio.sleep(0)
-            deadline = time.monotonic() + STEP_S
-    key = AllTopicsKey(view, tail)
-    body = blocks.all_topics.get(key)  # (made meanwhile for another request)
-    if body is None:
-        pieces: list[bytes] = []
-        for _ in _join_steps(_all_topics_parts(blocks, view, tail), pieces):
-            if time.monotonic() >= deadline:
-                await asyncio.sleep(0)
-                deadline = time.monotonic() + STEP_S
-        body = blocks.all_topics.setdefault(key, EncodedPieces(pieces))
-    return body
-
-
-def _all_topics(blocks: MetadataBlocks, view: View, tail: bytes) -> EncodedPieces:
-    """The whole answer body for all topics, as pieces (sent without a copy when large)."""
-    key = AllTopicsKey(view, tail)
-    body = blocks.all_topics.get(key)
-    if body is None:
-        pieces: list[bytes] = []
-        for _ in _join_steps(_all_topics_parts(blocks, view, tail), pieces):
-            pass
-        body = blocks.all_topics[key] = EncodedPieces(pieces)
-    return body
 
 
 def _missing_block(name: str | None, topic_id: uuid.UUID, error: ErrorCode, view: View) -> bytes:
@@ -370,7 +170,7 @@ def _by_name(
     table = blocks.topic_blocks(view)
     for name in dict.fromkeys(names):
         if name in known:
-            out.append(_topic_block(blocks, view, table, name))
+            out.append(topic_block(blocks, view, table, name, topic_record))
         else:
             error = (
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -390,7 +190,7 @@ def _by_id(blocks: MetadataBlocks, view: View, ids: Iterable[uuid.UUID]) -> list
         if name is None:
             out.append(_missing_block(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, view))
         else:
-            out.append(_topic_block(blocks, view, table, name))
+            out.append(topic_block(blocks, view, table, name, topic_record))
     return out
 
 
@@ -429,7 +229,7 @@ def _authorized(
 
     def block(name: str) -> bytes:
         if not view.topic_ops:
-            return _topic_block(blocks, view, table, name)
+            return topic_block(blocks, view, table, name, topic_record)
         ops = authorizer.operations(principal, host, ResourceType.TOPIC, name)
         record = md.MetadataResponseTopic(
             ErrorCode.NONE, name, snap.topic_ids.get(name, ZERO_UUID), name in INTERNAL_TOPICS,
@@ -509,11 +309,7 @@ def handle(
     if authorizer is not None and not authorizer.is_super_user(ctx.principal):
         return _authorized(ctx, authorizer, blocks, view, request, cluster_ops)
     if requested is None or (version == 0 and not requested):
-        if AllTopicsKey(view, tail) not in blocks.all_topics:
-            names, total = _unencoded(blocks, view)
-            if total > ENCODE_IN_STEPS_PARTITIONS:
-                return _all_topics_in_steps(blocks, view, tail, names)
-        return _all_topics(blocks, view, tail)
+        return all_topics(blocks, view, tail, topic_record)
     if _malformed(requested, version):
         return error_response(request, ErrorCode.INVALID_REQUEST)
     ids = [t.topic_id for t in requested if t.topic_id != ZERO_UUID] if version >= 12 else []

@@ -18,8 +18,9 @@ Per partition, in Kafka's order:
 * ``acks`` not in {-1, 0, 1}: INVALID_REQUIRED_ACKS for every partition that got this far.
 * An internal topic (``__consumer_offsets``, ``__transaction_state``): INVALID_TOPIC_EXCEPTION.
 * Not a replica here, or not the leader (per the last LeaderAndIsr): NOT_LEADER_OR_FOLLOWER;
-  v10+ adds the current leader and epoch and the leader's endpoint on this listener (KIP-951),
-  so the producer re-routes without waiting for a metadata refresh.
+  v10+ adds the current leader and epoch (this broker's replica state's, else its
+  MetadataCache's, as ``KafkaApis.getCurrentLeader``) and the leader's endpoint on this
+  listener (KIP-951), so the producer re-routes without waiting for a metadata refresh.
 * Transactional batches: INVALID_TXN_STATE (kmeta has no transaction coordinator, so no
   transaction can have added the partition: what Kafka's transaction verification answers).
 * ``acks=-1`` with fewer in-sync replicas than the topic's min.insync.replicas (default 1):
@@ -205,13 +206,13 @@ def _answer(
         # (a partition named twice: the last one counts, as in Kafka's map)
         for t in request.topic_data:
             write = allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, t.name)
-            partitions = snap.partition_states.get(t.name, {})
+            partitions = snap.partition_states.get(t.name)
             for p in t.partition_data:
                 check, records = next(checked)
                 outcome: Outcome
                 if not write:
                     outcome = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
-                elif p.index not in partitions:
+                elif partitions is None or p.index not in partitions:
                     outcome = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
                 else:
                     outcome = _append(ctx, snap, acks, t.name, p.index, records, check, version)
@@ -244,11 +245,9 @@ def _response(
     for (topic, index), outcome in outcomes.items():
         response = _partition_response(index, outcome)
         if version >= 10 and response.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-            state = snap.partition_states[topic][index]  # (the cache's current leader)
-            response = response._replace(
-                current_leader=pr.LeaderIdAndEpoch(state.leader, state.leader_epoch)
-            )
-            node = snap.alive_nodes.get(state.leader, {}).get(ctx.listener)
+            leader, epoch = ctx.state.replica_manager.current_leader(topic, index)
+            response = response._replace(current_leader=pr.LeaderIdAndEpoch(leader, epoch))
+            node = snap.alive_nodes.get(leader, {}).get(ctx.listener)
             if node is not None:
                 endpoints[node.id] = pr.NodeEndpoint(node.id, node.host, node.port, node.rack)
         by_topic.setdefault(topic, []).append(response)

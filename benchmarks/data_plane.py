@@ -1,0 +1,474 @@
+"""The data plane beside librdkafka's mock cluster and the echo ceiling, in one run.
+
+    .venv/bin/python benchmarks/data_plane.py [--mb 64] [--record-bytes 1024]
+        [--latency-s 5] [--fetch-s 3] [--connections 4] [--no-peer]
+
+What each figure is (issue 28's acceptance point 7), measured on both targets in the same run
+so that the ratios mean something on a shared, noisy machine:
+
+* ``produce_mb_s``: a real producer (confluent-kafka, librdkafka) in a process of its own sends
+  ``--mb`` MiB of ``--record-bytes`` records, batched (``linger.ms`` 5, ``batch.size`` 1 MiB,
+  no compression, acks=1, idempotence off), to one topic of 4 partitions on one broker;
+  from the first ``produce()`` to the end of ``flush()``.
+* ``consume_mb_s``: a real consumer (confluent-kafka, partitions assigned, no group) reads that
+  whole log from the log start to the high watermark; from ``assign()`` to the last record.
+  (librdkafka's mock keeps the last 5 MB of each partition only: it reads what it kept.)
+* ``fetch_vs_echo``: raw Fetch requests for one partition's first MiB (a response of about
+  1 MiB, well over 64 KiB), ``--connections`` connections x 1 in flight for ``--fetch-s``
+  seconds, against kmeta's broker and against the echo server answering the same number of
+  bytes (its floor: the kernel's copy, nothing built). MB/s of answers each, and their ratio.
+* ``latency``: a producer sends at half the peak rate measured above (linger.ms 0) with its
+  send time in each value; a consumer tails the log and takes receive - send: p50 / p99 in ms.
+* ``memory``: kmeta's broker RSS idle (topic created, nothing produced) and after the produce,
+  against the record bytes it holds; ``rss_growth_per_held_byte`` is the ratio the issue bounds
+  at 1.2. The broker keeps its logs in files, as ``kmeta cluster up`` and the fixture give it
+  (the segments' bytes are in the page cache, not its RSS; kmeta/log's memory mode, measured
+  in tests/log, holds them at 1.0x).
+
+The mock cluster (``peer_mock``) auto-creates its topic with 4 partitions; kmeta's topic has
+the same shape. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import struct
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import echo_server
+import peer_mock
+
+TOPIC = "bench-data"
+PARTITIONS = 4
+FETCH_MAX_BYTES = 1 << 20
+
+
+# -- client processes --------------------------------------------------------------------------
+def _producer_config(bootstrap: str, linger_ms: int) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": 1,
+        "linger.ms": linger_ms,
+        "batch.size": 1 << 20,
+        "compression.type": "none",
+        "enable.idempotence": False,
+        "queue.buffering.max.kbytes": 256 * 1024,
+        "log_level": 0,
+    }
+
+
+def produce_process(conn: Connection, bootstrap: str, mb: int, record_bytes: int) -> None:
+    """Send ``mb`` MiB of records as fast as the producer takes them; report MB/s."""
+    from confluent_kafka import Producer
+
+    producer = Producer(_producer_config(bootstrap, 5))
+    value = os.urandom(record_bytes)
+    count = (mb << 20) // record_bytes
+    failed = 0
+
+    def report(err: Any, _msg: Any) -> None:
+        nonlocal failed
+        if err is not None:
+            failed += 1
+
+    producer.list_topics(TOPIC, timeout=10)
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(TOPIC, value, partition=i % PARTITIONS, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    left = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    conn.send(
+        {
+            "records": count,
+            "bytes": count * record_bytes,
+            "seconds": round(elapsed, 3),
+            "mb_s": round(count * record_bytes / elapsed / 1e6, 1),
+            "records_s": round(count / elapsed),
+            "failed": failed + left,
+        }
+    )
+
+
+def _consumer(bootstrap: str) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kmeta-bench",  # (required by the client; assign() joins no group)
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 50 << 20,
+            "max.partition.fetch.bytes": 8 << 20,
+            "fetch.wait.max.ms": 100,
+            "log_level": 0,
+        }
+    )
+
+
+def consume_process(conn: Connection, bootstrap: str) -> None:
+    """Read each partition from its log start to the high watermark it had when the read
+    began; report MB/s. (librdkafka's mock keeps only the last 5 MB of a partition, so its log
+    start moves while the producer writes: what it holds is what gets read.)"""
+    from confluent_kafka import TopicPartition
+
+    consumer = _consumer(bootstrap)
+    marks = {
+        p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)
+        for p in range(PARTITIONS)
+    }
+    expected = sum(high - low for low, high in marks.values())
+    start = time.perf_counter()
+    consumer.assign([TopicPartition(TOPIC, p, low) for p, (low, _) in marks.items()])
+    left = {p for p, (low, high) in marks.items() if high > low}
+    got, size, errors = 0, 0, 0
+    deadline = time.monotonic() + 120
+    while left and time.monotonic() < deadline:
+        for msg in consumer.consume(10_000, 1.0):
+            if msg.error() is not None:
+                errors += 1
+                continue
+            got += 1
+            size += len(msg.value())
+            if msg.offset() >= marks[msg.partition()][1] - 1:
+                left.discard(msg.partition())
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    conn.send(
+        {
+            "records": got,
+            "expected": expected,
+            "bytes": size,
+            "seconds": round(elapsed, 3),
+            "mb_s": round(size / elapsed / 1e6, 1),
+            "errors": errors,
+        }
+    )
+
+
+def latency_process(conn: Connection, bootstrap: str, rate: float, seconds: float) -> None:
+    """Produce at ``rate`` records/s with the send time in each value; a consumer in this
+    process's second thread takes receive - send. Reports percentiles in ms."""
+    import threading
+
+    from confluent_kafka import OFFSET_END, Producer, TopicPartition
+
+    consumer = _consumer(bootstrap)
+    consumer.assign([TopicPartition(TOPIC, p, OFFSET_END) for p in range(PARTITIONS)])
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def tail() -> None:
+        while not stop.is_set():
+            for msg in consumer.consume(1000, 0.1):
+                if msg.error() is None and msg.value()[:1] == b"L":
+                    (sent,) = struct.unpack_from(">d", msg.value(), 1)
+                    samples.append(time.time() - sent)
+
+    reader = threading.Thread(target=tail)
+    reader.start()
+    time.sleep(1.0)  # the consumer's first fetches are out before the first record
+    producer = Producer(_producer_config(bootstrap, 0))
+    pad = os.urandom(1024 - 9)
+    start = time.perf_counter()
+    sent = 0
+    while (now := time.perf_counter()) - start < seconds:
+        due = int((now - start) * rate)
+        while sent < due:
+            value = b"L" + struct.pack(">d", time.time()) + pad
+            try:
+                producer.produce(TOPIC, value, partition=sent % PARTITIONS)
+            except BufferError:
+                break
+            sent += 1
+        producer.poll(0.001)
+    producer.flush(30)
+    time.sleep(1.0)
+    stop.set()
+    reader.join()
+    consumer.close()
+    samples.sort()
+    conn.send(
+        {
+            "rate_records_s": round(rate),
+            "sent": sent,
+            "received": len(samples),
+            "p50_ms": round(_pct(samples, 50) * 1e3, 2) if samples else None,
+            "p99_ms": round(_pct(samples, 99) * 1e3, 2) if samples else None,
+        }
+    )
+
+
+def _pct(sorted_values: list[float], q: float) -> float:
+    index = min(len(sorted_values) - 1, max(0, round(q / 100 * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+def _in_process(target: Any, *args: Any, timeout_s: float = 300) -> Any:
+    parent, child = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("spawn").Process(target=target, args=(child, *args))
+    proc.start()
+    try:
+        if not parent.poll(timeout_s):
+            raise TimeoutError(f"{target.__name__} gave no result in {timeout_s} s")
+        return parent.recv()
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+
+
+# -- raw Fetch load (kmeta against the echo ceiling) -------------------------------------------
+def _fetch_frame() -> bytes:
+    from kmeta.protocol.header import RequestHeader, encode_request_header
+    from kmeta.protocol.messages import fetch as fe
+
+    request = fe.FetchRequest(
+        version=12,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=FETCH_MAX_BYTES,
+        topics=(
+            fe.FetchTopic(
+                topic=TOPIC,
+                partitions=(
+                    fe.FetchPartition(
+                        partition=0, fetch_offset=0, partition_max_bytes=FETCH_MAX_BYTES
+                    ),
+                ),
+            ),
+        ),
+    )
+    out = bytearray()
+    encode_request_header(RequestHeader(1, 12, 1, "kmeta-bench"), out)
+    fe.REQUEST.encode_into(request, out)
+    return len(out).to_bytes(4, "big") + bytes(out)
+
+
+class _FetchLoad(asyncio.Protocol):
+    """One connection: one Fetch in flight at a time until the deadline; counts answer bytes."""
+
+    def __init__(self, frame: bytes, deadline: float, done: asyncio.Future[None]) -> None:
+        self.frame, self.deadline, self.done = frame, deadline, done
+        self.buf = bytearray()
+        self.answers = 0
+        self.bytes = 0
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.write(self.frame)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while len(self.buf) >= 4:
+            size = int.from_bytes(self.buf[:4], "big")
+            if len(self.buf) < 4 + size:
+                return
+            del self.buf[: 4 + size]
+            self.answers += 1
+            self.bytes += size
+            if time.perf_counter() >= self.deadline:
+                if not self.done.done():
+                    self.done.set_result(None)
+                return
+            assert self.transport is not None
+            self.transport.write(self.frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _fetch_load(port: int, frame: bytes, conns: int, seconds: float) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    start = time.perf_counter()
+    deadline = start + seconds
+    loads: list[_FetchLoad] = []
+    for _ in range(conns):
+        done: asyncio.Future[None] = loop.create_future()
+        await loop.create_connection(
+            lambda d=done: _remember(loads, frame, deadline, d), "127.0.0.1", port
+        )
+    await asyncio.wait_for(asyncio.gather(*(load.done for load in loads)), seconds + 30)
+    elapsed = time.perf_counter() - start
+    for load in loads:
+        if load.transport is not None:
+            load.transport.close()
+    answers = sum(load.answers for load in loads)
+    size = sum(load.bytes for load in loads)
+    return {
+        "answers": answers,
+        "answer_bytes": size // max(answers, 1),
+        "mb_s": round(size / elapsed / 1e6, 1),
+    }
+
+
+def _remember(
+    loads: list[_FetchLoad], frame: bytes, deadline: float, done: asyncio.Future[None]
+) -> _FetchLoad:
+    load = _FetchLoad(frame, deadline, done)
+    loads.append(load)
+    return load
+
+
+def fetch_load_process(conn: Connection, port: int, conns: int, seconds: float) -> None:
+    conn.send(asyncio.run(_fetch_load(port, _fetch_frame(), conns, seconds)))
+
+
+def _one_fetch_size(port: int) -> int:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(_fetch_frame())
+        size = int.from_bytes(peer_mock._recv_exactly(sock, 4), "big")
+        peer_mock._recv_exactly(sock, size)
+    return size
+
+
+def fetch_vs_echo(port: int, conns: int, seconds: float) -> dict[str, Any]:
+    size = _one_fetch_size(port)
+    kmeta = _in_process(fetch_load_process, port, conns, seconds)
+    parent, child = multiprocessing.Pipe()
+    echo = multiprocessing.get_context("spawn").Process(
+        target=echo_server.serve_in_process, args=(child,), kwargs={"reply_size": size - 4}
+    )
+    echo.start()
+    try:
+        echo_port = _echo_port(parent)
+        ceiling = _in_process(fetch_load_process, echo_port, conns, seconds)
+    finally:
+        parent.send("stop")
+        echo.join(10)
+        if echo.is_alive():
+            echo.kill()
+    return {
+        "answer_bytes": size,
+        "kmeta": kmeta,
+        "echo": ceiling,
+        "kmeta_over_echo": round(kmeta["mb_s"] / ceiling["mb_s"], 3) if ceiling["mb_s"] else None,
+    }
+
+
+def _echo_port(conn: Connection) -> int:
+    first = conn.recv()
+    return int(first["PLAINTEXT"] if isinstance(first, dict) else first)
+
+
+# -- targets -----------------------------------------------------------------------------------
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def run_target(bootstrap: str, a: argparse.Namespace, rate: float | None, broker_pid: int | None,
+               broker_port: int | None) -> dict[str, Any]:  # fmt: skip
+    """Every figure on one target; the latency at ``rate`` records/s (None: half this
+    target's own produce peak)."""
+    out: dict[str, Any] = {}
+    idle = rss_bytes(broker_pid) if broker_pid else None
+    out["produce"] = _in_process(produce_process, bootstrap, a.mb, a.record_bytes)
+    if broker_pid:
+        time.sleep(0.5)
+        held = out["produce"]["bytes"]
+        grown = rss_bytes(broker_pid) - idle  # type: ignore[operator]
+        out["memory"] = {
+            "idle_rss_bytes": idle,
+            "rss_growth_bytes": grown,
+            "record_bytes_held": held,
+            "rss_growth_per_held_byte": round(grown / held, 3),
+        }
+    out["consume"] = _in_process(consume_process, bootstrap)
+    if broker_port is not None:
+        out["fetch_vs_echo"] = fetch_vs_echo(broker_port, a.connections, a.fetch_s)
+    if rate is None:
+        rate = out["produce"]["records_s"] / 2
+    out["latency"] = _in_process(latency_process, bootstrap, rate, a.latency_s)
+    return out
+
+
+def kmeta_target(a: argparse.Namespace) -> dict[str, Any]:
+    from kmeta.testing import Cluster
+
+    with Cluster(brokers=1, partitions=PARTITIONS) as cluster:
+        cluster.create_topic(TOPIC, PARTITIONS, 1)
+        cluster.wait_converged()
+        pid = cluster.pid("broker-1")
+        port = cluster.address(1)[1]
+        return run_target(cluster.bootstrap_servers, a, None, pid, port)
+
+
+def mock_target(a: argparse.Namespace, rate: float | None) -> dict[str, Any]:
+    parent, child = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("spawn").Process(
+        target=peer_mock.serve_in_process, args=(child, 1, [TOPIC])
+    )
+    proc.start()
+    try:
+        info = parent.recv()
+        if "error" in info:
+            return {"skipped": info["error"]}
+        return run_target(info["bootstrap"], a, rate, None, None)
+    finally:
+        parent.send("stop")
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+
+
+def ratio(a: dict[str, Any], b: dict[str, Any], *path: str) -> float | None:
+    for key in path:
+        a, b = a.get(key, {}), b.get(key, {})
+    if not isinstance(a, int | float) or not isinstance(b, int | float) or not b:
+        return None
+    return round(a / b, 3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mb", type=int, default=64, help="MiB to produce (and hold)")
+    parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--latency-s", type=float, default=5.0)
+    parser.add_argument("--fetch-s", type=float, default=3.0)
+    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--no-peer", action="store_true", help="skip librdkafka's mock")
+    a = parser.parse_args()
+    if not peer_mock.available():
+        raise SystemExit("confluent-kafka is required (make install)")
+    kmeta = kmeta_target(a)
+    # the mock's latency at kmeta's rate: both at half of kmeta's peak
+    rate = kmeta["latency"]["rate_records_s"]
+    mock = {"skipped": "--no-peer"} if a.no_peer else mock_target(a, rate)
+    result = {
+        "parameters": vars(a),
+        "kmeta": kmeta,
+        "librdkafka_mock": mock,
+        "ratios": {
+            "produce_mb_s_kmeta_over_mock": ratio(kmeta, mock, "produce", "mb_s"),
+            "consume_mb_s_kmeta_over_mock": ratio(kmeta, mock, "consume", "mb_s"),
+            "fetch_mb_s_kmeta_over_echo": kmeta.get("fetch_vs_echo", {}).get("kmeta_over_echo"),
+            "latency_p99_kmeta_over_mock": ratio(kmeta, mock, "latency", "p99_ms"),
+        },
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
