@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kmeta.testing import Cluster
+from tests.helpers import free_port
 
 KMETA = [sys.executable, "-m", "kmeta"]
 
@@ -35,12 +36,6 @@ def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
     return lines[0]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _free(port: int) -> bool:
