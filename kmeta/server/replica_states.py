@@ -20,6 +20,7 @@ from array import array
 from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from typing import NamedTuple, Protocol
 
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.metadata.partitions import iota
 from kmeta.metadata.replica_digest import (
     digest_of_bytes,
@@ -218,7 +219,7 @@ class _Topic:
         ))  # fmt: skip
 
 
-class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
+class ReplicaStates(MutableMapping[TopicPartitionKey, ReplicaState]):
     """``(topic, partition) -> ReplicaState``, stored as columns per topic."""
 
     __slots__ = ("_interned", "_topics")
@@ -228,7 +229,7 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
         #: replica/ISR sets shared by every topic (equal sets: one tuple)
         self._interned: dict[tuple[int, ...], tuple[int, ...]] = {}
 
-    def __getitem__(self, key: tuple[str, int]) -> ReplicaState:
+    def __getitem__(self, key: TopicPartitionKey) -> ReplicaState:
         topic = self._topics.get(key[0])
         row = -1 if topic is None else topic.row(key[1])
         if row < 0:
@@ -236,7 +237,7 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
         assert topic is not None
         return topic.state(row)
 
-    def get(self, key: tuple[str, int], default: ReplicaState | None = None) -> ReplicaState | None:  # type: ignore[override]
+    def get(self, key: TopicPartitionKey, default: ReplicaState | None = None) -> ReplicaState | None:  # type: ignore[override]
         topic = self._topics.get(key[0])
         row = -1 if topic is None else topic.row(key[1])
         return default if row < 0 or topic is None else topic.state(row)
@@ -247,7 +248,7 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
         topic = self._topics.get(key[0])
         return topic is not None and topic.row(key[1]) >= 0
 
-    def __setitem__(self, key: tuple[str, int], state: ReplicaState) -> None:
+    def __setitem__(self, key: TopicPartitionKey, state: ReplicaState) -> None:
         name, index = key
         topic = self._topics.get(name)
         if topic is None:
@@ -399,7 +400,7 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
         ids = topic.ids
         return all(ids[i] is None or ids[i] == topic_id for i in set(data[_ID::WIDTH]))
 
-    def __delitem__(self, key: tuple[str, int]) -> None:
+    def __delitem__(self, key: TopicPartitionKey) -> None:
         name, index = key
         topic = self._topics.get(name)
         row = -1 if topic is None else topic.row(index)
@@ -426,7 +427,7 @@ class ReplicaStates(MutableMapping[tuple[str, int], ReplicaState]):
             topic.digest = topic.compute_digest()
         return topic.digest
 
-    def __iter__(self) -> Iterator[tuple[str, int]]:
+    def __iter__(self) -> Iterator[TopicPartitionKey]:
         for name, topic in list(self._topics.items()):
             for i in list(topic.data[_IDX::WIDTH]):
                 if i != ABSENT:

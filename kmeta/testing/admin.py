@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.testing import requests
 from kmeta.testing.controllers import ClusterControllers
@@ -91,7 +92,7 @@ class ClusterAdmin:
 
     def elect_preferred(
         self, topic: str | None = None, partitions: Sequence[int] | None = None
-    ) -> list[tuple[str, int]]:
+    ) -> list[TopicPartitionKey]:
         """ElectLeaders PREFERRED; the partitions whose leader changed (KafkaRequestError for
         one that could not be elected)."""
         asked: dict[str, list[int]] | None = None

@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, overload
 
 from kmeta.cli.cluster_config import ClusterConfig
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.tls import TlsConfig
 from kmeta.testing import requests
 from kmeta.testing.admin import ClusterAdmin
@@ -238,7 +239,7 @@ class Cluster:
 
     def elect_preferred(
         self, topic: str | None = None, partitions: Sequence[int] | None = None
-    ) -> list[tuple[str, int]]:
+    ) -> list[TopicPartitionKey]:
         """ElectLeaders PREFERRED, as ``kafka-leader-election.sh --election-type PREFERRED``
         (or ``auto.leader.rebalance.enable`` doing it on its own): each partition's first
         assigned replica becomes leader again if it is alive and in the ISR. For every partition

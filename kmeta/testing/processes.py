@@ -33,6 +33,7 @@ from kmeta.cli.cluster_config import (
 )
 from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
 from kmeta.cli.zookeeper import LocalZooKeeper
+from kmeta.metadata.addresses import Address
 from kmeta.net.security.sasl_client import ClientCredential, read_credential_file
 from kmeta.testing.requests import ClientSecurity
 
@@ -208,8 +209,8 @@ class ClusterProcesses:
         client's bootstrap list would be)."""
         return self.config.bootstrap
 
-    def address(self, broker_id: int) -> tuple[str, int]:
-        return self.config.host, self.config.client_port(self.check_id(broker_id))
+    def address(self, broker_id: int) -> Address:
+        return Address(self.config.host, self.config.client_port(self.check_id(broker_id)))
 
     @property
     def controller_address(self) -> str:
