@@ -3,8 +3,9 @@
 :class:`ClusterProcesses` owns one cluster's data dir and daemons (``python -m kmeta ...`` with
 the argv of :mod:`kmeta.cli.cluster_config`, started by :mod:`kmeta.cli.launch` as ``kmeta cluster
 up`` does) and knows where everything listens; it is one part of the handle
-(:class:`~kmeta.testing.Cluster`), next to its controllers and its faults. A daemon that lost the race for an OS-picked port (another process took it
-between the pick and the bind) makes the start try again on new ports.
+(:class:`~kmeta.testing.Cluster`), next to its controllers, faults and admin requests. A daemon
+that lost the race for an OS-picked port (another process took it between the pick and the
+bind) makes the start try again on new ports.
 """
 
 from __future__ import annotations

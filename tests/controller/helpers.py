@@ -270,6 +270,28 @@ def partition_states(request: Any) -> dict[tuple[str, int], Any]:
     }
 
 
+class RecordedEvent:
+    """A controller event for the event manager: ``fn(event)`` is its processing; how it
+    ended (complete / fail) is logged and resolves ``done``."""
+
+    def __init__(self, name: str, fn: Any) -> None:
+        self.name = name
+        self.fn = fn
+        self.log: list[str] = []
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def process(self) -> None:
+        self.fn(self)
+
+    def complete(self) -> None:
+        self.log.append("complete")
+        self.done.set_result(None)
+
+    def fail(self, exc: BaseException) -> None:
+        self.log.append("fail")
+        self.done.set_exception(exc)
+
+
 async def start_cluster(
     data_dir: Path,
     brokers: int = 3,

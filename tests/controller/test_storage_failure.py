@@ -39,6 +39,7 @@ from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import stop_replica as sr
 from tests.controller.helpers import (
+    RecordedEvent,
     RecordingBroker,
     create_request,
     recording_brokers,
@@ -46,7 +47,6 @@ from tests.controller.helpers import (
     start_controller,
     wait_until,
 )
-from tests.controller.test_deferred_commit import _Event
 
 STORAGE_ERROR = ErrorCode.KAFKA_STORAGE_ERROR
 
@@ -308,17 +308,17 @@ async def test_a_failed_commit_fails_the_writers_and_reruns_the_others(tmp_path:
     store._db.execute(f"PRAGMA max_page_count={pages}")
     runs: list[str] = []
 
-    def write(_event: _Event) -> None:
+    def write(_event: RecordedEvent) -> None:
         runs.append("writer")
         with store.transaction():
             store.put_topic(TopicInfo("big", uuid.uuid4()))
             rows = [(p, PartitionRegistration((1, 2, 3), (1, 2, 3), 1)) for p in range(5000)]
             store.put_partitions("big", rows)  # (written by the commit: SQLITE_FULL there)
 
-    def read(_event: _Event) -> None:
+    def read(_event: RecordedEvent) -> None:
         runs.append(f"reader after {len(rollbacks)} rollback(s)")
 
-    writer, reader = _Event("writer", write), _Event("reader", read)
+    writer, reader = RecordedEvent("writer", write), RecordedEvent("reader", read)
     manager.put(writer)
     manager.put(reader)  # both queued before the manager runs: one group
     manager.start()
