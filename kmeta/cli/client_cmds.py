@@ -20,6 +20,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from kmeta.cli.host_port import host_ports
 from kmeta.client import ClientConfig, Cluster, MetadataClient, NoBrokersAvailableError
 from kmeta.client.view import cluster_to_dict, diff_clusters, error_name
 
@@ -49,21 +50,16 @@ def _client(cfg: MetadataCommandConfig, **settings: int) -> MetadataClient:
 async def require_reachable(cfg: MetadataCommandConfig) -> None:
     """Fail at once, in one line, when no bootstrap server accepts a TCP connection."""
     last: BaseException | None = None
-    for item in filter(None, (s.strip() for s in cfg.bootstrap_servers.split(","))):
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            raise click.BadParameter(f"{item!r} is not host:port", param_hint="--bootstrap-server")
+    for host, port in host_ports(cfg.bootstrap_servers, "--bootstrap-server"):
         try:
             _, writer = await asyncio.wait_for(
-                asyncio.open_connection(host.strip("[]"), int(port)), cfg.connect_timeout_s
+                asyncio.open_connection(host, port), cfg.connect_timeout_s
             )
         except (OSError, TimeoutError) as exc:
             last = exc
             continue
         writer.close()
         return
-    if last is None:
-        raise click.BadParameter("no servers given", param_hint="--bootstrap-server")
     why = "timed out" if isinstance(last, TimeoutError) else str(last)
     raise click.ClickException(f"no broker of {cfg.bootstrap_servers} is reachable: {why}")
 

@@ -32,22 +32,15 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from kmeta.metadata.addresses import parse_host_port
+from kmeta.cli.host_port import host_port
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import metadata as md
 
 MAX_STATUS_BYTES = 16 * 1024 * 1024
 
 
-def _host_port(text: str) -> tuple[str, int]:
-    try:
-        return parse_host_port(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
 def from_controller(address: str, timeout_s: float) -> dict[str, Any]:
-    host, port = _host_port(address)
+    host, port = host_port(address)
     url = f"http://{host}:{port}/status"
     with urllib.request.urlopen(url, timeout=timeout_s) as resp:
         data: dict[str, Any] = json.loads(resp.read(MAX_STATUS_BYTES))
@@ -56,7 +49,7 @@ def from_controller(address: str, timeout_s: float) -> dict[str, Any]:
 
 
 async def _metadata(address: str, timeout_s: float) -> md.MetadataResponse:
-    host, port = _host_port(address)
+    host, port = host_port(address)
     conn = await KafkaConnection.open(host, port, client_id="kmeta-status", timeout_s=timeout_s)
     try:
         return await conn.request(md.MetadataRequest(version=12, topics=None), timeout_s)

@@ -15,8 +15,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from kmeta.cli.host_port import host_ports
 from kmeta.cli.topics_import import import_cmd
-from kmeta.metadata.addresses import parse_host_ports
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
@@ -29,16 +29,9 @@ TIMEOUT_MS = 30_000
 MAX_REPLICATION_FACTOR = 32_767  # Short.MaxValue
 
 
-def _servers(text: str) -> list[tuple[str, int]]:
-    try:
-        return parse_host_ports(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--bootstrap-server") from None
-
-
 async def _connect(bootstrap: str) -> KafkaConnection:
     last: BaseException | None = None
-    for host, port in _servers(bootstrap):
+    for host, port in host_ports(bootstrap, "--bootstrap-server"):
         try:
             return await KafkaConnection.open(host, port, client_id="kmeta-topics", timeout_s=5.0)
         except OSError as exc:

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 import click
 
-from kmeta.cli.topics import _servers
+from kmeta.cli.host_port import host_ports
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.security.sasl_client import (
     ClientCredential,
@@ -58,7 +58,7 @@ def _run(bootstrap: str, command_config: str | None, fn: Callable[[KafkaConnecti
 
     async def main() -> T:
         last: BaseException | None = None
-        for host, port in _servers(bootstrap):
+        for host, port in host_ports(bootstrap, "--bootstrap-server"):
             try:
                 conn = await KafkaConnection.open(host, port, client_id="kmeta-users", timeout_s=5.0)
             except OSError as exc:

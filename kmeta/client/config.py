@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kmeta.client.errors import NoBrokersAvailableError
-from kmeta.metadata.addresses import parse_host_ports
+from kmeta.metadata.addresses import Address, parse_host_ports
 
 #: The newest Metadata version the client speaks (the codec knows 0-13).
 MAX_METADATA_VERSION = 13
@@ -48,8 +48,8 @@ class ClientConfig:
             raise ValueError("max_in_flight_requests_per_connection must be >= 1")
 
 
-def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
-    """``"h1:9092,h2:9093"`` or ``["h1:9092", "[::1]:9092"]`` -> [(host, port), ...]."""
+def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[Address]:
+    """``"h1:9092,h2:9093"`` or ``["h1:9092", "[::1]:9092"]`` -> [Address(host, port), ...]."""
     text = servers if isinstance(servers, str) else ",".join(servers)
     try:
         return parse_host_ports(text)

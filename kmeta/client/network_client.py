@@ -40,6 +40,7 @@ from kmeta.client.metadata_updater import (
     DefaultMetadataUpdater,
     build_metadata_request,
 )
+from kmeta.metadata.addresses import Address
 from kmeta.metadata.model import Node
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.api_keys import ApiKey
@@ -80,7 +81,7 @@ class NetworkClient:
         self.last_error: BaseException | None = None
         self._conns: dict[int, KafkaConnection] = {}
         self._metadata_versions: dict[int, int] = {}
-        self._api_versions_v0: set[tuple[str, int]] = set()  # brokers older than KIP-511
+        self._api_versions_v0: set[Address] = set()  # brokers older than KIP-511
         self._updater = DefaultMetadataUpdater(self)
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
@@ -197,7 +198,7 @@ class NetworkClient:
     async def _negotiate(self, conn: KafkaConnection, node: Node) -> int:
         """ApiVersions; return the highest Metadata version both sides support."""
         timeout_s = self.config.request_timeout_ms / 1000
-        address = (node.host, node.port)
+        address = Address(node.host, node.port)
         version = 0 if address in self._api_versions_v0 else _API_VERSIONS_VERSION
         request = api_versions.ApiVersionsRequest(
             version=version,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from ssl import SSLContext
 from typing import cast
 
+from kmeta.metadata.addresses import Address
 from kmeta.net.connection import KafkaConnection, api_of_instance
 from kmeta.net.security.sasl_client import ClientCredential
 from kmeta.protocol.error_responses import ErrorResponse, Req, Resp
@@ -36,7 +37,7 @@ class ForwardTimedOut(Exception):
 class ForwardingManager:
     def __init__(
         self,
-        endpoints: tuple[tuple[str, int], ...],
+        endpoints: tuple[Address, ...],
         current: Callable[[], int],
         client_id: str,
         ssl: SSLContext | None,

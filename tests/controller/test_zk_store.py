@@ -27,11 +27,14 @@ from kmeta.net.security.scram import make_credential
 #: 3 s (a GC pause, the fsync of a multi-op of thousands of znodes on a loaded machine) failed
 #: the test. No test here waits for a session to expire (each closes its own).
 SESSION_S = 30.0
+#: how long a first connection may take: a loaded machine (two test workers, other JVMs) can
+#: take over the election's 15 s default to answer the first session of a JVM just started
+CONNECT_S = 30.0
 
 
 async def _elected(zk: LocalZooKeeper, node_id: int) -> ControllerElection:
     election = ControllerElection(zk.connect_string, node_id, session_timeout_s=SESSION_S)
-    await election.connect()
+    await election.connect(CONNECT_S)
     await asyncio.wait_for(election.elect(), 10)
     return election
 
@@ -76,7 +79,7 @@ async def test_one_active_controller_and_epoch_raised_at_every_election(
     first = await _elected(zookeeper, 1)
     assert first.epoch == 1
     second = ControllerElection(zookeeper.connect_string, 2, session_timeout_s=SESSION_S)
-    await second.connect()
+    await second.connect(CONNECT_S)
     waiting = asyncio.ensure_future(second.elect())
     await asyncio.sleep(0.5)
     assert not waiting.done()  # a standby while the first holds /controller
@@ -219,7 +222,7 @@ async def test_multi_reads_answer_each_op_on_its_own_under_a_chroot(
     election = ControllerElection(
         f"{zookeeper.connect_string}/kmeta", 1, session_timeout_s=SESSION_S
     )
-    await election.connect()
+    await election.connect(CONNECT_S)
     client = election.client
     client.create("/many")
     ops = [(zk_requests.CREATE, f"/many/z{i}", str(i).encode(), -1) for i in range(2_500)]

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _pids(cluster: Cluster) -> list[int]:
-    return [p.pid for p in cluster._procs.values()]
+    return [p.pid for p in cluster._processes._procs.values()]
 
 
 def test_starts_serves_and_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -201,7 +201,7 @@ def test_a_bad_fault_file_changes_nothing(cluster: Cluster) -> None:
     cluster.fault(2, pause=True)
     assert cluster.config.fault_file is not None
     Path(cluster.config.fault_file).write_text("broker=two,drop\n")
-    cluster._procs["controller"].send_signal(signal.SIGHUP)
+    cluster._processes._procs["controller"].send_signal(signal.SIGHUP)
     deadline = time.monotonic() + 5
     while "fault file not applied" not in cluster.log_tail("controller", 50):
         assert time.monotonic() < deadline, cluster.log_tail("controller", 50)
@@ -277,7 +277,7 @@ INTERRUPTED = """
 import json, os, sys, time
 from kmeta.testing import Cluster
 with Cluster(2, parent_dir=sys.argv[1]) as cluster:
-    pids = [p.pid for p in cluster._procs.values()]
+    pids = [p.pid for p in cluster._processes._procs.values()]
     print(json.dumps({"pids": pids, "data_dir": str(cluster.data_dir)}), flush=True)
     time.sleep(60)
 """
