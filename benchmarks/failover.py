@@ -43,7 +43,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from kmeta.cli.zookeeper import LocalZooKeeper, free_port
-from kmeta.controller.zk_election import active_controller
+from kmeta.controller.quorum.election import active_controller
 
 CONTROLLERS = (3001, 3002, 3003)
 BROKERS = (1, 2, 3)

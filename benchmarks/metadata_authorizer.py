@@ -118,9 +118,9 @@ async def run(topics: int, requests: int) -> dict[str, Any]:
     rows["no_authorizer_memo_us"] = _per_request_us(_conn(plain, None), same)
     rows["no_authorizer_named_us"] = _per_request_us(_conn(plain, None), named)
     try:
+        from kmeta.net.principal import KafkaPrincipal
         from kmeta.net.security.acl import AclBinding
         from kmeta.net.security.authorizer import AclSet, AuthorizerConfig
-        from kmeta.net.security.principal import KafkaPrincipal
     except ImportError:  # a tree without the authorizer: the baseline rows only
         return rows
     config = AuthorizerConfig(True, frozenset({"User:admin"}))

@@ -648,7 +648,7 @@ async def controller_restart(cluster: Cluster, a: argparse.Namespace) -> dict[st
                 if caught_up(status):
                     marks.setdefault("all_caught_up_s", round(time.perf_counter() - t0, 3))
                     # topics whose LeaderAndIsr a broker's digest made unnecessary, the
-                    # partitions sent, each broker's outcome (kmeta.controller.startup_resync):
+                    # partitions sent, each broker's outcome (kmeta.controller.brokers.startup_resync):
                     # read once no broker is still waited for (a broker may register only
                     # after it acknowledged the full UpdateMetadata)
                     resync = status["controller"].get("startup_resync")

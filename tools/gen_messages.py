@@ -91,7 +91,7 @@ KMETA_TAGGED = {
     "BrokerRegistrationRequest": {
         # the incarnation whose epoch PreviousBrokerEpoch names, read from the broker's state
         # dir: with it, a restarted broker that holds the dir's lock (its previous process is
-        # gone) takes over its registration at once (kmeta.controller.brokers). The epoch alone
+        # gone) takes over its registration at once (kmeta.controller.brokers.lifecycle). The epoch alone
         # is no proof (the controller's /status shows it); the incarnation id only the
         # controller and that process ever held. Zero = not said. Tag 10010: clear of Kafka's
         # tags and of kmeta's other requests' tags.

@@ -43,7 +43,7 @@ from kmeta.cli.cluster_quorum import (
     start_zookeeper,
 )
 from kmeta.cli.launch import DaemonExited, await_serving, spawn
-from kmeta.controller.faults import parse_fault
+from kmeta.controller.channel.faults import parse_fault
 from kmeta.net.security.sasl_client import read_credential_file
 
 

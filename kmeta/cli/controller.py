@@ -17,7 +17,8 @@ from kmeta.cli.security_options import (
     tls_options,
 )
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.daemon import ControllerStartError, serve
+from kmeta.controller.daemon import ControllerStartError
+from kmeta.controller.serve import serve
 from kmeta.net.security.sasl_client import read_credential_file
 
 _D = ControllerConfig(data_dir=".")

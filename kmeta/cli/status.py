@@ -131,7 +131,7 @@ def from_zookeeper(hosts: str, timeout_s: float) -> dict[str, object]:
     from kazoo.client import KazooClient  # (only for a quorum)
     from kazoo.handlers.threading import KazooTimeoutError
 
-    from kmeta.controller.zk_election import quorum_status
+    from kmeta.controller.quorum.election import quorum_status
 
     client = KazooClient(hosts=hosts, timeout=timeout_s)
     try:

@@ -18,7 +18,7 @@ import uuid
 import click
 
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.data_dir import DataDirError, format_data_dir, read_identity
+from kmeta.controller.store.data_dir import DataDirError, format_data_dir, read_identity
 
 _NODE_ID = ControllerConfig(data_dir=".").node_id
 

@@ -1,12 +1,21 @@
-"""The controller daemon: the cluster's single source of truth.
+"""The controller daemon: the cluster's single source of truth (map: docs/architecture.md).
 
-* :mod:`config` -- ``ControllerConfig`` (frozen; ``kmeta controller`` flags map onto it).
-* :mod:`model` / :mod:`store` -- cluster state and its durable SQLite (WAL, synchronous=FULL) store.
-* :mod:`event_manager` -- ControllerEventManager: one event at a time.
-* :mod:`controller` -- KafkaController: liveness, elections, admin changes, what is sent when.
-* :mod:`channel_manager` / :mod:`request_batch` -- Kafka's ControllerChannelManager and
-  ControllerBrokerRequestBatch (its UpdateMetadata part: :mod:`update_metadata_batch`).
-* :mod:`assignment` / :mod:`election` / :mod:`admin` -- replica assignment, leader election,
-  admin request validation (pure functions).
-* :mod:`handlers` / :mod:`daemon` -- the wire handlers and the listening daemon.
+Its parts, top to bottom (an import-linter layers contract keeps them in this order):
+
+* :mod:`serve` -- the process: one controller, or a quorum's (:mod:`quorum`: election, standby).
+* :mod:`daemon` -- ControllerDaemon: a KafkaController behind kmeta.net listeners;
+  :mod:`status` -- what ``kmeta status`` shows.
+* :mod:`apis` -- one handler module per API key, the registry and what the handlers share.
+* :mod:`controller` -- KafkaController: one way to queue an event, the collaborators wired.
+* The collaborators: :mod:`brokers` (registration, sessions, what a broker's return or death
+  changes), :mod:`topics` (creation, deletion, elections, reassignments, configs) and
+  :mod:`security` (ACLs, SCRAM users), each handed the controller as :mod:`host`'s
+  ControllerHost; :mod:`slices` spreads work over every topic across events.
+* :mod:`event_manager` -- ControllerEventManager: one event at a time, committed before its
+  requests go out.
+* :mod:`channel` -- the request batches, their encoded blocks, one sender per broker, the
+  propagation barrier, fault injection.
+* :mod:`store` -- the ClusterStore seam and its engines (SQLite, ZooKeeper).
+* :mod:`config`, :mod:`model` (ControllerContext: the cluster state, as Kafka's), :mod:`metrics`,
+  :mod:`propagation`, :mod:`gc_schedule`.
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kmeta.controller.faults import parse_fault
+from kmeta.controller.channel.faults import parse_fault
 from kmeta.metadata.addresses import parse_listener
 from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
@@ -55,7 +55,7 @@ class ControllerConfig:
     #: serve /metrics and /status over HTTP on this port (0: the OS picks); None: metrics off
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
-    #: fault injection, e.g. ("broker=2,delay=500ms",): see kmeta.controller.faults
+    #: fault injection, e.g. ("broker=2,delay=500ms",): see kmeta.controller.channel.faults
     faults: tuple[str, ...] = ()
     #: auto.leader.rebalance.enable: move leaderships back to preferred replicas periodically
     auto_leader_rebalance: bool = False
@@ -69,10 +69,10 @@ class ControllerConfig:
     #: how long a reassignment's new replicas take to join the ISR (no data to copy here)
     reassignment_catch_up_ms: int = 100
     #: --authorizer acl: the controller checks CLUSTER_ACTION on registrations, heartbeats,
-    #: controlled shutdowns and forwarded admin requests (see kmeta.controller.handlers)
+    #: controlled shutdowns and forwarded admin requests (see kmeta.controller.apis.common)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
     #: HOST:PORT[,HOST:PORT...][/chroot] of a ZooKeeper ensemble: this controller is one of a
-    #: quorum (kmeta.controller.quorum), its state in ZooKeeper; None: embedded (SQLite)
+    #: quorum (kmeta.controller.quorum.standby), its state in ZooKeeper; None: embedded (SQLite)
     zookeeper: str | None = None
     zookeeper_session_timeout_ms: int = 18_000  # zookeeper.session.timeout.ms
 

@@ -18,11 +18,11 @@ What is sent when (Kafka's ZooKeeper-mode controller):
 * broker death or controlled shutdown: leaders re-elected from the ISR, ISR shrunk, offline
   replicas set; the affected partitions go to all live brokers;
 * topic creation and partition addition: the new partitions to all live brokers;
-* topic deletion (:mod:`deletion`): leader -2 to all live brokers, StopReplica(delete) to the
+* topic deletion (:mod:`kmeta.controller.topics.deletion`): leader -2 to all live brokers, StopReplica(delete) to the
   replicas, removal once every replica acknowledged (a dead one's waits for its return);
-* leader elections (:mod:`replica_election`: ElectLeaders, auto rebalance): LeaderAndIsr to the
+* leader elections (:mod:`kmeta.controller.topics.replica_election`: ElectLeaders, auto rebalance): LeaderAndIsr to the
   replicas, the partitions to all live brokers;
-* reassignments (:mod:`reassignment`): each phase (TRS + ORS, catch-up, TRS) as LeaderAndIsr to
+* reassignments (:mod:`kmeta.controller.topics.reassignment`): each phase (TRS + ORS, catch-up, TRS) as LeaderAndIsr to
   the replicas and the partitions to all live brokers, StopReplica(delete) to removed replicas.
 """
 
@@ -35,28 +35,32 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
-from kmeta.controller.acls import AclManager
-from kmeta.controller.admin_manager import AdminManager
-from kmeta.controller.barrier import Barrier as Barrier  # (re-exported for the handlers)
-from kmeta.controller.batch_sender import BatchSender
-from kmeta.controller.brokers import BrokerLifecycleManager
-from kmeta.controller.channel_manager import Callback, ControllerChannelManager
+from kmeta.controller.brokers.fault_reactions import FaultReactions
+from kmeta.controller.brokers.lifecycle import BrokerLifecycleManager
+from kmeta.controller.brokers.startup_resync import StartupResync
+from kmeta.controller.channel.barrier import Barrier
+from kmeta.controller.channel.channel_manager import Callback, ControllerChannelManager
+from kmeta.controller.channel.faults import FaultInjector, configured_faults
+from kmeta.controller.channel.request_batch import (
+    UPDATE_METADATA_VERSION,
+    BatchSender,
+    ControllerRequests,
+)
+from kmeta.controller.channel.update_metadata_batch import UpdateMetadataBlocks
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.deletion import TopicDeletionManager
 from kmeta.controller.event_manager import ControllerEventManager
-from kmeta.controller.fault_reactions import FaultReactions
-from kmeta.controller.faults import FaultInjector, configured_faults
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.reassignment import ReassignmentManager
-from kmeta.controller.replica_election import ReplicaElectionManager
-from kmeta.controller.request_batch import UPDATE_METADATA_VERSION, ControllerRequests
-from kmeta.controller.scram_users import ScramUserManager
+from kmeta.controller.model import ControllerContext, PartitionRegistration, TopicInfo
+from kmeta.controller.security.acls import AclManager
+from kmeta.controller.security.scram_users import ScramUserManager
 from kmeta.controller.slices import in_slices
-from kmeta.controller.startup_resync import StartupResync
-from kmeta.controller.store import STORE_RETRY_S, ClusterStore, ControllerStore
-from kmeta.controller.topic_blocks import UpdateMetadataBlocks
-from kmeta.controller.topic_configs import TopicConfigManager
+from kmeta.controller.store.cluster_store import STORE_RETRY_S, ClusterStore
+from kmeta.controller.store.sqlite_store import ControllerStore
+from kmeta.controller.topics.admin_manager import AdminManager
+from kmeta.controller.topics.configs import TopicConfigManager
+from kmeta.controller.topics.deletion import TopicDeletionManager
+from kmeta.controller.topics.reassignment import ReassignmentManager
+from kmeta.controller.topics.replica_election import ReplicaElectionManager
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.authorizer import Authorizer
 from kmeta.net.security.scram import ScramCredentials
@@ -101,7 +105,7 @@ class KafkaController:
         self.metrics = ControllerMetrics()
         #: the embedded SQLite store unless one is given (a quorum's ZooKeeperStore)
         self.store: ClusterStore = store if store is not None else ControllerStore(config.data_dir)
-        self.state: ClusterState = ClusterState()
+        self.state: ControllerContext = ControllerContext()
         log_path = f"{config.data_dir}/state-change.log" if config.state_change_log else None
         self.state_log = StateChangeLog(log_path, config.node_id, component="controller")
         #: fault injection (delay / drop / pause the requests to chosen brokers)
@@ -138,7 +142,7 @@ class KafkaController:
             self, self.channel, self.faults, self.deletion, self.reassignments
         )
         self.faults.on_change = FaultReactions(self, self.channel, self.deletion).changed
-        #: SCRAM credentials (kmeta.controller.scram_users): our SASL listeners verify against
+        #: SCRAM credentials (kmeta.controller.security.scram_users): our SASL listeners verify against
         #: them and every UpdateMetadata carries them to the brokers
         self.credentials = ScramCredentials(
             fixed=tuple(
@@ -161,7 +165,7 @@ class KafkaController:
         )
         self.epoch = 0
         #: set once the Startup event is durable (Kafka's isActive): the admin APIs wait for
-        #: it (kmeta.controller.handlers), since a change applied before Startup would be
+        #: it (kmeta.controller.apis.common), since a change applied before Startup would be
         #: sent to brokers whose channels Startup adds, i.e. to none
         self._active = asyncio.Event()
         #: refused registrations already logged (a refused broker retries every 100 ms)
@@ -198,7 +202,7 @@ class KafkaController:
         """The Startup event, after its full update's topic blocks were encoded in slices of
         topics (:mod:`slices`: with 1M partitions that is seconds of work, which one event
         would hold the loop for), then its LeaderAndIsr to each broker as it registers here,
-        only for the topics whose digest differs (:mod:`startup_resync`). Again after
+        only for the topics whose digest differs (:mod:`kmeta.controller.brokers.startup_resync`). Again after
         STORE_RETRY_S if it is refused (the blocks are then already encoded). Once it is
         durable the controller is :attr:`active`: an admin request queued after that comes
         after Startup in the event order."""
@@ -332,7 +336,7 @@ class KafkaController:
         spliced from the topic blocks encoded before this event, then LeaderAndIsr for the
         partitions they host (the replica state machine's startup, in slices after this
         event; each broker's once it registered here, and only the topics it does not hold
-        as stored: :mod:`startup_resync`), all stamped with the new controller epoch, which
+        as stored: :mod:`kmeta.controller.brokers.startup_resync`), all stamped with the new controller epoch, which
         fences any request of the previous controller.
         """
         self.brokers.resume_sessions()

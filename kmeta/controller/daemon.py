@@ -1,6 +1,6 @@
 """The controller daemon: a KafkaController behind kmeta.net listeners, with ordered shutdown.
 
-Startup: the data dir's identity is checked first (:mod:`kmeta.controller.data_dir`); a dir
+Startup: the data dir's identity is checked first (:mod:`kmeta.controller.store.data_dir`); a dir
 that must not be started on, a store that cannot be opened or a listener that cannot bind
 raise :class:`ControllerStartError`, one line for the operator.
 
@@ -15,14 +15,13 @@ import dataclasses
 import logging
 import signal
 
+from kmeta.controller.apis.registry import build_registry
+from kmeta.controller.channel.faults import configured_faults
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.controller import KafkaController
-from kmeta.controller.data_dir import DataDirError, check_data_dir
-from kmeta.controller.faults import configured_faults
-from kmeta.controller.gc_schedule import SCHEDULE
-from kmeta.controller.handlers import build_registry
 from kmeta.controller.status import ControllerCollector, controller_status
-from kmeta.controller.store import ClusterStore, StorageError
+from kmeta.controller.store.cluster_store import ClusterStore
+from kmeta.controller.store.data_dir import check_data_dir
 from kmeta.metadata.addresses import parse_listener
 from kmeta.net.listener import Listener
 from kmeta.net.memory_pool import RequestMemoryPool
@@ -57,7 +56,7 @@ class ControllerStartError(Exception):
 
 class ControllerDaemon:
     def __init__(self, config: ControllerConfig, store: ClusterStore | None = None) -> None:
-        if store is None:  # (a quorum's identity is /cluster/id: see kmeta.controller.quorum)
+        if store is None:  # (a quorum's identity is /cluster/id: see kmeta.controller.quorum.standby)
             # the recorded cluster id when none is given (DataDirError: not this dir)
             cluster_id = check_data_dir(config.data_dir, config.cluster_id, config.node_id)
             if cluster_id != config.cluster_id:
@@ -169,44 +168,3 @@ def stop_on_signals() -> asyncio.Event:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
     return stop
-
-
-async def serve(config: ControllerConfig, ready: asyncio.Event | None = None) -> None:
-    """Run until SIGTERM/SIGINT (a second signal forces exit). The process's full collections
-    are paced by their cost (:mod:`kmeta.controller.gc_schedule`: at 2M partitions the
-    default pace made creating them quadratic)."""
-    SCHEDULE.install()
-    try:
-        await _serve(config, ready)
-    finally:
-        SCHEDULE.uninstall()
-
-
-async def _serve(config: ControllerConfig, ready: asyncio.Event | None) -> None:
-    if config.zookeeper is not None:
-        from kmeta.controller.quorum import serve_quorum  # (kazoo only for a quorum)
-
-        await serve_quorum(config, ready)
-        return
-    try:
-        daemon = ControllerDaemon(config)
-        await daemon.start()
-    except (DataDirError, StorageError, OSError) as exc:
-        raise ControllerStartError(str(exc)) from exc
-    log.info(
-        "controller listening on %s (epoch %d)",
-        ", ".join(config.listeners),
-        daemon.controller.epoch,
-    )
-    for spec in config.faults:
-        log.warning("fault injection on: %s", spec)
-    stop = stop_on_signals()
-    if config.fault_file is not None:
-        asyncio.get_running_loop().add_signal_handler(
-            signal.SIGHUP, reload_faults, daemon.controller
-        )
-    if ready is not None:
-        ready.set()
-    await stop.wait()
-    await daemon.stop()
-    log.info("controller stopped")

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.store import StorageError
+from kmeta.controller.store.errors import StorageError
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ import asyncio
 from collections.abc import Callable, MutableSet
 from typing import Protocol, TypeVar
 
-from kmeta.controller.barrier import Barrier
-from kmeta.controller.channel_manager import Callback
+from kmeta.controller.channel.barrier import Barrier
+from kmeta.controller.channel.channel_manager import Callback
+from kmeta.controller.channel.request_batch import ControllerRequests
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.request_batch import ControllerRequests
-from kmeta.controller.store import ClusterStore
+from kmeta.controller.model import ControllerContext, PartitionRegistration, TopicInfo
+from kmeta.controller.store.cluster_store import ClusterStore
 from kmeta.metadata.model import TopicPartitionKey
 
 T = TypeVar("T")
@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 class ControllerHost(Protocol):
     config: ControllerConfig
-    state: ClusterState
+    state: ControllerContext
     store: ClusterStore
 
     @property

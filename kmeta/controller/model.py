@@ -1,4 +1,5 @@
-"""The controller's cluster state: brokers, topics and partitions (Kafka's ControllerContext).
+"""ControllerContext: the controller's cluster state — brokers, topics and partitions (Kafka's
+ControllerContext, which KafkaController and its state machines share).
 
 Mutated only by the controller's event task (one event at a time), so it needs no locks.
 Partition states are immutable tuples replaced whole, which makes "what changed in this
@@ -57,7 +58,7 @@ class TopicInfo:
 
 
 @dataclass(slots=True)
-class ClusterState:
+class ControllerContext:
     controller_epoch: int = 0
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     topics: dict[str, TopicInfo] = field(default_factory=dict)

@@ -23,9 +23,9 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
+from kmeta.controller.channel.request_batch import ControllerRequests
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import TopicInfo
-from kmeta.controller.request_batch import ControllerRequests
 from kmeta.metadata.model import TopicPartitionKey
 
 log = logging.getLogger(__name__)

@@ -105,7 +105,7 @@ class TopicPartition(NamedTuple):
 #: subtype, so either is accepted where this is. Why not the NamedTuple there: a tuple
 #: subclass stays tracked by the garbage collector while an exact tuple of a str and an int is
 #: untracked at its first collection, and building one costs a Python-level ``__new__``:
-#: ``ClusterState.all_partitions()`` over 1M partitions took 2.5-10x as long with it.
+#: ``ControllerContext.all_partitions()`` over 1M partitions took 2.5-10x as long with it.
 TopicPartitionKey = tuple[str, int]
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast, overload
 
 from kmeta.net.hooks import RequestGate
-from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
+from kmeta.net.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.header import (
     FramedResponse,

@@ -16,7 +16,7 @@ subclasses the connection or depends on the wording of its log lines.
   SaslServerAuthenticator does with a request other than those before authentication.
   Handlers reach the connection's gate as ``ctx.gate`` (RequestContext): the SASL handlers
   complete authentication on it. The gate sets ``conn.principal`` (a
-  :class:`~kmeta.net.security.principal.KafkaPrincipal`) once it knows who the peer is; every
+  :class:`~kmeta.net.principal.KafkaPrincipal`) once it knows who the peer is; every
   later request's handler sees it as ``ctx.principal`` (User:ANONYMOUS until then).
 
 After a SaslHandshake v0 the gate makes the connection hand it the next frames whole (raw SASL
@@ -31,17 +31,15 @@ import asyncio
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
+from kmeta.net.principal import KafkaPrincipal
 from kmeta.protocol.errors import (
     CorruptMessageError,
     FrameTooLargeError,
     ProtocolError,
     UnsupportedVersionError,
 )
-
-if TYPE_CHECKING:
-    from kmeta.net.server_connection import ServerConnection
 
 
 class NotAdmittedError(ProtocolError):
@@ -136,8 +134,26 @@ class RequestGate(Protocol):
     def admits(self, api_key: int) -> bool: ...
 
 
-ObserverFactory = Callable[["ServerConnection"], ConnectionObserver]
-GateFactory = Callable[["ServerConnection"], RequestGate]
+class HookedConnection(Protocol):
+    """What a hook factory and the hooks it makes may use of their connection (a
+    :class:`~kmeta.net.server_connection.ServerConnection`): who the peer is, its TLS
+    session, the principal the gate sets, the raw-frame mode of SaslHandshake v0 and a
+    graceful close. Typed here, below the connection, so the hooks need not import it."""
+
+    principal: KafkaPrincipal
+
+    @property
+    def peer(self) -> object: ...
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
+
+    def receive_raw_frames(self, receiver: RawFrameReceiver | None, max_size: int = 0) -> None: ...
+
+    def close_gracefully(self) -> None: ...
+
+
+ObserverFactory = Callable[[HookedConnection], ConnectionObserver]
+GateFactory = Callable[[HookedConnection], RequestGate]
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,10 +40,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from kmeta.net.dispatch import S
-from kmeta.net.hooks import FaultKind
+from kmeta.net.hooks import FaultKind, HookedConnection
 from kmeta.net.listener import Listener
 from kmeta.net.memory_pool import RequestMemoryPool
-from kmeta.net.server_connection import ServerConnection
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.registry import api_for
 
@@ -141,7 +140,7 @@ class ListenerMetrics:
                 self.by_key[key] = stats  # the next lookup finds it at once
         return stats
 
-    def observer(self, _conn: ServerConnection) -> ConnectionMetrics:
+    def observer(self, _conn: HookedConnection) -> ConnectionMetrics:
         """The ConnectionHooks observer factory of this listener's connections."""
         return ConnectionMetrics(self)
 

@@ -27,8 +27,8 @@ from kmeta.net.dispatch import Peer, RequestContext
 from kmeta.net.hooks import ConnectionObserver, RawFrameReceiver, RequestGate
 from kmeta.net.memo_path import MemoPath
 from kmeta.net.pending_answers import PendingAnswers
+from kmeta.net.principal import KafkaPrincipal
 from kmeta.net.raw_tokens import RawTokens
-from kmeta.net.security.principal import KafkaPrincipal
 from kmeta.net.serve_request import route, serve
 from kmeta.net.serving import ServingInfo
 

@@ -55,9 +55,9 @@ from kmeta.net.hooks import (
     RawFrameReceiver,
 )
 from kmeta.net.memo_path import ReadOutcome
+from kmeta.net.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.net.read_buffer import ReadBuffer
 from kmeta.net.request_pipeline import RequestPipeline
-from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.net.serving import ConnectionLimits as ConnectionLimits  # re-export (old home)
 from kmeta.net.serving import ServingInfo as ServingInfo  # re-export (old home)
 from kmeta.protocol.errors import ProtocolError

@@ -15,7 +15,7 @@ restarted broker prove that its previous process is gone:
   written each time the controller answers a new epoch. A process that took the lock knows
   the one that wrote it is gone, so it names them in its registration (PreviousBrokerEpoch,
   KmetaPreviousIncarnationId) and the controller registers it at once instead of waiting out
-  the dead process's session (kmeta.controller.brokers). Kafka's closest file is the clean
+  the dead process's session (kmeta.controller.brokers.lifecycle). Kafka's closest file is the clean
   shutdown file (``.kafka_cleanshutdown``, the epoch at a clean stop); this one is written at
   registration, so it also speaks after a crash.
 

@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 
 from kmeta.cli.cluster_quorum import RestartPolicy
 from kmeta.cli.zookeeper import ZOOKEEPER_JAR
-from kmeta.controller.zk_election import active_controller
+from kmeta.controller.quorum.election import active_controller
 from tests.cli.test_cluster_up_ready import _free_base_port, _wait_file
 from tests.helpers import gone
 

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from kmeta.controller.channel_manager import answer_error
+from kmeta.controller.channel.channel_manager import answer_error
 from kmeta.controller.status import controller_status
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh
@@ -78,7 +78,7 @@ def test_what_answer_is_an_ack():
 async def test_a_rejected_update_is_no_ack(tmp_path, caplog):
     ctl = await start_controller(tmp_path)
     brokers = await recording_brokers(ctl.port)
-    caplog.set_level(logging.ERROR, logger="kmeta.controller.channel_manager")
+    caplog.set_level(logging.ERROR, logger="kmeta.controller.channel.channel_manager")
     try:
         brokers[2].um_error = ErrorCode.STALE_CONTROLLER_EPOCH
         one = ct.CreatableTopic(name="t", num_partitions=1, replication_factor=1)

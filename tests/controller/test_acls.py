@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kmeta.controller.store import ControllerStore
+from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.net.security.acl import (
     AclBinding,
     AclOperation,

@@ -6,9 +6,9 @@ import collections
 
 import pytest
 
-from kmeta.controller.assignment import AssignmentError, assign_replicas, rack_alternated
-from kmeta.controller.election import add_replica, remove_replicas
 from kmeta.controller.model import PartitionRegistration
+from kmeta.controller.topics.assignment import AssignmentError, assign_replicas, rack_alternated
+from kmeta.controller.topics.election import add_replica, remove_replicas
 
 
 def test_rack_unaware_matches_kafka_layout():

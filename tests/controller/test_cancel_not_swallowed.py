@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from kmeta.controller.barrier import Barrier
+from kmeta.controller.channel.barrier import Barrier
 
 
 async def test_a_barrier_wait_cancelled_as_it_resolves_is_cancelled() -> None:

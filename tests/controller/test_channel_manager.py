@@ -6,10 +6,10 @@ import asyncio
 import time
 import uuid
 
-from kmeta.controller.channel_manager import ControllerChannelManager
+from kmeta.controller.channel.channel_manager import ControllerChannelManager
+from kmeta.controller.channel.request_batch import BatchContext, ControllerBrokerRequestBatch
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.request_batch import BatchContext, ControllerBrokerRequestBatch
+from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.metadata.model import Endpoint
 from kmeta.net.dispatch import HandlerRegistry
 from kmeta.net.listener import Listener
@@ -119,7 +119,7 @@ async def test_batch_sends_leader_and_isr_then_update_metadata_then_stop_replica
     broker = FakeBrokerControl()
     port = await broker.start()
     channel, _ = _manager(tmp_path)
-    state = ClusterState(controller_epoch=7)
+    state = ControllerContext(controller_epoch=7)
     state.brokers[1] = BrokerInfo(1, 11, "x", (Endpoint("CONTROL", "127.0.0.1", port),))
     state.topics["a"] = TopicInfo(
         "a", uuid.uuid4(), {0: PartitionRegistration((1,), (1,), 1, 2, 3)}

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 
 from kmeta.cli.main import cli
 from kmeta.cli.storage import random_cluster_id
-from kmeta.controller.data_dir import DataDirError, check_data_dir, read_identity
-from kmeta.controller.store import ControllerStore
+from kmeta.controller.store.data_dir import DataDirError, check_data_dir, read_identity
+from kmeta.controller.store.sqlite_store import ControllerStore
 from tests.cli.test_cluster_up_ready import _free_base_port
 from tests.helpers import accepts, free_ports
 

@@ -11,7 +11,7 @@ import uuid
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import PartitionRegistration, TopicInfo
-from kmeta.controller.store import ControllerStore, _json_ints
+from kmeta.controller.store.sqlite_store import ControllerStore, _json_ints
 
 
 def _topics_on_disk(store: ControllerStore) -> set[str]:

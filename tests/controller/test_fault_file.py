@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kmeta.controller.faults import Fault, FaultInjector, configured_faults, read_fault_file
+from kmeta.controller.channel.faults import Fault, FaultInjector, configured_faults, read_fault_file
 
 
 def test_fault_file_lines_comments_and_errors(tmp_path: Path) -> None:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import uuid
 from typing import Any, NamedTuple
 
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.request_batch import (
+from kmeta.controller.channel.request_batch import (
     LEADER_AND_ISR_VERSION,
     BatchContext,
     ControllerBrokerRequestBatch,
     ControllerRequests,
 )
+from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.metadata.model import Endpoint
 from kmeta.protocol.messages import leader_and_isr as lair
 
@@ -23,8 +23,8 @@ class _Reassignment(NamedTuple):
     removing: tuple[int, ...]
 
 
-def _state() -> ClusterState:
-    state = ClusterState(controller_epoch=5)
+def _state() -> ControllerContext:
+    state = ControllerContext(controller_epoch=5)
     for b in (1, 2, 3, 4):
         state.brokers[b] = BrokerInfo(b, 10 + b, "x", (Endpoint("CONTROL", f"h{b}", 9000 + b),))
     state.brokers[4].alive = False  # a dead replica gets nothing; a dead leader is not listed
@@ -44,7 +44,7 @@ def _state() -> ClusterState:
 
 
 def _expected(
-    state: ClusterState,
+    state: ControllerContext,
     broker: int,
     sent: list[tuple[str, int, bool]],
     reassigning: dict[tuple[str, int], _Reassignment],
@@ -84,7 +84,7 @@ def _expected(
 
 
 def _send(
-    state: ClusterState,
+    state: ControllerContext,
     requests: ControllerRequests,
     reassigning: dict[tuple[str, int], _Reassignment],
 ) -> dict[int, tuple[bytes, ...]]:

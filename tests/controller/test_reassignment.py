@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 
-from kmeta.controller.faults import parse_fault
+from kmeta.controller.channel.faults import parse_fault
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kmeta.controller import handlers
+from kmeta.controller.apis import common
 from kmeta.controller.model import PartitionRegistration, TopicInfo
-from kmeta.controller.store import ControllerStore
+from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
@@ -93,7 +93,7 @@ async def test_past_the_wait_an_early_request_is_not_controller_and_changes_noth
     """A controller whose Startup outlasts the wait answers NOT_CONTROLLER (retriable) and
     applies nothing; the same request once it is active is handled (no broker registered:
     INVALID_REPLICA_ASSIGNMENT, as Kafka validates it)."""
-    monkeypatch.setattr(handlers, "STARTUP_WAIT_S", 0.0)
+    monkeypatch.setattr(common, "STARTUP_WAIT_S", 0.0)
     _store_topics(tmp_path)
     daemon = await start_controller(tmp_path)
     try:

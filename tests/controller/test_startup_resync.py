@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from kmeta.controller.brokers.startup_resync import expected_digest, reported_digests
 from kmeta.controller.model import PartitionRegistration, TopicInfo
-from kmeta.controller.startup_resync import expected_digest, reported_digests
-from kmeta.controller.store import ControllerStore
+from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.metadata.replica_digest import MAX_DIGEST_TOPICS
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import broker_registration as br
@@ -176,7 +176,7 @@ async def test_topics_past_the_brokers_digest_bound_are_sent_and_a_list_over_the
     """The bound on either side: a broker reports digests for at most MAX_DIGEST_TOPICS topics
     (the rest are not reported, so they are sent); a controller ignores a longer list (the
     broker gets every partition it hosts, outcome ``everything``)."""
-    import kmeta.controller.startup_resync as startup_resync
+    import kmeta.controller.brokers.startup_resync as startup_resync
     import kmeta.server.controller_link as link
 
     c = await _cluster(tmp_path)
@@ -231,7 +231,7 @@ async def test_each_topic_is_digested_once_for_every_broker_of_one_startup(
     """Brokers register one after the other, each once the previous one's push ended: the
     controller digests each topic once for all of them (at 2M partitions a pass is seconds of
     CPU, and it ran again for each broker while the brokers applied the full update)."""
-    import kmeta.controller.startup_resync as startup_resync
+    import kmeta.controller.brokers.startup_resync as startup_resync
 
     ctl = await start_controller(tmp_path, session_timeout_ms=10_000)
     brokers = await recording_brokers(ctl.port)
@@ -278,7 +278,7 @@ async def test_a_broker_heard_from_is_waited_for_past_the_grace(tmp_path: Path) 
     know its connection) and registers only 4 s later, as a broker busy with a 2M-partition
     update does: it is waited for past the grace and, its digest matching, gets no
     LeaderAndIsr. Brokers 1 and 2 say nothing: after the grace they get everything."""
-    from kmeta.controller.startup_resync import REGISTRATION_GRACE_S
+    from kmeta.controller.brokers.startup_resync import REGISTRATION_GRACE_S
     ctl = await start_controller(tmp_path, session_timeout_ms=10_000)
     brokers = await recording_brokers(ctl.port)
     try:

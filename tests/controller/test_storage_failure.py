@@ -29,8 +29,9 @@ import pytest
 from kmeta.controller.daemon import ControllerDaemon
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
-from kmeta.controller.model import ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.store import ControllerStore, StorageError
+from kmeta.controller.model import ControllerContext, PartitionRegistration, TopicInfo
+from kmeta.controller.store.errors import StorageError
+from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.net.state_change_log import StateChangeLog
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br
@@ -74,7 +75,7 @@ def _received(brokers: dict[int, RecordingBroker]) -> dict[int, int]:
     return {i: len(b.received) for i, b in brokers.items()}
 
 
-async def _stored(ctl: ControllerDaemon) -> ClusterState:
+async def _stored(ctl: ControllerDaemon) -> ControllerContext:
     """The store's state, read inside an event (never beside a commit in flight)."""
     return await ctl.controller.enqueue("ReadStore", ctl.controller.store.load)
 

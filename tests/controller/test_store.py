@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from kmeta.controller.model import BrokerInfo, PartitionRegistration, TopicInfo
-from kmeta.controller.store import ControllerStore
+from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.metadata.model import Endpoint
 
 

@@ -8,22 +8,22 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kmeta.controller.model import BrokerInfo, ClusterState, PartitionRegistration, TopicInfo
-from kmeta.controller.request_batch import (
+from kmeta.controller.channel.request_batch import (
     UM_FULL,
     UM_INCREMENTAL,
     UPDATE_METADATA_VERSION,
     BatchContext,
     ControllerBrokerRequestBatch,
 )
-from kmeta.controller.topic_blocks import UpdateMetadataBlocks
+from kmeta.controller.channel.update_metadata_batch import UpdateMetadataBlocks
+from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.metadata.model import Endpoint
 from kmeta.protocol.messages import update_metadata as um
 from tests.controller.test_channel_manager import FakeBrokerControl, _manager
 
 
-def _state(ports: dict[int, int]) -> ClusterState:
-    state = ClusterState(controller_epoch=5)
+def _state(ports: dict[int, int]) -> ControllerContext:
+    state = ControllerContext(controller_epoch=5)
     for b, port in ports.items():
         state.brokers[b] = BrokerInfo(b, 10 + b, "x", (Endpoint("CONTROL", "127.0.0.1", port),))
     # broker 3 is dead: its replicas are offline in every partition
@@ -39,7 +39,7 @@ def _state(ports: dict[int, int]) -> ClusterState:
     return state
 
 
-def _expected(state: ClusterState, broker_epoch: int, um_type: int) -> um.UpdateMetadataRequest:
+def _expected(state: ControllerContext, broker_epoch: int, um_type: int) -> um.UpdateMetadataRequest:
     """The full request built partition by partition, as the batch built it before blocks."""
     alive = {b for b, info in state.brokers.items() if info.alive}
     topics = []
@@ -119,7 +119,7 @@ async def test_brokers_share_one_full_payload_equal_to_the_whole_encoding(tmp_pa
             await asyncio.wait_for(fake.stop(), 3)
 
 
-def _sent_bodies(state: ClusterState, blocks: UpdateMetadataBlocks, full: bool) -> dict[int, bytes]:
+def _sent_bodies(state: ControllerContext, blocks: UpdateMetadataBlocks, full: bool) -> dict[int, bytes]:
     """Bodies of one batch, taken from a held channel (nothing is sent)."""
     bodies: dict[int, bytes] = {}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kmeta.controller.store import ControllerStore
+from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_configs as ac
 from kmeta.protocol.messages import create_topics as ct

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from kmeta.controller.store import ControllerStore
+from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.protocol.messages import controlled_shutdown as cs
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import stop_replica as sr

@@ -12,12 +12,12 @@ from kazoo.client import KazooClient
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from kmeta.cli.zookeeper import LocalZooKeeper
-from kmeta.controller import zk_requests
 from kmeta.controller.model import BrokerInfo, PartitionRegistration, TopicInfo
-from kmeta.controller.store import StorageError
-from kmeta.controller.zk_election import CONTROLLER, ControllerElection, active_controller
-from kmeta.controller.zk_layout import partition_state_path
-from kmeta.controller.zk_store import MAX_MULTI_BYTES, ZooKeeperStore
+from kmeta.controller.quorum.election import CONTROLLER, ControllerElection, active_controller
+from kmeta.controller.store import zk_requests
+from kmeta.controller.store.errors import StorageError
+from kmeta.controller.store.zk_layout import partition_state_path
+from kmeta.controller.store.zk_store import MAX_MULTI_BYTES, ZooKeeperStore
 from kmeta.metadata.model import Endpoint
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import make_credential

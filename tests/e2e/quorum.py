@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from kmeta.cli.zookeeper import LocalZooKeeper
-from kmeta.controller.zk_election import active_controller
+from kmeta.controller.quorum.election import active_controller
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import create_topics as ct
 from tests.helpers import free_ports, refuses, wait

@@ -21,8 +21,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewPartitions, NewTopic
 
 from kmeta.cli.zookeeper import LocalZooKeeper
-from kmeta.controller.zk_requests import read_tree
-from kmeta.controller.zk_store import MAX_IN_FLIGHT, MAX_MULTI_OPS, ZooKeeperStore
+from kmeta.controller.store.zk_requests import read_tree
+from kmeta.controller.store.zk_store import MAX_IN_FLIGHT, MAX_MULTI_OPS, ZooKeeperStore
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp

@@ -18,8 +18,8 @@ import pytest
 from kmeta.cli.zookeeper import LocalZooKeeper
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.daemon import ControllerDaemon
-from kmeta.controller.zk_layout import PERSISTENT_PATHS
-from kmeta.controller.zk_store import ZooKeeperStore
+from kmeta.controller.store.zk_layout import PERSISTENT_PATHS
+from kmeta.controller.store.zk_store import ZooKeeperStore
 from kmeta.protocol.errors import ErrorCode
 from tests.e2e.quorum import Quorum, create_topic_at
 from tests.helpers import refuses, wait

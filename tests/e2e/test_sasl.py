@@ -16,7 +16,7 @@ import pytest
 
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.daemon import ControllerDaemon
-from kmeta.controller.store import ControllerStore
+from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.security.scram import MECHANISM_IDS, salted_password
 from kmeta.net.tls import TlsConfig

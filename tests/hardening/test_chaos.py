@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from kmeta.client.client import MetadataClient
+from kmeta.controller.channel.faults import Fault
 from kmeta.controller.daemon import ControllerDaemon
-from kmeta.controller.faults import Fault
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct

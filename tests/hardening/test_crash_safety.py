@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from kmeta.controller.request_batch import UM_FULL
+from kmeta.controller.channel.request_batch import UM_FULL
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp

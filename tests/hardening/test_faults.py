@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from kmeta.cli.cluster import ClusterConfig, controller_argv
 from kmeta.cli.main import cli
+from kmeta.controller.channel.faults import Fault, FaultInjector, parse_fault
 from kmeta.controller.config import ControllerConfig
-from kmeta.controller.faults import Fault, FaultInjector, parse_fault
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kmeta.net.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.net.security.acl import (
     AclBinding,
     AclFilter,
@@ -22,7 +23,6 @@ from kmeta.net.security.authorizer import (
     AuthorizerConfig,
     parse_super_users,
 )
-from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
 
 T, C = ResourceType.TOPIC, ResourceType.CLUSTER
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED

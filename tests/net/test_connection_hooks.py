@@ -12,7 +12,7 @@ from kmeta.net import api_versions as api_versions_handler
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.hooks import ConnectionHooks, FaultKind
 from kmeta.net.listener import Listener
-from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
+from kmeta.net.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.net.server_connection import ServerConnection
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import api_versions as av

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kmeta.net.connection import KafkaConnection
-from kmeta.net.security.principal import ANONYMOUS, KafkaPrincipal
+from kmeta.net.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.net.security.ssl_principal import distinguished_name, map_principal, parse_rules
 from kmeta.net.tls import TlsConfig
 from kmeta.protocol.messages import metadata as md

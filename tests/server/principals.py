@@ -11,7 +11,7 @@ from collections import deque
 from typing import Any
 
 from kmeta.net.connection import KafkaConnection
-from kmeta.net.security.principal import KafkaPrincipal
+from kmeta.net.principal import KafkaPrincipal
 
 CLIENT = KafkaPrincipal("User", "client")
 

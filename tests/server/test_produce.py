@@ -14,9 +14,9 @@ with warnings.catch_warnings():  # kafka-python uses importlib.resources' legacy
     from kafka.record.default_records import DefaultRecordBatchBuilder
     from kafka.record.util import calc_crc32c
 
+from kmeta.net.principal import KafkaPrincipal
 from kmeta.net.security.acl import AclBinding, AclOperation, ResourceType
 from kmeta.net.security.authorizer import AclSet, AuthorizerConfig, parse_super_users
-from kmeta.net.security.principal import KafkaPrincipal
 from kmeta.protocol.errors import ErrorCode as E
 from kmeta.protocol.framing import FrameSplitter
 from kmeta.protocol.messages import api_versions as av

@@ -1,4 +1,6 @@
-"""The controller's admin APIs, one module per API key, each with ``register(registry)``.
+"""The controller's APIs, one module per API key, each with ``register(registry)``.
 
-``kmeta.controller.handlers.build_registry`` imports the modules named in its API_MODULES.
+:mod:`~kmeta.controller.apis.registry` builds the registry from them; what they share (the
+request context, the forwarder, the barrier wait, the startup and forwarder checks) is
+:mod:`~kmeta.controller.apis.common`'s.
 """

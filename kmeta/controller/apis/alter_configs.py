@@ -1,7 +1,7 @@
 """AlterConfigs (api key 33): versions 0-2, forwarded by brokers (the legacy, whole-set API).
 
 Behaviour (Kafka 3.x ``ConfigAdminManager.preprocess`` and ``ZkAdminManager.alterConfigs``;
-the topic rules are in :mod:`kmeta.controller.topic_configs`):
+the topic rules are in :mod:`kmeta.controller.topics.configs`):
 
 * A resource named twice: INVALID_REQUEST for both; a config named twice: INVALID_REQUEST; a
   null value: INVALID_REQUEST ("Null value not supported for : ...").
@@ -18,8 +18,8 @@ Versions: v1 same as v0; v2 flexible.
 
 from __future__ import annotations
 
+from kmeta.controller.apis.common import ControllerRegistry, ControllerRequestContext
 from kmeta.controller.apis.config_requests import Change, alter, preprocess
-from kmeta.controller.handlers import ControllerContext, ControllerRegistry
 from kmeta.protocol.messages import alter_configs as ac
 
 
@@ -29,7 +29,7 @@ def _change(resource: ac.AlterConfigsResource) -> Change:
     return lambda _current: dict(wanted)
 
 
-async def handle(ctx: ControllerContext, request: ac.AlterConfigsRequest) -> ac.AlterConfigsResponse:
+async def handle(ctx: ControllerRequestContext, request: ac.AlterConfigsRequest) -> ac.AlterConfigsResponse:
     resources = request.resources
     outcomes = preprocess(resources, lambda _c: False)
     changes = [None if o is not None else _change(r) for r, o in zip(resources, outcomes, strict=True)]

@@ -1,6 +1,6 @@
 """AlterPartitionReassignments (api key 45): version 0, forwarded by brokers.
 
-Behaviour (the reassignment itself: :mod:`kmeta.controller.reassignment`):
+Behaviour (the reassignment itself: :mod:`kmeta.controller.topics.reassignment`):
 
 * Each partition's target replicas start (or replace) a reassignment; null replicas cancel the
   one in progress. Errors per partition as Kafka's: UNKNOWN_TOPIC_OR_PARTITION,
@@ -12,22 +12,22 @@ Behaviour (the reassignment itself: :mod:`kmeta.controller.reassignment`):
   partition; nothing of the request was kept.
 * More partitions than ``--max-partitions-per-request`` in one request: refused whole, every
   entry POLICY_VIOLATION (the rule CreateTopics, CreatePartitions and DeleteTopics share, see
-  :func:`kmeta.controller.apis.topic_requests.too_large`); counted before any event is queued.
+  :func:`kmeta.controller.apis.common.too_large`); counted before any event is queued.
 """
 
 from __future__ import annotations
 
-from kmeta.controller.apis.topic_requests import too_large
-from kmeta.controller.handlers import (
-    ControllerContext,
+from kmeta.controller.apis.common import (
     ControllerRegistry,
+    ControllerRequestContext,
     controller_of,
     forwarder_of,
     refusal_code,
+    too_large,
     wait_for,
 )
-from kmeta.controller.reassignment import AlterResult
-from kmeta.controller.store import StorageError
+from kmeta.controller.store.errors import StorageError
+from kmeta.controller.topics.reassignment import AlterResult
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr
 
@@ -46,7 +46,7 @@ def _response(request: apr.AlterPartitionReassignmentsRequest, results: list[Alt
     )
 
 
-async def handle(ctx: ControllerContext, request: apr.AlterPartitionReassignmentsRequest) -> apr.AlterPartitionReassignmentsResponse:
+async def handle(ctx: ControllerRequestContext, request: apr.AlterPartitionReassignmentsRequest) -> apr.AlterPartitionReassignmentsResponse:
     c = controller_of(ctx)
     entries = [
         (t.name, p.partition_index, None if p.replicas is None else tuple(p.replicas))

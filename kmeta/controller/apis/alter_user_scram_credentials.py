@@ -1,21 +1,21 @@
 """AlterUserScramCredentials (api key 51): version 0, forwarded by brokers.
 
-The rules are in :mod:`kmeta.controller.scram_users`; one result per user named. The store
+The rules are in :mod:`kmeta.controller.security.scram_users`; one result per user named. The store
 refused the change: KAFKA_STORAGE_ERROR for every user.
 """
 
 from __future__ import annotations
 
-from kmeta.controller.handlers import (
-    ControllerContext,
+from kmeta.controller.apis.common import (
     ControllerRegistry,
+    ControllerRequestContext,
     controller_of,
     forwarder_of,
     refusal_code,
     wait_for,
 )
-from kmeta.controller.scram_users import Outcome
-from kmeta.controller.store import StorageError
+from kmeta.controller.security.scram_users import Outcome
+from kmeta.controller.store.errors import StorageError
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_user_scram_credentials as aus
 
@@ -31,7 +31,7 @@ def _response(request: aus.AlterUserScramCredentialsRequest, outcomes: dict[str,
     )
 
 
-async def handle(ctx: ControllerContext, request: aus.AlterUserScramCredentialsRequest) -> aus.AlterUserScramCredentialsResponse:
+async def handle(ctx: ControllerRequestContext, request: aus.AlterUserScramCredentialsRequest) -> aus.AlterUserScramCredentialsResponse:
     c = controller_of(ctx)
     forwarder = forwarder_of(ctx)
     users = dict.fromkeys(

@@ -1,6 +1,6 @@
 """BrokerHeartbeat (api key 63, v0-1): answered at once (no event).
 
-Refreshes the session (:mod:`kmeta.controller.sessions`), or answers STALE_BROKER_EPOCH when
+Refreshes the session (:mod:`kmeta.controller.brokers.sessions`), or answers STALE_BROKER_EPOCH when
 the broker is unknown, fenced, on another epoch, or when the heartbeat does not come on the
 connection that registered the session (the broker then registers again); a refused heartbeat
 extends nothing, so a silent broker is fenced whatever others send.
@@ -12,9 +12,9 @@ changes (Kafka's ``authorizeClusterOperation``).
 
 from __future__ import annotations
 
-from kmeta.controller.handlers import (
-    ControllerContext,
+from kmeta.controller.apis.common import (
     ControllerRegistry,
+    ControllerRequestContext,
     cluster_action,
     controller_of,
 )
@@ -22,7 +22,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh
 
 
-def handle(ctx: ControllerContext, req: bh.BrokerHeartbeatRequest) -> bh.BrokerHeartbeatResponse:
+def handle(ctx: ControllerRequestContext, req: bh.BrokerHeartbeatRequest) -> bh.BrokerHeartbeatResponse:
     c = controller_of(ctx)
     if not cluster_action(ctx, "BrokerHeartbeat", req.broker_id):
         return bh.BrokerHeartbeatResponse(

@@ -1,5 +1,5 @@
 """BrokerRegistration (api key 62, v0-4): a registration event (see
-:mod:`kmeta.controller.brokers`); a new incarnation gets a new epoch.
+:mod:`kmeta.controller.brokers.lifecycle`); a new incarnation gets a new epoch.
 
 As KRaft: another or an empty cluster id (when this controller knows its own) is
 INCONSISTENT_CLUSTER_ID; an id whose other incarnation is inside its session is
@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import logging
 
-from kmeta.controller.handlers import (
-    ControllerContext,
+from kmeta.controller.apis.common import (
     ControllerRegistry,
+    ControllerRequestContext,
     cluster_action,
     controller_of,
     refusal_code,
 )
-from kmeta.controller.startup_resync import reported_digests
-from kmeta.controller.store import StorageError
+from kmeta.controller.brokers.startup_resync import reported_digests
+from kmeta.controller.store.errors import StorageError
 from kmeta.metadata.model import Endpoint
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br
@@ -57,7 +57,7 @@ def _listeners_error(req: br.BrokerRegistrationRequest) -> str | None:
     return None
 
 
-async def handle(ctx: ControllerContext, req: br.BrokerRegistrationRequest) -> br.BrokerRegistrationResponse:
+async def handle(ctx: ControllerRequestContext, req: br.BrokerRegistrationRequest) -> br.BrokerRegistrationResponse:
     """KRaft's order: the cluster id first (empty or another: INCONSISTENT_CLUSTER_ID, when
     this controller knows its id), then the id's session (DUPLICATE_BROKER_REGISTRATION, in
     the event). PreviousBrokerEpoch (v3+, KIP-966): Kafka's controller does not read it (it
@@ -68,7 +68,7 @@ async def handle(ctx: ControllerContext, req: br.BrokerRegistrationRequest) -> b
     process that is gone, and registers at once (:meth:`BrokerLifecycleManager.register`).
     kmeta's tagged ``KmetaTopicDigests`` (at most MAX_DIGEST_TOPICS, else ignored) tell a
     controller that took over which topics' LeaderAndIsr the broker already holds
-    (:mod:`startup_resync`).
+    (:mod:`kmeta.controller.brokers.startup_resync`).
     """
     c = controller_of(ctx)
 

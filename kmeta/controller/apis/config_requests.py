@@ -2,7 +2,7 @@
 
 Kafka's ``ConfigAdminManager.preprocess`` checks, then one controller event that computes
 every topic's new override set, validates it and (unless validate_only) applies the accepted
-ones together (:class:`kmeta.controller.topic_configs.TopicConfigManager`), then the answer
+ones together (:class:`kmeta.controller.topics.configs.TopicConfigManager`), then the answer
 waits for the propagation barrier.
 """
 
@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
-from kmeta.controller.barrier import Barrier
-from kmeta.controller.handlers import (
-    ControllerContext,
+from kmeta.controller.apis.common import (
+    ControllerRequestContext,
     controller_of,
     forwarder_of,
     refusal_code,
     wait_for,
 )
-from kmeta.controller.store import StorageError
-from kmeta.controller.topic_configs import Outcome, invalid_config
+from kmeta.controller.channel.barrier import Barrier
+from kmeta.controller.store.errors import StorageError
+from kmeta.controller.topics.configs import Outcome, invalid_config
 from kmeta.metadata.log_config import ConfigError
 from kmeta.protocol.errors import ErrorCode
 
@@ -86,7 +86,7 @@ def preprocess(resources: Sequence[ConfigResource[C]], null_ok: Callable[[C], bo
 
 
 async def alter(
-    ctx: ControllerContext,
+    ctx: ControllerRequestContext,
     resources: Sequence[ConfigResource[ConfigEntry]],
     outcomes: list[Outcome | None],
     changes: list[Change | None],

@@ -11,20 +11,20 @@ changes (Kafka's ``authorizeClusterOperation``).
 
 from __future__ import annotations
 
-from kmeta.controller.handlers import (
-    ControllerContext,
+from kmeta.controller.apis.common import (
     ControllerRegistry,
+    ControllerRequestContext,
     cluster_action,
     controller_of,
     refusal_code,
     wait_for,
 )
-from kmeta.controller.store import StorageError
+from kmeta.controller.store.errors import StorageError
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import controlled_shutdown as cs
 
 
-async def handle(ctx: ControllerContext, req: cs.ControlledShutdownRequest) -> cs.ControlledShutdownResponse:
+async def handle(ctx: ControllerRequestContext, req: cs.ControlledShutdownRequest) -> cs.ControlledShutdownResponse:
     c = controller_of(ctx)
     if not cluster_action(ctx, "ControlledShutdown", req.broker_id):
         return cs.ControlledShutdownResponse(

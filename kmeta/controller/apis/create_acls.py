@@ -2,7 +2,7 @@
 ALTER on the cluster).
 
 Behaviour (Kafka's ``AclApis.handleCreateAcls`` and ``AclControlManager.createAcls``; the
-rules are in :mod:`kmeta.controller.acls`):
+rules are in :mod:`kmeta.controller.security.acls`):
 
 * One result per creation, in order: NONE, or INVALID_REQUEST with Kafka's message (unknown
   or ANY resource type, pattern type other than LITERAL/PREFIXED, operation UNKNOWN/ANY,
@@ -18,16 +18,16 @@ Versions: v1 adds the resource pattern type (KIP-290); v2 flexible; v3 same as v
 
 from __future__ import annotations
 
-from kmeta.controller.acls import MAX_ACLS_PER_REQUEST
-from kmeta.controller.handlers import (
-    ControllerContext,
+from kmeta.controller.apis.common import (
     ControllerRegistry,
+    ControllerRequestContext,
     controller_of,
     forwarder_of,
     refusal_code,
     wait_for,
 )
-from kmeta.controller.store import StorageError
+from kmeta.controller.security.acls import MAX_ACLS_PER_REQUEST
+from kmeta.controller.store.errors import StorageError
 from kmeta.net.security.acl import AclBinding, PatternType
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_acls as ca
@@ -48,7 +48,7 @@ def response(request: ca.CreateAclsRequest, results: list[tuple[int, str | None]
     )
 
 
-async def handle(ctx: ControllerContext, request: ca.CreateAclsRequest) -> ca.CreateAclsResponse:
+async def handle(ctx: ControllerRequestContext, request: ca.CreateAclsRequest) -> ca.CreateAclsResponse:
     c = controller_of(ctx)
     creations = request.creations
     if len(creations) > MAX_ACLS_PER_REQUEST:

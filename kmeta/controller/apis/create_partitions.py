@@ -1,39 +1,37 @@
 """CreatePartitions (api key 37, v0-3).
 
 Forwarded by brokers: validated with Kafka's error codes, applied in one event (see
-:mod:`kmeta.controller.admin_manager`), answered after the propagation barrier (or the
+:mod:`kmeta.controller.topics.admin_manager`), answered after the propagation barrier (or the
 forwarding broker's ack with the barrier off). A change not propagated within the request's
 timeout_ms is answered REQUEST_TIMED_OUT (it still happened), with a message naming the
 brokers that rejected it or did not answer. The limits on one request are
-:mod:`kmeta.controller.apis.topic_requests`' (POLICY_VIOLATION for the whole request). A
+:mod:`kmeta.controller.apis.common`' (POLICY_VIOLATION for the whole request). A
 change the store refused is KAFKA_STORAGE_ERROR with the cause as the message.
 """
 
 from __future__ import annotations
 
-from kmeta.controller.admin import TopicPlan
-from kmeta.controller.apis.topic_requests import (
+from kmeta.controller.apis.common import (
     MAX_TOPICS_PER_REQUEST,
-    not_propagated,
-    outcome,
-    requested,
-    too_large,
-)
-from kmeta.controller.barrier import Barrier
-from kmeta.controller.handlers import (
-    ControllerContext,
     ControllerRegistry,
+    ControllerRequestContext,
     controller_of,
     forwarder_of,
+    not_propagated,
+    outcome,
     refusal_code,
+    requested,
+    too_large,
     wait_for,
 )
-from kmeta.controller.store import StorageError
+from kmeta.controller.channel.barrier import Barrier
+from kmeta.controller.store.errors import StorageError
+from kmeta.controller.topics.admin import TopicPlan
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
 
 
-async def handle(ctx: ControllerContext, req: cp.CreatePartitionsRequest) -> cp.CreatePartitionsResponse:
+async def handle(ctx: ControllerRequestContext, req: cp.CreatePartitionsRequest) -> cp.CreatePartitionsResponse:
     c = controller_of(ctx)
     cfg = c.config
 

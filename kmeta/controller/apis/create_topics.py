@@ -1,38 +1,38 @@
 """CreateTopics (api key 19, v0-7).
 
 Forwarded by brokers: validated with Kafka's error codes, applied in one event (see
-:mod:`kmeta.controller.admin_manager`), answered after the propagation barrier (or the
+:mod:`kmeta.controller.topics.admin_manager`), answered after the propagation barrier (or the
 forwarding broker's ack with the barrier off). A change not propagated within the request's
 timeout_ms is answered REQUEST_TIMED_OUT (it still happened), with a message naming the
 brokers that rejected it or did not answer. The limits on one request are
-:mod:`kmeta.controller.apis.topic_requests`' (POLICY_VIOLATION for the whole request). A
+:mod:`kmeta.controller.apis.common`' (POLICY_VIOLATION for the whole request). A
 change the store refused is KAFKA_STORAGE_ERROR with the cause as the message.
 """
 
 from __future__ import annotations
 
-from kmeta.controller.apis.topic_requests import (
-    not_propagated,
-    outcome,
-    requested,
-    too_large,
-)
-from kmeta.controller.handlers import (
-    ControllerContext,
+from collections.abc import Mapping
+
+from kmeta.controller.apis.common import (
     ControllerRegistry,
+    ControllerRequestContext,
     controller_of,
     forwarder_of,
+    not_propagated,
+    outcome,
     refusal_code,
+    requested,
+    too_large,
     wait_for,
 )
-from kmeta.controller.store import StorageError
-from kmeta.controller.topic_configs import created_configs
+from kmeta.controller.store.errors import StorageError
+from kmeta.metadata.log_config import TOPIC_CONFIGS, ConfigError, validate
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.schema import uuid_or_zero
 
 
-async def handle(ctx: ControllerContext, req: ct.CreateTopicsRequest) -> ct.CreateTopicsResponse:
+async def handle(ctx: ControllerRequestContext, req: ct.CreateTopicsRequest) -> ct.CreateTopicsResponse:
     c = controller_of(ctx)
     cfg = c.config
     asked = sum(
@@ -101,6 +101,20 @@ async def handle(ctx: ControllerContext, req: ct.CreateTopicsRequest) -> ct.Crea
             )
         )
     return ct.CreateTopicsResponse(version=req.version, topics=tuple(results))
+
+
+def created_configs(given: Mapping[str, str | None]) -> list[tuple[str, str, int]]:
+    """(name, value, source) of every topic config of a topic created with ``given``, for
+    CreateTopics v5+'s answer (as ZkAdminManager.createTopics lists them): the override
+    (TOPIC_CONFIG, 1) or the default (DEFAULT_CONFIG, 5)."""
+    try:
+        overrides = validate({k: v for k, v in given.items() if v is not None})
+    except ConfigError:
+        overrides = {}
+    return [
+        (name, overrides[name], 1) if name in overrides else (name, d.default, 5)
+        for name, d in TOPIC_CONFIGS.items()
+    ]
 
 
 def register(registry: ControllerRegistry) -> None:

@@ -2,7 +2,7 @@
 ALTER on the cluster).
 
 Behaviour (Kafka's ``AclApis.handleDeleteAcls`` and ``AclControlManager.deleteAcls``; the
-rules are in :mod:`kmeta.controller.acls`):
+rules are in :mod:`kmeta.controller.security.acls`):
 
 * One result per filter, in order, listing every ACL it matched and deleted (each with
   error NONE); a filter with an UNKNOWN element: INVALID_REQUEST and no matches.
@@ -16,16 +16,16 @@ Versions: v1 adds the pattern type filter (KIP-290); v2 flexible; v3 same as v2.
 
 from __future__ import annotations
 
-from kmeta.controller.acls import MAX_ACLS_PER_REQUEST
-from kmeta.controller.handlers import (
-    ControllerContext,
+from kmeta.controller.apis.common import (
     ControllerRegistry,
+    ControllerRequestContext,
     controller_of,
     forwarder_of,
     refusal_code,
     wait_for,
 )
-from kmeta.controller.store import StorageError
+from kmeta.controller.security.acls import MAX_ACLS_PER_REQUEST
+from kmeta.controller.store.errors import StorageError
 from kmeta.net.security.acl import AclBinding, AclFilter, PatternType
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_acls as da
@@ -58,7 +58,7 @@ def response(
     )
 
 
-async def handle(ctx: ControllerContext, request: da.DeleteAclsRequest) -> da.DeleteAclsResponse:
+async def handle(ctx: ControllerRequestContext, request: da.DeleteAclsRequest) -> da.DeleteAclsResponse:
     c = controller_of(ctx)
     filters = request.filters
     if len(filters) > MAX_ACLS_PER_REQUEST:

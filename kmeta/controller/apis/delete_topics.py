@@ -1,39 +1,37 @@
 """DeleteTopics (api key 20, v0-6): topics by name (v0-5) or by name or id (v6+).
 
 Forwarded by brokers: validated with Kafka's error codes, applied in one event (see
-:mod:`kmeta.controller.admin_manager`), answered after the propagation barrier (or the
+:mod:`kmeta.controller.topics.admin_manager`), answered after the propagation barrier (or the
 forwarding broker's ack with the barrier off). A change not propagated within the request's
 timeout_ms is answered REQUEST_TIMED_OUT (it still happened), with a message naming the
 brokers that rejected it or did not answer. The limits on one request are
-:mod:`kmeta.controller.apis.topic_requests`' (POLICY_VIOLATION for the whole request). A
+:mod:`kmeta.controller.apis.common`' (POLICY_VIOLATION for the whole request). A
 change the store refused is KAFKA_STORAGE_ERROR with the cause as the message.
-The deletion itself is :mod:`kmeta.controller.deletion`'s.
+The deletion itself is :mod:`kmeta.controller.topics.deletion`'s.
 """
 
 from __future__ import annotations
 
 import uuid
 
-from kmeta.controller.apis.topic_requests import (
-    not_propagated,
-    too_large,
-)
-from kmeta.controller.barrier import Barrier
-from kmeta.controller.handlers import (
-    ControllerContext,
+from kmeta.controller.apis.common import (
     ControllerRegistry,
+    ControllerRequestContext,
     controller_of,
     forwarder_of,
+    not_propagated,
     refusal_code,
+    too_large,
     wait_for,
 )
-from kmeta.controller.store import StorageError
+from kmeta.controller.channel.barrier import Barrier
+from kmeta.controller.store.errors import StorageError
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.schema import uuid_or_zero
 
 
-async def handle(ctx: ControllerContext, req: dt.DeleteTopicsRequest) -> dt.DeleteTopicsResponse:
+async def handle(ctx: ControllerRequestContext, req: dt.DeleteTopicsRequest) -> dt.DeleteTopicsResponse:
     c = controller_of(ctx)
     entries: list[tuple[str | None, uuid.UUID | None]]
     if req.version >= 6:

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from kmeta.controller.handlers import ControllerContext, ControllerRegistry, controller_of
+from kmeta.controller.apis.common import ControllerRegistry, ControllerRequestContext, controller_of
 from kmeta.net.security.describe_scram import describe
 from kmeta.protocol.messages import describe_user_scram_credentials as dusc
 
 
-def handle(ctx: ControllerContext, request: dusc.DescribeUserScramCredentialsRequest) -> dusc.DescribeUserScramCredentialsResponse:
+def handle(ctx: ControllerRequestContext, request: dusc.DescribeUserScramCredentialsRequest) -> dusc.DescribeUserScramCredentialsResponse:
     return describe(controller_of(ctx).credentials, request)
 
 

@@ -1,6 +1,6 @@
 """ElectLeaders (api key 43): versions 0-2, forwarded by brokers (or sent to us directly).
 
-Behaviour (see :mod:`kmeta.controller.replica_election` for the elections themselves):
+Behaviour (see :mod:`kmeta.controller.topics.replica_election` for the elections themselves):
 
 * PREFERRED or UNCLEAN elections for the partitions listed, or for every partition when
   topic_partitions is null (then only the partitions that needed an election are answered).
@@ -18,16 +18,16 @@ Versions: v0 has no election type (PREFERRED) and no top-level error code; v1 ad
 
 from __future__ import annotations
 
-from kmeta.controller.handlers import (
-    ControllerContext,
+from kmeta.controller.apis.common import (
     ControllerRegistry,
+    ControllerRequestContext,
     controller_of,
     forwarder_of,
     refusal_code,
     wait_for,
 )
-from kmeta.controller.replica_election import PREFERRED, UNCLEAN, ElectionResult
-from kmeta.controller.store import StorageError
+from kmeta.controller.store.errors import StorageError
+from kmeta.controller.topics.replica_election import PREFERRED, UNCLEAN, ElectionResult
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import elect_leaders as el
 
@@ -48,7 +48,7 @@ def _response(request: el.ElectLeadersRequest, error: int, results: list[Electio
     )
 
 
-async def handle(ctx: ControllerContext, request: el.ElectLeadersRequest) -> el.ElectLeadersResponse:
+async def handle(ctx: ControllerRequestContext, request: el.ElectLeadersRequest) -> el.ElectLeadersResponse:
     c = controller_of(ctx)
     election_type = request.election_type if request.version >= 1 else PREFERRED
     asked: list[tuple[str, int]] | None = None

@@ -1,7 +1,7 @@
 """IncrementalAlterConfigs (api key 44): versions 0-1, forwarded by brokers.
 
 Behaviour (Kafka 3.x ``ConfigAdminManager.preprocess`` and ``ZkAdminManager``; the topic
-rules are in :mod:`kmeta.controller.topic_configs`):
+rules are in :mod:`kmeta.controller.topics.configs`):
 
 * A resource named twice: INVALID_REQUEST for both ("Each resource must appear at most
   once."); a config named twice in one resource: INVALID_REQUEST; a null value for anything
@@ -19,8 +19,8 @@ Versions: v0 first version (KIP-339); v1 flexible.
 
 from __future__ import annotations
 
+from kmeta.controller.apis.common import ControllerRegistry, ControllerRequestContext
 from kmeta.controller.apis.config_requests import Change, alter, preprocess
-from kmeta.controller.handlers import ControllerContext, ControllerRegistry
 from kmeta.metadata.log_config import APPEND, DELETE, SET, SUBTRACT, apply_incremental
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import incremental_alter_configs as iac
@@ -33,7 +33,7 @@ def _change(resource: iac.AlterConfigsResource) -> Change:
     return lambda current: apply_incremental(current, ops)
 
 
-async def handle(ctx: ControllerContext, request: iac.IncrementalAlterConfigsRequest) -> iac.IncrementalAlterConfigsResponse:
+async def handle(ctx: ControllerRequestContext, request: iac.IncrementalAlterConfigsRequest) -> iac.IncrementalAlterConfigsResponse:
     resources = request.resources
     outcomes = preprocess(resources, lambda c: c.config_operation == DELETE)
     for i, r in enumerate(resources):

@@ -10,17 +10,17 @@ Behaviour:
 
 from __future__ import annotations
 
-from kmeta.controller.handlers import (
-    ControllerContext,
+from kmeta.controller.apis.common import (
     ControllerRegistry,
+    ControllerRequestContext,
     controller_of,
     refusal_code,
 )
-from kmeta.controller.store import StorageError
+from kmeta.controller.store.errors import StorageError
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 
 
-async def handle(ctx: ControllerContext, request: lpr.ListPartitionReassignmentsRequest) -> lpr.ListPartitionReassignmentsResponse:
+async def handle(ctx: ControllerRequestContext, request: lpr.ListPartitionReassignmentsRequest) -> lpr.ListPartitionReassignmentsResponse:
     c = controller_of(ctx)
     asked = None
     if request.topics is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kmeta.controller.handlers import ControllerRegistry
+from kmeta.controller.apis.common import ControllerRegistry
 from kmeta.net.security.sasl import handle_authenticate
 from kmeta.protocol.messages import sasl_authenticate
 

@@ -3,7 +3,7 @@ admin clients authenticate on a SASL_PLAINTEXT / SASL_SSL controller listener.""
 
 from __future__ import annotations
 
-from kmeta.controller.handlers import ControllerRegistry
+from kmeta.controller.apis.common import ControllerRegistry
 from kmeta.net.security.sasl import handle_handshake
 from kmeta.protocol.messages import sasl_handshake
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from kmeta.net.dispatch import RequestContext
+from kmeta.net.principal import KafkaPrincipal
 from kmeta.net.security.acl import (
     CLUSTER_NAME,
     WILDCARD,
@@ -35,7 +36,6 @@ from kmeta.net.security.acl import (
     PatternType,
     ResourceType,
 )
-from kmeta.net.security.principal import KafkaPrincipal
 
 _IMPLIES_DESCRIBE = frozenset(
     (AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER)

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 from scramp import ScramException, ScramMechanism
 
 from kmeta.net.dispatch import RequestContext, S
-from kmeta.net.hooks import AuthenticationFailedError
-from kmeta.net.security.principal import USER_TYPE, KafkaPrincipal
+from kmeta.net.hooks import AuthenticationFailedError, HookedConnection
+from kmeta.net.principal import USER_TYPE, KafkaPrincipal
 from kmeta.net.security.scram import MECHANISM_IDS, ScramCredentials
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
@@ -43,8 +43,6 @@ from kmeta.protocol.messages import sasl_handshake as sh
 
 if TYPE_CHECKING:
     from scramp.core import ScramServer
-
-    from kmeta.net.server_connection import ServerConnection
 
 log = logging.getLogger("kmeta.net.security")
 
@@ -83,7 +81,7 @@ class SaslAuthenticator:
     )  # fmt: skip
 
     def __init__(
-        self, conn: ServerConnection, enabled: tuple[str, ...], credentials: ScramCredentials
+        self, conn: HookedConnection, enabled: tuple[str, ...], credentials: ScramCredentials
     ) -> None:
         self.conn = conn
         self.enabled = enabled
@@ -127,7 +125,7 @@ class SaslAuthenticator:
 
 def sasl_gate(
     enabled: tuple[str, ...], credentials: ScramCredentials
-) -> Callable[[ServerConnection], SaslAuthenticator]:
+) -> Callable[[HookedConnection], SaslAuthenticator]:
     """The gate factory of a SASL listener (ConnectionHooks.gate)."""
     return lambda conn: SaslAuthenticator(conn, enabled, credentials)
 

@@ -20,12 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kmeta.net.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
-
-if TYPE_CHECKING:
-    from kmeta.net.server_connection import ServerConnection
+from kmeta.net.hooks import HookedConnection
+from kmeta.net.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 
 _RULE = re.compile(r"\s*(?:(DEFAULT)|RULE:((?:\\/|[^/])*)/((?:\\/|[^/])*)/([LU])?)\s*(,|$)")
 #: Java's X500Principal RFC 2253 keywords for the attribute names Python's ssl reports
@@ -104,7 +102,7 @@ class MtlsPrincipalGate:
 
     __slots__ = ("mapped",)
 
-    def __init__(self, conn: ServerConnection, rules: tuple[Rule, ...]) -> None:
+    def __init__(self, conn: HookedConnection, rules: tuple[Rule, ...]) -> None:
         principal = map_principal(rules, conn.get_extra_info("peercert"))
         self.mapped = principal is not None
         if principal is not None:
@@ -114,5 +112,5 @@ class MtlsPrincipalGate:
         return self.mapped
 
 
-def mtls_gate(rules: tuple[Rule, ...]) -> Callable[[ServerConnection], MtlsPrincipalGate]:
+def mtls_gate(rules: tuple[Rule, ...]) -> Callable[[HookedConnection], MtlsPrincipalGate]:
     return lambda conn: MtlsPrincipalGate(conn, rules)

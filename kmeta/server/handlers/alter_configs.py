@@ -6,7 +6,7 @@ Behaviour:
 * The request goes to the controller unchanged (same version) through the controller link;
   its answer is returned as is. The controller owns topic configs durably, validates them
   against Kafka's topic configs and answers once the brokers hold the new ones (see
-  :mod:`kmeta.controller.topic_configs`), so a DescribeConfigs to any broker afterwards sees
+  :mod:`kmeta.controller.topics.configs`), so a DescribeConfigs to any broker afterwards sees
   them.
 * No controller link, or the controller unreachable: every resource gets NOT_CONTROLLER.
 * With an authorizer: ALTER_CONFIGS on the topic (TOPIC resources) or the cluster (BROKER):

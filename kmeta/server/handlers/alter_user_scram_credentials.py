@@ -1,6 +1,6 @@
 """AlterUserScramCredentials (api key 51): version 0, client listeners; forwarded to the
 controller, which stores the salted credentials and pushes them to every broker
-(kmeta.controller.scram_users). No controller link: NOT_CONTROLLER for every user. With an
+(kmeta.controller.security.scram_users). No controller link: NOT_CONTROLLER for every user. With an
 authorizer the principal needs ALTER on the cluster: else CLUSTER_AUTHORIZATION_FAILED for
 every user, nothing forwarded (as Kafka)."""
 

@@ -1,0 +1,185 @@
+"""Active/standby among the controllers of a quorum, on ZooKeeper (Kafka's ZK-mode election).
+
+A controller becomes active by creating the ephemeral ``/controller`` znode
+({"version":1,"brokerid":N,"timestamp":...}) and raising ``/controller_epoch`` with a versioned
+write, both in one multi-op (KafkaZkClient.registerControllerAndIncrementControllerEpoch), so
+two controllers can never hold the same epoch. The new version of ``/controller_epoch`` is
+the fence every later write checks (:mod:`kmeta.controller.store.zk_store`). A standby watches ``/controller`` and
+tries again when it is deleted (its holder's session ended).
+
+kazoo runs its own threads: the blocking calls run in a worker thread (``asyncio.to_thread``)
+and kazoo's callbacks (session state, watches) reach the event loop only through
+``loop.call_soon_threadsafe``, so the event loop never waits on ZooKeeper.
+
+The session: SUSPENDED (connection lost: the session may expire at any moment, and another
+controller be elected then) or LOST makes the active controller stop acting at once, before
+ZooKeeper can expire it and elect another (``on_deposed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import WatchedEvent
+
+from kmeta.controller.store.zk_layout import CONTROLLER_EPOCH, PERSISTENT_PATHS
+
+CONTROLLER = "/controller"
+#: every controller of the quorum, active or standby: an ephemeral znode each (for status)
+MEMBERS = "/kmeta/controllers"
+
+log = logging.getLogger(__name__)
+
+
+class ControllerElection:
+    """One controller's membership in the quorum: its ZooKeeper session and election."""
+
+    def __init__(self, hosts: str, node_id: int, session_timeout_s: float = 6.0) -> None:
+        self.node_id = node_id
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout_s)
+        self.epoch = 0
+        self.epoch_zk_version = -1
+        self.active = False
+        #: called on the event loop when an active controller loses its session or connection
+        self.on_deposed: Callable[[str], None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._changed: asyncio.Event | None = None
+
+    # -- session ----------------------------------------------------------------------------------
+    async def connect(self, timeout_s: float = 15.0) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._changed = asyncio.Event()
+        self.client.add_listener(self._state_changed)
+        await asyncio.to_thread(self._connect, timeout_s)
+
+    def _connect(self, timeout_s: float) -> None:
+        self.client.start(timeout=timeout_s)
+        for path in (*PERSISTENT_PATHS, "/admin", "/config", MEMBERS):
+            self.client.ensure_path(path)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._close)
+
+    def _close(self) -> None:
+        self.client.remove_listener(self._state_changed)
+        self.client.stop()  # (ends the session: /controller goes at once, not after a timeout)
+        self.client.close()
+
+    def _state_changed(self, state: str) -> None:
+        """kazoo's thread: hand the news to the event loop, never block here."""
+        loop = self._loop
+        if state in (KazooState.SUSPENDED, KazooState.LOST) and loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+                loop.call_soon_threadsafe(self._session_trouble, str(state))
+
+    def _session_trouble(self, state: str) -> None:
+        if self.active:
+            self.active = False
+            log.error("ZooKeeper session %s: controller %d stops acting", state, self.node_id)
+            if self.on_deposed is not None:
+                self.on_deposed(f"ZooKeeper session {state}")
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+
+    # -- election ---------------------------------------------------------------------------------
+    async def elect(self) -> None:
+        """Return once this controller is active (blocks as a standby meanwhile)."""
+        assert self._changed is not None, "connect() first"
+        while True:
+            self._changed.clear()
+            try:
+                won = await asyncio.to_thread(self._try_elect)
+            except Exception as exc:  # connection trouble: try again when it is back
+                log.warning("controller election: %s", exc)
+                won = False
+            if won:
+                self.active = True
+                log.info("controller %d is active with epoch %d", self.node_id, self.epoch)
+                return
+            # wait for /controller to go (or the session to change), bounded: a watch is
+            # lost with a connection
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await self._changed.wait()
+
+    def _watch(self, event: WatchedEvent) -> None:
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._wake)
+
+    def _try_elect(self) -> bool:
+        client = self.client
+        if not client.connected:
+            return False
+        member = f"{MEMBERS}/{self.node_id}"
+        if client.exists(member) is None:  # (again after a new session)
+            with contextlib.suppress(NodeExistsError):
+                client.create(member, b"", ephemeral=True)
+        stat = client.exists(CONTROLLER, watch=self._watch)
+        if stat is not None:
+            if stat.ephemeralOwner != client.client_id[0]:
+                return False  # another controller is active
+            # our own znode from before a suspension we resigned on: give it up, then run
+            with contextlib.suppress(NoNodeError):
+                client.delete(CONTROLLER, version=stat.version)
+        try:
+            data, epoch_stat = client.get(CONTROLLER_EPOCH)
+            epoch, version = int(data or b"0"), epoch_stat.version
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                client.create(CONTROLLER_EPOCH, b"0")
+            return self._try_elect()
+        tx = client.transaction()
+        tx.create(
+            CONTROLLER,
+            json.dumps(
+                {"version": 1, "brokerid": self.node_id, "timestamp": str(int(time.time() * 1000))}
+            ).encode(),
+            ephemeral=True,
+        )
+        tx.set_data(CONTROLLER_EPOCH, str(epoch + 1).encode(), version=version)
+        results = tx.commit()
+        if any(isinstance(r, (NodeExistsError, BadVersionError)) for r in results):
+            client.exists(CONTROLLER, watch=self._watch)  # (the winner's: watch it)
+            return False
+        failed = next((r for r in results if isinstance(r, Exception)), None)
+        if failed is not None:
+            raise failed
+        self.epoch = epoch + 1
+        self.epoch_zk_version = version + 1
+        return True
+
+
+def active_controller(client: KazooClient) -> tuple[int | None, int]:
+    """(the active controller's node id or None, the controller epoch)."""
+    try:
+        data, _ = client.get(CONTROLLER)
+        node: int | None = int(json.loads(data)["brokerid"])
+    except NoNodeError:
+        node = None
+    try:
+        epoch = int(client.get(CONTROLLER_EPOCH)[0] or b"0")
+    except NoNodeError:
+        epoch = 0
+    return node, epoch
+
+
+def quorum_status(client: KazooClient) -> dict[str, object]:
+    """The quorum as ``kmeta status --zookeeper`` shows it: the active controller, the
+    epoch, and the standbys (controllers with a live session that are not active)."""
+    node, epoch = active_controller(client)
+    try:
+        members = sorted(int(name) for name in client.get_children(MEMBERS))
+    except NoNodeError:
+        members = []
+    return {"active": node, "epoch": epoch, "standbys": [m for m in members if m != node]}
