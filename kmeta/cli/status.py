@@ -32,8 +32,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from kmeta.cli.admin_client import Target, make_target, with_connection
+from kmeta.cli.command_config import command_config_option
 from kmeta.cli.host_port import host_port
-from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import metadata as md
 
 MAX_STATUS_BYTES = 16 * 1024 * 1024
@@ -42,23 +43,25 @@ MAX_STATUS_BYTES = 16 * 1024 * 1024
 def from_controller(address: str, timeout_s: float) -> dict[str, Any]:
     host, port = host_port(address)
     url = f"http://{host}:{port}/status"
-    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-        data: dict[str, Any] = json.loads(resp.read(MAX_STATUS_BYTES))
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            data: dict[str, Any] = json.loads(resp.read(MAX_STATUS_BYTES))
+    except urllib.error.HTTPError as exc:
+        raise click.ClickException(f"{address} answered /status with HTTP {exc.code}: not a controller's metrics port") from None
+    except json.JSONDecodeError:
+        raise click.ClickException(f"{address}'s /status is not JSON: not a controller's metrics port") from None
+    if not isinstance(data, dict) or "brokers" not in data or "partitions" not in data:
+        kind = "a broker's" if isinstance(data, dict) and "broker_id" in data else "not a controller's"
+        raise click.ClickException(
+            f"{address} is {kind} metrics port: --controller takes the controller's --metrics-port"
+        )
     data["source"] = f"controller {address}"
     return data
 
 
-async def _metadata(address: str, timeout_s: float) -> md.MetadataResponse:
-    host, port = host_port(address)
-    conn = await KafkaConnection.open(host, port, client_id="kmeta-status", timeout_s=timeout_s)
-    try:
-        return await conn.request(md.MetadataRequest(version=12, topics=None), timeout_s)
-    finally:
-        conn.close()
-
-
-def from_bootstrap(address: str, timeout_s: float) -> dict[str, Any]:
-    resp = asyncio.run(_metadata(address, timeout_s))
+def from_bootstrap(target: Target) -> dict[str, Any]:
+    request = md.MetadataRequest(version=12, topics=None)
+    resp = asyncio.run(with_connection(target, lambda conn: conn.request(request, target.timeout_s)))
     partitions = offline = under = 0
     for topic in resp.topics:
         for p in topic.partitions:
@@ -70,7 +73,7 @@ def from_bootstrap(address: str, timeout_s: float) -> dict[str, Any]:
         for b in sorted(resp.brokers, key=lambda b: b.node_id)
     ]
     return {
-        "source": f"broker {address}",
+        "source": f"broker {target.bootstrap}",
         "controller": {"node_id": resp.controller_id},
         "brokers": brokers,
         "topics": len(resp.topics),
@@ -164,7 +167,9 @@ def render_all(data: dict[str, Any]) -> Group:
 
 
 @click.command("status")
-@click.option("--bootstrap-server", default=None, help="A broker's HOST:PORT (Kafka listener).")
+@click.option(
+    "-b", "--bootstrap-server", default=None, help="A broker's HOST:PORT (Kafka listener)."
+)
 @click.option(
     "--controller", default=None, help="The controller's HOST:PORT of --metrics-port (full view)."
 )
@@ -180,7 +185,11 @@ def render_all(data: dict[str, Any]) -> Group:
     "the controller epoch.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--timeout", "timeout_s", type=float, default=5.0, show_default=True)
+@command_config_option
+@click.option(
+    "--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+    metavar="SECONDS", help="How long to wait to connect and for each answer.",
+)  # fmt: skip
 def status_command(
     bootstrap_server: str | None,
     controller: str | None,
@@ -188,6 +197,7 @@ def status_command(
     interval: float,
     zookeeper: str | None,
     as_json: bool,
+    command_config: str | None,
     timeout_s: float,
 ) -> None:
     """Show brokers (epoch, alive/fenced, lag, queue) and topic/partition health."""
@@ -195,19 +205,23 @@ def status_command(
         raise click.UsageError(
             "give --controller HOST:METRICS_PORT, --bootstrap-server HOST:PORT or --zookeeper"
         )
+    target = None
+    if bootstrap_server is not None:
+        target = make_target(bootstrap_server, command_config, timeout_s, "kmeta-status")
 
     def fetch() -> dict[str, Any]:
         try:
             status: dict[str, Any] = {}
             if controller:
                 status = from_controller(controller, timeout_s)
-            elif bootstrap_server is not None:
-                status = from_bootstrap(bootstrap_server.split(",")[0], timeout_s)
+            elif target is not None:
+                status = from_bootstrap(target)
             if zookeeper:
                 status["quorum"] = from_zookeeper(zookeeper, timeout_s)
             return status
         except (OSError, TimeoutError, urllib.error.URLError, ValueError) as exc:
-            raise click.ClickException(f"cannot get the status: {exc}") from exc
+            why = getattr(exc, "reason", None) or exc or type(exc).__name__
+            raise click.ClickException(f"cannot get the status: {why}") from None
 
     def view() -> Any:
         try:
