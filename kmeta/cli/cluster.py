@@ -43,6 +43,7 @@ from kmeta.cli.cluster_quorum import (
     start_zookeeper,
 )
 from kmeta.cli.launch import DaemonExited, await_serving, spawn
+from kmeta.cli.logging_setup import parse_levels
 from kmeta.controller.channel.faults import parse_fault
 from kmeta.net.security.sasl_client import read_credential_file
 
@@ -259,7 +260,7 @@ def cluster_group() -> None:
 @click.option(
     "--data-dir", default=None, type=click.Path(file_okay=False), help="Default: a new temp dir."
 )
-@click.option("--session-timeout-ms", type=int, default=9000, show_default=True)
+@click.option("--session-timeout-ms", type=click.IntRange(min=1), default=9000, show_default=True)
 @click.option(
     "--heartbeat-interval-ms",
     type=click.IntRange(min=1),
@@ -337,9 +338,23 @@ def up_command(
         raise click.BadParameter("needs --controllers 2 or more", param_hint="--zookeeper")
     for spec in faults:  # refuse a bad --fault here, not as a dead controller later
         try:
-            parse_fault(spec)
+            broker_id, _ = parse_fault(spec)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--fault") from exc
+        if not 1 <= broker_id <= brokers:
+            raise click.BadParameter(
+                f"{spec!r}: there is no broker {broker_id} (the brokers are 1..{brokers})",
+                param_hint="--fault",
+            )
+    if heartbeat_interval_ms is not None and heartbeat_interval_ms >= session_timeout_ms:
+        raise click.BadParameter(
+            f"{heartbeat_interval_ms} must be below --session-timeout-ms ({session_timeout_ms})",
+            param_hint="--heartbeat-interval-ms",
+        )
+    try:  # each daemon would stop on a bad level: refuse it before any starts
+        parse_levels(log_level)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--log-level") from None
     up(
         ClusterConfig(
             brokers=brokers,
