@@ -169,12 +169,17 @@ async def watch_metadata(cfg: MetadataCommandConfig, console: Console) -> None:
 
         async for cluster in clusters():
             if previous is None:
+                interval_s = cfg.interval_ms / 1000
                 if cfg.as_json:
-                    print(json.dumps({"event": "snapshot", "cluster": cluster_to_dict(cluster)}))
+                    snapshot = {"event": "snapshot", "poll_interval_s": interval_s}
+                    print(json.dumps({**snapshot, "cluster": cluster_to_dict(cluster)}))
                 else:
                     console.print(
                         f"cluster {cluster.cluster_id}: {len(cluster.nodes)} brokers, "
-                        f"{len(cluster.topics)} topics, controller {cluster.controller_id}"
+                        f"{len(cluster.topics)} topics, controller {cluster.controller_id} "
+                        f"(polling every {interval_s:g} s: a change undone between two polls "
+                        "is not shown)",
+                        soft_wrap=True,  # one line, also into a pipe
                     )
             else:
                 for change in diff_clusters(previous, cluster):
