@@ -7,7 +7,7 @@ says), checks with ApiVersions that a Kafka client listener answers, runs the co
 coroutine and turns every way this can fail into one line on stderr and exit 1:
 
 * nothing listens: ``no broker of H:P is reachable: ...``;
-* the login is refused: ``login refused by H:P: SASL_AUTHENTICATION_FAILED: ...``;
+* the login is refused: ``authentication failed: H:P refused the login: SASL_AUTHENTICATION_FAILED: ...``;
 * the peer closes the connection (a SASL listener without ``--command-config``, a
   controller's or a broker's CONTROL listener, which serve no clients);
 * no answer within ``--timeout`` seconds (a port that accepts and never answers).
@@ -155,7 +155,7 @@ async def connect(target: Target) -> KafkaConnection:
 
 def _explain(exc: BaseException, address: Address, target: Target) -> click.ClickException:
     if isinstance(exc, SaslAuthenticationError):
-        return click.ClickException(f"login refused by {_where(address)}: {exc}")
+        return click.ClickException(f"authentication failed: {_where(address)} refused the login: {exc}")
     if isinstance(exc, TimeoutError):
         return click.ClickException(
             f"no answer from {_where(address)} within {target.timeout_s:g} s (--timeout)"

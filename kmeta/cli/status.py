@@ -41,6 +41,34 @@ MAX_STATUS_BYTES = 16 * 1024 * 1024
 
 
 def from_controller(address: str, timeout_s: float) -> dict[str, Any]:
+    """The controller's /status; a standby's (a quorum member) leads to the active one's, with
+    the quorum as the standby sees it."""
+    data = _status_of(address, timeout_s)
+    if data.get("role") != "standby":
+        return data
+    return from_quorum(data["quorum"], timeout_s, f"asked standby {data.get('node_id')} at {address}")
+
+
+def from_quorum(quorum: dict[str, Any], timeout_s: float, asked: str) -> dict[str, Any]:
+    """The active controller's full view (found through the quorum's member data) with the
+    quorum; the quorum alone when no controller is active or the active one does not answer."""
+    active = quorum.get("active")
+    where = (quorum.get("metrics") or {}).get(str(active)) if active is not None else None
+    status: dict[str, Any] = {"quorum": quorum, "source": asked}
+    if where is None:
+        status["note"] = "no active controller serving /status (an election may be under way)"
+        return status
+    try:
+        status |= _status_of(where, timeout_s)
+    except (OSError, urllib.error.URLError, click.ClickException) as exc:
+        why = exc.message if isinstance(exc, click.ClickException) else getattr(exc, "reason", exc)
+        status["note"] = f"active controller {active} at {where}: {why}"
+        return status
+    status["source"] = f"active controller {active} at {where}; {asked}"
+    return status
+
+
+def _status_of(address: str, timeout_s: float) -> dict[str, Any]:
     host, port = host_port(address)
     url = f"http://{host}:{port}/status"
     try:
@@ -50,6 +78,8 @@ def from_controller(address: str, timeout_s: float) -> dict[str, Any]:
         raise click.ClickException(f"{address} answered /status with HTTP {exc.code}: not a controller's metrics port") from None
     except json.JSONDecodeError:
         raise click.ClickException(f"{address}'s /status is not JSON: not a controller's metrics port") from None
+    if isinstance(data, dict) and data.get("role") == "standby" and "quorum" in data:
+        return data
     if not isinstance(data, dict) or "brokers" not in data or "partitions" not in data:
         kind = "a broker's" if isinstance(data, dict) and "broker_id" in data else "not a controller's"
         raise click.ClickException(
@@ -152,8 +182,11 @@ def from_zookeeper(hosts: str, timeout_s: float) -> dict[str, object]:
 def _render_quorum(quorum: dict[str, Any]) -> Text:
     active = quorum["active"] if quorum["active"] is not None else "none (election under way)"
     standbys = ", ".join(str(s) for s in quorum["standbys"]) or "none"
+    where = quorum.get("metrics") or {}
+    members = ", ".join(f"{n} at {a}" for n, a in sorted(where.items()))
     return Text(
         f"controller quorum: active {active}, epoch {quorum['epoch']}, standbys {standbys}"
+        + (f" (/status: {members})" if members else "")
     )
 
 
@@ -163,6 +196,8 @@ def render_all(data: dict[str, Any]) -> Group:
         parts.append(render(data))
     if "quorum" in data:
         parts.append(_render_quorum(data["quorum"]))
+    if "note" in data:
+        parts.append(Text(data["note"], style="yellow"))
     return Group(*parts)
 
 
@@ -216,7 +251,10 @@ def status_command(
                 status = from_controller(controller, timeout_s)
             elif target is not None:
                 status = from_bootstrap(target)
-            if zookeeper:
+            if zookeeper and not status:  # the active controller's view, through ZooKeeper
+                quorum = from_zookeeper(zookeeper, timeout_s)
+                status = from_quorum(quorum, timeout_s, f"ZooKeeper {zookeeper}")
+            elif zookeeper:
                 status["quorum"] = from_zookeeper(zookeeper, timeout_s)
             return status
         except (OSError, TimeoutError, urllib.error.URLError, ValueError) as exc:

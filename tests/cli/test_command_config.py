@@ -77,7 +77,7 @@ def test_without_or_with_a_wrong_credential_each_command_says_so_in_one_line(
     for command in _client_commands(secure):
         one_line_failure(kmeta(*command), "closed the connection", "--command-config")
         one_line_failure(
-            kmeta(*command, "--command-config", str(wrong)), "login refused", "SASL_AUTHENTICATION_FAILED"
+            kmeta(*command, "--command-config", str(wrong)), "authentication failed: ", "refused the login", "SASL_AUTHENTICATION_FAILED"
         )
     missing = kmeta(*_client_commands(secure)[0], "--command-config", str(tmp_path / "none"))
     one_line_failure(missing, "--command-config", "No such file", code=2)
