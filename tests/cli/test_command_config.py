@@ -152,3 +152,30 @@ def test_users_add_reads_a_piped_password_and_list_marks_the_internal_principal(
     assert len(internal) == 1
     assert internal[0].endswith("(internal: the cluster's own principal)")
     assert all("internal" not in line for line in listed if not line.startswith("kmeta-cluster\t"))
+
+
+def test_sasl_ssl_with_kafkas_ssl_keys(tmp_path: Path) -> None:
+    """A SASL_SSL cluster: the properties name the CA (ssl.ca.location, or Kafka's
+    ssl.truststore.location of a PEM); without it the TLS handshake fails in one line."""
+    from kmeta.net.tls import TlsConfig
+    from kmeta.testing import Cluster
+    from tests.hardening.certs import Authority
+
+    ca = Authority(tmp_path)
+    pem = ca.issue("broker")
+    tls = TlsConfig(certfile=pem.certfile, keyfile=pem.keyfile, cafile=ca.cafile)
+    with Cluster(1, ssl=tls, secure=True, parent_dir=tmp_path) as cluster:
+        settings = cluster.client_config()
+        assert settings["security.protocol"] == "SASL_SSL"
+        for ca_key in ("ssl.ca.location", "ssl.truststore.location"):
+            props = tmp_path / f"{ca_key}.properties"
+            props.write_text("".join(f"{k.replace('ssl.ca.location', ca_key)}={v}\n" for k, v in settings.items()))
+            made = kmeta("topics", "create", "-b", cluster.bootstrap_servers, "--command-config", str(props),
+                         "--topic", ca_key.replace(".", "-"))  # fmt: skip
+            assert made.returncode == 0, made.stderr
+            listed = kmeta("metadata", "-b", cluster.bootstrap_servers, "--command-config", str(props))
+            assert f'topic "{ca_key.replace(".", "-")}"' in listed.stdout, listed.stderr
+        untrusted = tmp_path / "untrusted.properties"
+        untrusted.write_text("".join(f"{k}={v}\n" for k, v in settings.items() if k != "ssl.ca.location"))
+        failed = kmeta("topics", "list", "-b", cluster.bootstrap_servers, "--command-config", str(untrusted))
+        assert "TLS with" in one_line_failure(failed, "CERTIFICATE_VERIFY_FAILED")
