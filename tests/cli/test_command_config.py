@@ -63,6 +63,16 @@ def test_every_client_command_logs_in_with_the_admin_credential_file(secure: dic
         done = kmeta(*command, "--command-config", credential)
         assert done.returncode == 0, (command, done.stderr)
         assert done.stderr == "", (command, done.stderr)
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "kmeta", "watch", "-b", secure["bootstrap_servers"], "--command-config", credential],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert watch.stdout is not None
+        assert watch.stdout.readline().startswith(f"cluster {secure['cluster_id']}: 2 brokers")
+    finally:
+        watch.terminate()
+        watch.communicate(timeout=30)
 
 
 def test_without_or_with_a_wrong_credential_each_command_says_so_in_one_line(
@@ -74,7 +84,8 @@ def test_without_or_with_a_wrong_credential_each_command_says_so_in_one_line(
         'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n'
         '    username="admin" password="not-the-password";\n'
     )
-    for command in _client_commands(secure):
+    watch = ["watch", "--bootstrap-server", secure["bootstrap_servers"]]  # (runs until Ctrl-C)
+    for command in [*_client_commands(secure), watch]:
         one_line_failure(kmeta(*command), "closed the connection", "--command-config")
         one_line_failure(
             kmeta(*command, "--command-config", str(wrong)), "authentication failed: ", "refused the login", "SASL_AUTHENTICATION_FAILED"
