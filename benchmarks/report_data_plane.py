@@ -53,7 +53,7 @@ def section(doc: dict[str, Any], charts: ChartSink, table: Any) -> str:
             ["figure", "kmeta", "mock / echo", "kmeta ÷ baseline (median of the runs' ratios)",
              "goal"],
             [["-" if cell is None else cell for cell in row] for row in rows],
-        ),  # fmt: skip
+        ),
     ]
     plt = charts.plt
     fig, (thr, lat) = plt.subplots(1, 2, figsize=(9, 3.6))

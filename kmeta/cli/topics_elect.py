@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from kmeta.cli.admin_client import Target
 from kmeta.cli.topics import TIMEOUT_MS, _bootstrap, _run, fetch_metadata
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.connection import KafkaConnection
@@ -83,7 +84,7 @@ async def _elect(
 @click.option("--all-topic-partitions", is_flag=True, help="Elect for every partition.")
 @click.option("--path-to-json-file", default=None, help='{"partitions": [{"topic", "partition"}]}')
 def elect_leaders_command(
-    bootstrap_server: str,
+    target: Target,
     election_type: str,
     topic: str | None,
     partition: int | None,
@@ -104,7 +105,7 @@ def elect_leaders_command(
         asked = _json_partitions(path_to_json_file)
     elif topic is not None and partition is not None:
         asked = [(topic, partition)]
-    response = _run(bootstrap_server, lambda c: _elect(c, ELECTION_TYPES[kind], asked, topic))
+    response = _run(target, lambda c: _elect(c, ELECTION_TYPES[kind], asked, topic))
     if response.error_code != 0:
         raise click.ClickException(f"ElectLeaders: {ErrorCode(response.error_code).name}")
     succeeded, noop, failed = [], [], []

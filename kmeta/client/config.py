@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kmeta.client.errors import NoBrokersAvailableError
 from kmeta.metadata.addresses import Address, parse_host_ports
+from kmeta.net.security.sasl_client import ClientCredential
 
 #: The newest Metadata version the client speaks (the codec knows 0-13).
 MAX_METADATA_VERSION = 13
@@ -33,6 +35,10 @@ class ClientConfig:
     #: "rebootstrap" (KIP-899) or "none"
     metadata_recovery_strategy: str = "rebootstrap"
     max_response_size: int = 100 * 1024 * 1024
+    #: security.protocol SSL / SASL_SSL: the context connections are wrapped in
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
+    #: security.protocol SASL_*: the user each connection authenticates as (after ApiVersions)
+    sasl_credential: ClientCredential | None = None
 
     def __post_init__(self) -> None:
         if not self.bootstrap_servers:

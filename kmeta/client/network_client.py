@@ -43,6 +43,7 @@ from kmeta.client.metadata_updater import (
 from kmeta.metadata.addresses import Address
 from kmeta.metadata.model import Node
 from kmeta.net.connection import KafkaConnection
+from kmeta.net.security.sasl_client import authenticate
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, ProtocolError
 from kmeta.protocol.messages import api_versions
@@ -175,10 +176,15 @@ class NetworkClient:
                 client_id=self.config.client_id,
                 timeout_s=self.config.socket_connection_setup_timeout_ms / 1000,
                 max_frame_size=self.config.max_response_size,
+                ssl=self.config.ssl_context,
             )
             self.states.checking_api_versions(node.id)
             self._conns[node.id] = conn
             self._metadata_versions[node.id] = await self._negotiate(conn, node)
+            if self.config.sasl_credential is not None:  # Kafka's order: ApiVersions, then SASL
+                await authenticate(
+                    conn, self.config.sasl_credential, self.config.request_timeout_ms / 1000
+                )
             self.states.ready(node.id)
             self.spawn(self._watch_connection(node.id, conn))
         except (OSError, TimeoutError, ProtocolError, ClientError) as exc:
