@@ -14,6 +14,18 @@ and kazoo's callbacks (session state, watches) reach the event loop only through
 The session: SUSPENDED (connection lost: the session may expire at any moment, and another
 controller be elected then) or LOST makes the active controller stop acting at once, before
 ZooKeeper can expire it and elect another (``on_deposed``).
+
+The lease: kazoo tells of a lost connection only once its thread runs and notices, and a
+process that was stopped (SIGSTOP, a VM paused, a long swap) resumes all its threads at once:
+its event loop may send and answer before kazoo says anything. So the active controller acts
+only while it holds a lease (:meth:`ControllerElection.holds_lease`, checked before each
+request the channel sends and each admin answer): ZooKeeper expires a session no sooner than
+the session timeout after the last request it received from it, and no successor can be
+elected before that, so a reply that says we still own ``/controller`` to a request sent at
+``t`` proves nobody else leads before ``t`` + the timeout. The lease is that, less a margin
+(``LEASE_SHARE``), renewed ``RENEWALS_PER_LEASE`` times per lease; kazoo's SUSPENDED or LOST
+ends it at once, from kazoo's thread. A controller stopped longer than its lease finds it
+over when it resumes, so nothing leaves it until it is renewed or the controller resigns.
 """
 
 from __future__ import annotations
@@ -35,6 +47,11 @@ CONTROLLER = "/controller"
 #: every controller of the quorum, active or standby: an ephemeral znode each (for status)
 MEMBERS = "/kmeta/controllers"
 
+#: the share of the session timeout a lease lasts (the rest: scheduling and clock margin)
+LEASE_SHARE = 0.6
+#: renewals per lease: one late renewal does not let the lease lapse
+RENEWALS_PER_LEASE = 4
+
 log = logging.getLogger(__name__)
 
 
@@ -47,6 +64,9 @@ class ControllerElection:
         self.epoch = 0
         self.epoch_zk_version = -1
         self.active = False
+        #: time.monotonic() until which no other controller can have been elected
+        self.lease_until = 0.0
+        self.lease_s = session_timeout_s * LEASE_SHARE
         #: called on the event loop when an active controller loses its session or connection
         self.on_deposed: Callable[[str], None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -75,11 +95,14 @@ class ControllerElection:
     def _state_changed(self, state: str) -> None:
         """kazoo's thread: hand the news to the event loop, never block here."""
         loop = self._loop
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            self.lease_until = 0.0  # (at once: the event loop may be running meanwhile)
         if state in (KazooState.SUSPENDED, KazooState.LOST) and loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
                 loop.call_soon_threadsafe(self._session_trouble, str(state))
 
     def _session_trouble(self, state: str) -> None:
+        self.lease_until = 0.0
         if self.active:
             self.active = False
             log.error("ZooKeeper session %s: controller %d stops acting", state, self.node_id)
@@ -148,6 +171,7 @@ class ControllerElection:
             ephemeral=True,
         )
         tx.set_data(CONTROLLER_EPOCH, str(epoch + 1).encode(), version=version)
+        sent = time.monotonic()
         results = tx.commit()
         if any(isinstance(r, (NodeExistsError, BadVersionError)) for r in results):
             client.exists(CONTROLLER, watch=self._watch)  # (the winner's: watch it)
@@ -157,7 +181,38 @@ class ControllerElection:
             raise failed
         self.epoch = epoch + 1
         self.epoch_zk_version = version + 1
+        self.lease_until = sent + self.lease_s
         return True
+
+    def _controller_owner(self) -> int | None:
+        """The session owning ``/controller`` (None: nobody); kazoo's thread."""
+        stat = self.client.exists(CONTROLLER)
+        return None if stat is None else int(stat.ephemeralOwner)
+
+    # -- lease ------------------------------------------------------------------------------------
+    def holds_lease(self) -> bool:
+        """Whether this controller may act now: active, and no other can have been elected."""
+        return self.active and time.monotonic() < self.lease_until
+
+    async def keep_lease(self) -> None:
+        """While active: renew the lease (a read of ``/controller`` that must name our session);
+        ``/controller`` gone or another's deposes us. Cancelled when the term ends."""
+        pause = self.lease_s / RENEWALS_PER_LEASE
+        while self.active:
+            sent = time.monotonic()
+            try:
+                async with asyncio.timeout(self.lease_s):
+                    owner = await asyncio.to_thread(self._controller_owner)
+            except Exception as exc:  # (no answer in time: the lease runs out meanwhile)
+                log.warning("controller %d: lease not renewed: %r", self.node_id, exc)
+                owner = -1
+            ours = self.client.client_id
+            if owner is None or (owner != -1 and ours is not None and owner != ours[0]):
+                self._session_trouble("without /controller")  # another leads, or none
+                return
+            if owner != -1 and ours is not None and self.active:
+                self.lease_until = max(self.lease_until, sent + self.lease_s)
+            await asyncio.sleep(max(0.0, sent + pause - time.monotonic()))
 
 
 def active_controller(client: KazooClient) -> tuple[int | None, int]:
