@@ -39,6 +39,7 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent
 
 from kmeta.controller.store.zk_layout import CONTROLLER_EPOCH, PERSISTENT_PATHS
@@ -184,10 +185,28 @@ class ControllerElection:
         self.lease_until = sent + self.lease_s
         return True
 
-    def _controller_owner(self) -> int | None:
-        """The session owning ``/controller`` (None: nobody); kazoo's thread."""
-        stat = self.client.exists(CONTROLLER)
-        return None if stat is None else int(stat.ephemeralOwner)
+    def _controller_owner(self) -> asyncio.Future[int | None]:
+        """The session owning ``/controller`` (None: nobody), read with kazoo's asynchronous
+        call: a renewal never waits for a worker thread behind the store's commits."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int | None] = loop.create_future()
+
+        def deliver(result: IAsyncResult) -> None:  # (on the event loop)
+            if future.done():
+                return
+            try:
+                stat = result.get_nowait()
+            except Exception as exc:
+                future.set_exception(exc)
+                return
+            future.set_result(None if stat is None else int(stat.ephemeralOwner))
+
+        def arrived(result: IAsyncResult) -> None:  # (kazoo's thread)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+                loop.call_soon_threadsafe(deliver, result)
+
+        self.client.exists_async(CONTROLLER).rawlink(arrived)
+        return future
 
     # -- lease ------------------------------------------------------------------------------------
     def holds_lease(self) -> bool:
@@ -202,7 +221,7 @@ class ControllerElection:
             sent = time.monotonic()
             try:
                 async with asyncio.timeout(self.lease_s):
-                    owner = await asyncio.to_thread(self._controller_owner)
+                    owner = await self._controller_owner()
             except Exception as exc:  # (no answer in time: the lease runs out meanwhile)
                 log.warning("controller %d: lease not renewed: %r", self.node_id, exc)
                 owner = -1
