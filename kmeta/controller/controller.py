@@ -31,14 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
 from kmeta.controller.brokers.fault_reactions import FaultReactions
 from kmeta.controller.brokers.lifecycle import BrokerLifecycleManager
 from kmeta.controller.brokers.startup_resync import StartupResync
-from kmeta.controller.channel.barrier import Barrier
+from kmeta.controller.channel.barrier import Barrier, BarrierRegistry
 from kmeta.controller.channel.channel_manager import Callback, ControllerChannelManager
 from kmeta.controller.channel.faults import FaultInjector, configured_faults
 from kmeta.controller.channel.request_batch import (
@@ -137,7 +136,7 @@ class KafkaController:
             on_rollback=self._rolled_back,
         )
         #: weak: the barrier of a refused event goes with its request's answer
-        self.barriers: weakref.WeakSet[Barrier] = weakref.WeakSet()
+        self.barriers = BarrierRegistry()
         self.deletion = TopicDeletionManager(self)
         self.admin = AdminManager(self, self.deletion)
         self.elections = ReplicaElectionManager(self)
@@ -241,6 +240,7 @@ class KafkaController:
         """Send requests and answer admin requests only while ``check()`` holds (a quorum's
         controller: its lease, :mod:`kmeta.controller.quorum.election`)."""
         self.may_answer = check
+        self.barriers.may_answer = check
         self.channel.may_send = check
 
     async def wait_active(self, timeout_s: float) -> bool:
