@@ -26,6 +26,9 @@ elected before that, so a reply that says we still own ``/controller`` to a requ
 (``LEASE_SHARE``), renewed ``RENEWALS_PER_LEASE`` times per lease; kazoo's SUSPENDED or LOST
 ends it at once, from kazoo's thread. A controller stopped longer than its lease finds it
 over when it resumes, so nothing leaves it until it is renewed or the controller resigns.
+(It counts on the session timeout asked for: ZooKeeper grants less only above its
+``maxSessionTimeout``, 20 ticks by default, 40 s with ``tickTime=2000``; kmeta's own ZooKeeper
+allows 60 s.)
 """
 
 from __future__ import annotations
@@ -56,6 +59,15 @@ RENEWALS_PER_LEASE = 4
 log = logging.getLogger(__name__)
 
 
+def _lease_clock() -> float:
+    """Seconds on a clock that also counts a suspended machine's sleep (Linux's BOOTTIME;
+    else the monotonic clock): ZooKeeper's sessions age meanwhile too."""
+    return time.clock_gettime(_CLOCK)
+
+
+_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
 class ControllerElection:
     """One controller's membership in the quorum: its ZooKeeper session and election."""
 
@@ -65,7 +77,7 @@ class ControllerElection:
         self.epoch = 0
         self.epoch_zk_version = -1
         self.active = False
-        #: time.monotonic() until which no other controller can have been elected
+        #: the lease clock's time (_lease_clock) until which no other controller can lead
         self.lease_until = 0.0
         self.lease_s = session_timeout_s * LEASE_SHARE
         #: called on the event loop when an active controller loses its session or connection
@@ -172,7 +184,7 @@ class ControllerElection:
             ephemeral=True,
         )
         tx.set_data(CONTROLLER_EPOCH, str(epoch + 1).encode(), version=version)
-        sent = time.monotonic()
+        sent = _lease_clock()
         results = tx.commit()
         if any(isinstance(r, (NodeExistsError, BadVersionError)) for r in results):
             client.exists(CONTROLLER, watch=self._watch)  # (the winner's: watch it)
@@ -211,14 +223,14 @@ class ControllerElection:
     # -- lease ------------------------------------------------------------------------------------
     def holds_lease(self) -> bool:
         """Whether this controller may act now: active, and no other can have been elected."""
-        return self.active and time.monotonic() < self.lease_until
+        return self.active and _lease_clock() < self.lease_until
 
     async def keep_lease(self) -> None:
         """While active: renew the lease (a read of ``/controller`` that must name our session);
         ``/controller`` gone or another's deposes us. Cancelled when the term ends."""
         pause = self.lease_s / RENEWALS_PER_LEASE
         while self.active:
-            sent = time.monotonic()
+            sent = _lease_clock()
             try:
                 async with asyncio.timeout(self.lease_s):
                     owner = await self._controller_owner()
@@ -231,7 +243,7 @@ class ControllerElection:
                 return
             if owner != -1 and ours is not None and self.active:
                 self.lease_until = max(self.lease_until, sent + self.lease_s)
-            await asyncio.sleep(max(0.0, sent + pause - time.monotonic()))
+            await asyncio.sleep(max(0.0, sent + pause - _lease_clock()))
 
 
 def active_controller(client: KazooClient) -> tuple[int | None, int]:
