@@ -177,3 +177,34 @@ def brokers_seen(q: Quorum) -> int:
 
 def applied_by(state_log: Path, controller_epoch: int) -> bool:
     return any(r["controller_epoch"] == controller_epoch for r in applied(state_log))
+
+
+@pytest.mark.timeout(90)
+async def test_a_controller_whose_controller_znode_was_taken_resigns_without_a_write(
+    zookeeper: LocalZooKeeper, tmp_path: Path
+) -> None:
+    """/controller taken over behind its back (its session alive, no write of its own to fail
+    the epoch fence): its lease renewal finds the znode another's, nothing leaves it from
+    then on, and it resigns within the lease."""
+    q = Quorum(zookeeper, tmp_path)
+    state_log = tmp_path / "broker-1.state.jsonl"
+    try:
+        q.start_controller(3001)
+        await asyncio.to_thread(wait, lambda: q.active()[0] == 3001, 30, "3001 active")
+        q.start_broker(1, "--state-change-log", str(state_log))
+        await asyncio.to_thread(wait, lambda: brokers_seen(q) == 1, 30, "broker 1")
+        port = q.ctl_ports[3001]
+        new_epoch, _ = q.elect(99)
+        taken_ms = time.time() * 1000.0
+        started = time.monotonic()
+        await asyncio.to_thread(wait, lambda: refuses(port), 15, "3001 resigns")
+        lease_s = ZK_SESSION_MS / 1000.0 * 0.6
+        assert time.monotonic() - started < 2 * lease_s + 2.0  # (a renewal, then the lease)
+        log = (tmp_path / "controller-3001.log").read_text()
+        assert "/controller is not ours" in log
+        assert "resigning" in log
+        late = [r for r in applied(state_log) if float(str(r["ts_ms"])) > taken_ms]
+        assert not late, f"broker 1 took requests after /controller was taken: {late}"
+        assert q.active() == (99, new_epoch)
+    finally:
+        q.close()

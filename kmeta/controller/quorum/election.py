@@ -227,7 +227,7 @@ class ControllerElection:
 
     async def keep_lease(self) -> None:
         """While active: renew the lease (a read of ``/controller`` that must name our session);
-        ``/controller`` gone or another's deposes us. Cancelled when the term ends."""
+        ``/controller`` gone or another's ends it and deposes us. Cancelled when the term ends."""
         pause = self.lease_s / RENEWALS_PER_LEASE
         while self.active:
             sent = _lease_clock()
@@ -239,7 +239,11 @@ class ControllerElection:
                 owner = -1
             ours = self.client.client_id
             if owner is None or (owner != -1 and ours is not None and owner != ours[0]):
-                self._session_trouble("without /controller")  # another leads, or none
+                # another leads (or none): nothing more leaves us from now on; a write fails
+                # the epoch fence meanwhile (and resigns, saying so), else we resign then
+                self.lease_until = 0.0
+                await asyncio.sleep(self.lease_s)
+                self._session_trouble("open, but /controller is not ours")
                 return
             if owner != -1 and ours is not None and self.active:
                 self.lease_until = max(self.lease_until, sent + self.lease_s)
