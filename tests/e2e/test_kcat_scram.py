@@ -33,7 +33,11 @@ def cluster(kmeta_cluster_factory: Callable[..., Cluster]) -> Iterator[Cluster]:
 
 
 def kcat(
-    cluster: Cluster, *args: str, password: str | None = None, stdin: str | None = None
+    cluster: Cluster,
+    *args: str,
+    password: str | None = None,
+    stdin: str | None = None,
+    metadata_timeout_s: int = 10,
 ) -> subprocess.CompletedProcess[str]:
     path = shutil.which("kcat")
     assert path is not None, "kcat is not installed: `make kcat` (apt-get install kcat)"
@@ -43,7 +47,7 @@ def kcat(
         a for k, v in settings.items() if k != "bootstrap.servers" for a in ("-X", f"{k}={v}")
     ]
     return subprocess.run(
-        [path, "-b", cfg["bootstrap.servers"], "-m", "10", *options, *args],
+        [path, "-b", cfg["bootstrap.servers"], "-m", str(metadata_timeout_s), *options, *args],
         input=stdin, capture_output=True, text=True, timeout=KCAT_TIMEOUT_S, check=False,
     )  # fmt: skip
 
@@ -63,7 +67,7 @@ def test_kcat_authenticates_with_scram_sha_512_produces_and_consumes(cluster: Cl
 
 
 def test_kcat_with_a_wrong_password_is_refused(cluster: Cluster) -> None:
-    refused = kcat(cluster, "-L", password="not-the-password")
+    refused = kcat(cluster, "-L", password="not-the-password", metadata_timeout_s=2)
     assert refused.returncode != 0
     assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in refused.stderr
 
