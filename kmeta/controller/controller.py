@@ -31,14 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
 from kmeta.controller.brokers.fault_reactions import FaultReactions
 from kmeta.controller.brokers.lifecycle import BrokerLifecycleManager
 from kmeta.controller.brokers.startup_resync import StartupResync
-from kmeta.controller.channel.barrier import Barrier
+from kmeta.controller.channel.barrier import Barrier, BarrierRegistry
 from kmeta.controller.channel.channel_manager import Callback, ControllerChannelManager
 from kmeta.controller.channel.faults import FaultInjector, configured_faults
 from kmeta.controller.channel.request_batch import (
@@ -67,6 +66,8 @@ from kmeta.net.security.scram import ScramCredentials
 from kmeta.net.state_change_log import StateChangeLog
 
 log = logging.getLogger(__name__)
+#: how often a held admin answer looks whether it may leave (see KafkaController._release)
+_HOLD_POLL_S = 0.05
 
 
 T = TypeVar("T")
@@ -110,6 +111,10 @@ class KafkaController:
         self.state_log = StateChangeLog(log_path, config.node_id, component="controller")
         #: fault injection (delay / drop / pause the requests to chosen brokers)
         self.faults = FaultInjector()
+        #: may an admin answer leave now? (a quorum's controller: while it holds its lease;
+        #: the channel's ``may_send`` likewise for requests: see ``act_while``)
+        self.may_answer: Callable[[], bool] = lambda: True
+        self._stopped = False
         for broker_id, fault in configured_faults(config.faults, config.fault_file).items():
             self.faults.set(broker_id, fault)
         self.channel = ControllerChannelManager(
@@ -131,7 +136,7 @@ class KafkaController:
             on_rollback=self._rolled_back,
         )
         #: weak: the barrier of a refused event goes with its request's answer
-        self.barriers: weakref.WeakSet[Barrier] = weakref.WeakSet()
+        self.barriers = BarrierRegistry()
         self.deletion = TopicDeletionManager(self)
         self.admin = AdminManager(self, self.deletion)
         self.elections = ReplicaElectionManager(self)
@@ -188,6 +193,7 @@ class KafkaController:
         self.reassignments.start()
 
     async def stop(self) -> None:
+        self._stopped = True
         self._active.clear()
         self.resync.stop()
         await self.brokers.stop()
@@ -230,6 +236,13 @@ class KafkaController:
         """The Startup event is done: an event queued now comes after it."""
         return self._active.is_set()
 
+    def act_while(self, check: Callable[[], bool]) -> None:
+        """Send requests and answer admin requests only while ``check()`` holds (a quorum's
+        controller: its lease, :mod:`kmeta.controller.quorum.election`)."""
+        self.may_answer = check
+        self.barriers.may_answer = check
+        self.channel.may_send = check
+
     async def wait_active(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for :attr:`active`; whether it is."""
         if not self._active.is_set():
@@ -255,12 +268,33 @@ class KafkaController:
 
     def enqueue(self, name: str, fn: Callable[[], T]) -> asyncio.Future[T]:
         """The one way to queue a controller event: the future gets fn's result once the
-        event's writes are durable (or its failure). Nobody need await it: a failure nobody
-        asked for is not reported again by asyncio (the event manager logged it)."""
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        event's writes are durable (or its failure), and only while this controller may act
+        (:meth:`_release`). Nobody need await it: a failure nobody asked for is not reported
+        again by asyncio (the event manager logged it)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
         future.add_done_callback(_observed)
-        self.events.put(_Event(name, fn, future))
+        durable: asyncio.Future[T] = loop.create_future()
+        durable.add_done_callback(lambda done: self._release(done, future))
+        self.events.put(_Event(name, fn, durable))
         return future
+
+    def _release(self, durable: asyncio.Future[T], future: asyncio.Future[T]) -> None:
+        """Hand an event's result to its request while this controller may act (a quorum's:
+        holds its lease). Else it waits for the lease, or for the resignation, which closes the
+        request's connection unanswered: the client cannot tell the outcome (REQUEST_TIMED_OUT
+        through a broker), never a success answered by a controller that may be deposed. A
+        failure (nothing kept: NOT_CONTROLLER, KAFKA_STORAGE_ERROR) is true at once."""
+        if future.done():
+            return
+        if durable.cancelled() or self._stopped:
+            future.cancel()
+        elif (exc := durable.exception()) is not None:  # (a refusal claims nothing was done)
+            future.set_exception(exc)
+        elif not self.may_answer():
+            asyncio.get_running_loop().call_later(_HOLD_POLL_S, self._release, durable, future)
+        else:
+            future.set_result(durable.result())
 
     def _event_done(self, event: Any, queue_s: float, process_s: float) -> None:
         self.state_log.write(

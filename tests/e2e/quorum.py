@@ -47,13 +47,14 @@ class Quorum:
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
 
-    def start_controller(self, node: int, zookeeper: str | None = None) -> None:
+    def start_controller(self, node: int, zookeeper: str | None = None, *extra: str) -> None:
         self._spawn(f"controller-{node}", [
             "controller", "--zookeeper", zookeeper or self.zk.connect_string,
             "--node-id", str(node),
             "--listeners", f"CONTROLLER://127.0.0.1:{self.ctl_ports[node]}",
             "--data-dir", str(self.tmp / f"c{node}"), "--cluster-id", self.cluster_id,
             "--zookeeper-session-timeout-ms", str(ZK_SESSION_MS), "--session-timeout-ms", "6000",
+            *extra,
         ])  # fmt: skip
 
     def start_broker(self, broker: int, *extra: str) -> None:

@@ -4,10 +4,23 @@ its StopReplicas too)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, MutableSet
+import weakref
+from collections.abc import Callable, Iterable, MutableSet
 
 from kmeta.controller.channel.channel_manager import ControlResponse, answer_error
 from kmeta.protocol.errors import ErrorCode
+
+#: how often an answer whose barrier is done looks whether it may leave
+_HOLD_POLL_S = 0.05
+
+
+class BarrierRegistry(weakref.WeakSet["Barrier"]):
+    """The controller's barriers in progress, and whether an answer may leave now (a quorum's
+    controller: while it holds its lease, kmeta.controller.quorum.election)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.may_answer: Callable[[], bool] = lambda: True
 
 
 class Barrier:
@@ -81,10 +94,21 @@ class Barrier:
             self._registry.discard(self)
 
     async def wait(self, timeout_s: float) -> bool:
+        """Whether the barrier is done within ``timeout_s``, and the answer may then leave: a
+        controller that may have been deposed meanwhile (its lease ran out) holds it until it
+        renews the lease or resigns, which closes the connection unanswered."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         try:
             async with asyncio.timeout(timeout_s):
                 await asyncio.shield(self.done)
-            return True
         except TimeoutError:
             self._registry.discard(self)
             return False
+        registry = self._registry
+        while True:
+            if not isinstance(registry, BarrierRegistry) or registry.may_answer():
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(_HOLD_POLL_S)

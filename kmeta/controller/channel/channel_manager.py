@@ -108,6 +108,8 @@ class ControllerChannelManager:
         #: the cluster credential, presented to brokers whose control listener is SASL
         self.sasl = sasl
         self.faults = faults or FaultInjector()
+        #: may a request leave now? (a quorum's controller: while it holds its lease)
+        self.may_send: Callable[[], bool] = lambda: True
         self._ssl: ssl.SSLContext | None = None
         self._channels: dict[int, RequestSendThread] = {}
         self._stopping: set[asyncio.Task[None]] = set()

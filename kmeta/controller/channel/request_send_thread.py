@@ -7,8 +7,12 @@ the same item, until it is sent or the broker is removed, so requests to one bro
 strictly in order. Only LeaderAndIsr, StopReplica and UpdateMetadata answers are taken; then
 the item's callback runs.
 
+Right before each write the sender asks ``SenderHost.may_send``: a quorum's controller that may
+have been deposed (its lease ran out: :mod:`kmeta.controller.quorum.election`) writes nothing
+until it renews the lease or resigns, so no request of a deposed controller reaches a broker.
+
 The sender sees its manager through two narrow seams: :class:`SenderHost` (settings, the
-fault injector, and ``connect``, which opens an authenticated connection) and
+fault injector, ``may_send``, and ``connect``, which opens an authenticated connection) and
 :class:`SendObserver` (what it reports: queue size, sent, acknowledged, rejected, a failed
 send), so metrics and the state-change log stay with the manager.
 """
@@ -33,6 +37,8 @@ from kmeta.protocol.messages.update_metadata import UpdateMetadataRequest, Updat
 
 log = logging.getLogger(__name__)
 
+#: how often a held sender looks whether it may send again
+_HOLD_POLL_S = 0.05
 _CONTROL_RESPONSES = (LeaderAndIsrResponse, StopReplicaResponse, UpdateMetadataResponse)
 #: what the channel sends: the control requests, and their answers
 ControlRequest: TypeAlias = UpdateMetadataRequest | LeaderAndIsrRequest | StopReplicaRequest
@@ -96,6 +102,8 @@ class SenderHost(Protocol):
     request_timeout_s: float
     retry_backoff_s: float
     faults: FaultInjector
+    #: whether a request may leave now (checked right before each write)
+    may_send: Callable[[], bool]
 
     async def connect(self, endpoint: Endpoint) -> KafkaConnection:
         """A connection to ``endpoint``, TLS and SASL as the broker registered it."""
@@ -183,6 +191,11 @@ class RequestSendThread:
                 if self.conn is None or not self.conn.is_open:
                     self._close()
                     self.conn = await host.connect(self.endpoint)
+                if not host.may_send():
+                    # a quorum's controller whose lease ran out (it may have been deposed):
+                    # nothing is written until it renews it, or resigns (which cancels us)
+                    await asyncio.sleep(_HOLD_POLL_S)
+                    continue
                 header = RequestHeader(
                     item.api_key, item.request.version, item.correlation_id, host.client_id
                 )

@@ -14,6 +14,21 @@ and kazoo's callbacks (session state, watches) reach the event loop only through
 The session: SUSPENDED (connection lost: the session may expire at any moment, and another
 controller be elected then) or LOST makes the active controller stop acting at once, before
 ZooKeeper can expire it and elect another (``on_deposed``).
+
+The lease: kazoo tells of a lost connection only once its thread runs and notices, and a
+process that was stopped (SIGSTOP, a VM paused, a long swap) resumes all its threads at once:
+its event loop may send and answer before kazoo says anything. So the active controller acts
+only while it holds a lease (:meth:`ControllerElection.holds_lease`, checked before each
+request the channel sends and each admin answer): ZooKeeper expires a session no sooner than
+the session timeout after the last request it received from it, and no successor can be
+elected before that, so a reply that says we still own ``/controller`` to a request sent at
+``t`` proves nobody else leads before ``t`` + the timeout. The lease is that, less a margin
+(``LEASE_SHARE``), renewed ``RENEWALS_PER_LEASE`` times per lease; kazoo's SUSPENDED or LOST
+ends it at once, from kazoo's thread. A controller stopped longer than its lease finds it
+over when it resumes, so nothing leaves it until it is renewed or the controller resigns.
+(It counts on the session timeout asked for: ZooKeeper grants less only above its
+``maxSessionTimeout``, 20 ticks by default, 40 s with ``tickTime=2000``; kmeta's own ZooKeeper
+allows 60 s.)
 """
 
 from __future__ import annotations
@@ -27,6 +42,7 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent
 
 from kmeta.controller.store.zk_layout import CONTROLLER_EPOCH, PERSISTENT_PATHS
@@ -35,7 +51,21 @@ CONTROLLER = "/controller"
 #: every controller of the quorum, active or standby: an ephemeral znode each (for status)
 MEMBERS = "/kmeta/controllers"
 
+#: the share of the session timeout a lease lasts (the rest: scheduling and clock margin)
+LEASE_SHARE = 0.6
+#: renewals per lease: one late renewal does not let the lease lapse
+RENEWALS_PER_LEASE = 4
+
 log = logging.getLogger(__name__)
+
+
+def _lease_clock() -> float:
+    """Seconds on a clock that also counts a suspended machine's sleep (Linux's BOOTTIME;
+    else the monotonic clock): ZooKeeper's sessions age meanwhile too."""
+    return time.clock_gettime(_CLOCK)
+
+
+_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 
 
 class ControllerElection:
@@ -51,6 +81,9 @@ class ControllerElection:
         self.epoch = 0
         self.epoch_zk_version = -1
         self.active = False
+        #: the lease clock's time (_lease_clock) until which no other controller can lead
+        self.lease_until = 0.0
+        self.lease_s = session_timeout_s * LEASE_SHARE
         #: called on the event loop when an active controller loses its session or connection
         self.on_deposed: Callable[[str], None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -79,11 +112,14 @@ class ControllerElection:
     def _state_changed(self, state: str) -> None:
         """kazoo's thread: hand the news to the event loop, never block here."""
         loop = self._loop
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            self.lease_until = 0.0  # (at once: the event loop may be running meanwhile)
         if state in (KazooState.SUSPENDED, KazooState.LOST) and loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
                 loop.call_soon_threadsafe(self._session_trouble, str(state))
 
     def _session_trouble(self, state: str) -> None:
+        self.lease_until = 0.0
         if self.active:
             self.active = False
             log.error("ZooKeeper session %s: controller %d stops acting", state, self.node_id)
@@ -152,6 +188,7 @@ class ControllerElection:
             ephemeral=True,
         )
         tx.set_data(CONTROLLER_EPOCH, str(epoch + 1).encode(), version=version)
+        sent = _lease_clock()
         results = tx.commit()
         if any(isinstance(r, (NodeExistsError, BadVersionError)) for r in results):
             client.exists(CONTROLLER, watch=self._watch)  # (the winner's: watch it)
@@ -161,7 +198,60 @@ class ControllerElection:
             raise failed
         self.epoch = epoch + 1
         self.epoch_zk_version = version + 1
+        self.lease_until = sent + self.lease_s
         return True
+
+    def _controller_owner(self) -> asyncio.Future[int | None]:
+        """The session owning ``/controller`` (None: nobody), read with kazoo's asynchronous
+        call: a renewal never waits for a worker thread behind the store's commits."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int | None] = loop.create_future()
+
+        def deliver(result: IAsyncResult) -> None:  # (on the event loop)
+            if future.done():
+                return
+            try:
+                stat = result.get_nowait()
+            except Exception as exc:
+                future.set_exception(exc)
+                return
+            future.set_result(None if stat is None else int(stat.ephemeralOwner))
+
+        def arrived(result: IAsyncResult) -> None:  # (kazoo's thread)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+                loop.call_soon_threadsafe(deliver, result)
+
+        self.client.exists_async(CONTROLLER).rawlink(arrived)
+        return future
+
+    # -- lease ------------------------------------------------------------------------------------
+    def holds_lease(self) -> bool:
+        """Whether this controller may act now: active, and no other can have been elected."""
+        return self.active and _lease_clock() < self.lease_until
+
+    async def keep_lease(self) -> None:
+        """While active: renew the lease (a read of ``/controller`` that must name our session);
+        ``/controller`` gone or another's ends it and deposes us. Cancelled when the term ends."""
+        pause = self.lease_s / RENEWALS_PER_LEASE
+        while self.active:
+            sent = _lease_clock()
+            try:
+                async with asyncio.timeout(self.lease_s):
+                    owner = await self._controller_owner()
+            except Exception as exc:  # (no answer in time: the lease runs out meanwhile)
+                log.warning("controller %d: lease not renewed: %r", self.node_id, exc)
+                owner = -1
+            ours = self.client.client_id
+            if owner is None or (owner != -1 and ours is not None and owner != ours[0]):
+                # another leads (or none): nothing more leaves us from now on; a write fails
+                # the epoch fence meanwhile (and resigns, saying so), else we resign then
+                self.lease_until = 0.0
+                await asyncio.sleep(self.lease_s)
+                self._session_trouble("open, but /controller is not ours")
+                return
+            if owner != -1 and ours is not None and self.active:
+                self.lease_until = max(self.lease_until, sent + self.lease_s)
+            await asyncio.sleep(max(0.0, sent + pause - _lease_clock()))
 
 
 def active_controller(client: KazooClient) -> tuple[int | None, int]:

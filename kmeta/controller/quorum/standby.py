@@ -6,8 +6,11 @@ it loads the state from ZooKeeper and runs Kafka's failover (the Startup event: 
 UpdateMetadata and LeaderAndIsr to every live broker, pending deletions resumed). A standby
 does not listen on the controller port, so brokers move on to the active controller.
 
-Deposition: the ZooKeeper session suspended or lost, or a write refused by the
-``/controller_epoch`` fence. The daemon resigns at once (events and senders first, then the
+Deposition: the ZooKeeper session suspended or lost, ``/controller`` no longer ours, or a
+write refused by the ``/controller_epoch`` fence. Before that is known, the term's controller
+sends no request and gives no admin answer unless it holds its lease (see
+:mod:`kmeta.controller.quorum.election`): a controller stopped (SIGSTOP) until a successor was
+elected sends nothing when it resumes. The daemon resigns at once (events and senders first, then the
 listeners), so it acts no more before another controller can be elected; nothing it did not
 commit was acknowledged. Then it stands by again on the same process.
 """
@@ -152,11 +155,14 @@ async def serve_quorum(config: ControllerConfig, ready: asyncio.Event | None = N
                 break
             deposed = asyncio.Event()
             election.on_deposed = lambda why, deposed=deposed: deposed.set()
+            lease = loop.create_task(election.keep_lease(), name="controller-lease")
             try:
                 term_config, store = await _open_store(config, election, deposed)
                 daemon = ControllerDaemon(term_config, store)
+                daemon.controller.act_while(election.holds_lease)
                 await daemon.start()
             except (StorageError, OSError) as exc:
+                lease.cancel()
                 raise ControllerStartError(str(exc)) from exc
             active[:] = [daemon]
             log.info(
@@ -165,6 +171,7 @@ async def serve_quorum(config: ControllerConfig, ready: asyncio.Event | None = N
             )  # fmt: skip
             await _first(loop.create_task(deposed.wait()), loop.create_task(stop.wait()))
             active.clear()
+            lease.cancel()
             if deposed.is_set():
                 election.active = False
                 log.error("controller %d deposed (epoch %d): resigning", config.node_id,

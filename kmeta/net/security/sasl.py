@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from scramp import ScramException, ScramMechanism
+from scramp.core import Nonce
 
 from kmeta.net.dispatch import RequestContext, S
 from kmeta.net.hooks import AuthenticationFailedError, HookedConnection
@@ -245,6 +246,7 @@ def _scram(gate: SaslAuthenticator, token: bytes) -> Evaluation:
             server.set_client_first(text)
             return ErrorCode.NONE, None, server.get_server_first().encode()
         server = gate.scram
+        _tolerate_repeated_client_nonce(server, text)
         server.set_client_final(text)
         final = server.get_server_final().encode()
     except (ScramException, UnicodeDecodeError, ValueError) as exc:
@@ -252,3 +254,18 @@ def _scram(gate: SaslAuthenticator, token: bytes) -> Evaluation:
         return _failed(gate, failed)
     gate.succeed(gate.scram_user)
     return ErrorCode.NONE, None, final
+
+
+def _tolerate_repeated_client_nonce(server: ScramServer, client_final: str) -> None:
+    """Accept librdkafka's client-final nonce before 2.6.1: it sends ``r=`` the client nonce
+    followed by the *whole* server-first nonce (which already starts with the client nonce),
+    so RFC 5802's equality check fails and every SCRAM login of Debian 12's kcat (librdkafka
+    2.0.2) was refused. Kafka 3.x accepts it (before 3.8.1 it checked no nonce; its fix of
+    CVE-2024-56128 checks that the nonce *ends with* the server-first one, for these
+    clients); we accept that one form exactly: the proof still covers the nonce as sent (scramp signs the
+    client-final as received) and the server's fresh nonce is in it, so it replays nothing."""
+    sent = next((a[2:] for a in client_final.split(",") if a.startswith("r=")), "")
+    expected = str(server.nonce)
+    client_nonce = expected[: len(expected) - len(str(server.s_nonce))]
+    if sent == client_nonce + expected:
+        server.nonce = Nonce(sent)
