@@ -114,3 +114,25 @@ async def test_malformed_envelopes_change_nothing(cluster):
         answer = await as_broker(control, port, request)
         assert (answer.error_code, answer.response_data) == (code, None), request
     assert "kept" in c.controller.controller.state.topics
+
+
+async def test_a_partly_authorized_request_applies_only_what_the_client_may(cluster):
+    c, control, clients = cluster
+    for name in ("mine", "victim"):
+        assert await create(c, clients, name) == 0
+    ctl = c.controller.controller
+    port = c.controller.port
+    # mallory may DELETE (and so DESCRIBE) "mine" only: LITERAL topic ACL, ALLOW
+    grant = ca.CreateAclsRequest(version=3, creations=(ca.AclCreation(2, "mine", 3, "User:mallory", "*", 6, 3),))
+    conn = await clients.connect(c.client_port(1), CLUSTER_PRINCIPAL)
+    try:
+        assert [r.error_code for r in (await conn.request(grant, 10.0)).results] == [0]
+    finally:
+        conn.close()
+    request = dt.DeleteTopicsRequest(version=5, topic_names=("victim", "mine"), timeout_ms=5000)
+    answer = unwrapped(await as_broker(control, port, wrapped(request, MALLORY, 20)), request)
+    assert [(r.name, r.error_code) for r in answer.responses] == [
+        ("victim", E.TOPIC_AUTHORIZATION_FAILED), ("mine", 0)
+    ]
+    assert "victim" in ctl.state.topics
+    assert "mine" not in ctl.state.topics or "mine" in ctl.state.deleting
