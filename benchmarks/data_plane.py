@@ -17,7 +17,9 @@ so that the ratios mean something on a shared, noisy machine:
   1 MiB, well over 64 KiB), ``--connections`` connections x 1 in flight for ``--fetch-s``
   seconds, against kmeta's broker and against the echo server answering the same number of
   bytes (its floor: the kernel's copy, nothing built). MB/s of answers each, and their ratio.
-* ``latency``: a producer sends at half the peak rate measured above (linger.ms 0) with its
+* ``latency``: a producer sends at half the peak rate measured above (linger.ms 5, librdkafka's
+  default: with 0 it sends each record in a request of its own, which measures the broker's
+  per-request cost, not latency) with its
   send time in each value; a consumer tails the log and takes receive - send: p50 / p99 in ms.
 * ``memory``: kmeta's broker RSS idle (topic created, nothing produced) and after the produce,
   against the record bytes it holds; ``rss_growth_per_held_byte`` is the ratio the issue bounds
@@ -160,57 +162,71 @@ def consume_process(conn: Connection, bootstrap: str) -> None:
     )
 
 
-def latency_process(conn: Connection, bootstrap: str, rate: float, seconds: float) -> None:
-    """Produce at ``rate`` records/s with the send time in each value; a consumer in this
-    process's second thread takes receive - send. Reports percentiles in ms."""
-    import threading
-
-    from confluent_kafka import OFFSET_END, Producer, TopicPartition
+def tail_process(conn: Connection, bootstrap: str, seconds: float) -> None:
+    """The latency run's consumer, in a process of its own (the producer's loop would hold its
+    GIL): from the log end, takes receive - send of every record for ``seconds``, after
+    saying it is ready."""
+    from confluent_kafka import OFFSET_END, TopicPartition
 
     consumer = _consumer(bootstrap)
     consumer.assign([TopicPartition(TOPIC, p, OFFSET_END) for p in range(PARTITIONS)])
+    consumer.consume(1, 1.0)  # the first fetches are out before the first record
+    conn.send("ready")
     samples: list[float] = []
-    stop = threading.Event()
-
-    def tail() -> None:
-        while not stop.is_set():
-            for msg in consumer.consume(1000, 0.1):
-                if msg.error() is None and msg.value()[:1] == b"L":
-                    (sent,) = struct.unpack_from(">d", msg.value(), 1)
-                    samples.append(time.time() - sent)
-
-    reader = threading.Thread(target=tail)
-    reader.start()
-    time.sleep(1.0)  # the consumer's first fetches are out before the first record
-    producer = Producer(_producer_config(bootstrap, 0))
-    pad = os.urandom(1024 - 9)
-    start = time.perf_counter()
-    sent = 0
-    while (now := time.perf_counter()) - start < seconds:
-        due = int((now - start) * rate)
-        while sent < due:
-            value = b"L" + struct.pack(">d", time.time()) + pad
-            try:
-                producer.produce(TOPIC, value, partition=sent % PARTITIONS)
-            except BufferError:
-                break
-            sent += 1
-        producer.poll(0.001)
-    producer.flush(30)
-    time.sleep(1.0)
-    stop.set()
-    reader.join()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for msg in consumer.consume(1000, 0.1):
+            if msg.error() is None and msg.value()[:1] == b"L":
+                (sent,) = struct.unpack_from(">d", msg.value(), 1)
+                samples.append(time.time() - sent)
     consumer.close()
     samples.sort()
     conn.send(
         {
-            "rate_records_s": round(rate),
-            "sent": sent,
             "received": len(samples),
             "p50_ms": round(_pct(samples, 50) * 1e3, 2) if samples else None,
             "p99_ms": round(_pct(samples, 99) * 1e3, 2) if samples else None,
         }
     )
+
+
+def latency_process(conn: Connection, bootstrap: str, rate: float, seconds: float) -> None:
+    """Produce at ``rate`` records/s (linger.ms 5) with the send time in each value while
+    :func:`tail_process` reads them back; reports the rate, what was sent and the percentiles
+    of produce -> consume in ms."""
+    from confluent_kafka import Producer
+
+    parent, child = multiprocessing.Pipe()
+    tail = multiprocessing.get_context("spawn").Process(
+        target=tail_process, args=(child, bootstrap, seconds + 3.0)
+    )
+    tail.start()
+    try:
+        if not parent.poll(60) or parent.recv() != "ready":
+            raise TimeoutError("the latency consumer did not start")
+        producer = Producer(_producer_config(bootstrap, 5))
+        pad = os.urandom(1024 - 9)
+        start = time.perf_counter()
+        sent = 0
+        while (now := time.perf_counter()) - start < seconds:
+            due = int((now - start) * rate)
+            while sent < due:
+                value = b"L" + struct.pack(">d", time.time()) + pad
+                try:
+                    producer.produce(TOPIC, value, partition=sent % PARTITIONS)
+                except BufferError:
+                    break
+                sent += 1
+            producer.poll(0.001)
+        producer.flush(30)
+        if not parent.poll(seconds + 60):
+            raise TimeoutError("the latency consumer gave no result")
+        got = parent.recv()
+    finally:
+        tail.join(10)
+        if tail.is_alive():
+            tail.kill()
+    conn.send({"rate_records_s": round(rate), "sent": sent, **got})
 
 
 def _pct(sorted_values: list[float], q: float) -> float:

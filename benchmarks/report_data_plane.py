@@ -49,7 +49,11 @@ def section(doc: dict[str, Any], charts: ChartSink, table: Any) -> str:
         "the same number of bytes (the floor of the kernel's work). What each figure is: "
         "`benchmarks/data_plane.py`.",
         "",
-        table(["figure", "kmeta", "mock / echo", "kmeta ÷ baseline", "goal"], rows),
+        table(
+            ["figure", "kmeta", "mock / echo", "kmeta ÷ baseline (median of the runs' ratios)",
+             "goal"],
+            [["-" if cell is None else cell for cell in row] for row in rows],
+        ),
     ]
     plt = charts.plt
     fig, (thr, lat) = plt.subplots(1, 2, figsize=(9, 3.6))

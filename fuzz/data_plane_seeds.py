@@ -66,7 +66,7 @@ def data_plane_requests(topic: str) -> Iterator[tuple[str, Any]]:
     """(name, request) seeds naming ``topic``."""
     legacy0 = _legacy_entry(0, b"a") + _legacy_entry(0, b"b", offset=1)
     legacy1_gzip = _legacy_entry(
-        1, gzip.compress(_legacy_entry(1, b"a") + _legacy_entry(1, b"b", offset=1)), 1, 1
+        1, gzip.compress(_legacy_entry(1, b"a") + _legacy_entry(1, b"b", offset=1), mtime=0), 1, 1
     )
     yield "produce-v0-legacy", _produce(topic, 0, legacy0)
     yield "produce-v2-legacy-gzip", _produce(topic, 2, legacy1_gzip)

@@ -47,3 +47,15 @@ def restore_logging() -> Iterator[None]:
         if isinstance(lg, logging.Logger):
             lg.setLevel(levels.get(lg, logging.NOTSET))
     root.setLevel(levels[root])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) a worker runs whole
+    modules: one module's tests share module-scoped clusters and sessions, which a split would
+    start once per worker. The Spark tests form one group, so one worker alone starts the
+    session-scoped Spark session. Without ``-n`` the marks change nothing."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = "spark" if item.get_closest_marker("spark") else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))

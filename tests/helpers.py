@@ -4,17 +4,32 @@ bounded wait on a condition (the tests' processes and daemons all bind to 127.0.
 from __future__ import annotations
 
 import os
+import random
 import socket
 import time
 from collections.abc import Callable
 
+#: ports picked for daemons come from below Linux's ephemeral range (32768-60999 by default),
+#: which the OS hands out to outgoing connections: a port picked there and closed could be
+#: taken by some client's connection before the daemon binds it ("Address already in use").
+#: Picked at random, two test workers (pytest-xdist) seldom try the same one either.
+_PICK_FROM = range(20_000, 32_000)
+
 
 def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports the OS finds free on 127.0.0.1 now (all held at once while picked)."""
-    socks = [socket.socket() for _ in range(n)]
+    """``n`` distinct ports free on 127.0.0.1 now (each bound while the others are picked),
+    from outside the ephemeral range."""
+    rng = random.SystemRandom()
+    socks: list[socket.socket] = []
     try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
+        while len(socks) < n:
+            sock = socket.socket()
+            try:
+                sock.bind(("127.0.0.1", rng.choice(_PICK_FROM)))
+            except OSError:
+                sock.close()
+                continue
+            socks.append(sock)
         return [int(sock.getsockname()[1]) for sock in socks]
     finally:
         for sock in socks:

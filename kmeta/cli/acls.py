@@ -11,19 +11,19 @@
 
 Names of operations and pattern types are Kafka's, in any case (``DescribeConfigs``,
 ``DESCRIBE_CONFIGS``). Errors (refused, invalid, no authorizer, no broker) are one line and a
-non-zero exit. ``--credential-file`` authenticates with SASL first (a ``--secure`` cluster's
-admin.credential).
+non-zero exit. ``--command-config`` authenticates first (a ``--secure`` cluster's
+admin.credential works as is).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
-from kmeta.cli.topics import TIMEOUT_MS, _connect
+from kmeta.cli.admin_client import Target, client_options, run
+from kmeta.cli.topics import TIMEOUT_MS
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.security.acl import (
     CLUSTER_NAME,
@@ -33,11 +33,6 @@ from kmeta.net.security.acl import (
     ResourceType,
     enum_name,
     parse_enum,
-)
-from kmeta.net.security.sasl_client import (
-    SaslAuthenticationError,
-    authenticate,
-    read_credential_file,
 )
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_acls as ca
@@ -132,41 +127,13 @@ async def _remove(conn: KafkaConnection, rtype: int, name: str | None, pattern: 
     click.echo(f"Removed {removed} ACL(s).")
 
 
-def _run(bootstrap: str, fn: Callable[[KafkaConnection], Awaitable[None]], credential_file: str | None) -> None:
-    credential = None
-    if credential_file is not None:
-        try:
-            credential = read_credential_file(credential_file)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--credential-file") from None
-
-    async def main() -> None:
-        conn = await _connect(bootstrap)
-        try:
-            if credential is not None:
-                await authenticate(conn, credential)
-            await fn(conn)
-        except SaslAuthenticationError as exc:
-            raise click.ClickException(f"authentication failed: {exc}") from None
-        except (OSError, TimeoutError) as exc:
-            raise click.ClickException(f"the broker did not answer: {exc!r}") from None
-        finally:
-            conn.close()
-
-    asyncio.run(main())
-
-
 @click.group("acls")
 def acls_group() -> None:
     """Add, list and remove ACLs (as kafka-acls.sh); brokers need --authorizer acl."""
 
 
-_bootstrap = click.option("--bootstrap-server", required=True, help="host:port[,host:port...]")
-_credential = click.option(
-    "--credential-file", default=None, type=click.Path(dir_okay=False),
-    help="SASL credential (username=, password=, mechanism= lines), e.g. the admin.credential "
-    "`kmeta cluster up --secure` writes; without: an unauthenticated (PLAINTEXT) client.",
-)  # fmt: skip
+#: (--credential-file, this command's first spelling of --command-config, is still taken)
+_bootstrap = client_options("kmeta-acls", short_flag=False, credential_file_alias=True)
 _topic = click.option("--topic", default=None, help="The topic (resource name).")
 _cluster = click.option("--cluster", is_flag=True, help="The cluster resource (kafka-cluster).")
 
@@ -188,11 +155,10 @@ def _binding_options(fn: Any) -> Any:
 
 @acls_group.command("add")
 @_bootstrap
-@_credential
 @_topic
 @_cluster
 @_binding_options
-def add_command(bootstrap_server: str, credential_file: str | None, topic: str | None, cluster: bool, **options: Any) -> None:
+def add_command(target: Target, topic: str | None, cluster: bool, **options: Any) -> None:
     rtype, name = _resource(topic, cluster, required=True)
     pattern = _code(PatternType, options["resource_pattern_type"], "--resource-pattern-type")
     entries = _entries(options)
@@ -201,36 +167,34 @@ def add_command(bootstrap_server: str, credential_file: str | None, topic: str |
     if not options["operation"]:
         raise click.UsageError("give --operation")
     assert name is not None
-    _run(bootstrap_server, lambda conn: _add(conn, rtype, name, pattern, entries), credential_file)
+    run(target, lambda conn: _add(conn, rtype, name, pattern, entries))
 
 
 @acls_group.command("list")
 @_bootstrap
-@_credential
 @_topic
 @_cluster
 @click.option("--principal", default=None, help="Only the ACLs of this principal.")
 @click.option("--resource-pattern-type", default="any", show_default=True,
               help="any, match (the ACLs that apply to --topic), literal or prefixed.")  # fmt: skip
 def list_command(
-    bootstrap_server: str, credential_file: str | None, topic: str | None, cluster: bool,
+    target: Target, topic: str | None, cluster: bool,
     principal: str | None, resource_pattern_type: str,
 ) -> None:  # fmt: skip
     rtype, name = _resource(topic, cluster, required=False)
     pattern = _code(PatternType, resource_pattern_type, "--resource-pattern-type")
-    _run(bootstrap_server, lambda conn: _list(conn, rtype, name, pattern, principal), credential_file)
+    run(target, lambda conn: _list(conn, rtype, name, pattern, principal))
 
 
 @acls_group.command("remove")
 @_bootstrap
-@_credential
 @_topic
 @_cluster
 @_binding_options
-def remove_command(bootstrap_server: str, credential_file: str | None, topic: str | None, cluster: bool, **options: Any) -> None:
+def remove_command(target: Target, topic: str | None, cluster: bool, **options: Any) -> None:
     rtype, name = _resource(topic, cluster, required=True)
     pattern = _code(PatternType, options["resource_pattern_type"], "--resource-pattern-type")
-    _run(bootstrap_server, lambda conn: _remove(conn, rtype, name, pattern, _entries(options)), credential_file)
+    run(target, lambda conn: _remove(conn, rtype, name, pattern, _entries(options)))
 
 
 def register(group: click.Group) -> None:

@@ -11,6 +11,7 @@ import click
 from kmeta.cli.bind_errors import refuse_busy_port
 from kmeta.cli.config_sources import daemon_settings
 from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
+from kmeta.cli.host_port import host_ports
 from kmeta.cli.security_options import (
     authorizer_fields,
     authorizer_options,
@@ -20,22 +21,12 @@ from kmeta.cli.security_options import (
     tls_options,
 )
 from kmeta.cli.topic_defaults import topic_default_fields, topic_default_options
-from kmeta.metadata.addresses import parse_host_port
 from kmeta.server.broker import run
 from kmeta.server.config import BrokerConfig, parse_listeners
 from kmeta.server.controller_link import controller_link
 from kmeta.server.state_dir import StateDir, StateDirError
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
-
-
-def _host_port(text: str | None) -> tuple[str, int] | None:
-    if not text:
-        return None
-    try:
-        return parse_host_port(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--controller") from None
 
 
 @click.command("broker", context_settings=daemon_settings("broker"))
@@ -154,6 +145,7 @@ def broker_command(
 ) -> None:
     """Run a broker until SIGTERM or SIGINT."""
     start_logging(options)
+    controllers = host_ports(controller, "--controller") if controller else []
     try:
         config = BrokerConfig(
             broker_id=broker_id,
@@ -165,10 +157,8 @@ def broker_command(
             connections_max_idle_ms=connections_max_idle_ms,
             state_change_log=state_change_log,
             state_dir=state_dir,
-            controller=_host_port(controller.split(",")[0] if controller else None),
-            controller_quorum=tuple(
-                hp for item in (controller or "").split(",")[1:] if (hp := _host_port(item.strip()))
-            ),
+            controller=controllers[0] if controllers else None,
+            controller_quorum=tuple(controllers[1:]),
             rack=rack,
             heartbeat_interval_ms=heartbeat_interval_ms,
             initial_metadata_timeout_ms=initial_metadata_timeout_ms,

@@ -1,9 +1,15 @@
-"""``kmeta metadata`` (a ``kcat -L`` style listing) and ``kmeta watch`` (every change as it
-arrives), both through kmeta.client's MetadataClient, so they work against any Kafka broker.
+"""``kmeta metadata`` (a ``kcat -L`` style listing) and ``kmeta watch`` (the changes between
+Metadata polls), both through kmeta.client's MetadataClient, so they work against any Kafka
+broker, with ``--command-config`` for a TLS or SASL listener.
 
-Both first check that some bootstrap server accepts a connection, so a stopped cluster is one
-line and a non-zero exit at once (as ``kmeta topics`` fails), not a silent retry loop; and
-``watch`` gives up when no first snapshot arrives within ``--timeout``.
+Both first connect to a bootstrap server as every client command does
+(:mod:`kmeta.cli.admin_client`: reachable, a client listener, logged in), so a stopped cluster,
+a wrong port or a refused login is one line and a non-zero exit at once, not a silent retry
+loop; and ``watch`` gives up when no first snapshot arrives within ``--timeout``.
+
+``watch`` polls: Kafka's Metadata API has no change stream, so it asks every ``--interval``
+seconds and prints what differs from the previous answer. A change undone within one interval
+(a partition added and its topic deleted between two polls) is not seen.
 """
 
 from __future__ import annotations
@@ -20,18 +26,26 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from kmeta.cli.admin_client import Target, connect, make_target
+from kmeta.cli.command_config import command_config_option
 from kmeta.client import ClientConfig, Cluster, MetadataClient, NoBrokersAvailableError
 from kmeta.client.view import cluster_to_dict, diff_clusters, error_name
 
 
 @dataclass(frozen=True, slots=True)
 class MetadataCommandConfig:
-    bootstrap_servers: str
+    target: Target
     topics: tuple[str, ...] = ()
     as_json: bool = False
-    timeout_s: float = 10.0
     interval_ms: int = 1_000  # watch: metadata_max_age_ms, the periodic refresh
-    connect_timeout_s: float = 5.0
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.target.bootstrap
+
+    @property
+    def timeout_s(self) -> float:
+        return self.target.timeout_s
 
 
 def _client(cfg: MetadataCommandConfig, **settings: int) -> MetadataClient:
@@ -39,6 +53,8 @@ def _client(cfg: MetadataCommandConfig, **settings: int) -> MetadataClient:
         config = ClientConfig(
             bootstrap_servers=tuple(cfg.bootstrap_servers.split(",")),
             client_id="kmeta-cli",
+            ssl_context=cfg.target.ssl_context,
+            sasl_credential=cfg.target.config.credential,
             **settings,  # type: ignore[arg-type]
         )
     except (NoBrokersAvailableError, ValueError) as exc:
@@ -47,25 +63,9 @@ def _client(cfg: MetadataCommandConfig, **settings: int) -> MetadataClient:
 
 
 async def require_reachable(cfg: MetadataCommandConfig) -> None:
-    """Fail at once, in one line, when no bootstrap server accepts a TCP connection."""
-    last: BaseException | None = None
-    for item in filter(None, (s.strip() for s in cfg.bootstrap_servers.split(","))):
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            raise click.BadParameter(f"{item!r} is not host:port", param_hint="--bootstrap-server")
-        try:
-            _, writer = await asyncio.wait_for(
-                asyncio.open_connection(host.strip("[]"), int(port)), cfg.connect_timeout_s
-            )
-        except (OSError, TimeoutError) as exc:
-            last = exc
-            continue
-        writer.close()
-        return
-    if last is None:
-        raise click.BadParameter("no servers given", param_hint="--bootstrap-server")
-    why = "timed out" if isinstance(last, TimeoutError) else str(last)
-    raise click.ClickException(f"no broker of {cfg.bootstrap_servers} is reachable: {why}")
+    """Fail at once, in one line, when no bootstrap server serves us (unreachable, not a
+    client listener, the login refused, no answer within --timeout)."""
+    (await connect(cfg.target)).close()
 
 
 async def fetch_metadata(cfg: MetadataCommandConfig) -> Cluster:
@@ -169,12 +169,17 @@ async def watch_metadata(cfg: MetadataCommandConfig, console: Console) -> None:
 
         async for cluster in clusters():
             if previous is None:
+                interval_s = cfg.interval_ms / 1000
                 if cfg.as_json:
-                    print(json.dumps({"event": "snapshot", "cluster": cluster_to_dict(cluster)}))
+                    snapshot = {"event": "snapshot", "poll_interval_s": interval_s}
+                    print(json.dumps({**snapshot, "cluster": cluster_to_dict(cluster)}))
                 else:
                     console.print(
                         f"cluster {cluster.cluster_id}: {len(cluster.nodes)} brokers, "
-                        f"{len(cluster.topics)} topics, controller {cluster.controller_id}"
+                        f"{len(cluster.topics)} topics, controller {cluster.controller_id} "
+                        f"(polling every {interval_s:g} s: a change undone between two polls "
+                        "is not shown)",
+                        soft_wrap=True,  # one line, also into a pipe
                     )
             else:
                 for change in diff_clusters(previous, cluster):
@@ -187,8 +192,17 @@ async def watch_metadata(cfg: MetadataCommandConfig, console: Console) -> None:
 
 
 def _bootstrap(fn: Any) -> Any:
-    """Kafka's ``--bootstrap-server`` (and ``-b``, kcat's); the plural spelling this command
-    first had is still accepted, hidden."""
+    """Kafka's ``--bootstrap-server`` (and ``-b``, kcat's), ``--command-config`` and
+    ``--timeout``; the plural spelling this command first had is still accepted, hidden."""
+    fn = click.option(
+        "--timeout",
+        "timeout_s",
+        type=click.FloatRange(min=0.1),
+        default=10.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="How long to wait to connect and for the (first) metadata.",
+    )(command_config_option(fn))
     fn = click.option("--bootstrap-servers", "bootstrap_servers_alias", default=None, hidden=True)(
         fn
     )
@@ -220,10 +234,10 @@ _json = click.option("--json", "as_json", is_flag=True, help="JSON for scripts."
 @_bootstrap
 @_topic
 @_json
-@click.option("--timeout", "timeout_s", default=10.0, show_default=True, help="Seconds to wait.")
 def metadata_cmd(
     bootstrap_server: str | None,
     bootstrap_servers_alias: str | None,
+    command_config: str | None,
     topics: tuple[str, ...],
     as_json: bool,
     timeout_s: float,
@@ -233,7 +247,7 @@ def metadata_cmd(
     On a terminal: tables; into a pipe or file: kcat -L's plain lines; --json for scripts.
     """
     servers = _servers(bootstrap_server, bootstrap_servers_alias)
-    cfg = MetadataCommandConfig(servers, topics, as_json, timeout_s)
+    cfg = MetadataCommandConfig(make_target(servers, command_config, timeout_s), topics, as_json)
     cluster = asyncio.run(fetch_metadata(cfg))
     console = Console()
     if as_json:
@@ -252,30 +266,33 @@ def metadata_cmd(
 @_topic
 @_json
 @click.option(
-    "--interval-ms",
-    default=1_000,
+    "--interval",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
     show_default=True,
-    help="Refresh period (the client's metadata_max_age_ms).",
+    metavar="SECONDS",
+    help="How often to poll Metadata (the client's metadata.max.age.ms).",
 )
-@click.option(
-    "--timeout",
-    "timeout_s",
-    default=10.0,
-    show_default=True,
-    help="Seconds to wait for the first snapshot.",
-)
+@click.option("--interval-ms", type=click.IntRange(min=50), default=None, hidden=True)
 def watch_cmd(
     bootstrap_server: str | None,
     bootstrap_servers_alias: str | None,
+    command_config: str | None,
     topics: tuple[str, ...],
     as_json: bool,
-    interval_ms: int,
+    interval: float,
+    interval_ms: int | None,
     timeout_s: float,
 ) -> None:
-    """Print every metadata change as it arrives (until Ctrl-C)."""
+    """Poll the metadata every --interval seconds and print what changed since the last poll
+    (until Ctrl-C). Kafka has no metadata change stream: a change undone between two polls
+    is not seen."""
     servers = _servers(bootstrap_server, bootstrap_servers_alias)
     cfg = MetadataCommandConfig(
-        servers, topics, as_json, timeout_s=timeout_s, interval_ms=interval_ms
+        make_target(servers, command_config, timeout_s),
+        topics,
+        as_json,
+        interval_ms=interval_ms if interval_ms is not None else max(50, round(interval * 1000)),
     )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(watch_metadata(cfg, Console()))

@@ -39,10 +39,12 @@ from kmeta.cli.cluster_config import write_ready_file as write_ready_file
 from kmeta.cli.cluster_quorum import (
     NODE_ID_BASE,
     ControllerRestarts,
+    DaemonRestarts,
     quorum_info,
     start_zookeeper,
 )
 from kmeta.cli.launch import DaemonExited, await_serving, spawn
+from kmeta.cli.logging_setup import parse_levels
 from kmeta.cli.topic_defaults import topic_default_options
 from kmeta.controller.channel.faults import parse_fault
 from kmeta.net.security.sasl_client import read_credential_file
@@ -91,6 +93,9 @@ def up(
     restarts = ControllerRestarts(
         controllers, lambda j: spawn(controller_argv(cfg, data_dir, j, zookeeper), env)
     )
+    broker_restarts = DaemonRestarts(
+        brokers, lambda i: spawn(broker_argv(cfg, data_dir, i), env), lambda i: f"broker {i}"
+    )
 
     def on_signal(signum: int, _frame: object) -> None:
         nonlocal stopping
@@ -127,15 +132,20 @@ def up(
         ports = ", ".join(
             f"broker {i} {h}:{cfg.metrics_port(i)}" for i in range(1, cfg.brokers + 1)
         )
-        click.echo(
-            f"metrics (/metrics, /status): controller {h}:{cfg.controller_metrics_port}, {ports}"
+        ctl_ports = ", ".join(
+            f"controller {NODE_ID_BASE + j if cfg.quorum else ''}".rstrip()
+            + f" {h}:{cfg.controller_metrics_port_of(j)}"
+            for j in range(1, cfg.controllers + 1)
         )
+        click.echo(f"metrics (/metrics, /status): {ctl_ports}, {ports}")
         if not cfg.quorum:
             click.echo(
                 f"status: kmeta status --controller {h}:{cfg.controller_metrics_port} --watch"
             )
-    if cfg.quorum:  # (the active controller moves: ask ZooKeeper which one it is)
-        click.echo(f"status: kmeta status --zookeeper {zookeeper}")
+    if cfg.quorum:  # (the active controller moves: ZooKeeper or any member knows which)
+        click.echo(f"status: kmeta status --zookeeper {zookeeper} (or --controller METRICS of any)")
+    who = "a broker or a controller" if cfg.quorum else "a broker"
+    click.echo(f"{who} that dies is restarted (after a backoff; not after 6 deaths in 60 s)")
     click.echo("Ctrl-C stops the cluster.")
     try:
         # every start waits for the cluster to serve: a daemon that exits first (a busy port,
@@ -160,6 +170,8 @@ def up(
                     procs.remove(p)
                     if cfg.quorum and p in controllers:
                         restarts.died(p)
+                    elif p in brokers and not stopping:
+                        broker_restarts.died(p)
                     break
             for proc in restarts.start_due():  # back as standbys of the quorum
                 procs.append(proc)
@@ -167,7 +179,10 @@ def up(
                 if ready_file is not None:  # (its new pid)
                     info = ready_info(cfg, data_dir) | quorum_info(cfg, zookeeper, controllers)
                     write_ready_file(ready_file, info)
-            if not procs and not restarts.pending:
+            for proc in broker_restarts.start_due():  # registers again with a new epoch
+                procs.append(proc)
+                names[proc.pid] = f"broker {brokers.index(proc) + 1}"
+            if not procs and not restarts.pending and not broker_restarts.pending:
                 return
             time.sleep(0.2)
     except KeyboardInterrupt:
@@ -260,7 +275,7 @@ def cluster_group() -> None:
 @click.option(
     "--data-dir", default=None, type=click.Path(file_okay=False), help="Default: a new temp dir."
 )
-@click.option("--session-timeout-ms", type=int, default=9000, show_default=True)
+@click.option("--session-timeout-ms", type=click.IntRange(min=1), default=9000, show_default=True)
 @click.option(
     "--heartbeat-interval-ms",
     type=click.IntRange(min=1),
@@ -344,9 +359,23 @@ def up_command(
         raise click.BadParameter("needs --controllers 2 or more", param_hint="--zookeeper")
     for spec in faults:  # refuse a bad --fault here, not as a dead controller later
         try:
-            parse_fault(spec)
+            broker_id, _ = parse_fault(spec)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--fault") from exc
+        if not 1 <= broker_id <= brokers:
+            raise click.BadParameter(
+                f"{spec!r}: there is no broker {broker_id} (the brokers are 1..{brokers})",
+                param_hint="--fault",
+            )
+    if heartbeat_interval_ms is not None and heartbeat_interval_ms >= session_timeout_ms:
+        raise click.BadParameter(
+            f"{heartbeat_interval_ms} must be below --session-timeout-ms ({session_timeout_ms})",
+            param_hint="--heartbeat-interval-ms",
+        )
+    try:  # each daemon would stop on a bad level: refuse it before any starts
+        parse_levels(log_level)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--log-level") from None
     up(
         ClusterConfig(
             brokers=brokers,

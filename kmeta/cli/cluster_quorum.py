@@ -1,8 +1,9 @@
 """``kmeta cluster up --controllers N``'s quorum: its ZooKeeper (given, or a local server),
-the ready file's quorum part, and the controllers that die, started again as a process
-supervisor would: after a backoff that doubles with each death, and not at all once one died
-too often in a while (a controller that cannot start, a bad flag or a busy port, is not
-restarted forever). They come back as standbys.
+the ready file's quorum part, and the daemons that die - controllers and brokers alike -
+started again as a process supervisor would: after a backoff that doubles with each death,
+and not at all once one died too often in a while (a daemon that cannot start, a bad flag or
+a busy port, is not restarted forever). Controllers come back as standbys; a broker registers
+again with a new epoch (its state dir says the old process is gone).
 """
 
 from __future__ import annotations
@@ -79,9 +80,58 @@ class RestartPolicy:
         return min(self.first_backoff_s * 2.0 ** (len(recent) - 1), self.max_backoff_s)
 
 
-class ControllerRestarts:
-    """The quorum's controllers (``controllers[j - 1]`` is controller j), restarted when they
-    die: ``start(j)`` starts controller j's process."""
+class DaemonRestarts:
+    """Daemons of one kind (``procs[j - 1]`` is number j), restarted when they die:
+    ``start(j)`` starts number j's process; ``name(j)`` is how it is called."""
+
+    def __init__(
+        self,
+        procs: list[subprocess.Popen[bytes]],
+        start: Callable[[int], subprocess.Popen[bytes]],
+        name: Callable[[int], str],
+        policy: RestartPolicy | None = None,
+        comes_back_as: str = "",
+    ) -> None:
+        self.procs = procs
+        self._start = start
+        self._name = name
+        self.policy = policy or RestartPolicy()
+        self._comes_back_as = comes_back_as
+        self._due: dict[int, float] = {}  # number j -> when it starts again
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._due)
+
+    def died(self, proc: subprocess.Popen[bytes]) -> None:
+        """``proc``, one of ours, exited: say when it starts again (or that it does not)."""
+        j = self.procs.index(proc) + 1
+        backoff = self.policy.backoff(j, time.monotonic())
+        if backoff is None:
+            click.echo(
+                f"{self._name(j)} died {self.policy.max_restarts + 1} times in "
+                f"{self.policy.window_s:g} s: not restarting it",
+                err=True,
+            )
+            return
+        click.echo(f"restarting {self._name(j)} in {backoff:g} s", err=True)
+        self._due[j] = time.monotonic() + backoff
+
+    def start_due(self) -> list[subprocess.Popen[bytes]]:
+        """Start those whose backoff is over."""
+        started = []
+        for j, when in list(self._due.items()):
+            if time.monotonic() >= when:
+                del self._due[j]
+                proc = self.procs[j - 1] = self._start(j)
+                click.echo(f"{self._name(j)} restarted (pid {proc.pid}){self._comes_back_as}", err=True)
+                started.append(proc)
+        return started
+
+
+class ControllerRestarts(DaemonRestarts):
+    """The quorum's controllers (``controllers[j - 1]`` is controller j): they come back as
+    standbys."""
 
     def __init__(
         self,
@@ -89,40 +139,11 @@ class ControllerRestarts:
         start: Callable[[int], subprocess.Popen[bytes]],
         policy: RestartPolicy | None = None,
     ) -> None:
+        super().__init__(controllers, start, lambda j: f"controller {NODE_ID_BASE + j}", policy)
         self.controllers = controllers
-        self._start = start
-        self.policy = policy or RestartPolicy()
-        self._due: dict[int, float] = {}  # controller j -> when it starts again
-
-    @property
-    def pending(self) -> bool:
-        return bool(self._due)
 
     def died(self, proc: subprocess.Popen[bytes]) -> None:
-        """``proc``, one of the controllers, exited: say so, and when it starts again."""
-        j = self.controllers.index(proc) + 1
         left = sum(1 for c in self.controllers if c.poll() is None)
         if left:
             click.echo(f"the controller quorum carries on with {left} of {len(self.controllers)}")
-        backoff = self.policy.backoff(j, time.monotonic())
-        node = NODE_ID_BASE + j
-        if backoff is None:
-            click.echo(
-                f"controller {node} died {self.policy.max_restarts + 1} times in "
-                f"{self.policy.window_s:g} s: not restarting it",
-                err=True,
-            )
-            return
-        click.echo(f"restarting controller {node} in {backoff:g} s", err=True)
-        self._due[j] = time.monotonic() + backoff
-
-    def start_due(self) -> list[subprocess.Popen[bytes]]:
-        """Start the controllers whose backoff is over (they join the quorum as standbys)."""
-        started = []
-        for j, when in list(self._due.items()):
-            if time.monotonic() >= when:
-                del self._due[j]
-                proc = self.controllers[j - 1] = self._start(j)
-                click.echo(f"controller {NODE_ID_BASE + j} restarted (pid {proc.pid})", err=True)
-                started.append(proc)
-        return started
+        super().died(proc)

@@ -51,6 +51,14 @@ def load_toml(path: str, command: str, known: set[str]) -> dict[str, Any]:
     return out
 
 
+def _load_file(command: click.Command, path: str) -> dict[str, Any]:
+    known = {p.name for p in command.params if p.name and p.name != "config"}
+    try:
+        return load_toml(path, command.name or "", known)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--config") from exc
+
+
 def _load(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if not value:
         return
@@ -83,7 +91,16 @@ def _env_name(ctx: click.Context, param: click.Parameter) -> str:
 
 
 def effective_config(command: click.Command, argv: list[str]) -> list[dict[str, Any]]:
-    """Parse ``argv`` as ``command`` would (without running it): every option's value and source."""
+    """Parse ``argv`` as ``command`` would (without running it): every option's value and source.
+
+    A ``--config`` file that cannot be read or holds an unknown setting is the error the
+    daemon would stop with (parsing here is resilient: it would show defaults instead)."""
+    for i, arg in enumerate(argv):
+        path = argv[i + 1] if arg == "--config" and i + 1 < len(argv) else None
+        if arg.startswith("--config="):
+            path = arg.partition("=")[2]
+        if path is not None:
+            _load_file(command, path)
     ctx = command.make_context(command.name, list(argv), resilient_parsing=True)
     rows = []
     for param in command.params:

@@ -15,12 +15,11 @@ exit.
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import click
 
-from kmeta.cli.topics import TIMEOUT_MS, _connect, fetch_metadata
+from kmeta.cli.admin_client import Target, client_options, open_connection, run
+from kmeta.cli.topics import fetch_metadata
+from kmeta.metadata.addresses import Address
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_configs as dcf
@@ -67,72 +66,80 @@ def parse_add_config(text: str) -> dict[str, str]:
     return out
 
 
-async def _broker_connection(conn: KafkaConnection, broker_id: int) -> KafkaConnection:
+async def _broker_connection(conn: KafkaConnection, broker_id: int, target: Target) -> KafkaConnection:
     """A connection to broker ``broker_id`` (found through ``conn``'s Metadata)."""
-    metadata = await fetch_metadata(conn, [])
+    metadata = await fetch_metadata(conn, [], target.timeout_s)
     for b in metadata.brokers:
         if b.node_id == broker_id:
-            return await KafkaConnection.open(b.host, b.port, client_id="kmeta-configs", timeout_s=5.0)
+            return await open_connection(target, Address(b.host, b.port))
     raise click.ClickException(f"broker {broker_id} is not alive")
+
+
+def _text(value: str | None) -> str:
+    return "null" if value is None else value  # as Kafka's tool prints a null value
 
 
 def _print(kind: int, name: str, result: dcf.DescribeConfigsResult, show_all: bool) -> None:
     configs = [c for c in result.configs if show_all or c.config_source in (1, 2, 3)]
     click.echo(f"{'All' if show_all else 'Dynamic'} configs for {_WHAT[kind]} {name} are:")
     for c in configs:
-        synonyms = ", ".join(f"{SOURCES.get(s.source, s.source)}:{s.name}={s.value}" for s in c.synonyms)
-        click.echo(f"  {c.name}={c.value} sensitive={str(c.is_sensitive).lower()} synonyms={{{synonyms}}}")
+        synonyms = ", ".join(f"{SOURCES.get(s.source, s.source)}:{s.name}={_text(s.value)}" for s in c.synonyms)
+        click.echo(f"  {c.name}={_text(c.value)} sensitive={str(c.is_sensitive).lower()} synonyms={{{synonyms}}}")
 
 
-async def _describe(conn: KafkaConnection, kind: int, name: str | None, show_all: bool) -> None:
+async def _describe(conn: KafkaConnection, target: Target, kind: int, name: str | None, show_all: bool) -> None:
     if kind == BROKER:
         if name is None or not name.isdigit():
             raise click.BadParameter("brokers need --entity-name <broker id>", param_hint="--entity-name")
-        target = await _broker_connection(conn, int(name))
+        peer = await _broker_connection(conn, int(name), target)
         names = [name]
     else:
-        target = conn
-        names = [name] if name else sorted(t.name for t in (await fetch_metadata(conn, None)).topics if t.name is not None)
+        peer = conn
+        topics = (await fetch_metadata(conn, None, target.timeout_s)).topics
+        names = [name] if name else sorted(t.name for t in topics if t.name is not None)
     try:
         request = dcf.DescribeConfigsRequest(
             version=4,
             resources=tuple(dcf.DescribeConfigsResource(kind, n, None) for n in names),
             include_synonyms=True,
         )
-        response = await target.request(request, TIMEOUT_MS / 1000)
+        response = await peer.request(request, target.timeout_s)
     finally:
-        if target is not conn:
-            target.close()
+        if peer is not conn:
+            peer.close()
     for result in response.results:
         if result.error_code != 0:
             raise _fail(_WHAT[kind], result.resource_name, result.error_code, result.error_message)
         _print(kind, result.resource_name, result, show_all)
 
 
-async def _alter(conn: KafkaConnection, name: str, add: dict[str, str], delete: list[str]) -> None:
+async def _overrides(conn: KafkaConnection, target: Target, name: str) -> set[str]:
+    """The topic's set configs (DYNAMIC_TOPIC_CONFIG), as kafka-configs.sh reads them first."""
+    request = dcf.DescribeConfigsRequest(
+        version=4, resources=(dcf.DescribeConfigsResource(TOPIC, name, None),), include_synonyms=False
+    )
+    result = (await conn.request(request, target.timeout_s)).results[0]
+    if result.error_code != 0:
+        raise _fail("topic", name, result.error_code, result.error_message)
+    return {c.name for c in result.configs if c.config_source == 1}
+
+
+async def _alter(conn: KafkaConnection, target: Target, name: str, add: dict[str, str], delete: list[str]) -> None:
+    if delete:
+        # kafka-configs.sh refuses to delete a config the topic does not set
+        invalid = [k for k in delete if k not in await _overrides(conn, target, name)]
+        if invalid:
+            raise click.ClickException(f"Invalid config(s): {','.join(invalid)}")
     ops = [iac.AlterableConfig(k, SET, v) for k, v in add.items()]
     ops += [iac.AlterableConfig(k, DELETE, None) for k in delete]
     request = iac.IncrementalAlterConfigsRequest(
         version=1, resources=(iac.AlterConfigsResource(TOPIC, name, tuple(ops)),), validate_only=False
     )
-    response = await conn.request(request, TIMEOUT_MS / 1000 + 5)
+    response = await conn.request(request, target.timeout_s)
     for r in response.responses:
         if r.error_code != 0:
             raise _fail("topic", r.resource_name, r.error_code, r.error_message)
     click.echo(f"Completed updating config for topic {name}.")
-
-
-def _run(bootstrap: str, fn: Any) -> None:
-    async def main() -> None:
-        conn = await _connect(bootstrap)
-        try:
-            await fn(conn)
-        except (OSError, TimeoutError) as exc:
-            raise click.ClickException(f"the broker did not answer: {exc!r}") from None
-        finally:
-            conn.close()
-
-    asyncio.run(main())
 
 
 @click.group("configs")
@@ -140,7 +147,7 @@ def configs_group() -> None:
     """Describe and alter topic configs (as kafka-configs.sh)."""
 
 
-_bootstrap = click.option("-b", "--bootstrap-server", required=True, help="host:port[,host:port...]")
+_bootstrap = client_options("kmeta-configs")
 _entity_type = click.option("--entity-type", type=click.Choice(sorted(ENTITY_TYPES)), required=True)
 
 
@@ -149,8 +156,8 @@ _entity_type = click.option("--entity-type", type=click.Choice(sorted(ENTITY_TYP
 @_entity_type
 @click.option("--entity-name", default=None, help="Topic name or broker id (topics: all when absent).")
 @click.option("--all", "show_all", is_flag=True, help="Every config, not only the overrides.")
-def describe_command(bootstrap_server: str, entity_type: str, entity_name: str | None, show_all: bool) -> None:
-    _run(bootstrap_server, lambda conn: _describe(conn, ENTITY_TYPES[entity_type], entity_name, show_all))
+def describe_command(target: Target, entity_type: str, entity_name: str | None, show_all: bool) -> None:
+    run(target, lambda conn: _describe(conn, target, ENTITY_TYPES[entity_type], entity_name, show_all))
 
 
 @configs_group.command("alter")
@@ -159,12 +166,12 @@ def describe_command(bootstrap_server: str, entity_type: str, entity_name: str |
 @click.option("--entity-name", required=True)
 @click.option("--add-config", default="", help="k1=v1,k2=[v2a,v2b]")
 @click.option("--delete-config", default="", help="k1,k2")
-def alter_command(bootstrap_server: str, entity_type: str, entity_name: str, add_config: str, delete_config: str) -> None:
+def alter_command(target: Target, entity_type: str, entity_name: str, add_config: str, delete_config: str) -> None:
     add = parse_add_config(add_config)
     delete = [k.strip() for k in delete_config.split(",") if k.strip()]
     if not add and not delete:
         raise click.UsageError("nothing to do: give --add-config and/or --delete-config")
-    _run(bootstrap_server, lambda conn: _alter(conn, entity_name, add, delete))
+    run(target, lambda conn: _alter(conn, target, entity_name, add, delete))
 
 
 def register(group: click.Group) -> None:

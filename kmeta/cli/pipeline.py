@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import glob
 import json
+import logging
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,6 +66,33 @@ def input_errors(option: str, path: str) -> Iterator[None]:
             yield
     except UnreadableInput as exc:
         raise click.ClickException(f"{option} {path}: {exc}") from None
+
+
+def abort_on_interrupt() -> None:
+    """Ctrl-C while Spark runs is one line. PySpark's own SIGINT handler cancels the jobs
+    through py4j while the JVM, which got the same signal, is going away: pages of py4j
+    tracebacks. Ours says so and ends the process at once; the JVM ends with it (it exits
+    when its stdin, our pipe, closes). Installed before the session and again after it is
+    built (SparkContext installs PySpark's)."""
+
+    def handler(_signum: int, _frame: object) -> None:
+        os.write(2, b"Aborted! (the output directory may hold a partial result)\n")
+        os._exit(1)
+
+    signal.signal(signal.SIGINT, handler)
+    # py4j logs through the root logger (logging.exception, which configures stderr when no
+    # handler is set): a Ctrl-C while PySpark's handler is the installed one makes it log a
+    # traceback per call in flight. Its failures reach us as the job's exception anyway.
+    root = logging.getLogger()
+    if not any(isinstance(f, _NotPy4J) for h in root.handlers for f in h.filters):
+        quiet = logging.StreamHandler()
+        quiet.addFilter(_NotPy4J())
+        root.addHandler(quiet)
+
+
+class _NotPy4J(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 @click.group("pipeline")
@@ -156,7 +185,9 @@ def plan_cmd(
     from kmeta.pipeline.plan_job import run_plan
     from kmeta.pipeline.session import spark_session
 
+    abort_on_interrupt()
     with spark_session("kmeta-plan", master) as spark, input_errors("--input", input_path):
+        abort_on_interrupt()
         summary = run_plan(spark, config, progress)
     click.echo(json.dumps({k: v for k, v in summary.items() if k != "brokers"}, indent=2))
     warned = summary["accepted_rows_with_warnings"]
@@ -217,7 +248,9 @@ def analyze_cmd(
     except FileNotFoundError as exc:
         raise click.ClickException(f"--logs: {exc}") from None
     prepare_out(out, overwrite)
+    abort_on_interrupt()
     with spark_session("kmeta-analyze", master) as spark, input_errors("--logs", logs):
+        abort_on_interrupt()
         summary = run_analyze(spark, config, progress)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))

@@ -32,40 +32,66 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from kmeta.metadata.addresses import parse_host_port
-from kmeta.net.connection import KafkaConnection
+from kmeta.cli.admin_client import Target, make_target, with_connection
+from kmeta.cli.command_config import command_config_option
+from kmeta.cli.host_port import host_port
 from kmeta.protocol.messages import metadata as md
 
 MAX_STATUS_BYTES = 16 * 1024 * 1024
 
 
-def _host_port(text: str) -> tuple[str, int]:
-    try:
-        return parse_host_port(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
 def from_controller(address: str, timeout_s: float) -> dict[str, Any]:
-    host, port = _host_port(address)
+    """The controller's /status; a standby's (a quorum member) leads to the active one's, with
+    the quorum as the standby sees it."""
+    data = _status_of(address, timeout_s)
+    if data.get("role") != "standby":
+        return data
+    return from_quorum(data["quorum"], timeout_s, f"asked standby {data.get('node_id')} at {address}")
+
+
+def from_quorum(quorum: dict[str, Any], timeout_s: float, asked: str) -> dict[str, Any]:
+    """The active controller's full view (found through the quorum's member data) with the
+    quorum; the quorum alone when no controller is active or the active one does not answer."""
+    active = quorum.get("active")
+    where = (quorum.get("metrics") or {}).get(str(active)) if active is not None else None
+    status: dict[str, Any] = {"quorum": quorum, "source": asked}
+    if where is None:
+        status["note"] = "no active controller serving /status (an election may be under way)"
+        return status
+    try:
+        status |= _status_of(where, timeout_s)
+    except (OSError, urllib.error.URLError, click.ClickException) as exc:
+        why = exc.message if isinstance(exc, click.ClickException) else getattr(exc, "reason", exc)
+        status["note"] = f"active controller {active} at {where}: {why}"
+        return status
+    status["source"] = f"active controller {active} at {where}; {asked}"
+    return status
+
+
+def _status_of(address: str, timeout_s: float) -> dict[str, Any]:
+    host, port = host_port(address)
     url = f"http://{host}:{port}/status"
-    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-        data: dict[str, Any] = json.loads(resp.read(MAX_STATUS_BYTES))
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            data: dict[str, Any] = json.loads(resp.read(MAX_STATUS_BYTES))
+    except urllib.error.HTTPError as exc:
+        raise click.ClickException(f"{address} answered /status with HTTP {exc.code}: not a controller's metrics port") from None
+    except json.JSONDecodeError:
+        raise click.ClickException(f"{address}'s /status is not JSON: not a controller's metrics port") from None
+    if isinstance(data, dict) and data.get("role") == "standby" and "quorum" in data:
+        return data
+    if not isinstance(data, dict) or "brokers" not in data or "partitions" not in data:
+        kind = "a broker's" if isinstance(data, dict) and "broker_id" in data else "not a controller's"
+        raise click.ClickException(
+            f"{address} is {kind} metrics port: --controller takes the controller's --metrics-port"
+        )
     data["source"] = f"controller {address}"
     return data
 
 
-async def _metadata(address: str, timeout_s: float) -> md.MetadataResponse:
-    host, port = _host_port(address)
-    conn = await KafkaConnection.open(host, port, client_id="kmeta-status", timeout_s=timeout_s)
-    try:
-        return await conn.request(md.MetadataRequest(version=12, topics=None), timeout_s)
-    finally:
-        conn.close()
-
-
-def from_bootstrap(address: str, timeout_s: float) -> dict[str, Any]:
-    resp = asyncio.run(_metadata(address, timeout_s))
+def from_bootstrap(target: Target) -> dict[str, Any]:
+    request = md.MetadataRequest(version=12, topics=None)
+    resp = asyncio.run(with_connection(target, lambda conn: conn.request(request, target.timeout_s)))
     partitions = offline = under = 0
     for topic in resp.topics:
         for p in topic.partitions:
@@ -77,7 +103,7 @@ def from_bootstrap(address: str, timeout_s: float) -> dict[str, Any]:
         for b in sorted(resp.brokers, key=lambda b: b.node_id)
     ]
     return {
-        "source": f"broker {address}",
+        "source": f"broker {target.bootstrap}",
         "controller": {"node_id": resp.controller_id},
         "brokers": brokers,
         "topics": len(resp.topics),
@@ -156,8 +182,11 @@ def from_zookeeper(hosts: str, timeout_s: float) -> dict[str, object]:
 def _render_quorum(quorum: dict[str, Any]) -> Text:
     active = quorum["active"] if quorum["active"] is not None else "none (election under way)"
     standbys = ", ".join(str(s) for s in quorum["standbys"]) or "none"
+    where = quorum.get("metrics") or {}
+    members = ", ".join(f"{n} at {a}" for n, a in sorted(where.items()))
     return Text(
         f"controller quorum: active {active}, epoch {quorum['epoch']}, standbys {standbys}"
+        + (f" (/status: {members})" if members else "")
     )
 
 
@@ -167,11 +196,15 @@ def render_all(data: dict[str, Any]) -> Group:
         parts.append(render(data))
     if "quorum" in data:
         parts.append(_render_quorum(data["quorum"]))
+    if "note" in data:
+        parts.append(Text(data["note"], style="yellow"))
     return Group(*parts)
 
 
 @click.command("status")
-@click.option("--bootstrap-server", default=None, help="A broker's HOST:PORT (Kafka listener).")
+@click.option(
+    "-b", "--bootstrap-server", default=None, help="A broker's HOST:PORT (Kafka listener)."
+)
 @click.option(
     "--controller", default=None, help="The controller's HOST:PORT of --metrics-port (full view)."
 )
@@ -187,7 +220,11 @@ def render_all(data: dict[str, Any]) -> Group:
     "the controller epoch.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--timeout", "timeout_s", type=float, default=5.0, show_default=True)
+@command_config_option
+@click.option(
+    "--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+    metavar="SECONDS", help="How long to wait to connect and for each answer.",
+)  # fmt: skip
 def status_command(
     bootstrap_server: str | None,
     controller: str | None,
@@ -195,6 +232,7 @@ def status_command(
     interval: float,
     zookeeper: str | None,
     as_json: bool,
+    command_config: str | None,
     timeout_s: float,
 ) -> None:
     """Show brokers (epoch, alive/fenced, lag, queue) and topic/partition health."""
@@ -202,19 +240,26 @@ def status_command(
         raise click.UsageError(
             "give --controller HOST:METRICS_PORT, --bootstrap-server HOST:PORT or --zookeeper"
         )
+    target = None
+    if bootstrap_server is not None:
+        target = make_target(bootstrap_server, command_config, timeout_s, "kmeta-status")
 
     def fetch() -> dict[str, Any]:
         try:
             status: dict[str, Any] = {}
             if controller:
                 status = from_controller(controller, timeout_s)
-            elif bootstrap_server is not None:
-                status = from_bootstrap(bootstrap_server.split(",")[0], timeout_s)
-            if zookeeper:
+            elif target is not None:
+                status = from_bootstrap(target)
+            if zookeeper and not status:  # the active controller's view, through ZooKeeper
+                quorum = from_zookeeper(zookeeper, timeout_s)
+                status = from_quorum(quorum, timeout_s, f"ZooKeeper {zookeeper}")
+            elif zookeeper:
                 status["quorum"] = from_zookeeper(zookeeper, timeout_s)
             return status
         except (OSError, TimeoutError, urllib.error.URLError, ValueError) as exc:
-            raise click.ClickException(f"cannot get the status: {exc}") from exc
+            why = getattr(exc, "reason", None) or exc or type(exc).__name__
+            raise click.ClickException(f"cannot get the status: {why}") from None
 
     def view() -> Any:
         try:

@@ -6,7 +6,6 @@ requests to the controller), with kmeta.net's connection.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -15,8 +14,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from kmeta.cli.admin_client import Target, client_options, run
 from kmeta.cli.topics_import import import_cmd
-from kmeta.metadata.addresses import parse_host_ports
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
@@ -27,34 +26,13 @@ from kmeta.protocol.messages import metadata as md
 T = TypeVar("T")
 TIMEOUT_MS = 30_000
 MAX_REPLICATION_FACTOR = 32_767  # Short.MaxValue
+MAX_INT32 = 2**31 - 1
+#: an int32 count on the wire: a larger one is click's one-line usage error, not struct.error
+_int32 = click.IntRange(max=MAX_INT32)
 
 
-def _servers(text: str) -> list[tuple[str, int]]:
-    try:
-        return parse_host_ports(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--bootstrap-server") from None
-
-
-async def _connect(bootstrap: str) -> KafkaConnection:
-    last: BaseException | None = None
-    for host, port in _servers(bootstrap):
-        try:
-            return await KafkaConnection.open(host, port, client_id="kmeta-topics", timeout_s=5.0)
-        except OSError as exc:
-            last = exc
-    raise click.ClickException(f"no broker of {bootstrap} is reachable: {last}")
-
-
-def _run(bootstrap: str, fn: Callable[[KafkaConnection], Awaitable[T]]) -> T:
-    async def main() -> T:
-        conn = await _connect(bootstrap)
-        try:
-            return await fn(conn)
-        finally:
-            conn.close()
-
-    return asyncio.run(main())
+def _run(target: Target, fn: Callable[[KafkaConnection], Awaitable[T]]) -> T:
+    return run(target, fn)
 
 
 def _check(name: str, code: int, message: str | None, ignore: tuple[int, ...] = ()) -> bool:
@@ -68,13 +46,15 @@ def _check(name: str, code: int, message: str | None, ignore: tuple[int, ...] = 
     )
 
 
-async def fetch_metadata(conn: KafkaConnection, topics: list[str] | None) -> md.MetadataResponse:
+async def fetch_metadata(
+    conn: KafkaConnection, topics: list[str] | None, timeout_s: float = TIMEOUT_MS / 1000
+) -> md.MetadataResponse:
     request = md.MetadataRequest(
         version=12,
         topics=None if topics is None else tuple(md.MetadataRequestTopic(name=t) for t in topics),
         allow_auto_topic_creation=False,
     )
-    return await conn.request(request, TIMEOUT_MS / 1000)
+    return await conn.request(request, timeout_s)
 
 
 def _parse_assignment(text: str) -> tuple[ct.CreatableReplicaAssignment, ...]:
@@ -83,6 +63,8 @@ def _parse_assignment(text: str) -> tuple[ct.CreatableReplicaAssignment, ...]:
     for p, part in enumerate(text.split(",")):
         try:
             ids = tuple(int(b) for b in part.split(":"))
+            if not all(0 <= b <= MAX_INT32 for b in ids):
+                raise ValueError(part)
         except ValueError:
             raise click.BadParameter(
                 f"{part!r} is not broker:broker:...", param_hint="--replica-assignment"
@@ -98,6 +80,7 @@ def create_topic_request(
     assignments: tuple[ct.CreatableReplicaAssignment, ...] = (),
     configs: tuple[ct.CreatableTopicConfig, ...] = (),
     validate_only: bool = False,
+    timeout_ms: int = TIMEOUT_MS,
 ) -> ct.CreateTopicsRequest:
     """CreateTopics v7 for one topic (with an assignment, counts are -1 as Kafka wants)."""
     return ct.CreateTopicsRequest(
@@ -111,14 +94,12 @@ def create_topic_request(
                 configs=configs,
             ),
         ),
-        timeout_ms=TIMEOUT_MS,
+        timeout_ms=timeout_ms,
         validate_only=validate_only,
     )
 
 
-_bootstrap = click.option(
-    "-b", "--bootstrap-server", required=True, help="host:port[,host:port...]"
-)
+_bootstrap = client_options("kmeta-topics")
 _json = click.option("--json", "as_json", is_flag=True, help="JSON for scripts.")
 
 
@@ -131,10 +112,10 @@ def topics_group() -> None:
 @_bootstrap
 @click.option("--topic", required=True)
 @click.option(
-    "--partitions", type=int, default=None, help="Default: the controller's num.partitions."
+    "--partitions", type=_int32, default=None, help="Default: the controller's num.partitions."
 )
 @click.option(
-    "--replication-factor", type=int, default=None, help="Default: the controller's default."
+    "--replication-factor", type=_int32, default=None, help="Default: the controller's default."
 )
 @click.option(
     "--replica-assignment", default=None, help="broker:broker,broker:broker (per partition)"
@@ -143,7 +124,7 @@ def topics_group() -> None:
 @click.option("--if-not-exists", is_flag=True)
 @click.option("--validate-only", is_flag=True)
 def create_command(
-    bootstrap_server: str,
+    target: Target,
     topic: str,
     partitions: int | None,
     replication_factor: int | None,
@@ -175,8 +156,9 @@ def create_command(
         assignments,
         tuple(cfgs),
         validate_only,
+        target.timeout_ms,
     )
-    response = _run(bootstrap_server, lambda c: c.request(request, TIMEOUT_MS / 1000 + 5))
+    response = _run(target, lambda c: c.request(request, target.timeout_s))
     result = response.topics[0]
     ignore = (ErrorCode.TOPIC_ALREADY_EXISTS,) if if_not_exists else ()
     if _check(topic, result.error_code, result.error_message, ignore):
@@ -187,13 +169,15 @@ def create_command(
 @_bootstrap
 @click.option("--topic", required=True, help="Topic name (comma-separated for several).")
 @click.option("--if-exists", is_flag=True)
-def delete_command(bootstrap_server: str, topic: str, if_exists: bool) -> None:
+def delete_command(target: Target, topic: str, if_exists: bool) -> None:
     """Delete topics."""
     names = [t for t in topic.split(",") if t]
     request = dt.DeleteTopicsRequest(
-        version=6, topics=tuple(dt.DeleteTopicState(name=n) for n in names), timeout_ms=TIMEOUT_MS
+        version=6,
+        topics=tuple(dt.DeleteTopicState(name=n) for n in names),
+        timeout_ms=target.timeout_ms,
     )
-    response = _run(bootstrap_server, lambda c: c.request(request, TIMEOUT_MS / 1000 + 5))
+    response = _run(target, lambda c: c.request(request, target.timeout_s))
     ignore = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,) if if_exists else ()
     for r in response.responses:
         if _check(r.name or str(r.topic_id), r.error_code, r.error_message, ignore):
@@ -203,16 +187,16 @@ def delete_command(bootstrap_server: str, topic: str, if_exists: bool) -> None:
 @topics_group.command("add-partitions")
 @_bootstrap
 @click.option("--topic", required=True)
-@click.option("--partitions", type=int, required=True, help="The new total partition count.")
-def add_partitions_command(bootstrap_server: str, topic: str, partitions: int) -> None:
+@click.option("--partitions", type=_int32, required=True, help="The new total partition count.")
+def add_partitions_command(target: Target, topic: str, partitions: int) -> None:
     """Raise a topic's partition count (kafka-topics.sh --alter --partitions)."""
     request = cp.CreatePartitionsRequest(
         version=3,
         topics=(cp.CreatePartitionsTopic(name=topic, count=partitions, assignments=None),),
-        timeout_ms=TIMEOUT_MS,
+        timeout_ms=target.timeout_ms,
         validate_only=False,
     )
-    response = _run(bootstrap_server, lambda c: c.request(request, TIMEOUT_MS / 1000 + 5))
+    response = _run(target, lambda c: c.request(request, target.timeout_s))
     r = response.results[0]
     if _check(topic, r.error_code, r.error_message):
         click.echo(f"Topic {topic} now has {partitions} partitions.")
@@ -221,9 +205,9 @@ def add_partitions_command(bootstrap_server: str, topic: str, partitions: int) -
 @topics_group.command("list")
 @_bootstrap
 @_json
-def list_command(bootstrap_server: str, as_json: bool) -> None:
+def list_command(target: Target, as_json: bool) -> None:
     """List topic names, one per line."""
-    response = _run(bootstrap_server, lambda c: fetch_metadata(c, None))
+    response = _run(target, lambda c: fetch_metadata(c, None, target.timeout_s))
     names = sorted(t.name for t in response.topics if t.error_code == 0 and t.name is not None)
     if as_json:
         click.echo(json.dumps(names))
@@ -279,16 +263,21 @@ def describe_lines(t: dict[str, Any]) -> list[str]:
 
 @topics_group.command("describe")
 @_bootstrap
-@click.option("--topic", default=None, help="Only this topic (comma-separated for several).")
+@click.option(
+    "--topic",
+    "topic_args",
+    multiple=True,
+    help="Only this topic (repeatable, or comma-separated for several).",
+)
 @_json
-def describe_command(bootstrap_server: str, topic: str | None, as_json: bool) -> None:
+def describe_command(target: Target, topic_args: tuple[str, ...], as_json: bool) -> None:
     """Show partitions, leaders, replicas and ISR (as kafka-topics.sh --describe).
 
     Into a pipe or file the lines are kafka-topics.sh's, one per partition; on a terminal the
     partitions are drawn as a table.
     """
-    names = [t for t in topic.split(",") if t] if topic else None
-    response = _run(bootstrap_server, lambda c: fetch_metadata(c, names))
+    names = list(dict.fromkeys(t for arg in topic_args for t in arg.split(",") if t)) or None
+    response = _run(target, lambda c: fetch_metadata(c, names, target.timeout_s))
     topics = sorted(response.topics, key=lambda t: t.name or "")
     for t in topics:
         _check(str(t.name), t.error_code, None)

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import click
 
+from kmeta.cli.admin_client import Target
 from kmeta.cli.topics import TIMEOUT_MS, _bootstrap, _run, fetch_metadata
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import elect_leaders as el
@@ -24,7 +26,7 @@ ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
 MAX_JSON_BYTES = 64 * 1024 * 1024
 
 
-def _json_partitions(path: str) -> list[tuple[str, int]]:
+def _json_partitions(path: str) -> list[TopicPartitionKey]:
     file = Path(path)
     try:
         if file.stat().st_size > MAX_JSON_BYTES:
@@ -46,7 +48,7 @@ def _json_partitions(path: str) -> list[tuple[str, int]]:
 async def _elect(
     conn: KafkaConnection,
     election_type: int,
-    asked: list[tuple[str, int]] | None,
+    asked: list[TopicPartitionKey] | None,
     topic: str | None,
 ) -> el.ElectLeadersResponse:
     if topic is not None and asked is None:  # --topic alone: every partition of it
@@ -82,7 +84,7 @@ async def _elect(
 @click.option("--all-topic-partitions", is_flag=True, help="Elect for every partition.")
 @click.option("--path-to-json-file", default=None, help='{"partitions": [{"topic", "partition"}]}')
 def elect_leaders_command(
-    bootstrap_server: str,
+    target: Target,
     election_type: str,
     topic: str | None,
     partition: int | None,
@@ -98,12 +100,12 @@ def elect_leaders_command(
     if partition is not None and topic is None:
         raise click.UsageError("--partition needs --topic")
     kind = election_type.upper()
-    asked: list[tuple[str, int]] | None = None
+    asked: list[TopicPartitionKey] | None = None
     if path_to_json_file is not None:
         asked = _json_partitions(path_to_json_file)
     elif topic is not None and partition is not None:
         asked = [(topic, partition)]
-    response = _run(bootstrap_server, lambda c: _elect(c, ELECTION_TYPES[kind], asked, topic))
+    response = _run(target, lambda c: _elect(c, ELECTION_TYPES[kind], asked, topic))
     if response.error_code != 0:
         raise click.ClickException(f"ElectLeaders: {ErrorCode(response.error_code).name}")
     succeeded, noop, failed = [], [], []

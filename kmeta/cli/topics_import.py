@@ -19,7 +19,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kmeta.metadata.addresses import parse_host_port
+from kmeta.cli.host_port import host_port
 from kmeta.net.connection import KafkaConnection
 from kmeta.pipeline.plan_reader import PlannedTopic, read_planned_topics
 from kmeta.protocol.errors import ErrorCode
@@ -48,13 +48,6 @@ class ImportResult:
     @property
     def ok(self) -> bool:
         return not self.conflicts and not self.failed
-
-
-def split_host_port(text: str) -> tuple[str, int]:
-    try:
-        return parse_host_port(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--bootstrap-server") from None
 
 
 def diff(
@@ -112,7 +105,7 @@ async def _open(host: str, port: int) -> tuple[KafkaConnection, dict[int, int]]:
 
 async def run_import(config: ImportConfig, console: Console) -> ImportResult:
     planned = read_planned_topics(config.plan)
-    host, port = split_host_port(config.bootstrap_server)
+    host, port = host_port(config.bootstrap_server, "--bootstrap-server")
     conn, versions = await _open(host, port)
     try:
         if (

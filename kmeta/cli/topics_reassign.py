@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 
+from kmeta.cli.admin_client import Target
 from kmeta.cli.topics import TIMEOUT_MS, _bootstrap, _run, fetch_metadata
 from kmeta.metadata.model import TopicPartition
 from kmeta.net.connection import KafkaConnection
@@ -212,7 +213,7 @@ async def cancel(conn: KafkaConnection, proposed: Assignment) -> list[str]:
 @click.option("--verify", "mode", flag_value="verify", help="Report each partition's status.")
 @click.option("--cancel", "mode", flag_value="cancel", help="Cancel those in progress.")
 def reassign_command(
-    bootstrap_server: str, plan: str | None, reassignment_json_file: str | None, mode: str | None
+    target: Target, plan: str | None, reassignment_json_file: str | None, mode: str | None
 ) -> None:
     """Move partitions to new replicas (as kafka-reassign-partitions.sh --execute)."""
     if (plan is None) == (reassignment_json_file is None):
@@ -221,7 +222,7 @@ def reassign_command(
     if not proposed:
         raise click.UsageError("no partitions to reassign")
     action = {"verify": verify, "cancel": cancel}.get(mode or "", execute)
-    refused = _run(bootstrap_server, lambda c: action(c, proposed))
+    refused = _run(target, lambda c: action(c, proposed))
     if refused:
         what = (
             "cancelling partition reassignments" if mode == "cancel" else "reassigning partition(s)"

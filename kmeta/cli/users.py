@@ -17,21 +17,16 @@ listener, ``--command-config FILE`` (username=/password=/mechanism= lines, the f
 
 from __future__ import annotations
 
-import asyncio
 import os
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import click
 
-from kmeta.cli.topics import _servers
+from kmeta.cli.admin_client import Target, client_options, run
+from kmeta.cli.cluster_config import CLUSTER_USER
 from kmeta.net.connection import KafkaConnection
-from kmeta.net.security.sasl_client import (
-    ClientCredential,
-    SaslAuthenticationError,
-    authenticate,
-    read_credential_file,
-)
 from kmeta.net.security.scram import (
     DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
@@ -45,39 +40,10 @@ from kmeta.protocol.messages import alter_user_scram_credentials as aus
 from kmeta.protocol.messages import describe_user_scram_credentials as dus
 
 T = TypeVar("T")
-TIMEOUT_S = 30.0
 
 
-def _run(bootstrap: str, command_config: str | None, fn: Callable[[KafkaConnection], Awaitable[T]]) -> T:
-    credential: ClientCredential | None = None
-    if command_config is not None:
-        try:
-            credential = read_credential_file(command_config)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--command-config") from exc
-
-    async def main() -> T:
-        last: BaseException | None = None
-        for host, port in _servers(bootstrap):
-            try:
-                conn = await KafkaConnection.open(host, port, client_id="kmeta-users", timeout_s=5.0)
-            except OSError as exc:
-                last = exc
-                continue
-            try:
-                if credential is not None:
-                    await authenticate(conn, credential)
-                return await fn(conn)
-            except SaslAuthenticationError as exc:
-                raise click.ClickException(f"authentication failed: {exc}") from None
-            except (ConnectionError, OSError, TimeoutError) as exc:
-                hint = "" if credential else " (a SASL listener needs --command-config)"
-                raise click.ClickException(f"{host}:{port} closed the connection{hint}: {exc}") from None
-            finally:
-                conn.close()
-        raise click.ClickException(f"no server of {bootstrap} is reachable: {last}")
-
-    return asyncio.run(main())
+def _run(target: Target, fn: Callable[[KafkaConnection], Awaitable[T]]) -> T:
+    return run(target, fn)
 
 
 def _check(
@@ -91,11 +57,7 @@ def _check(
         raise SystemExit(1)
 
 
-_bootstrap = click.option("--bootstrap-server", required=True, help="host:port[,host:port...]")
-_command_config = click.option(
-    "--command-config", default=None, type=click.Path(dir_okay=False),
-    help="username=/password=/mechanism= file to authenticate with on a SASL listener.",
-)  # fmt: skip
+_bootstrap = client_options("kmeta-users", short_flag=False)
 _mechanism = click.Choice(sorted(MECHANISM_IDS))
 
 
@@ -107,12 +69,11 @@ def users_group() -> None:
 @users_group.command("add")
 @click.argument("name")
 @_bootstrap
-@_command_config
 @click.option("--password", default=None, help="The password (visible to ps; prefer a file or the prompt).")
 @click.option("--password-file", default=None, type=click.Path(dir_okay=False), help="First line: the password.")
 @click.option("--mechanism", type=_mechanism, default="SCRAM-SHA-512", show_default=True)
 @click.option("--iterations", type=click.IntRange(MIN_ITERATIONS, MAX_ITERATIONS), default=DEFAULT_ITERATIONS, show_default=True)
-def add_command(name: str, bootstrap_server: str, command_config: str | None, password: str | None,
+def add_command(name: str, target: Target, password: str | None,
                 password_file: str | None, mechanism: str, iterations: int) -> None:  # fmt: skip
     """Create NAME or change its password (salted here; the password never leaves)."""
     if password_file is not None:
@@ -121,7 +82,11 @@ def add_command(name: str, bootstrap_server: str, command_config: str | None, pa
                 password = f.readline().rstrip("\n")
         except OSError as exc:
             raise click.BadParameter(str(exc), param_hint="--password-file") from exc
-    if password is None:
+    if password is None and not sys.stdin.isatty():
+        # piped (echo pw | kmeta users add NAME), as kafka-configs.sh reads no prompt: the
+        # first line is the password, nothing to confirm
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif password is None:
         password = click.prompt(f"password for {name}", hide_input=True, confirmation_prompt=True)
     if not password:
         raise click.BadParameter("the password must not be empty", param_hint="--password")
@@ -131,7 +96,7 @@ def add_command(name: str, bootstrap_server: str, command_config: str | None, pa
         salted_password(password, salt, mechanism, iterations),
     )  # fmt: skip
     request = aus.AlterUserScramCredentialsRequest(version=0, deletions=(), upsertions=(upsertion,))
-    response = _run(bootstrap_server, command_config, lambda conn: conn.request(request, TIMEOUT_S))
+    response = _run(target, lambda conn: conn.request(request, target.timeout_s))
     _check(response.results)
     click.echo(f"user {name}: {mechanism} credential set ({iterations} iterations)")
 
@@ -139,41 +104,42 @@ def add_command(name: str, bootstrap_server: str, command_config: str | None, pa
 @users_group.command("delete")
 @click.argument("name")
 @_bootstrap
-@_command_config
 @click.option("--mechanism", type=_mechanism, default=None, help="Default: every mechanism of NAME.")
-def delete_command(name: str, bootstrap_server: str, command_config: str | None, mechanism: str | None) -> None:
+def delete_command(name: str, target: Target, mechanism: str | None) -> None:
     """Delete NAME's SCRAM credentials."""
 
     async def delete(conn: KafkaConnection) -> aus.AlterUserScramCredentialsResponse:
         mechanisms = [mechanism] if mechanism else []
         if not mechanisms:
             described = await conn.request(
-                dus.DescribeUserScramCredentialsRequest(version=0, users=(dus.UserName(name),)), TIMEOUT_S
+                dus.DescribeUserScramCredentialsRequest(version=0, users=(dus.UserName(name),)), target.timeout_s
             )
             _check(described.results)
             mechanisms = [MECHANISM_NAMES[i.mechanism] for r in described.results for i in r.credential_infos]
         deletions = tuple(aus.ScramCredentialDeletion(name, MECHANISM_IDS[m]) for m in mechanisms)
         request = aus.AlterUserScramCredentialsRequest(version=0, deletions=deletions, upsertions=())
-        return await conn.request(request, TIMEOUT_S)
+        return await conn.request(request, target.timeout_s)
 
-    response = _run(bootstrap_server, command_config, delete)
+    response = _run(target, delete)
     _check(response.results)
     click.echo(f"user {name}: deleted")
 
 
 @users_group.command("list")
 @_bootstrap
-@_command_config
-def list_command(bootstrap_server: str, command_config: str | None) -> None:
+def list_command(target: Target) -> None:
     """Every SCRAM user with its mechanisms and iteration counts."""
     request = dus.DescribeUserScramCredentialsRequest(version=0, users=None)
-    response = _run(bootstrap_server, command_config, lambda conn: conn.request(request, TIMEOUT_S))
+    response = _run(target, lambda conn: conn.request(request, target.timeout_s))
     if response.error_code != ErrorCode.NONE:
         raise click.ClickException(f"{ErrorCode(response.error_code).name}: {response.error_message or ''}")
     _check(response.results)
     for r in response.results:
         infos = ", ".join(f"{MECHANISM_NAMES.get(i.mechanism, i.mechanism)} ({i.iterations})" for i in r.credential_infos)
-        click.echo(f"{r.user}\t{infos}")
+        # the controller and brokers log in to each other as this user: deleting it or
+        # changing its password cuts the control plane
+        mark = "\t(internal: the cluster's own principal)" if r.user == CLUSTER_USER else ""
+        click.echo(f"{r.user}\t{infos}{mark}")
 
 
 def register(group: click.Group) -> None:

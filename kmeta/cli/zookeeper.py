@@ -3,7 +3,7 @@ installs when missing): what tests and a multi-controller ``kmeta cluster up`` r
 ensemble is given.
 
 Standalone mode (one server), bound to loopback, its data and log in a directory of the
-caller's; the start is bounded (``ruok`` answered ``imok``), and :meth:`stop` kills it.
+caller's; the start is bounded (until ``srvr`` says it serves), and :meth:`stop` kills it.
 """
 
 from __future__ import annotations
@@ -32,12 +32,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def ruok(port: int, timeout_s: float = 0.5) -> bool:
-    """ZooKeeper's four-letter ``ruok``: True when the server answers ``imok``."""
+def serving(port: int, timeout_s: float = 0.5) -> bool:
+    """ZooKeeper's four-letter ``srvr`` names the server's mode: it serves sessions. (``ruok``
+    answers ``imok`` as soon as the port is open, while a session is still refused: 0.3-0.7 s
+    later here, seconds on a loaded machine, and a client's exponential backoff on those
+    refusals outlasted its 15-30 s connect timeout.)"""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
-            s.sendall(b"ruok")
-            return s.recv(4) == b"imok"
+            s.sendall(b"srvr")
+            s.shutdown(socket.SHUT_WR)
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+            return b"Mode: " in answer
     except OSError:
         return False
 
@@ -96,7 +103,7 @@ class LocalZooKeeper:
         finally:
             log.close()
         deadline = time.monotonic() + timeout_s
-        while not ruok(self.port):
+        while not serving(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 tail = (self.data_dir / "zookeeper.out").read_text(errors="replace")[-500:]

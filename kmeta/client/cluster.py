@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from kmeta.metadata.addresses import Address
 from kmeta.metadata.model import Node, TopicPartition
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
@@ -138,7 +139,7 @@ class Cluster:
         return cls(())
 
     @classmethod
-    def bootstrap(cls, addresses: Iterable[tuple[str, int]]) -> Cluster:
+    def bootstrap(cls, addresses: Iterable[Address]) -> Cluster:
         """Placeholder nodes -1, -2, ... for the bootstrap servers, as Kafka's ``Cluster.bootstrap``."""
         nodes = [Node(-1 - i, host, port) for i, (host, port) in enumerate(addresses)]
         return cls(nodes, is_bootstrap=True)

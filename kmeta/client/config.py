@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kmeta.client.errors import NoBrokersAvailableError
-from kmeta.metadata.addresses import parse_host_ports
+from kmeta.metadata.addresses import Address, parse_host_ports
+from kmeta.net.security.sasl_client import ClientCredential
 
 #: The newest Metadata version the client speaks (the codec knows 0-13).
 MAX_METADATA_VERSION = 13
@@ -33,6 +35,10 @@ class ClientConfig:
     #: "rebootstrap" (KIP-899) or "none"
     metadata_recovery_strategy: str = "rebootstrap"
     max_response_size: int = 100 * 1024 * 1024
+    #: security.protocol SSL / SASL_SSL: the context connections are wrapped in
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
+    #: security.protocol SASL_*: the user each connection authenticates as (after ApiVersions)
+    sasl_credential: ClientCredential | None = None
 
     def __post_init__(self) -> None:
         if not self.bootstrap_servers:
@@ -48,8 +54,8 @@ class ClientConfig:
             raise ValueError("max_in_flight_requests_per_connection must be >= 1")
 
 
-def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
-    """``"h1:9092,h2:9093"`` or ``["h1:9092", "[::1]:9092"]`` -> [(host, port), ...]."""
+def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[Address]:
+    """``"h1:9092,h2:9093"`` or ``["h1:9092", "[::1]:9092"]`` -> [Address(host, port), ...]."""
     text = servers if isinstance(servers, str) else ",".join(servers)
     try:
         return parse_host_ports(text)

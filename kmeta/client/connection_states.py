@@ -90,9 +90,6 @@ class ClusterConnectionStates:
     def is_ready(self, node_id: int) -> bool:
         return self.state(node_id) is ConnectionState.READY
 
-    def is_disconnected(self, node_id: int) -> bool:
-        return self.state(node_id) is ConnectionState.DISCONNECTED
-
     def is_any_node_connecting(self) -> bool:
         return any(
             s.state in (ConnectionState.CONNECTING, ConnectionState.CHECKING_API_VERSIONS)

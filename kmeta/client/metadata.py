@@ -40,6 +40,7 @@ from kmeta.client.metadata_response import (
     equivalent,
 )
 from kmeta.client.metadata_topics import TrackedTopics
+from kmeta.metadata.addresses import Address
 from kmeta.metadata.model import TopicPartition
 from kmeta.protocol.messages import metadata as md
 
@@ -94,7 +95,7 @@ class Metadata:
         self._need_full_update = False
         self._need_partial_update = False
         self._cluster = Cluster.empty()
-        self._bootstrap_addresses: tuple[tuple[str, int], ...] = ()
+        self._bootstrap_addresses: tuple[Address, ...] = ()
         self._tracked = TrackedTopics(metadata_max_idle_ms)
         self._responses = MetadataResponseHandler(self.retain_topic, self.request_update)
         self._closed = False
@@ -135,7 +136,7 @@ class Metadata:
         return self._responses.last_seen_leader_epoch(tp)
 
     # -- bootstrap -------------------------------------------------------------------------------
-    def bootstrap(self, addresses: Sequence[tuple[str, int]]) -> None:
+    def bootstrap(self, addresses: Sequence[Address]) -> None:
         self._bootstrap_addresses = tuple(addresses)
         self._cluster = Cluster.bootstrap(self._bootstrap_addresses)
         self._need_full_update = True

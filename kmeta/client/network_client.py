@@ -40,8 +40,10 @@ from kmeta.client.metadata_updater import (
     DefaultMetadataUpdater,
     build_metadata_request,
 )
+from kmeta.metadata.addresses import Address
 from kmeta.metadata.model import Node
 from kmeta.net.connection import KafkaConnection
+from kmeta.net.security.sasl_client import authenticate
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, ProtocolError
 from kmeta.protocol.messages import api_versions
@@ -80,7 +82,7 @@ class NetworkClient:
         self.last_error: BaseException | None = None
         self._conns: dict[int, KafkaConnection] = {}
         self._metadata_versions: dict[int, int] = {}
-        self._api_versions_v0: set[tuple[str, int]] = set()  # brokers older than KIP-511
+        self._api_versions_v0: set[Address] = set()  # brokers older than KIP-511
         self._updater = DefaultMetadataUpdater(self)
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
@@ -174,10 +176,15 @@ class NetworkClient:
                 client_id=self.config.client_id,
                 timeout_s=self.config.socket_connection_setup_timeout_ms / 1000,
                 max_frame_size=self.config.max_response_size,
+                ssl=self.config.ssl_context,
             )
             self.states.checking_api_versions(node.id)
             self._conns[node.id] = conn
             self._metadata_versions[node.id] = await self._negotiate(conn, node)
+            if self.config.sasl_credential is not None:  # Kafka's order: ApiVersions, then SASL
+                await authenticate(
+                    conn, self.config.sasl_credential, self.config.request_timeout_ms / 1000
+                )
             self.states.ready(node.id)
             self.spawn(self._watch_connection(node.id, conn))
         except (OSError, TimeoutError, ProtocolError, ClientError) as exc:
@@ -197,7 +204,7 @@ class NetworkClient:
     async def _negotiate(self, conn: KafkaConnection, node: Node) -> int:
         """ApiVersions; return the highest Metadata version both sides support."""
         timeout_s = self.config.request_timeout_ms / 1000
-        address = (node.host, node.port)
+        address = Address(node.host, node.port)
         version = 0 if address in self._api_versions_v0 else _API_VERSIONS_VERSION
         request = api_versions.ApiVersionsRequest(
             version=version,

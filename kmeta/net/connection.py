@@ -204,8 +204,12 @@ class KafkaConnection(asyncio.Protocol):
         try:
             async with asyncio.timeout(timeout_s):
                 return await asyncio.shield(future)
-        except TimeoutError:
-            self._fail(TimeoutError(f"request timed out after {timeout_s:.3f} s"))
+        except BaseException as exc:
+            if isinstance(exc, TimeoutError):
+                self._fail(TimeoutError(f"request timed out after {timeout_s:.3f} s"))
+            # the caller gave up on the answer (timed out, cancelled, Ctrl-C): its failure is
+            # read here, so asyncio does not log "Future exception was never retrieved"
+            future.add_done_callback(_retrieve)
             raise
 
     def close(self) -> None:
@@ -213,6 +217,11 @@ class KafkaConnection(asyncio.Protocol):
 
     async def wait_closed(self) -> None:
         await self._closed
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 _API_BY_REQUEST_CLASS: dict[type, Api[Any, Any]] = {api.request.cls: api for api in APIS.values()}

@@ -259,7 +259,7 @@ _DECOMPRESS: dict[int, Callable[[bytes, int], bytes]] = {
 def _compress(codec: int, raw: bytes) -> bytes:
     """The records section of a v2 batch compressed as Kafka's v2 writers do."""
     if codec == GZIP:
-        return gzip.compress(raw)
+        return gzip.compress(raw, mtime=0)  # (as GZIPOutputStream: no time in the header)
     if codec == SNAPPY:
         import snappy
 

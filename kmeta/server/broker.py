@@ -227,9 +227,6 @@ class Broker:
         self.state.close()
         log.info("broker %d stopped", self.config.broker_id)
 
-    async def wait_stopped(self) -> None:
-        await self._stopped.wait()
-
 
 async def serve(config: BrokerConfig, services: Sequence[ServiceFactory] = ()) -> None:
     """Run a broker until SIGTERM/SIGINT, then shut it down in order."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kmeta.metadata.addresses import parse_listener
+from kmeta.metadata.addresses import Address, parse_listener
 from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
 from kmeta.net.security.sasl import MECHANISMS
@@ -65,11 +65,11 @@ class BrokerConfig:
     #: --state-dir: the broker's identity and last registration, locked while it runs (Kafka's
     #: log.dirs analogue, kmeta.server.state_dir); None: a restart waits out the old session
     state_dir: str | None = None
-    #: the controller to register with (host, port); None: no controller link
-    controller: tuple[str, int] | None = None
+    #: the controller to register with; None: no controller link
+    controller: Address | None = None
     #: the other controllers of a quorum (--controller a,b,c): the link registers with
     #: whichever is active, moving on at a connection loss or NOT_CONTROLLER
-    controller_quorum: tuple[tuple[str, int], ...] = ()
+    controller_quorum: tuple[Address, ...] = ()
     #: with a controller, client listeners open at the first full UpdateMetadata since start,
     #: or after this long (then serving what the broker has, said at WARN)
     initial_metadata_timeout_ms: int = 60_000

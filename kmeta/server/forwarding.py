@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from ssl import SSLContext
 from typing import Any, cast
 
+from kmeta.metadata.addresses import Address
 from kmeta.net.connection import KafkaConnection, api_of_instance
 from kmeta.net.principal import KafkaPrincipal, serialize_principal
 from kmeta.net.security.authorizer import client_host
@@ -90,7 +91,7 @@ class ForwardedClient:
 class ForwardingManager:
     def __init__(
         self,
-        endpoints: tuple[tuple[str, int], ...],
+        endpoints: tuple[Address, ...],
         current: Callable[[], int],
         client_id: str,
         ssl: SSLContext | None,

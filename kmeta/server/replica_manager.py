@@ -33,6 +33,7 @@ from kmeta.log.errors import LogError, OffsetOutOfRangeError
 from kmeta.log.log_manager import LogManager
 from kmeta.log.partition_log import LogAppendInfo
 from kmeta.metadata.cache import MetadataCache
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.config import BrokerConfig
 from kmeta.server.delayed_fetch import (
@@ -66,7 +67,7 @@ class ReplicaManager:
         self.log_manager = LogManager(config.log_dir, config.log_memory_max_bytes)
         self.memory_max_bytes = config.log_memory_max_bytes
         self.delayed_fetch = DelayedOperationPurgatory("fetch")
-        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._partitions: dict[TopicPartitionKey, Partition] = {}
         #: topic -> its partitions made here (what a LeaderAndIsr of the topic may change)
         self._by_topic: dict[str, set[int]] = {}
         self._retention_timer: asyncio.TimerHandle | None = None
@@ -173,7 +174,7 @@ class ReplicaManager:
         partition.make_leader_or_follower()
         return partition
 
-    def _forget(self, key: tuple[str, int]) -> None:
+    def _forget(self, key: TopicPartitionKey) -> None:
         self._partitions.pop(key, None)
         indexes = self._by_topic.get(key[0])
         if indexes is not None:

@@ -2,9 +2,10 @@
 
 :class:`ClusterProcesses` owns one cluster's data dir and daemons (``python -m kmeta ...`` with
 the argv of :mod:`kmeta.cli.cluster_config`, started by :mod:`kmeta.cli.launch` as ``kmeta cluster
-up`` does) and knows where everything listens; :class:`~kmeta.testing.Cluster` adds what a test
-does with them. A daemon that lost the race for an OS-picked port (another process took it
-between the pick and the bind) makes the start try again on new ports.
+up`` does) and knows where everything listens; it is one part of the handle
+(:class:`~kmeta.testing.Cluster`), next to its controllers, faults and admin requests. A daemon
+that lost the race for an OS-picked port (another process took it between the pick and the
+bind) makes the start try again on new ports.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 from kmeta.cli.cluster_config import (
     ADMIN_USER,
@@ -33,6 +34,7 @@ from kmeta.cli.cluster_config import (
 )
 from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
 from kmeta.cli.zookeeper import LocalZooKeeper
+from kmeta.metadata.addresses import Address
 from kmeta.net.security.sasl_client import ClientCredential, read_credential_file
 from kmeta.testing.requests import ClientSecurity
 
@@ -83,10 +85,6 @@ class ClusterProcesses:
     """One cluster's data dir and daemon processes (``controller``, or ``controller-<node id>``
     and ``zookeeper`` for a quorum; ``broker-<id>``)."""
 
-    #: how clients (and the handle) authenticate as the admin user with ``secure``; the
-    #: brokers accept each of SCRAM-SHA-512 (the credential's own) and PLAIN for that user
-    sasl_mechanism = "SCRAM-SHA-512"
-
     def __init__(
         self,
         base: ClusterConfig,
@@ -94,7 +92,11 @@ class ClusterProcesses:
         start_timeout_s: float,
         keep: bool,
         parent_dir: str | os.PathLike[str] | None,
+        sasl_mechanism: str = "SCRAM-SHA-512",
     ) -> None:
+        #: how clients (and the handle) authenticate as the admin user with ``secure``; the
+        #: brokers accept each of SCRAM-SHA-512 (the credential's own) and PLAIN for that user
+        self.sasl_mechanism = sasl_mechanism
         #: completed with the data dir and ports at start
         self._base = base
         self.brokers = base.brokers
@@ -116,7 +118,7 @@ class ClusterProcesses:
         self.data_dir: Path | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def start(self) -> Self:
+    def start(self) -> None:
         """Start every daemon and return once each broker serves the whole cluster."""
         if self._cfg is not None:
             raise RuntimeError("this Cluster was started already")
@@ -136,15 +138,15 @@ class ClusterProcesses:
                     if self._base.quorum and self._zookeeper is None:
                         self._start_zookeeper()
                     for name in self.controller_names:
-                        self._spawn(name)
+                        self.spawn(name)
                     for i in self.broker_ids:
-                        self._spawn(f"broker-{i}")
-                self._await_serving(self.broker_ids)
-                return self
+                        self.spawn(f"broker-{i}")
+                self.await_serving(self.broker_ids)
+                return
             except DaemonExited as exc:
                 port_taken = _PORT_TAKEN in self.log_tail(exc.name, 50).lower()
                 if attempt == _START_ATTEMPTS or not port_taken:
-                    self._start_failed(exc)
+                    self.start_failed(exc)
                     raise
                 # lost a port race to another process: new ports (ZooKeeper keeps its own)
                 daemons = {n: p for n, p in self._procs.items() if n != ZOOKEEPER}
@@ -152,11 +154,11 @@ class ClusterProcesses:
                 for name in daemons:
                     del self._procs[name]
             except BaseException as exc:
-                self._start_failed(exc)
+                self.start_failed(exc)
                 raise
         raise AssertionError("unreachable")
 
-    def _start_failed(self, exc: BaseException) -> None:
+    def start_failed(self, exc: BaseException) -> None:
         """Close after a failed start. The error carries each daemon's last log lines (why a
         daemon exited is in its log, and no test report shows a cluster that never started);
         the data dir is removed unless ``keep``."""
@@ -167,6 +169,10 @@ class ClusterProcesses:
                 lines += [f"--- {name}, last {_LOG_LINES} lines:", self.log_tail(name, _LOG_LINES)]
             exc.add_note("\n".join(lines))
         self.close()
+
+    @property
+    def started(self) -> bool:
+        return self._cfg is not None
 
     @property
     def closed(self) -> bool:
@@ -204,8 +210,8 @@ class ClusterProcesses:
         client's bootstrap list would be)."""
         return self.config.bootstrap
 
-    def address(self, broker_id: int) -> tuple[str, int]:
-        return self.config.host, self.config.client_port(self._check_id(broker_id))
+    def address(self, broker_id: int) -> Address:
+        return Address(self.config.host, self.config.client_port(self.check_id(broker_id)))
 
     @property
     def controller_address(self) -> str:
@@ -226,6 +232,11 @@ class ClusterProcesses:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+    @property
+    def quorum(self) -> bool:
+        """Controllers in a quorum on a local ZooKeeper (not one alone)."""
+        return self._base.quorum
 
     @property
     def controller_ids(self) -> list[int]:
@@ -285,12 +296,42 @@ class ClusterProcesses:
         """TLS and SASL as the handle's own requests use them."""
         return ClientSecurity(self._ssl, self.sasl_credential)
 
-    # -- internals -------------------------------------------------------------------------------
-    def _check_id(self, broker_id: int) -> int:
+    # -- acting on the daemons ----------------------------------------------------------------------
+    def check_id(self, broker_id: int) -> int:
         if broker_id not in self.broker_ids:
             raise ValueError(f"no broker {broker_id}: brokers are {self.broker_ids}")
         return broker_id
 
+    def spawn(self, name: str) -> None:
+        """Start the daemon ``name`` (a name of :attr:`daemons`) with its argv."""
+        self._procs[name] = spawn(self._argv(name), os.environ, self.log_path(name))
+
+    def send_signal(self, name: str, sig: signal.Signals) -> None:
+        """Send ``sig`` to the running daemon ``name`` (RuntimeError if it does not run)."""
+        proc = self._procs.get(name)
+        if proc is None or proc.poll() is not None:
+            raise RuntimeError(f"{name} is not running")
+        proc.send_signal(sig)
+
+    def end(self, name: str, sig: signal.Signals) -> None:
+        """Send ``sig`` and wait for the exit (SIGKILL after the stop timeout)."""
+        self.send_signal(name, sig)
+        proc = self._procs[name]
+        try:
+            proc.wait(self.config.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def await_serving(self, broker_ids: list[int]) -> None:
+        """Until each of ``broker_ids`` serves every broker (a daemon that exits meanwhile:
+        DaemonExited, with its name)."""
+        ports = {i: self.config.client_port(i) for i in broker_ids}
+        procs = {n: p for n, p in self._procs.items() if p.poll() is None}
+        host, timeout_s, sasl = self.config.host, self.start_timeout_s, self.sasl_credential
+        run_sync(lambda: await_serving(host, ports, procs, timeout_s, self._ssl, sasl))
+
+    # -- internals -------------------------------------------------------------------------------
     def _argv(self, name: str) -> list[str]:
         assert self.data_dir is not None
         if name.startswith("controller"):  # quorum member j is node 3000 + j
@@ -308,24 +349,3 @@ class ClusterProcesses:
         finally:
             if self._zookeeper.process is not None:
                 self._procs[ZOOKEEPER] = self._zookeeper.process
-
-    def _spawn(self, name: str) -> None:
-        self._procs[name] = spawn(self._argv(name), os.environ, self.log_path(name))
-
-    def _signal(self, name: str, sig: signal.Signals) -> None:
-        """Send ``sig`` and wait for the exit (SIGKILL after the stop timeout)."""
-        proc = self._procs.get(name)
-        if proc is None or proc.poll() is not None:
-            raise RuntimeError(f"{name} is not running")
-        proc.send_signal(sig)
-        try:
-            proc.wait(self.config.stop_timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    def _await_serving(self, broker_ids: list[int]) -> None:
-        ports = {i: self.config.client_port(i) for i in broker_ids}
-        procs = {n: p for n, p in self._procs.items() if p.poll() is None}
-        host, timeout_s, sasl = self.config.host, self.start_timeout_s, self.sasl_credential
-        run_sync(lambda: await_serving(host, ports, procs, timeout_s, self._ssl, sasl))

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 from kmeta.cli.topics import TIMEOUT_MS as ADMIN_TIMEOUT_MS
 from kmeta.cli.topics import create_topic_request
+from kmeta.metadata.addresses import Address
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.security.sasl_client import ClientCredential, authenticate
 from kmeta.protocol.errors import ErrorCode
@@ -71,9 +73,6 @@ class BrokerView:
         return (self.cluster_id, self.controller_id, self.brokers, self.topics) == (
             other.cluster_id, other.controller_id, other.brokers, other.topics,
         )  # fmt: skip
-
-
-Address = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +215,7 @@ async def elect_leaders(
     security: ClientSecurity,
     election_type: int,
     partitions: dict[str, list[int]] | None,
-) -> dict[tuple[str, int], int]:
+) -> dict[TopicPartitionKey, int]:
     """ElectLeaders for ``partitions`` (None: every partition that needs it); returns each
     answered partition's error code (0: elected, ELECTION_NOT_NEEDED: already led by it)."""
     request = el.ElectLeadersRequest(

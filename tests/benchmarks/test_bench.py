@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -181,7 +182,11 @@ def test_fixture_scenario_times_kmeta_and_the_librdkafka_mock(tmp_path: Path) ->
     }
     assert all(v >= 0 for v in phases.values())
     assert result["import_kmeta_cli_broker"]["cpu_s"] > 0
-    assert all(r["load_average_1m"] >= 0 for r in result["every_run"])
+    # the load each run started at, and their summary (a figure means little without it)
+    loads = [r["load_average_1m"] for r in result["every_run"]]
+    assert result["load_average_1m"] == {
+        "min": min(loads), "median": round(statistics.median(loads), 3), "max": max(loads)
+    }
     assert result["librdkafka_mock"]["ready_s"] > 0
     assert result["kmeta_to_mock_ready"] > 0
 
@@ -223,7 +228,8 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
                 assert during[b]["answers"] > 0
                 assert 0 < during[b]["p50_ms"] <= during[b]["p99_ms"] <= during[b]["max_ms"]
             assert all(d["loop_stall_max_ms"] is not None for d in during.values())
-            assert all(d["loop_stall_cpu_max_ms"] >= 0 for d in during.values())
+            # a stall's CPU time in the loop thread is at most its wall time
+            assert all(d["loop_stall_cpu_max_ms"] <= d["loop_stall_max_ms"] for d in during.values())
         restart = s["broker_restart"]
         assert restart["session_timeout_ms"] == 1000
         assert 0 < restart["restart_to_listening_s"] <= restart["restart_to_serving_s"]

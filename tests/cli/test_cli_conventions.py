@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kmeta.testing import Cluster
+from tests.helpers import free_port
 
 KMETA = [sys.executable, "-m", "kmeta"]
 
@@ -35,12 +36,6 @@ def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
     return lines[0]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _free(port: int) -> bool:
@@ -234,12 +229,13 @@ def test_cluster_up_on_a_busy_port_creates_nothing(tmp_path: Path) -> None:
 
 
 def test_cluster_up_stops_the_rest_when_a_daemon_fails_to_start(tmp_path: Path) -> None:
-    """Every daemon refuses the log level and exits: cluster up reports it, stops whatever
-    still runs and removes the temp data dir it made; exit 1."""
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    """Every broker refuses a setting from its environment (cluster up checks its own flags
+    before it starts anything, not a daemon's KMETA_* variables) and exits: cluster up
+    reports it, stops whatever still runs and removes the temp data dir it made; exit 1."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "KMETA_BROKER_MAX_CONNECTIONS": "-1"}
     base = free_base()
     proc = kmeta("cluster", "up", "--brokers", "2", "--base-port", str(base), "--no-metrics",
-                 "--log-level", "chatty", env=env, timeout=60)  # fmt: skip
+                 env=env, timeout=60)  # fmt: skip
     assert proc.returncode == 1, proc
     assert "exited with 2 while the cluster was starting" in proc.stderr.splitlines()[-1]
     assert "cluster stopped" in proc.stdout

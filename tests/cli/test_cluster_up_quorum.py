@@ -20,7 +20,7 @@ from kazoo.client import KazooClient
 from kmeta.cli.cluster_quorum import RestartPolicy
 from kmeta.cli.zookeeper import ZOOKEEPER_JAR
 from kmeta.controller.quorum.election import active_controller
-from tests.cli.test_cluster_up_ready import _free_base_port, _wait_file
+from tests.cli.helpers import free_base_port, wait_ready_file
 from tests.helpers import gone
 
 pytestmark = pytest.mark.e2e
@@ -83,13 +83,13 @@ def test_quorum_survives_kill_9_of_the_active_controller(tmp_path: Path) -> None
     ready = tmp_path / "ready.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "kmeta", "cluster", "up", "--controllers", "3", "--brokers", "2",
-         "--base-port", str(_free_base_port(2, 3)), "--data-dir", str(tmp_path / "data"),
+         "--base-port", str(free_base_port(2, 3)), "--data-dir", str(tmp_path / "data"),
          "--zookeeper-session-timeout-ms", "2000", "--ready-file", str(ready),
          "--exit-after", "60"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        info = _wait_file(ready, proc, 30)
+        info = wait_ready_file(ready, proc, 30)
         pids = {c["node_id"]: c["pid"] for c in info["controllers"]}
         assert sorted(pids) == [3001, 3002, 3003]
         zk = KazooClient(hosts=info["zookeeper"])

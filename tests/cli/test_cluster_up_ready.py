@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,42 +14,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from tests.cli.helpers import free_base_port, wait_ready_file
+
 pytestmark = pytest.mark.e2e
 
 
-def _free_base_port(brokers: int, controllers: int = 1) -> int:
-    """A base port whose whole `cluster up` plan is free now (brokers from +0/+100/+200,
-    controllers from +300/+1000)."""
-    for _ in range(50):
-        base = random.randrange(20_000, 40_000)
-        wanted = [base + off + i for off in (0, 100, 200) for i in range(brokers)]
-        wanted += [base + off + j for off in (300, 1000) for j in range(controllers)]
-        socks = []
-        try:
-            for port in wanted:
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError("no free port range")
-
-
-def _wait_file(path: Path, proc: subprocess.Popen[str], timeout_s: float) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, f"no ready file within {timeout_s} s"
-        time.sleep(0.05)
-    return json.loads(path.read_text())
-
-
 def test_ready_file_describes_a_serving_cluster_and_goes_with_it(tmp_path: Path) -> None:
-    base = _free_base_port(3)
+    base = free_base_port(3)
     ready = tmp_path / "ready.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "kmeta", "cluster", "up", "--base-port", str(base),
@@ -59,7 +28,7 @@ def test_ready_file_describes_a_serving_cluster_and_goes_with_it(tmp_path: Path)
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        info = _wait_file(ready, proc, 30)
+        info = wait_ready_file(ready, proc, 30)
         assert info["bootstrap_servers"] == f"127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}"
         assert info["controller"] == f"127.0.0.1:{base + 1000}"
         assert [b["metrics_port"] for b in info["brokers"]] == [base + 200, base + 201, base + 202]
@@ -85,7 +54,7 @@ def test_exit_after_bounds_the_cluster_life(tmp_path: Path) -> None:
     t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "kmeta", "cluster", "up", "--brokers", "1", "--no-metrics",
-         "--base-port", str(_free_base_port(1)), "--data-dir", str(tmp_path), "--exit-after", "1.5"],
+         "--base-port", str(free_base_port(1)), "--data-dir", str(tmp_path), "--exit-after", "1.5"],
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -125,14 +94,14 @@ def test_up_brokers_auto_create_and_keep_their_logs_in_their_state_dirs(tmp_path
 
     ready, data = tmp_path / "ready.json", tmp_path / "data"
     argv = [sys.executable, "-m", "kmeta", "cluster", "up", "--brokers", "1", "--num-partitions", "2",
-            "--log-memory-max-bytes", str(64 << 20), "--base-port", str(_free_base_port(1)),
+            "--log-memory-max-bytes", str(64 << 20), "--base-port", str(free_base_port(1)),
             "--data-dir", str(data), "--ready-file", str(ready), "--exit-after", "60"]  # fmt: skip
     sent = [(i % 2, i // 2, b"e-%d" % i) for i in range(6)]
     reports: list[tuple[object, int, int]] = []
     for run in (1, 2):
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            info = _wait_file(ready, proc, 30)
+            info = wait_ready_file(ready, proc, 30)
             bootstrap = str(info["bootstrap_servers"])
             if run == 1:
                 producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from kmeta.client import (
+    Cluster,
     InvalidPartitionError,
     MetadataClient,
     MetadataClosedError,
@@ -214,15 +215,20 @@ async def test_close_ends_waits_and_watches(cluster3: Cluster3) -> None:
     await client.refresh(5)
     waiter = asyncio.create_task(client.wait_on_metadata("never", max_wait_s=30))
 
-    async def drain() -> int:
-        return len([c async for c in client.watch(include_current=False)])
+    async def drain() -> list[Cluster]:
+        return [c async for c in client.watch(include_current=False)]
 
+    before = client.metadata.update_version
     watcher = asyncio.create_task(drain())
     await asyncio.sleep(0.05)
     await client.close()
     with pytest.raises(MetadataClosedError):
         await waiter
-    assert await asyncio.wait_for(watcher, 1) >= 0
+    # the watch ends at the close, having yielded at most a Cluster per update after it began
+    # (the wait for "never" asks for updates), each a new one, and none for the close itself
+    seen = await asyncio.wait_for(watcher, 1)
+    assert len(seen) <= client.metadata.update_version - before
+    assert len({id(c) for c in seen}) == len(seen)
     with pytest.raises(MetadataClosedError):
         await client.wait_on_metadata("x")
 

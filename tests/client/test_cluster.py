@@ -37,6 +37,11 @@ def test_indexes_from_a_response() -> None:
     assert c.leader_for(TopicPartition("orders", 1)) == Node(2, "b2", 9002)
     assert c.leader_for(TopicPartition("orders", 2)) is None
     assert [str(p.tp) for p in c.partitions_by_node[3]] == ["__consumer_offsets-0"]
+    # Kafka's Cluster.nodeById / partitionsForNode (public API of kmeta.client.Cluster)
+    assert c.node_by_id(3) == Node(3, "b3", 9003)
+    assert c.node_by_id(9) is None
+    assert [str(p.tp) for p in c.partitions_for_node(2)] == ["orders-1"]
+    assert c.partitions_for_node(9) == ()
     assert c.partition(TopicPartition("orders", 0)).leader_epoch == 5  # type: ignore[union-attr]
     assert c.topic_ids == {"orders": tid}
     assert c.internal_topics == {"__consumer_offsets"}

@@ -218,6 +218,80 @@ def create_assigned(name: str, assignments: dict[int, list[int]]) -> ct.CreateTo
     )
 
 
+async def recording_brokers(
+    port: int, ids: tuple[int, ...] = (1, 2, 3), racks: dict[int, str] | None = None
+) -> dict[int, RecordingBroker]:
+    """RecordingBrokers ``ids`` started and registered with the controller on ``port``."""
+    out = {}
+    for i in ids:
+        b = RecordingBroker(i, (racks or {}).get(i))
+        await b.start()
+        await b.register(port)
+        out[i] = b
+    return out
+
+
+async def send_request(port: int, request: Any, client_id: str = "kmeta-broker-1") -> Any:
+    """``request`` sent on a connection of its own to 127.0.0.1:``port``; its answer."""
+    conn = await KafkaConnection.open("127.0.0.1", port, client_id=client_id)
+    try:
+        return await conn.request(request, 10.0)
+    finally:
+        conn.close()
+
+
+def create_request(*topics: tuple[str, list[list[int]]]) -> ct.CreateTopicsRequest:
+    """CreateTopics of each ``(name, replicas per partition)``."""
+    return ct.CreateTopicsRequest(
+        version=7,
+        topics=tuple(
+            ct.CreatableTopic(
+                name=n,
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=tuple(
+                    ct.CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(r))
+                    for p, r in enumerate(parts)
+                ),
+            )
+            for n, parts in topics
+        ),
+        timeout_ms=5000,
+    )
+
+
+def partition_states(request: Any) -> dict[tuple[str, int], Any]:
+    """A LeaderAndIsr or UpdateMetadata request's partition states (v2+: grouped by topic)
+    by ``(topic, partition)``."""
+    return {
+        (t.topic_name, p.partition_index): p
+        for t in request.topic_states
+        for p in t.partition_states
+    }
+
+
+class RecordedEvent:
+    """A controller event for the event manager: ``fn(event)`` is its processing; how it
+    ended (complete / fail) is logged and resolves ``done``."""
+
+    def __init__(self, name: str, fn: Any) -> None:
+        self.name = name
+        self.fn = fn
+        self.log: list[str] = []
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def process(self) -> None:
+        self.fn(self)
+
+    def complete(self) -> None:
+        self.log.append("complete")
+        self.done.set_result(None)
+
+    def fail(self, exc: BaseException) -> None:
+        self.log.append("fail")
+        self.done.set_exception(exc)
+
+
 async def start_cluster(
     data_dir: Path,
     brokers: int = 3,

@@ -23,8 +23,14 @@ from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.types import ZERO_UUID
-from tests.controller.helpers import expire_session, start_controller, wait_until
-from tests.controller.test_controller_flows import _brokers, _create, _request
+from tests.controller.helpers import (
+    create_request,
+    expire_session,
+    recording_brokers,
+    send_request,
+    start_controller,
+    wait_until,
+)
 
 POLICY = ErrorCode.POLICY_VIOLATION
 
@@ -71,18 +77,18 @@ def test_what_answer_is_an_ack():
 
 async def test_a_rejected_update_is_no_ack(tmp_path, caplog):
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     caplog.set_level(logging.ERROR, logger="kmeta.controller.channel.channel_manager")
     try:
         brokers[2].um_error = ErrorCode.STALE_CONTROLLER_EPOCH
         one = ct.CreatableTopic(name="t", num_partitions=1, replication_factor=1)
-        answer = await _request(
+        answer = await send_request(
             ctl.port, ct.CreateTopicsRequest(version=7, topics=(one,), timeout_ms=300)
         )
         topic = answer.topics[0]
         assert topic.error_code == ErrorCode.REQUEST_TIMED_OUT  # it happened; not everywhere
         assert "broker 2 (STALE_CONTROLLER_EPOCH)" in topic.error_message
-        again = await _request(ctl.port, _create(("u", [[1]]))._replace(timeout_ms=300))
+        again = await send_request(ctl.port, create_request(("u", [[1]]))._replace(timeout_ms=300))
         assert again.topics[0].error_code == ErrorCode.REQUEST_TIMED_OUT
         rows = {b["id"]: b for b in controller_status(ctl.controller)["brokers"]}
         assert rows[2]["rejecting"] == {"UPDATE_METADATA": "STALE_CONTROLLER_EPOCH"}
@@ -98,7 +104,7 @@ async def test_a_rejected_update_is_no_ack(tmp_path, caplog):
         assert len(loud) == 1  # once per broker and epoch, not per request
         # it accepts again, but lacks the refused changes until a FULL update: still lagging
         brokers[2].um_error = 0
-        await _request(ctl.port, _create(("v", [[1]])))
+        await send_request(ctl.port, create_request(("v", [[1]])))
         rows = {b["id"]: b for b in controller_status(ctl.controller)["brokers"]}
         assert rows[2]["lag_versions"] == count
         # its restart (a new incarnation, after its session) brings the full state: caught up
@@ -118,11 +124,11 @@ async def test_a_rejected_update_is_no_ack(tmp_path, caplog):
 async def test_registration_as_kraft(tmp_path):
     ctl = await start_controller(tmp_path, cluster_id="ours")
     try:
-        first = await _request(ctl.port, _registration(1, cluster_id="ours", host="127.0.0.1"))
+        first = await send_request(ctl.port, _registration(1, cluster_id="ours", host="127.0.0.1"))
         assert first.error_code == 0
         before = _stored_brokers(ctl)
         # another process with the live id, from another address: refused, nothing changes
-        dup = await _request(ctl.port, _registration(1, cluster_id="ours"))
+        dup = await send_request(ctl.port, _registration(1, cluster_id="ours"))
         assert dup.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
         for refused, error in (
             (_registration(2, cluster_id=""), ErrorCode.INCONSISTENT_CLUSTER_ID),
@@ -130,12 +136,12 @@ async def test_registration_as_kraft(tmp_path):
             (_registration(4, cluster_id="ours", port=0), ErrorCode.INVALID_REQUEST),
             (_registration(5, cluster_id="ours", host=""), ErrorCode.INVALID_REQUEST),
         ):
-            assert (await _request(ctl.port, refused)).error_code == error
+            assert (await send_request(ctl.port, refused)).error_code == error
         assert _stored_brokers(ctl) == before  # refused registrations wrote nothing
         assert set(ctl.controller.state.brokers) == {1}
         # once the old session ended, a new incarnation registers with a new epoch
         await expire_session(ctl, 1)
-        later = await _request(ctl.port, _registration(1, cluster_id="ours"))
+        later = await send_request(ctl.port, _registration(1, cluster_id="ours"))
         assert later.error_code == 0
         assert later.broker_epoch > first.broker_epoch
     finally:
@@ -151,7 +157,7 @@ async def test_a_successor_naming_the_registered_incarnation_registers_at_once(t
     ctl = await start_controller(tmp_path, cluster_id="ours", session_timeout_ms=60_000)
     try:
         first = _registration(1, cluster_id="ours", host="127.0.0.1")
-        answer = await _request(ctl.port, first)
+        answer = await send_request(ctl.port, first)
         assert answer.error_code == 0
         e1, i1 = answer.broker_epoch, first.incarnation_id
 
@@ -171,12 +177,12 @@ async def test_a_successor_naming_the_registered_incarnation_registers_at_once(t
             successor(-1, i1),
             successor(e1, i1, version=2),  # (v2 carries neither)
         ):
-            dup = await _request(ctl.port, forged)
+            dup = await send_request(ctl.port, forged)
             assert dup.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
         assert _stored_brokers(ctl) == before
         # the successor of the registered incarnation: at once, a new epoch, its address
         second = successor(e1, i1)
-        answer = await _request(ctl.port, second)
+        answer = await send_request(ctl.port, second)
         assert answer.error_code == 0
         e2 = answer.broker_epoch
         assert e2 > e1
@@ -184,7 +190,7 @@ async def test_a_successor_naming_the_registered_incarnation_registers_at_once(t
         assert (registered.incarnation_id, registered.epoch) == (str(second.incarnation_id), e2)
         assert _stored_brokers(ctl)[1] == (e2, "127.0.0.2")
         # the same pair again names an incarnation that is no longer registered
-        again = await _request(ctl.port, successor(e1, i1))
+        again = await send_request(ctl.port, successor(e1, i1))
         assert again.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
         assert ctl.controller.state.brokers[1].epoch == e2
     finally:
@@ -193,14 +199,14 @@ async def test_a_successor_naming_the_registered_incarnation_registers_at_once(t
 
 async def test_stale_epochs_change_nothing(tmp_path):
     ctl = await start_controller(tmp_path, session_timeout_ms=600)
-    brokers = await _brokers(ctl.port, ids=(1, 2))
+    brokers = await recording_brokers(ctl.port, ids=(1, 2))
     try:
-        await _request(ctl.port, _create(("t", [[1, 2]])))
+        await send_request(ctl.port, create_request(("t", [[1, 2]])))
         state = ctl.controller.state
         led = state.partition(("t", 0))
         # other epochs, and its own epoch from a connection other than its session's
         for epoch in (-1, brokers[1].epoch - 1, brokers[1].epoch + 1, brokers[1].epoch):
-            down = await _request(
+            down = await send_request(
                 ctl.port, cs.ControlledShutdownRequest(version=3, broker_id=1, broker_epoch=epoch)
             )
             assert down.error_code == ErrorCode.STALE_BROKER_EPOCH
@@ -209,7 +215,7 @@ async def test_stale_epochs_change_nothing(tmp_path):
 
         async def forged() -> None:  # broker 2 stays silent; someone heartbeats for it
             for epoch in (-1, 0, brokers[2].epoch - 1, brokers[2].epoch + 1, brokers[2].epoch):
-                hb = await _request(
+                hb = await send_request(
                     ctl.port, bh.BrokerHeartbeatRequest(version=1, broker_id=2, broker_epoch=epoch)
                 )
                 assert hb.error_code == ErrorCode.STALE_BROKER_EPOCH
@@ -235,7 +241,7 @@ async def test_stale_epochs_change_nothing(tmp_path):
 @pytest.mark.parametrize("validate_only", [False, True])
 async def test_one_limit_for_what_one_request_creates(tmp_path, validate_only):
     ctl = await start_controller(tmp_path, max_partitions_per_request=10)
-    brokers = await _brokers(ctl.port, ids=(1,))
+    brokers = await recording_brokers(ctl.port, ids=(1,))
     try:
 
         def creates(*counts: int):
@@ -249,18 +255,18 @@ async def test_one_limit_for_what_one_request_creates(tmp_path, validate_only):
                 validate_only=validate_only,
             )
 
-        big = await _request(ctl.port, creates(6, 5))
+        big = await send_request(ctl.port, creates(6, 5))
         assert [(t.error_code, t.num_partitions) for t in big.topics] == [(POLICY, -1)] * 2
         assert "11 new partitions in one request, above the limit of 10" in (
             big.topics[0].error_message
         )
         assert not ctl.controller.state.topics
         # entries that fail on their own do not count (-5: INVALID_PARTITIONS for that topic)
-        ok = await _request(ctl.port, creates(6, 4, -5))
+        ok = await send_request(ctl.port, creates(6, 4, -5))
         assert [t.error_code for t in ok.topics] == [0, 0, ErrorCode.INVALID_PARTITIONS]
         if validate_only:
             return
-        grow = await _request(
+        grow = await send_request(
             ctl.port,
             cp.CreatePartitionsRequest(
                 version=3,
@@ -271,12 +277,12 @@ async def test_one_limit_for_what_one_request_creates(tmp_path, validate_only):
         assert [r.error_code for r in grow.results] == [POLICY]
         assert len(ctl.controller.state.topics["t0"].partitions) == 6
         names = tuple(f"x{i}" for i in range(10_001))
-        many = await _request(
+        many = await send_request(
             ctl.port, dt.DeleteTopicsRequest(version=5, topic_names=names, timeout_ms=5000)
         )
         assert {r.error_code for r in many.responses} == {POLICY}
         assert len(many.responses) == 10_001
-        many = await _request(ctl.port, creates(*([1] * 10_001)))
+        many = await send_request(ctl.port, creates(*([1] * 10_001)))
         assert {t.error_code for t in many.topics} == {POLICY}
         assert "10001 topics in one request" in many.topics[0].error_message
     finally:

@@ -6,16 +6,22 @@ import uuid
 
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import update_metadata as um
-from tests.controller.helpers import expire_session, start_controller
-from tests.controller.test_controller_flows import _brokers, _create, _request, _um_parts
+from tests.controller.helpers import (
+    create_request,
+    expire_session,
+    partition_states,
+    recording_brokers,
+    send_request,
+    start_controller,
+)
 
 
 async def test_bounced_follower_partitions_keep_their_state(tmp_path):
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
         # broker 3 follows t-0 and leads t-1
-        await _request(ctl.port, _create(("t", [[1, 3], [3, 2]])))
+        await send_request(ctl.port, create_request(("t", [[1, 3], [3, 2]])))
         state = ctl.controller.state
         followed = state.partition(("t", 0))
         for b in brokers.values():
@@ -34,7 +40,7 @@ async def test_bounced_follower_partitions_keep_their_state(tmp_path):
         assert moved.isr == (3, 2)
         # the others hear only of the partition whose leader moved
         for i in (1, 2):
-            changed = [set(_um_parts(r)) for r in brokers[i].of(um.UpdateMetadataRequest)]
+            changed = [set(partition_states(r)) for r in brokers[i].of(um.UpdateMetadataRequest)]
             assert set().union(*changed) == {("t", 1)}
         # the bounced broker gets everything, and LeaderAndIsr for both its replicas
         told = {

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import controlled_shutdown as cs
 from kmeta.protocol.messages import create_topics as ct
@@ -16,70 +15,25 @@ from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
-from tests.controller.helpers import RecordingBroker, expire_session, start_controller, wait_until
+from tests.controller.helpers import (
+    create_request,
+    expire_session,
+    partition_states,
+    recording_brokers,
+    send_request,
+    start_controller,
+    wait_until,
+)
 
 UM_FULL = 2
 
 
-async def _brokers(port: int, ids=(1, 2, 3), racks=None) -> dict[int, RecordingBroker]:
-    out = {}
-    for i in ids:
-        b = RecordingBroker(i, (racks or {}).get(i))
-        await b.start()
-        await b.register(port)
-        out[i] = b
-    return out
-
-
-async def _request(port: int, request, client_id="kmeta-broker-1"):
-    conn = await KafkaConnection.open("127.0.0.1", port, client_id=client_id)
-    try:
-        return await conn.request(request, 10.0)
-    finally:
-        conn.close()
-
-
-def _create(*topics):
-    return ct.CreateTopicsRequest(
-        version=7,
-        topics=tuple(
-            ct.CreatableTopic(
-                name=n,
-                num_partitions=-1,
-                replication_factor=-1,
-                assignments=tuple(
-                    ct.CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(r))
-                    for p, r in enumerate(parts)
-                ),
-            )
-            for n, parts in topics
-        ),
-        timeout_ms=5000,
-    )
-
-
-def _um_parts(request) -> dict[tuple[str, int], object]:
-    return {
-        (t.topic_name, p.partition_index): p
-        for t in request.topic_states
-        for p in t.partition_states
-    }
-
-
-def _lair_parts(request) -> dict[tuple[str, int], object]:
-    return {
-        (t.topic_name, p.partition_index): p
-        for t in request.topic_states
-        for p in t.partition_states
-    }
-
-
 async def test_restarted_controller_sends_leader_and_isr_and_full_metadata(tmp_path):
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
         epochs = {i: b.epoch for i, b in brokers.items()}
-        answer = await _request(ctl.port, _create(("t", [[1, 2], [2, 3], [3, 1]])))
+        answer = await send_request(ctl.port, create_request(("t", [[1, 2], [2, 3], [3, 1]])))
         assert answer.topics[0].error_code == 0
         old_epoch = ctl.controller.epoch
         await ctl.stop()  # the store survives; brokers keep running
@@ -95,18 +49,18 @@ async def test_restarted_controller_sends_leader_and_isr_and_full_metadata(tmp_p
             # as Kafka's onControllerFailover: the full partition set with the live brokers
             # (brokers need them before LeaderAndIsr), then LeaderAndIsr for what it hosts
             assert isinstance(second, lair.LeaderAndIsrRequest)
-            assert set(_lair_parts(second)) == hosted[i]
+            assert set(partition_states(second)) == hosted[i]
             assert second.controller_epoch == old_epoch + 1
             assert second.broker_epoch == epochs[i]  # registrations survive the restart
             assert isinstance(first, um.UpdateMetadataRequest)
             assert first.type == UM_FULL
             assert first.controller_epoch == old_epoch + 1
             assert first.broker_epoch == epochs[i]
-            assert set(_um_parts(first)) == {("t", 0), ("t", 1), ("t", 2)}
+            assert set(partition_states(first)) == {("t", 0), ("t", 1), ("t", 2)}
             assert sorted(x.id for x in first.live_brokers) == [1, 2, 3]
         # registrations survive the restart: a session belongs to the connection that
         # registered it, so the broker registers again on its new connection, same epoch
-        hb = await _request(
+        hb = await send_request(
             ctl.port, bh.BrokerHeartbeatRequest(version=1, broker_id=2, broker_epoch=epochs[2])
         )
         assert hb.error_code == 77  # STALE_BROKER_EPOCH: not this connection's session
@@ -157,9 +111,9 @@ async def test_restarted_controller_sends_leader_and_isr_and_full_metadata(tmp_p
 
 async def test_broker_death_shrinks_isr_sets_offline_replicas_and_moves_leaders(tmp_path):
     ctl = await start_controller(tmp_path, session_timeout_ms=600)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
-        await _request(ctl.port, _create(("t", [[3, 1, 2], [1, 3, 2], [2, 1, 3]])))
+        await send_request(ctl.port, create_request(("t", [[3, 1, 2], [1, 3, 2], [2, 1, 3]])))
         before = {("t", p): ctl.controller.state.partition(("t", p)) for p in range(3)}
         for b in brokers.values():
             b.received.clear()
@@ -183,7 +137,7 @@ async def test_broker_death_shrinks_isr_sets_offline_replicas_and_moves_leaders(
             await b.wait_for(lambda b=b: b.of(um.UpdateMetadataRequest))
             update = b.of(um.UpdateMetadataRequest)[0]
             assert sorted(x.id for x in update.live_brokers) == [1, 2]
-            parts = _um_parts(update)
+            parts = partition_states(update)
             assert set(parts) == {("t", 0), ("t", 1), ("t", 2)}
             p0, p1, p2 = parts[("t", 0)], parts[("t", 1)], parts[("t", 2)]
             # t-0 was led by 3: first live replica in ISR order takes over; ISR shrinks
@@ -202,12 +156,12 @@ async def test_broker_death_shrinks_isr_sets_offline_replicas_and_moves_leaders(
 
 async def test_deletion_sends_leader_minus_2_then_stop_replica_then_forgets(tmp_path):
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
-        await _request(ctl.port, _create(("gone", [[1, 2], [2, 3]]), ("kept", [[3, 1]])))
+        await send_request(ctl.port, create_request(("gone", [[1, 2], [2, 3]]), ("kept", [[3, 1]])))
         for b in brokers.values():
             b.received.clear()
-        answer = await _request(
+        answer = await send_request(
             ctl.port, dt.DeleteTopicsRequest(version=5, topic_names=("gone",), timeout_ms=5000)
         )
         assert answer.responses[0].error_code == 0
@@ -218,7 +172,7 @@ async def test_deletion_sends_leader_minus_2_then_stop_replica_then_forgets(tmp_
             await b.wait_for(lambda b=b: len(b.received) >= 2)
             update, stop = b.received[:2]
             assert isinstance(update, um.UpdateMetadataRequest)
-            assert {tp: p.leader for tp, p in _um_parts(update).items()} == {
+            assert {tp: p.leader for tp, p in partition_states(update).items()} == {
                 ("gone", 0): -2,
                 ("gone", 1): -2,
             }
@@ -229,7 +183,7 @@ async def test_deletion_sends_leader_minus_2_then_stop_replica_then_forgets(tmp_
             assert all(
                 p.delete_partition and p.leader_epoch == -2 for p in topic_state.partition_states
             )
-        again = await _request(
+        again = await send_request(
             ctl.port, dt.DeleteTopicsRequest(version=5, topic_names=("gone",), timeout_ms=5000)
         )
         assert again.responses[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
@@ -241,9 +195,9 @@ async def test_deletion_sends_leader_minus_2_then_stop_replica_then_forgets(tmp_
 
 async def test_controlled_shutdown_moves_leaderships_before_answering(tmp_path):
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
-        await _request(ctl.port, _create(("t", [[2, 1], [2, 3], [1, 2]]), ("solo", [[2]])))
+        await send_request(ctl.port, create_request(("t", [[2, 1], [2, 3], [1, 2]]), ("solo", [[2]])))
         for b in brokers.values():
             b.received.clear()
         answer = await brokers[2].send(  # (on its own connection, as a broker does)
@@ -255,14 +209,14 @@ async def test_controlled_shutdown_moves_leaderships_before_answering(tmp_path):
         for i in (1, 3):
             updates = brokers[i].of(um.UpdateMetadataRequest)
             assert updates, "answered before the leaderships moved"
-            parts = _um_parts(updates[-1])
+            parts = partition_states(updates[-1])
             assert parts[("t", 0)].leader == 1
             assert parts[("t", 1)].leader == 3
             assert all(2 not in p.isr for tp, p in parts.items() if tp[0] == "t")
         state = ctl.controller.state
         assert [state.partition(("t", p)).leader for p in range(3)] == [1, 3, 1]
         # a stale broker epoch is refused
-        stale = await _request(
+        stale = await send_request(
             ctl.port,
             cs.ControlledShutdownRequest(version=3, broker_id=1, broker_epoch=brokers[1].epoch - 1),
         )
@@ -275,9 +229,9 @@ async def test_controlled_shutdown_moves_leaderships_before_answering(tmp_path):
 
 async def test_reregistration_gets_a_new_epoch_and_the_full_state(tmp_path):
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
-        await _request(ctl.port, _create(("t", [[1, 2], [2, 3]])))
+        await send_request(ctl.port, create_request(("t", [[1, 2], [2, 3]])))
         old = brokers[2].epoch
         same = await brokers[2].register(ctl.port)  # a retried registration: same epoch
         assert same == old
@@ -294,18 +248,18 @@ async def test_reregistration_gets_a_new_epoch_and_the_full_state(tmp_path):
             lambda: any(getattr(r, "type", 0) == UM_FULL for r in b2.of(um.UpdateMetadataRequest))
         )
         full = [r for r in b2.of(um.UpdateMetadataRequest) if r.type == UM_FULL][-1]
-        assert set(_um_parts(full)) == {("t", 0), ("t", 1)}
+        assert set(partition_states(full)) == {("t", 0), ("t", 1)}
         assert full.broker_epoch == new
         # LeaderAndIsr follows the full UpdateMetadata (Kafka's onBrokerStartup order)
         await b2.wait_for(lambda: b2.of(lair.LeaderAndIsrRequest))
-        assert {tp for r in b2.of(lair.LeaderAndIsrRequest) for tp in _lair_parts(r)} == {
+        assert {tp for r in b2.of(lair.LeaderAndIsrRequest) for tp in partition_states(r)} == {
             ("t", 0),
             ("t", 1),
         }
         # the others get a brokers update (no full partition set)
         await brokers[1].wait_for(lambda: brokers[1].of(um.UpdateMetadataRequest))
         assert all(r.type != UM_FULL for r in brokers[1].of(um.UpdateMetadataRequest))
-        hb = await _request(
+        hb = await send_request(
             ctl.port, bh.BrokerHeartbeatRequest(version=1, broker_id=2, broker_epoch=old)
         )
         assert hb.error_code == 77  # the old incarnation's epoch is stale
@@ -318,9 +272,9 @@ async def test_reregistration_gets_a_new_epoch_and_the_full_state(tmp_path):
 async def test_rack_aware_assignment_uses_registered_racks(tmp_path):
     ctl = await start_controller(tmp_path)
     racks = {1: "a", 2: "a", 3: "b", 4: "b"}
-    brokers = await _brokers(ctl.port, ids=(1, 2, 3, 4), racks=racks)
+    brokers = await recording_brokers(ctl.port, ids=(1, 2, 3, 4), racks=racks)
     try:
-        answer = await _request(
+        answer = await send_request(
             ctl.port,
             ct.CreateTopicsRequest(
                 version=7,

@@ -19,7 +19,7 @@ from kmeta.cli.main import cli
 from kmeta.cli.storage import random_cluster_id
 from kmeta.controller.store.data_dir import DataDirError, check_data_dir, read_identity
 from kmeta.controller.store.sqlite_store import ControllerStore
-from tests.cli.test_cluster_up_ready import _free_base_port
+from tests.cli.helpers import free_base_port
 from tests.helpers import accepts, free_ports
 
 
@@ -177,7 +177,7 @@ def test_cluster_up_reuses_its_data_dir_with_no_extra_step(tmp_path: Path) -> No
     for _ in range(2):
         proc = _kmeta(
             "cluster", "up", "--brokers", "1", "--no-metrics",
-            "--base-port", str(_free_base_port(1)), "--data-dir", str(tmp_path),
+            "--base-port", str(free_base_port(1)), "--data-dir", str(tmp_path),
             "--ready-file", str(tmp_path / "ready.json"), "--exit-after", "0.5",
             timeout_s=60,
         )  # fmt: skip

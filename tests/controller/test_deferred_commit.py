@@ -12,6 +12,7 @@ from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import PartitionRegistration, TopicInfo
 from kmeta.controller.store.sqlite_store import ControllerStore, _json_ints
+from tests.controller.helpers import RecordedEvent
 
 
 def _topics_on_disk(store: ControllerStore) -> set[str]:
@@ -23,32 +24,13 @@ def _topics_on_disk(store: ControllerStore) -> set[str]:
         db.close()
 
 
-class _Event:
-    def __init__(self, name, fn):
-        self.name = name
-        self.fn = fn
-        self.log: list[str] = []
-        self.done: asyncio.Future = asyncio.get_running_loop().create_future()
-
-    def process(self) -> None:
-        self.fn(self)
-
-    def complete(self) -> None:
-        self.log.append("complete")
-        self.done.set_result(None)
-
-    def fail(self, exc: BaseException) -> None:
-        self.log.append("fail")
-        self.done.set_exception(exc)
-
-
 async def test_an_event_is_answered_only_after_its_writes_are_durable(tmp_path):
     store = ControllerStore(tmp_path)
     manager = ControllerEventManager(ControllerMetrics(), store=store)
     manager.start()
     seen_during_process: list[set[str]] = []
 
-    def create(event: _Event) -> None:
+    def create(event: RecordedEvent) -> None:
         # two blocks in one event (as deletion does): one transaction, not yet on disk
         with store.transaction():
             store.put_topic(TopicInfo("a", uuid.uuid4()))
@@ -58,7 +40,7 @@ async def test_an_event_is_answered_only_after_its_writes_are_durable(tmp_path):
             store.put_partitions("b", [(0, PartitionRegistration((1, 2), (1, 2), 1))])
         seen_during_process.append(_topics_on_disk(store))
 
-    event = _Event("create", create)
+    event = RecordedEvent("create", create)
     try:
         manager.put(event)
         await asyncio.wait_for(event.done, 10)
@@ -69,12 +51,12 @@ async def test_an_event_is_answered_only_after_its_writes_are_durable(tmp_path):
         db.close()
         assert event.log == ["complete"]
 
-        def broken(_event: _Event) -> None:
+        def broken(_event: RecordedEvent) -> None:
             with store.transaction():
                 store.put_topic(TopicInfo("c", uuid.uuid4()))
                 raise RuntimeError("bug")
 
-        bad = _Event("broken", broken)
+        bad = RecordedEvent("broken", broken)
         manager.put(bad)
         with contextlib.suppress(RuntimeError):
             await asyncio.wait_for(bad.done, 10)
@@ -111,7 +93,7 @@ async def test_queued_events_share_one_commit_and_a_failing_one_is_undone_alone(
     store.commit_deferred = counting_commit  # type: ignore[method-assign]
 
     def writer(name: str, fail: bool = False):
-        def run(_event: _Event) -> None:
+        def run(_event: RecordedEvent) -> None:
             with store.transaction():
                 store.put_topic(TopicInfo(name, uuid.uuid4()))
                 store.put_partitions(name, [(0, PartitionRegistration((1,), (1,), 1))])
@@ -120,7 +102,7 @@ async def test_queued_events_share_one_commit_and_a_failing_one_is_undone_alone(
 
         return run
 
-    events = [_Event("one", writer("one")), _Event("bad", writer("bad", True)), _Event("two", writer("two"))]
+    events = [RecordedEvent("one", writer("one")), RecordedEvent("bad", writer("bad", True)), RecordedEvent("two", writer("two"))]
     for event in events:  # all queued before the manager runs: one group
         manager.put(event)
     manager.start()
@@ -150,7 +132,7 @@ async def test_rows_of_a_group_wait_for_the_commit_and_a_failing_statement_undoe
     rows_seen: list[int] = []
 
     def creator(name: str):
-        def run(_event: _Event) -> None:
+        def run(_event: RecordedEvent) -> None:
             with store.transaction():
                 store.put_topic(TopicInfo(name, uuid.uuid4()))
                 store.put_partitions(name, [(p, PartitionRegistration((1,), (1,), 1)) for p in range(3)])
@@ -159,7 +141,7 @@ async def test_rows_of_a_group_wait_for_the_commit_and_a_failing_statement_undoe
 
         return run
 
-    def configs_then_bug(_event: _Event) -> None:
+    def configs_then_bug(_event: RecordedEvent) -> None:
         with store.transaction():
             store.put_topic(TopicInfo("bad", uuid.uuid4()))
             store.put_partitions("bad", [(0, PartitionRegistration((1,), (1,), 1))])
@@ -167,10 +149,10 @@ async def test_rows_of_a_group_wait_for_the_commit_and_a_failing_statement_undoe
             raise RuntimeError("bug")
 
     events = [
-        _Event("one", creator("one")),
-        _Event("two", creator("two")),
-        _Event("bad", configs_then_bug),
-        _Event("three", creator("three")),
+        RecordedEvent("one", creator("one")),
+        RecordedEvent("two", creator("two")),
+        RecordedEvent("bad", configs_then_bug),
+        RecordedEvent("three", creator("three")),
     ]
     for event in events:  # all queued before the manager runs: one group
         manager.put(event)

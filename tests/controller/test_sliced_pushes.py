@@ -15,8 +15,14 @@ from kmeta.controller import slices
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import update_metadata as um
-from tests.controller.helpers import expire_session, start_controller, wait_until
-from tests.controller.test_controller_flows import _brokers, _lair_parts, _request
+from tests.controller.helpers import (
+    expire_session,
+    partition_states,
+    recording_brokers,
+    send_request,
+    start_controller,
+    wait_until,
+)
 
 TOPICS, PER_TOPIC = 40, 500  # 20k partitions, RF 3 on 3 brokers
 #: a slice aims at 25 ms of work: the median slice event stays under SLICE_MEDIAN_S, and none
@@ -44,7 +50,7 @@ def _create_all() -> Any:
 
 
 def _told(broker: Any) -> set[tuple[str, int]]:
-    return {tp for r in broker.of(lair.LeaderAndIsrRequest) for tp in _lair_parts(r)}
+    return {tp for r in broker.of(lair.LeaderAndIsrRequest) for tp in partition_states(r)}
 
 
 def _timed(ctl: Any) -> list[tuple[str, float]]:
@@ -66,9 +72,9 @@ def _timed(ctl: Any) -> list[tuple[str, float]]:
 
 async def test_a_fenced_broker_and_its_return_are_pushed_in_short_slices(tmp_path: Path) -> None:
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
-        created = await _request(ctl.port, _create_all())
+        created = await send_request(ctl.port, _create_all())
         assert all(t.error_code == 0 for t in created.topics)
         times = _timed(ctl)
         await expire_session(ctl, 3)  # killed: fenced, then a new incarnation registers
@@ -100,7 +106,7 @@ async def test_a_fenced_broker_and_its_return_are_pushed_in_short_slices(tmp_pat
         assert len(followed) >= TOPICS * PER_TOPIC // slices.SLICE_PARTITIONS
         # the registration itself, and the encoding of its full set, are short too
         followed += [s for name, s in times if name.startswith("BrokerRegistration")]
-        sizes = [len(_lair_parts(r)) for r in brokers[3].of(lair.LeaderAndIsrRequest)]
+        sizes = [len(partition_states(r)) for r in brokers[3].of(lair.LeaderAndIsrRequest)]
         assert max(sizes) <= slices.SLICE_PARTITIONS
         assert _short(followed), (followed, elapsed)
     finally:
@@ -115,9 +121,9 @@ async def test_a_bounced_broker_is_failed_and_rejoined_in_short_slices(tmp_path:
     expired, or its state dir says it is gone): the old one's partitions are failed and
     rejoined together in the rejoin's slices, not in the registration event."""
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
-        created = await _request(ctl.port, _create_all())
+        created = await send_request(ctl.port, _create_all())
         assert all(t.error_code == 0 for t in created.topics)
         state = ctl.controller.state
         led = {
@@ -161,9 +167,9 @@ async def test_a_bounced_broker_is_failed_and_rejoined_in_short_slices(tmp_path:
 
 async def test_a_restarted_controller_pushes_everything_in_short_slices(tmp_path: Path) -> None:
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
-        created = await _request(ctl.port, _create_all())
+        created = await send_request(ctl.port, _create_all())
         assert all(t.error_code == 0 for t in created.topics)
         await ctl.stop()
         for b in brokers.values():
@@ -177,7 +183,7 @@ async def test_a_restarted_controller_pushes_everything_in_short_slices(tmp_path
             assert first.type == 2
             assert sum(len(t.partition_states) for t in first.topic_states) == TOPICS * PER_TOPIC
         for b in brokers.values():
-            sizes = [len(_lair_parts(r)) for r in b.of(lair.LeaderAndIsrRequest)]
+            sizes = [len(partition_states(r)) for r in b.of(lair.LeaderAndIsrRequest)]
             assert max(sizes) <= slices.SLICE_PARTITIONS
         sliced = [s for name, s in times if name.startswith("Startup")]
         assert len(sliced) >= 2 * TOPICS * PER_TOPIC // slices.SLICE_PARTITIONS

@@ -21,8 +21,7 @@ from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.testing import Cluster
-from tests.controller.helpers import start_controller, wait_until
-from tests.controller.test_controller_flows import _create, _request
+from tests.controller.helpers import create_request, send_request, start_controller, wait_until
 
 #: stored topics x partitions: the Startup's encoding runs in several slices
 STORED_TOPICS, PARTITIONS = 2000, 10
@@ -54,7 +53,7 @@ async def _create_at_once(host: str, port: int) -> list[tuple[int, float]]:
         try:
             started = started or time.monotonic()
             answer: ct.CreateTopicsResponse = await conn.request(
-                _create(("fresh", [[1, 2, 3]])), 10.0
+                create_request(("fresh", [[1, 2, 3]])), 10.0
             )
         finally:
             conn.close()
@@ -100,11 +99,11 @@ async def test_past_the_wait_an_early_request_is_not_controller_and_changes_noth
     try:
         ctl = daemon.controller
         assert not ctl.active
-        answer = await _request(daemon.port, _create(("fresh", [[1, 2, 3]])))
+        answer = await send_request(daemon.port, create_request(("fresh", [[1, 2, 3]])))
         assert answer.topics[0].error_code == ErrorCode.NOT_CONTROLLER
         assert "fresh" not in ctl.state.topics
         await wait_until(lambda: ctl.active, 10.0)
-        answer = await _request(daemon.port, _create(("fresh", [[1, 2, 3]])))
+        answer = await send_request(daemon.port, create_request(("fresh", [[1, 2, 3]])))
         assert answer.topics[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
     finally:
         await daemon.stop()

@@ -31,10 +31,12 @@ from kmeta.testing import Cluster
 from tests.controller.helpers import (
     InProcessCluster,
     broker_config,
+    create_request,
+    recording_brokers,
+    send_request,
     start_controller,
     wait_until,
 )
-from tests.controller.test_controller_flows import _create, _request
 
 ASSIGNED = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
 #: no broker hosts every partition (its digest is each broker's own, not shared)
@@ -75,9 +77,9 @@ async def test_only_topics_whose_digest_differs_get_leader_and_isr_at_failover(
 ) -> None:
     c = await _cluster(tmp_path)
     try:
-        answer = await _request(
+        answer = await send_request(
             c.controller.port,
-            _create(("kept", ASSIGNED), ("moved", ASSIGNED), ("partial", PARTIAL)),
+            create_request(("kept", ASSIGNED), ("moved", ASSIGNED), ("partial", PARTIAL)),
         )
         assert all(t.error_code == 0 for t in answer.topics)
         held = lambda: all(len(b.state.replicas) == 8 for b in c.brokers.values())  # noqa: E731
@@ -179,7 +181,7 @@ async def test_topics_past_the_brokers_digest_bound_are_sent_and_a_list_over_the
 
     c = await _cluster(tmp_path)
     try:
-        answer = await _request(c.controller.port, _create(("a", ASSIGNED), ("b", ASSIGNED)))
+        answer = await send_request(c.controller.port, create_request(("a", ASSIGNED), ("b", ASSIGNED)))
         assert all(t.error_code == 0 for t in answer.topics)
         held = lambda: all(len(b.state.replicas) == 6 for b in c.brokers.values())  # noqa: E731
         await wait_until(held, 10.0)
@@ -230,13 +232,12 @@ async def test_each_topic_is_digested_once_for_every_broker_of_one_startup(
     controller digests each topic once for all of them (at 2M partitions a pass is seconds of
     CPU, and it ran again for each broker while the brokers applied the full update)."""
     import kmeta.controller.brokers.startup_resync as startup_resync
-    from tests.controller.test_controller_flows import _brokers
 
     ctl = await start_controller(tmp_path, session_timeout_ms=10_000)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
         topics = [(f"t{i}", ASSIGNED) for i in range(4)]
-        answer = await _request(ctl.port, _create(*topics))
+        answer = await send_request(ctl.port, create_request(*topics))
         assert all(t.error_code == 0 for t in answer.topics)
         port = ctl.port
         await ctl.stop()
@@ -278,12 +279,10 @@ async def test_a_broker_heard_from_is_waited_for_past_the_grace(tmp_path: Path) 
     update does: it is waited for past the grace and, its digest matching, gets no
     LeaderAndIsr. Brokers 1 and 2 say nothing: after the grace they get everything."""
     from kmeta.controller.brokers.startup_resync import REGISTRATION_GRACE_S
-    from tests.controller.test_controller_flows import _brokers
-
     ctl = await start_controller(tmp_path, session_timeout_ms=10_000)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
-        answer = await _request(ctl.port, _create(("t", ASSIGNED)))
+        answer = await send_request(ctl.port, create_request(("t", ASSIGNED)))
         assert answer.topics[0].error_code == 0
         port = ctl.port
         await ctl.stop()

@@ -39,9 +39,15 @@ from kmeta.protocol.messages import controlled_shutdown as cs
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import stop_replica as sr
-from tests.controller.helpers import RecordingBroker, start_controller, wait_until
-from tests.controller.test_controller_flows import _brokers, _create, _request
-from tests.controller.test_deferred_commit import _Event
+from tests.controller.helpers import (
+    RecordedEvent,
+    RecordingBroker,
+    create_request,
+    recording_brokers,
+    send_request,
+    start_controller,
+    wait_until,
+)
 
 STORAGE_ERROR = ErrorCode.KAFKA_STORAGE_ERROR
 
@@ -122,7 +128,7 @@ async def _refused_then_applied(
     ``via``: sent on that broker's own connection (its ControlledShutdown)."""
 
     async def send(request: Any) -> Any:
-        return await (via.send(request) if via is not None else _request(ctl.port, request))
+        return await (via.send(request) if via is not None else send_request(ctl.port, request))
 
     await _settled(ctl)
     before = await _stored(ctl)
@@ -133,7 +139,7 @@ async def _refused_then_applied(
         if message is not None:
             assert "attempt to write a readonly database" in message
         started = time.monotonic()
-        probe = await _request(ctl.port, _create(("probe", [[1]])))
+        probe = await send_request(ctl.port, create_request(("probe", [[1]])))
         assert time.monotonic() - started < 1.0
         assert probe.topics[0].error_code == STORAGE_ERROR
         await asyncio.sleep(0.2)  # (a request that went out would have arrived by now)
@@ -148,10 +154,10 @@ async def _refused_then_applied(
 
 async def test_refused_topic_creation_partitions_and_deletion(tmp_path: Path) -> None:
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
-        await _request(ctl.port, _create(("kept", [[1, 2], [2, 3]])))
-        await _refused_then_applied(ctl, brokers, _create(("fresh", [[1, 2, 3]] * 3)))
+        await send_request(ctl.port, create_request(("kept", [[1, 2], [2, 3]])))
+        await _refused_then_applied(ctl, brokers, create_request(("fresh", [[1, 2, 3]] * 3)))
         assert "fresh" in ctl.controller.state.topics
         await _refused_then_applied(ctl, brokers, _create_partitions("kept", 4))
         assert len(ctl.controller.state.topics["kept"].partitions) == 4
@@ -163,11 +169,11 @@ async def test_refused_topic_creation_partitions_and_deletion(tmp_path: Path) ->
 
 async def test_refused_registration_and_controlled_shutdown(tmp_path: Path) -> None:
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     fourth = RecordingBroker(4)
     await fourth.start()
     try:
-        await _request(ctl.port, _create(("t", [[3, 1], [3, 2]])))
+        await send_request(ctl.port, create_request(("t", [[3, 1], [3, 2]])))
         answer = await _refused_then_applied(
             ctl, brokers, _registration(4, fourth.listener.port)
         )
@@ -190,7 +196,7 @@ async def test_refused_expiry_and_deletion_removal_retry_once_the_store_writes(
     """The events nobody waits on (a session expiry, a deletion's removal once every replica
     answered) are retried by the controller itself; meanwhile nothing of them shows."""
     ctl = await start_controller(tmp_path, session_timeout_ms=1000)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     beating = {1, 2}
 
     async def heartbeats() -> None:
@@ -201,9 +207,9 @@ async def test_refused_expiry_and_deletion_removal_retry_once_the_store_writes(
 
     beat = asyncio.ensure_future(heartbeats())
     try:
-        await _request(ctl.port, _create(("gone", [[1]]), ("led", [[3, 1]])))
+        await send_request(ctl.port, create_request(("gone", [[1]]), ("led", [[3, 1]])))
         brokers[1].stop_gate.clear()  # the replica answers its StopReplica later
-        deletion = asyncio.ensure_future(_request(ctl.port, _delete("gone")))
+        deletion = asyncio.ensure_future(send_request(ctl.port, _delete("gone")))
         await brokers[1].wait_for(lambda: brokers[1].of(sr.StopReplicaRequest))
         await _settled(ctl)
         sent = _received(brokers)
@@ -231,14 +237,14 @@ async def test_refused_expiry_and_deletion_removal_retry_once_the_store_writes(
 async def test_a_full_database_is_refused_with_sqlite_full(tmp_path: Path) -> None:
     """SQLITE_FULL (``max_page_count``: the database may not grow), as on a full disk."""
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     c = ctl.controller
     try:
         (pages,) = c.store._db.execute("PRAGMA page_count").fetchone()
         c.store._db.execute(f"PRAGMA max_page_count={pages}")
         await _settled(ctl)
         sent = _received(brokers)
-        answer = await _request(ctl.port, _create(("big", [[1, 2, 3]] * 2000)))
+        answer = await send_request(ctl.port, create_request(("big", [[1, 2, 3]] * 2000)))
         assert answer.topics[0].error_code == STORAGE_ERROR
         assert "database or disk is full" in answer.topics[0].error_message
         await asyncio.sleep(0.2)
@@ -246,7 +252,7 @@ async def test_a_full_database_is_refused_with_sqlite_full(tmp_path: Path) -> No
         assert "big" not in c.state.topics
         await _assert_memory_is_the_store(ctl)
         c.store._db.execute("PRAGMA max_page_count=1073741823")
-        again = await _request(ctl.port, _create(("big", [[1, 2, 3]] * 2000)))
+        again = await send_request(ctl.port, create_request(("big", [[1, 2, 3]] * 2000)))
         assert again.topics[0].error_code == ErrorCode.NONE
         assert len(c.state.topics["big"].partitions) == 2000
     finally:
@@ -303,17 +309,17 @@ async def test_a_failed_commit_fails_the_writers_and_reruns_the_others(tmp_path:
     store._db.execute(f"PRAGMA max_page_count={pages}")
     runs: list[str] = []
 
-    def write(_event: _Event) -> None:
+    def write(_event: RecordedEvent) -> None:
         runs.append("writer")
         with store.transaction():
             store.put_topic(TopicInfo("big", uuid.uuid4()))
             rows = [(p, PartitionRegistration((1, 2, 3), (1, 2, 3), 1)) for p in range(5000)]
             store.put_partitions("big", rows)  # (written by the commit: SQLITE_FULL there)
 
-    def read(_event: _Event) -> None:
+    def read(_event: RecordedEvent) -> None:
         runs.append(f"reader after {len(rollbacks)} rollback(s)")
 
-    writer, reader = _Event("writer", write), _Event("reader", read)
+    writer, reader = RecordedEvent("writer", write), RecordedEvent("reader", read)
     manager.put(writer)
     manager.put(reader)  # both queued before the manager runs: one group
     manager.start()

@@ -15,8 +15,15 @@ from kmeta.protocol.messages import controlled_shutdown as cs
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
-from tests.controller.helpers import RecordingBroker, expire_session, start_controller, wait_until
-from tests.controller.test_controller_flows import _brokers, _create, _request
+from tests.controller.helpers import (
+    RecordingBroker,
+    create_request,
+    expire_session,
+    recording_brokers,
+    send_request,
+    start_controller,
+    wait_until,
+)
 
 MARKED = "Topic 'gone' is marked for deletion."
 
@@ -34,13 +41,13 @@ async def _stop_all(brokers: dict[int, RecordingBroker], ctl) -> None:
 
 async def test_removed_only_after_every_stop_replica_ack(tmp_path):
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
-        await _request(ctl.port, _create(("gone", [[1, 2], [2, 3]])))
+        await send_request(ctl.port, create_request(("gone", [[1, 2], [2, 3]])))
         for b in brokers.values():
             b.received.clear()
         brokers[3].stop_gate.clear()  # broker 3 is slow to stop its replica
-        answer = asyncio.ensure_future(_request(ctl.port, _delete()))
+        answer = asyncio.ensure_future(send_request(ctl.port, _delete()))
         await brokers[3].wait_for(lambda: brokers[3].of(sr.StopReplicaRequest))
         # every broker got leader -2 before its StopReplica
         for i in (1, 2, 3):
@@ -54,10 +61,10 @@ async def test_removed_only_after_every_stop_replica_ack(tmp_path):
         assert "gone" in state.deleting
         assert not answer.done()  # the barrier waits for the deletion to complete
         # recreating it meanwhile: Kafka's answer for a topic marked for deletion
-        again = await _request(ctl.port, _create(("gone", [[1]])))
+        again = await send_request(ctl.port, create_request(("gone", [[1]])))
         assert (again.topics[0].error_code, again.topics[0].error_message) == (36, MARKED)
         # deleting it again: it no longer exists for clients
-        twice = await _request(ctl.port, _delete())
+        twice = await send_request(ctl.port, _delete())
         assert twice.responses[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
 
         brokers[3].stop_gate.set()
@@ -65,7 +72,7 @@ async def test_removed_only_after_every_stop_replica_ack(tmp_path):
         assert "gone" not in state.topics
         assert "gone" not in state.deleting
         # delete-then-recreate right after the answer works
-        created = await _request(ctl.port, _create(("gone", [[1, 2]])))
+        created = await send_request(ctl.port, create_request(("gone", [[1, 2]])))
         assert created.topics[0].error_code == 0
     finally:
         await _stop_all(brokers, ctl)
@@ -73,9 +80,9 @@ async def test_removed_only_after_every_stop_replica_ack(tmp_path):
 
 async def test_dead_replica_holds_the_deletion_until_it_returns(tmp_path):
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
-        await _request(ctl.port, _create(("gone", [[1, 3], [3, 2]]), ("kept", [[1, 2]])))
+        await send_request(ctl.port, create_request(("gone", [[1, 3], [3, 2]]), ("kept", [[1, 2]])))
         down = await brokers[3].send(  # (on its own connection, as a broker does)
             cs.ControlledShutdownRequest(version=3, broker_id=3, broker_epoch=brokers[3].epoch)
         )
@@ -83,12 +90,12 @@ async def test_dead_replica_holds_the_deletion_until_it_returns(tmp_path):
         for b in brokers.values():
             b.received.clear()
         # the answer waits for the live brokers only (as Kafka's, which waits for metadata)
-        answer = await _request(ctl.port, _delete())
+        answer = await send_request(ctl.port, _delete())
         assert answer.responses[0].error_code == 0
         assert not brokers[3].received
         state = ctl.controller.state
         assert "gone" in state.deleting  # broker 3's replicas have not been stopped
-        again = await _request(ctl.port, _create(("gone", [[1]])))
+        again = await send_request(ctl.port, create_request(("gone", [[1]])))
         assert (again.topics[0].error_code, again.topics[0].error_message) == (36, MARKED)
 
         await brokers[3].register(ctl.port)  # it returns: its StopReplica goes out now
@@ -108,11 +115,11 @@ async def test_dead_replica_holds_the_deletion_until_it_returns(tmp_path):
 
 async def test_a_refused_stop_replica_keeps_the_topic_marked(tmp_path):
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port, ids=(1, 2))
+    brokers = await recording_brokers(ctl.port, ids=(1, 2))
     try:
-        await _request(ctl.port, _create(("gone", [[1, 2]])))
+        await send_request(ctl.port, create_request(("gone", [[1, 2]])))
         brokers[2].stop_error = 56  # KAFKA_STORAGE_ERROR
-        answer = await _request(ctl.port, _delete(timeout_ms=300))
+        answer = await send_request(ctl.port, _delete(timeout_ms=300))
         assert answer.responses[0].error_code == 7  # REQUEST_TIMED_OUT: not complete
         assert "gone" in ctl.controller.state.deleting
         brokers[2].stop_error = 0
@@ -126,11 +133,11 @@ async def test_a_refused_stop_replica_keeps_the_topic_marked(tmp_path):
 
 async def test_restarted_controller_resumes_a_deletion(tmp_path):
     ctl = await start_controller(tmp_path)
-    brokers = await _brokers(ctl.port)
+    brokers = await recording_brokers(ctl.port)
     try:
-        await _request(ctl.port, _create(("gone", [[1, 2], [2, 3]]), ("kept", [[3]])))
+        await send_request(ctl.port, create_request(("gone", [[1, 2], [2, 3]]), ("kept", [[3]])))
         brokers[2].stop_gate.clear()
-        answer = await _request(ctl.port, _delete(timeout_ms=300))
+        answer = await send_request(ctl.port, _delete(timeout_ms=300))
         assert answer.responses[0].error_code == 7  # broker 2 has not answered
         await ctl.stop()  # (the store is closed: read it directly)
         store = ControllerStore(tmp_path)
@@ -162,7 +169,7 @@ async def test_restarted_controller_resumes_a_deletion(tmp_path):
                 for t in r.topic_states
             )
         # and the removal is durable
-        created = await _request(ctl.port, _create(("gone", [[1]])))
+        created = await send_request(ctl.port, create_request(("gone", [[1]])))
         assert created.topics[0].error_code == 0
     finally:
         await _stop_all(brokers, ctl)

@@ -25,7 +25,7 @@ from kmeta.net.security.sasl_client import (
 )
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import metadata as md
-from tests.cli.test_cluster_up_ready import _free_base_port, _wait_file
+from tests.cli.helpers import free_base_port, wait_ready_file
 from tests.server.helpers import live_broker, partition, update_metadata
 
 pytestmark = pytest.mark.e2e
@@ -38,7 +38,7 @@ EXIT_AFTER_S = 300
 
 
 def _up(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], dict[str, Any], Path]:
-    base = _free_base_port(2)
+    base = free_base_port(2)
     ready, data = tmp_path / "ready.json", tmp_path / "data"
     proc = subprocess.Popen(
         [sys.executable, "-m", "kmeta", "cluster", "up", "--brokers", "2", "--no-metrics",
@@ -46,7 +46,7 @@ def _up(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], dict[str, A
          "--exit-after", str(EXIT_AFTER_S), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    return proc, _wait_file(ready, proc, 30), data
+    return proc, wait_ready_file(ready, proc, 30), data
 
 
 def _stop(proc: subprocess.Popen[str]) -> str:

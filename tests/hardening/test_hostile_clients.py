@@ -57,6 +57,18 @@ def _server_conns(b: Broker, name: str = PLAINTEXT) -> list[Any]:
     return [c for lst in b.listeners if lst.name == name for c in lst.connections]
 
 
+async def _server_side(b: Broker, writer: asyncio.StreamWriter) -> Any:
+    """The broker's end of the connection ``writer`` writes to (once accepted; the health
+    checks open others)."""
+    ours = writer.get_extra_info("sockname")
+    for _ in range(200):
+        found = [c for c in _server_conns(b) if c.peer == ours]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the broker never accepted the connection from {ours}")
+
+
 def _metadata_v12(topic: str = "t3", correlation_id: int = 1) -> bytes:
     return encode_frame(md.MetadataRequest(version=12, topics=(md.MetadataRequestTopic(name=topic),)), correlation_id)
 
@@ -149,6 +161,7 @@ async def test_10k_pipelined_requests_answered_in_order() -> None:
 async def _pipeline_10k(broker: Broker) -> None:
     port = broker.port(PLAINTEXT)
     reader, writer = await _open(port)
+    conn = await _server_side(broker, writer)
     n = 10_000
     requests = [
         _metadata_v12(f"t{i % TOPICS}", i) if i % 2 else encode_frame(av.ApiVersionsRequest(version=0), i)
@@ -165,9 +178,8 @@ async def _pipeline_10k(broker: Broker) -> None:
                 assert md.RESPONSE.decode(body, 12, pos).topics[0].name == f"t{i % TOPICS}"
         else:
             assert int.from_bytes(body[:4], "big") == i
+    assert conn.requests_handled == n
     writer.close()
-    (conn,) = _server_conns(broker) or [None]
-    assert conn is None or conn.requests_handled == n
 
 
 async def test_client_that_never_reads_is_bounded_then_cut_off(broker: Broker) -> None:

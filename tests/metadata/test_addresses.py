@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kmeta.metadata.addresses import parse_host_port, parse_host_ports, parse_listener
+from kmeta.metadata.addresses import Address, parse_host_port, parse_host_ports, parse_listener
 
 
 @pytest.mark.parametrize(
@@ -24,6 +24,17 @@ def test_host_port(text: str, want: tuple[str, int]) -> None:
 def test_bad_host_port(text: str) -> None:
     with pytest.raises(ValueError, match="is not host:port"):
         parse_host_port(text)
+
+
+def test_an_address_is_named_and_written_as_given() -> None:
+    address = parse_host_port("[::1]:9092")
+    assert type(address) is Address
+    assert (address.host, address.port) == ("::1", 9092)
+    host, port = address  # it unpacks as the pair it equals
+    assert (host, port) == address == ("::1", 9092)
+    assert str(address) == "[::1]:9092"
+    assert str(parse_host_port("localhost:1")) == "localhost:1"
+    assert all(type(a) is Address for a in parse_host_ports("a:1,b:2"))
 
 
 def test_host_port_lists() -> None:

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _pids(cluster: Cluster) -> list[int]:
-    return [p.pid for p in cluster._procs.values()]
+    return [p.pid for p in cluster._processes._procs.values()]
 
 
 def test_starts_serves_and_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -45,6 +45,42 @@ def test_starts_serves_and_leaves_nothing_behind(tmp_path: Path) -> None:
         assert len(cluster.metadata(3).topics["defaults"]) == 4
     assert all(gone(pid) for pid in pids)
     assert not data_dir.exists()
+
+
+def test_brokers_keep_their_records_in_their_state_dirs_and_auto_create_topics(tmp_path: Path) -> None:
+    """Each broker's logs are in <data dir>/broker-<id>/logs: killed (-9) and started again, the
+    broker serves the records it acknowledged. A producer's unknown topic is created with the
+    cluster's ``partitions`` and ``replication_factor``; ``auto_create_topics=False`` leaves it
+    unknown."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    with Cluster(2, parent_dir=tmp_path, partitions=2, replication_factor=2) as cluster:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        for i in range(10):
+            producer.produce("kept", b"%d" % i, partition=i % 2)
+        assert producer.flush(20) == 0
+        served = cluster.metadata(1).topics["kept"]  # auto-created: 2 partitions x 2 replicas
+        assert sorted((p, len(s.replicas)) for p, s in served.items()) == [(0, 2), (1, 2)]
+        assert cluster.data_dir is not None
+        for leader in {s.leader for s in served.values()}:
+            logs = cluster.data_dir / f"broker-{leader}" / "logs"
+            assert {f"kept-{p}" for p, s in served.items() if s.leader == leader} <= {d.name for d in logs.iterdir()}
+            cluster.restart_broker(leader, kill=True)
+        cluster.elect_preferred("kept")  # (leaderships back where the records are)
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "unused", "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition("kept", p, 0) for p in (0, 1)])
+            got: list[bytes] = []
+            deadline = time.monotonic() + 20
+            while len(got) < 10 and time.monotonic() < deadline:
+                got += [m.value() for m in consumer.consume(10 - len(got), timeout=1) if m.error() is None]
+        finally:
+            consumer.close()
+        assert sorted(got, key=int) == [b"%d" % i for i in range(10)]
+    with Cluster(1, parent_dir=tmp_path, auto_create_topics=False) as cluster:
+        md = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(topic="nope", timeout=5)
+        assert md.topics["nope"].error is not None
+        assert md.topics["nope"].error.name() == "UNKNOWN_TOPIC_OR_PART"
 
 
 def test_a_failing_body_still_stops_everything(tmp_path: Path) -> None:
@@ -201,7 +237,7 @@ def test_a_bad_fault_file_changes_nothing(cluster: Cluster) -> None:
     cluster.fault(2, pause=True)
     assert cluster.config.fault_file is not None
     Path(cluster.config.fault_file).write_text("broker=two,drop\n")
-    cluster._procs["controller"].send_signal(signal.SIGHUP)
+    cluster._processes._procs["controller"].send_signal(signal.SIGHUP)
     deadline = time.monotonic() + 5
     while "fault file not applied" not in cluster.log_tail("controller", 50):
         assert time.monotonic() < deadline, cluster.log_tail("controller", 50)
@@ -277,7 +313,7 @@ INTERRUPTED = """
 import json, os, sys, time
 from kmeta.testing import Cluster
 with Cluster(2, parent_dir=sys.argv[1]) as cluster:
-    pids = [p.pid for p in cluster._procs.values()]
+    pids = [p.pid for p in cluster._processes._procs.values()]
     print(json.dumps({"pids": pids, "data_dir": str(cluster.data_dir)}), flush=True)
     time.sleep(60)
 """

@@ -34,7 +34,7 @@ def test_a_standby_takes_over_from_a_killed_active_controller(tmp_path: Path) ->
         assert first in cluster.controller_ids
         assert cluster.controller == first
         assert sorted(cluster.standbys()) == [n for n in cluster.controller_ids if n != first]
-        pids = [p.pid for p in cluster._procs.values()]
+        pids = [p.pid for p in cluster._processes._procs.values()]
         assert cluster.running("zookeeper")
         cluster.create_topic("before", 2, 2)
         epoch = cluster.controller_status()["controller"]["epoch"]

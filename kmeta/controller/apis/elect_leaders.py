@@ -28,6 +28,7 @@ from kmeta.controller.apis.common import (
 )
 from kmeta.controller.store.errors import StorageError
 from kmeta.controller.topics.replica_election import PREFERRED, UNCLEAN, ElectionResult
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import elect_leaders as el
 
@@ -51,7 +52,7 @@ def _response(request: el.ElectLeadersRequest, error: int, results: list[Electio
 async def handle(ctx: ControllerRequestContext, request: el.ElectLeadersRequest) -> el.ElectLeadersResponse:
     c = controller_of(ctx)
     election_type = request.election_type if request.version >= 1 else PREFERRED
-    asked: list[tuple[str, int]] | None = None
+    asked: list[TopicPartitionKey] | None = None
     if request.topic_partitions is not None:
         asked = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     if election_type not in (PREFERRED, UNCLEAN):

@@ -41,8 +41,12 @@ log = logging.getLogger(__name__)
 class ControllerElection:
     """One controller's membership in the quorum: its ZooKeeper session and election."""
 
-    def __init__(self, hosts: str, node_id: int, session_timeout_s: float = 6.0) -> None:
+    def __init__(
+        self, hosts: str, node_id: int, session_timeout_s: float = 6.0, member_data: bytes = b""
+    ) -> None:
         self.node_id = node_id
+        #: this controller's member znode's data: where it serves /status (see quorum_status)
+        self.member_data = member_data
         self.client = KazooClient(hosts=hosts, timeout=session_timeout_s)
         self.epoch = 0
         self.epoch_zk_version = -1
@@ -124,7 +128,7 @@ class ControllerElection:
         member = f"{MEMBERS}/{self.node_id}"
         if client.exists(member) is None:  # (again after a new session)
             with contextlib.suppress(NodeExistsError):
-                client.create(member, b"", ephemeral=True)
+                client.create(member, self.member_data, ephemeral=True)
         stat = client.exists(CONTROLLER, watch=self._watch)
         if stat is not None:
             if stat.ephemeralOwner != client.client_id[0]:
@@ -176,10 +180,19 @@ def active_controller(client: KazooClient) -> tuple[int | None, int]:
 
 def quorum_status(client: KazooClient) -> dict[str, object]:
     """The quorum as ``kmeta status --zookeeper`` shows it: the active controller, the
-    epoch, and the standbys (controllers with a live session that are not active)."""
+    epoch, the standbys (controllers with a live session that are not active) and where each
+    member serves /status (``metrics``: node id -> host:port, for those that serve it)."""
     node, epoch = active_controller(client)
     try:
         members = sorted(int(name) for name in client.get_children(MEMBERS))
     except NoNodeError:
         members = []
-    return {"active": node, "epoch": epoch, "standbys": [m for m in members if m != node]}
+    metrics: dict[str, str] = {}  # node id -> host:port of its /metrics and /status
+    for member in members:
+        with contextlib.suppress(NoNodeError, ValueError, TypeError, KeyError):
+            data, _ = client.get(f"{MEMBERS}/{member}")
+            metrics[str(member)] = str(json.loads(data)["metrics"])
+    return {
+        "active": node, "epoch": epoch, "standbys": [m for m in members if m != node],
+        "metrics": metrics,
+    }  # fmt: skip

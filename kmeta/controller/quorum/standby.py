@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import signal
 import uuid
@@ -30,9 +31,10 @@ from kmeta.controller.daemon import (
     reload_faults,
     stop_on_signals,
 )
-from kmeta.controller.quorum.election import ControllerElection
+from kmeta.controller.quorum.election import ControllerElection, quorum_status
 from kmeta.controller.store.errors import StorageError
 from kmeta.controller.store.zk_store import ZooKeeperStore
+from kmeta.net.metrics_http import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +76,45 @@ async def _open_store(
     return dataclasses.replace(config, cluster_id=recorded), store
 
 
+def _member_data(config: ControllerConfig) -> bytes:
+    """What this controller's member znode says: where it serves /status (a standby too), so
+    ``kmeta status`` can find the active controller's full view from any member."""
+    if config.metrics_port is None:
+        return b""
+    return json.dumps({"metrics": f"{config.metrics_host}:{config.metrics_port}"}).encode()
+
+
+def standby_status(config: ControllerConfig, election: ControllerElection) -> dict[str, Any]:
+    """A standby's /status: its role and the quorum as ZooKeeper has it (who is active and
+    where that one serves the full view)."""
+    quorum: dict[str, Any] = {"active": None, "epoch": election.epoch, "standbys": [], "metrics": {}}
+    if election.client.connected:
+        with contextlib.suppress(Exception):  # (ZooKeeper gone meanwhile: what we know)
+            quorum = quorum_status(election.client)
+    return {"role": "standby", "node_id": config.node_id, "quorum": quorum}
+
+
+def _standby_metrics(config: ControllerConfig, election: ControllerElection) -> MetricsServer | None:
+    """/metrics (kmeta_controller_standby 1) and /status while standing by, on the port the
+    active term's daemon takes over when elected."""
+    if config.metrics_port is None:
+        return None
+    from prometheus_client import CollectorRegistry, Gauge
+
+    registry = CollectorRegistry()
+    standby = Gauge("kmeta_controller_standby", "1: this controller of a quorum stands by",
+                    registry=registry)  # fmt: skip
+    standby.set(1)
+    return MetricsServer(registry, config.metrics_host, config.metrics_port,
+                         status=lambda: standby_status(config, election))  # fmt: skip
+
+
 async def serve_quorum(config: ControllerConfig, ready: asyncio.Event | None = None) -> None:
     assert config.zookeeper is not None
     election = ControllerElection(
-        config.zookeeper, config.node_id, config.zookeeper_session_timeout_ms / 1000.0
-    )
+        config.zookeeper, config.node_id, config.zookeeper_session_timeout_ms / 1000.0,
+        member_data=_member_data(config),
+    )  # fmt: skip
     try:
         await asyncio.wait_for(election.connect(CONNECT_TIMEOUT_S), CONNECT_TIMEOUT_S + 5)
     except Exception as exc:
@@ -99,11 +135,19 @@ async def serve_quorum(config: ControllerConfig, ready: asyncio.Event | None = N
 
     if config.fault_file is not None:
         loop.add_signal_handler(signal.SIGHUP, on_sighup)
+    standby_server = _standby_metrics(config, election)
     try:
         while not stop.is_set():
+            if standby_server is not None:
+                try:
+                    await standby_server.start()
+                except OSError as exc:
+                    raise ControllerStartError(f"metrics port: {exc}") from exc
             elected = loop.create_task(election.elect())
             stopping = loop.create_task(stop.wait())
             await _first(elected, stopping)
+            if standby_server is not None:  # the active term's daemon serves this port
+                await standby_server.stop()
             if stop.is_set():
                 break
             deposed = asyncio.Event()
@@ -129,5 +173,7 @@ async def serve_quorum(config: ControllerConfig, ready: asyncio.Event | None = N
             else:
                 await daemon.stop()
     finally:
+        if standby_server is not None:
+            await standby_server.stop()
         await election.close()
     log.info("controller stopped")

@@ -29,7 +29,7 @@ from pathlib import Path
 from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.controller.store.errors import storage_error
 from kmeta.controller.store.sqlite_transactions import SqliteTransactions
-from kmeta.metadata.model import Endpoint
+from kmeta.metadata.model import Endpoint, TopicPartitionKey
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import ScramCredential
 
@@ -281,13 +281,13 @@ class ControllerStore:
             [(t, p, _json_ints(a), _json_ints(r)) for t, p, a, r in rows],
         )
 
-    def delete_reassignments(self, tps: Iterable[tuple[str, int]]) -> None:
+    def delete_reassignments(self, tps: Iterable[TopicPartitionKey]) -> None:
         self._tx.flush()
         self._db.executemany(
             "DELETE FROM reassignments WHERE topic = ? AND partition = ?", list(tps)
         )
 
-    def load_reassignments(self) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]]:
+    def load_reassignments(self) -> dict[TopicPartitionKey, tuple[tuple[int, ...], tuple[int, ...]]]:
         """(topic, partition) -> (adding, removing) of every reassignment in progress."""
         try:
             self._tx.flush()

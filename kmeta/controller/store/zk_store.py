@@ -57,6 +57,7 @@ from kmeta.controller.store.zk_mirror import (
     ZkMirror,
 )
 from kmeta.controller.store.zk_requests import TOPICS
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import ScramCredential
 from kmeta.protocol.columnar import gc_paused
@@ -197,7 +198,7 @@ class ZooKeeperStore:
     ) -> None:
         self._edit_reassignments(((t, p, (a, r)) for t, p, a, r in rows))
 
-    def delete_reassignments(self, tps: Iterable[tuple[str, int]]) -> None:
+    def delete_reassignments(self, tps: Iterable[TopicPartitionKey]) -> None:
         self._edit_reassignments(((t, p, None) for t, p in tps))
 
     def _edit_reassignments(
@@ -218,8 +219,8 @@ class ZooKeeperStore:
         for topic, znode in znodes.items():
             self._mirror.put(topic_path(topic), dumps(znode))
 
-    def load_reassignments(self) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]]:
-        out: dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    def load_reassignments(self) -> dict[TopicPartitionKey, tuple[tuple[int, ...], tuple[int, ...]]]:
+        out: dict[TopicPartitionKey, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         view = self._mirror.view()
         for name in topic_names(view):
             data = view[topic_path(name)]

@@ -157,9 +157,6 @@ class Authorizer:
                 allowed = True
         return allowed
 
-    def authorize_cluster(self, principal: KafkaPrincipal, host: str, operation: int) -> bool:
-        return self.authorize(principal, host, operation, ResourceType.CLUSTER, CLUSTER_NAME)
-
     def operations(
         self, principal: KafkaPrincipal, host: str, resource_type: int, name: str
     ) -> int:

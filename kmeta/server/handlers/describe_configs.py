@@ -11,7 +11,7 @@ snapshot (topic overrides, pushed by the controller on UpdateMetadata) and its o
   override, then the first server synonym's default when it has one, as Kafka lists them.
 * BROKER (4): the empty name is the cluster-wide dynamic defaults (none: no configs); this
   broker's id: its static settings (broker.id, broker.rack, listeners,
-  advertised.listeners: STATIC_BROKER_CONFIG, 4) and the server synonyms of the topic
+  advertised.listeners when set: STATIC_BROKER_CONFIG, 4; unset: null, DEFAULT_CONFIG) and the server synonyms of the topic
   configs with their defaults; another broker's id or a non-integer: INVALID_REQUEST with
   Kafka's message.
 * With an authorizer: DESCRIBE_CONFIGS on the topic (TOPIC) or the cluster (BROKER), else
@@ -94,12 +94,14 @@ def topic_entries(overrides: Mapping[str, str], keys: Sequence[str] | None, vers
 
 
 def broker_entries(config: BrokerConfig, keys: Sequence[str] | None, version: int, synonyms: bool) -> tuple[dcf.DescribeConfigsResourceResult, ...]:
-    advertised = config.advertised_listeners or config.listeners
+    # unset advertised.listeners is null (DEFAULT_CONFIG), as Kafka 3.x answers: the broker
+    # advertises its listeners, but the config itself has no value
+    advertised = ",".join(map(str, config.advertised_listeners)) or None
     static: dict[str, tuple[int, str | None, bool, str | None]] = {  # type, value, read-only, default
         "broker.id": (INT, str(config.broker_id), True, "-1"),
         "broker.rack": (STRING, config.rack, True, None),
         "listeners": (STRING, ",".join(map(str, config.listeners)), False, "PLAINTEXT://:9092"),
-        "advertised.listeners": (STRING, ",".join(map(str, advertised)), False, None),
+        "advertised.listeners": (STRING, advertised, False, None),
     }
     names = [*static, *SERVER_CONFIGS]
     out = []

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 
 from kmeta.log.log_manager import LogManager
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.errors import ErrorCode
@@ -44,7 +45,7 @@ def handle(ctx: BrokerContext, request: dld.DescribeLogDirsRequest) -> dld.Descr
     return dld.DescribeLogDirsResponse(version=request.version, results=(_result(ctx, logs, wanted),))
 
 
-def _result(ctx: BrokerContext, logs: LogManager, wanted: set[tuple[str, int]] | None) -> dld.DescribeLogDirsResult:
+def _result(ctx: BrokerContext, logs: LogManager, wanted: set[TopicPartitionKey] | None) -> dld.DescribeLogDirsResult:
     by_topic: dict[str, list[dld.DescribeLogDirsPartition]] = {}
     for log in logs.logs():
         if wanted is not None and (log.topic, log.partition) not in wanted:

@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Generator, Sequence
 from typing import TypeAlias
 
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.dispatch import EncodedPieces
 from kmeta.protocol import columnar
 from kmeta.protocol.api_keys import ApiKey
@@ -68,7 +69,7 @@ def _grouped(
     return [(t.topic_name, t.topic_id, list(t.partition_states)) for t in request.topic_states]
 
 
-def _response(request: lai.LeaderAndIsrRequest, error: ErrorCode, errors: dict[tuple[str, int], int]) -> lai.LeaderAndIsrResponse:
+def _response(request: lai.LeaderAndIsrRequest, error: ErrorCode, errors: dict[TopicPartitionKey, int]) -> lai.LeaderAndIsrResponse:
     groups = _grouped(request)
     if request.version < 5:
         flat = tuple(
@@ -97,7 +98,7 @@ def refuse(request: lai.LeaderAndIsrRequest, error: ErrorCode) -> lai.LeaderAndI
 
 
 def _apply_topic(
-    state: BrokerState, name: str, topic_id: uuid.UUID, parts: Sequence[lai.LeaderAndIsrPartitionState], errors: dict[tuple[str, int], int]
+    state: BrokerState, name: str, topic_id: uuid.UUID, parts: Sequence[lai.LeaderAndIsrPartitionState], errors: dict[TopicPartitionKey, int]
 ) -> None:
     """Apply one topic's partition states; each partition's error goes into ``errors``."""
     codes = state.replicas.apply_leader_and_isr(
@@ -218,7 +219,7 @@ def _apply(ctx: BrokerContext, request: lai.LeaderAndIsrRequest) -> lai.LeaderAn
     if error != ErrorCode.NONE:
         response = refuse(request, error)
     else:
-        errors: dict[tuple[str, int], int] = {}
+        errors: dict[TopicPartitionKey, int] = {}
         for name, topic_id, parts in groups:
             _apply_topic(state, name, topic_id, parts, errors)
         response = _response(request, ErrorCode.NONE, errors)

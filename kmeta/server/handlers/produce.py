@@ -58,6 +58,7 @@ from collections.abc import Awaitable
 from typing import TypeAlias
 
 from kmeta.log.partition_log import LogAppendInfo
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import NO_RESPONSE, NoResponse
 from kmeta.net.security.acl import AclOperation, ResourceType
@@ -191,7 +192,7 @@ def _answer(
     version: int = request.version
     acks: int = request.acks
     txn_id: str | None = request.transactional_id
-    outcomes: dict[tuple[str, int], Outcome]
+    outcomes: dict[TopicPartitionKey, Outcome]
     if any(_transactional(p.records) for t in request.topic_data for p in t.partition_data) and (
         txn_id is None
         or not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
@@ -238,7 +239,7 @@ def _response(
     ctx: BrokerContext,
     snap: MetadataSnapshot,
     version: int,
-    outcomes: dict[tuple[str, int], Outcome],
+    outcomes: dict[TopicPartitionKey, Outcome],
 ) -> pr.ProduceResponse:
     by_topic: dict[str, list[pr.PartitionProduceResponse]] = {}
     endpoints: dict[int, pr.NodeEndpoint] = {}

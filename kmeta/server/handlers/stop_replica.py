@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import stop_replica as sr
@@ -60,7 +61,7 @@ def refuse(request: sr.StopReplicaRequest, error: ErrorCode) -> sr.StopReplicaRe
     return _response(request, error, [(t, p, int(error)) for t, p, _ in partitions(request)])
 
 
-def _deleted(request: sr.StopReplicaRequest) -> set[tuple[str, int]]:
+def _deleted(request: sr.StopReplicaRequest) -> set[TopicPartitionKey]:
     """The partitions whose logs go with their replica."""
     if request.version <= 2:
         return {(t, p) for t, p, _ in partitions(request)} if request.delete_partitions else set()
