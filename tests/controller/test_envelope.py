@@ -136,3 +136,24 @@ async def test_a_partly_authorized_request_applies_only_what_the_client_may(clus
     ]
     assert "victim" in ctl.state.topics
     assert "mine" not in ctl.state.topics or "mine" in ctl.state.deleting
+
+
+async def test_acl_hosts_match_the_client_address_the_envelope_names(cluster):
+    c, control, clients = cluster
+    assert await create(c, clients, "far") == 0
+    ctl = c.controller.controller
+    # mallory may DELETE "far" from 10.9.9.9 only
+    grant = ca.CreateAclsRequest(version=3, creations=(ca.AclCreation(2, "far", 3, "User:mallory", "10.9.9.9", 6, 3),))
+    conn = await clients.connect(c.client_port(1), CLUSTER_PRINCIPAL)
+    try:
+        assert [r.error_code for r in (await conn.request(grant, 10.0)).results] == [0]
+    finally:
+        conn.close()
+    request = dt.DeleteTopicsRequest(version=5, topic_names=("far",), timeout_ms=5000)
+    here = wrapped(request, MALLORY, 20)  # (from 127.0.0.1, as the broker itself connects)
+    answer = unwrapped(await as_broker(control, c.controller.port, here), request)
+    assert [r.error_code for r in answer.responses] == [E.TOPIC_AUTHORIZATION_FAILED]
+    assert "far" in ctl.state.topics
+    there = here._replace(client_host_address=bytes([10, 9, 9, 9]))
+    answer = unwrapped(await as_broker(control, c.controller.port, there), request)
+    assert [r.error_code for r in answer.responses] == [0]

@@ -39,6 +39,14 @@ from kmeta.protocol.header import (
 from kmeta.protocol.messages import envelope as env
 
 
+def _written(host: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """The address as the broker's socket wrote it (an IPv4-mapped one as ``::ffff:a.b.c.d``),
+    so an ACL's host matches here as it did there."""
+    if isinstance(host, ipaddress.IPv6Address) and host.ipv4_mapped is not None:
+        return f"::ffff:{host.ipv4_mapped}"
+    return str(host)
+
+
 def _refused(request: env.EnvelopeRequest, error: ErrorCode) -> env.EnvelopeResponse:
     return env.EnvelopeResponse(version=request.version, response_data=None, error_code=error)
 
@@ -73,7 +81,7 @@ async def handle(ctx: ControllerRequestContext, request: env.EnvelopeRequest) ->
     except ProtocolError:
         return _refused(request, ErrorCode.INVALID_REQUEST)
     inner = replace(
-        ctx, header=header, principal=principal, peer=(str(host), 0),
+        ctx, header=header, principal=principal, peer=(_written(host), 0),
         forwarded_by=ctx.header.client_id or "",
     )  # fmt: skip
     result = handler.handle(inner, inner_request)
