@@ -95,6 +95,9 @@ class RequestContext(Generic[S]):
     #: who sent the request: the principal the connection authenticated as (SASL user, mTLS
     #: certificate DN mapped by the rules); User:ANONYMOUS on a connection that did not
     principal: KafkaPrincipal = ANONYMOUS
+    #: a request a broker forwarded inside an Envelope (KIP-590): that broker's client id; the
+    #: principal and peer above are then the client's the broker named, not the broker's
+    forwarded_by: str | None = None
 
 
 #: a response as a handler gives it: the record, its body already encoded at the request's
@@ -283,6 +286,22 @@ class HandlerRegistry(Generic[S]):
         def handle(ctx: RequestContext[S], request: Req) -> Reply[Record] | Awaitable[Reply[Record]]:
             refused = check(ctx, request)
             return inner(ctx, request) if refused is None else refused
+
+        self._handlers[api_key] = replace(handler, handle=handle)
+
+    def around(
+        self,
+        api_key: int,
+        wrap: Callable[[RequestContext[S], Req, HandleFn[S, Req, Record]], Reply[Record] | Awaitable[Reply[Record]]],
+    ) -> None:
+        """Run ``wrap(ctx, request, handle)`` instead of the handler of ``api_key``: it may
+        call ``handle`` (the handler as it was) with another request, e.g. only the entries
+        a principal may change, and merge the answer with its own."""
+        handler = self._handlers[api_key]
+        inner = handler.handle
+
+        def handle(ctx: RequestContext[S], request: Req) -> Reply[Record] | Awaitable[Reply[Record]]:
+            return wrap(ctx, request, inner)
 
         self._handlers[api_key] = replace(handler, handle=handle)
 

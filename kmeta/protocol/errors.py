@@ -68,6 +68,7 @@ class ErrorCode(enum.IntEnum):
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
+    PRINCIPAL_DESERIALIZATION_FAILURE = 97
     UNKNOWN_TOPIC_ID = 100
     DUPLICATE_BROKER_REGISTRATION = 101
     INCONSISTENT_TOPIC_ID = 103
@@ -111,6 +112,7 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.RESOURCE_NOT_FOUND: "A request illegally referred to a resource that does not exist.",
     ErrorCode.DUPLICATE_RESOURCE: "A request illegally referred to the same resource twice.",
     ErrorCode.UNACCEPTABLE_CREDENTIAL: "Requested credential would not meet criteria for acceptability.",
+    ErrorCode.PRINCIPAL_DESERIALIZATION_FAILURE: "Request principal deserialization failed during forwarding. This indicates an internal error on the broker cluster security setup.",
     ErrorCode.UNSUPPORTED_VERSION: "The version of API is not supported.",
     ErrorCode.TOPIC_ALREADY_EXISTS: "Topic with this name already exists.",
     ErrorCode.INVALID_PARTITIONS: "Number of partitions is below 1.",

@@ -50,6 +50,7 @@ MODULES = (
     "describe_user_scram_credentials",
     "elect_leaders",
     "end_txn",
+    "envelope",
     "fetch",
     "find_coordinator",
     "heartbeat",

@@ -25,10 +25,11 @@
   the link to the next controller at once, with the same incarnation and epoch.
 * ``forward(request)`` sends an admin request (CreateTopics, DeleteTopics, CreatePartitions) on
   a second connection, so a slow admin answer never delays heartbeats; client id
-  ``kmeta-broker-<id>`` tells the controller which broker forwarded it. As Kafka's
-  ForwardingManager (KIP-590, :mod:`kmeta.server.forwarding`): an answer with NOT_CONTROLLER,
-  or a lost connection, sends it again to the next controller within its time; no answer in
-  time is REQUEST_TIMED_OUT. Both connections open as :mod:`controller_connection` says.
+  ``kmeta-broker-<id>`` tells the controller which broker forwarded it, an Envelope the
+  client's principal. As Kafka's ForwardingManager (KIP-590, :mod:`kmeta.server.forwarding`):
+  a request that finds no active controller is held and sent when one is found, within its
+  time; one whose outcome is unknown (no answer in time, connection lost after sending) is
+  REQUEST_TIMED_OUT. Both connections open as :mod:`controller_connection` says.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from kmeta.server.controller_connection import (
     call,
     open_connection,
 )
-from kmeta.server.forwarding import ForwardingManager, ForwardTimedOut, forward
+from kmeta.server.forwarding import ForwardedClient, ForwardingManager, ForwardTimedOut, forward
 from kmeta.server.state_dir import StateDir
 from kmeta.server.streamed import STEP_S
 
@@ -406,9 +407,12 @@ class ControllerLink:
         )
 
     # -- forwarding (ForwardingManager) ----------------------------------------------------------
-    async def forward(self, request: Request[R], timeout_s: float) -> R:
-        """Send an admin request to the active controller: :meth:`ForwardingManager.forward`."""
-        return await self.forwarding.forward(request, timeout_s)
+    async def forward(
+        self, request: Request[R], timeout_s: float, client: ForwardedClient | None = None
+    ) -> R:
+        """Send an admin request to the active controller (in an Envelope naming ``client``):
+        :meth:`ForwardingManager.forward`."""
+        return await self.forwarding.forward(request, timeout_s, client)
 
     @property
     def _admin_versions(self) -> dict[int, range]:

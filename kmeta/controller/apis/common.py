@@ -27,7 +27,8 @@ not active (retriable: the forwarding broker or the client sends it again). Appl
 Startup, a change would be sent to no broker (Startup adds their channels) and its answer
 would wait out its timeout.
 
-Brokers identify themselves when forwarding with client id ``kmeta-broker-<id>``.
+Brokers identify themselves when forwarding with client id ``kmeta-broker-<id>`` (an
+Envelope's, :attr:`RequestContext.forwarded_by`, when the request inside is the client's).
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ def controller_of(ctx: ControllerRequestContext) -> KafkaController:
 
 
 def forwarder_of(ctx: ControllerRequestContext) -> int | None:
-    m = _BROKER_CLIENT.match(ctx.header.client_id or "")
+    """The broker that forwarded the request (in an Envelope, or as itself), if any."""
+    sender = ctx.forwarded_by if ctx.forwarded_by is not None else ctx.header.client_id
+    m = _BROKER_CLIENT.match(sender or "")
     return int(m.group(1)) if m else None
 
 
@@ -124,14 +127,15 @@ def after_startup(
 def forwarder_check(
     api_key: int, refuse: ErrorResponse[Record, Record]
 ) -> Callable[[ControllerRequestContext, Record], Record | None]:
-    """The admin APIs come from brokers, which authorized their clients (as Kafka's
-    forwarding with an Envelope, whose sender needs CLUSTER_ACTION): with an authorizer, a
+    """The admin APIs come from brokers, in an Envelope whose sender needs CLUSTER_ACTION
+    (checked there, :mod:`kmeta.controller.apis.envelope`; the request is then the client's,
+    authorized as its principal), or sent as the broker itself: with an authorizer, a
     principal without CLUSTER_ACTION that sends one straight to the controller is answered
     CLUSTER_AUTHORIZATION_FAILED everywhere and nothing changes."""
     what = ApiKey(api_key).name
 
     def check(ctx: ControllerRequestContext, request: Record) -> Record | None:
-        if cluster_action(ctx, what, -1):
+        if ctx.forwarded_by is not None or cluster_action(ctx, what, -1):
             return None
         return refuse(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 

@@ -10,6 +10,9 @@ CreateTopics 19, DeleteTopics 20, CreatePartitions 37, ElectLeaders 43, ...), an
 * SaslHandshake (17) and SaslAuthenticate (36), kmeta.net.security.sasl's as the broker serves
   them: brokers and admin clients authenticate on a SASL_PLAINTEXT / SASL_SSL controller
   listener (after a SaslHandshake v0, raw tokens without Kafka framing follow).
+* Envelope (58): an admin request a broker forwards with its client's principal
+  (:mod:`~kmeta.controller.apis.envelope`); every admin request is authorized as the principal
+  that asked (:mod:`~kmeta.controller.apis.authorization`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from kmeta.controller.apis import (
     alter_configs,
     alter_partition_reassignments,
     alter_user_scram_credentials,
+    authorization,
     broker_heartbeat,
     broker_registration,
     controlled_shutdown,
@@ -28,6 +32,7 @@ from kmeta.controller.apis import (
     delete_topics,
     describe_user_scram_credentials,
     elect_leaders,
+    envelope,
     incremental_alter_configs,
     list_partition_reassignments,
 )
@@ -54,6 +59,7 @@ API_MODULES = (
     delete_acls,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    envelope,
 )
 
 
@@ -64,6 +70,7 @@ def build_registry() -> ControllerRegistry:
     registry.register(sasl_authenticate.API, handle_authenticate)
     for module in API_MODULES:
         module.register(registry)
+    authorization.register(registry)  # (the client's principal: runs after the two below)
     for api_key, refuse in error_responses.FORWARDED.items():
         registry.wait_before(api_key, after_startup(refuse))
         registry.guard(api_key, forwarder_check(api_key, refuse))  # (runs first)

@@ -7,7 +7,8 @@ Behaviour:
   it answers once every live broker has dropped them.
 * With an authorizer: each topic needs DESCRIBE and DELETE on itself; the others are answered
   TOPIC_AUTHORIZATION_FAILED ("Authorization failed."; by id: with a null name, revealing
-  nothing) and not forwarded.
+  nothing) and not forwarded. An id this broker does not know (yet) is forwarded, in an
+  Envelope naming the client: the controller resolves it and checks the same as the client.
 * No controller link, or the controller unreachable: NOT_CONTROLLER per topic (retriable).
 
 Versions: v1 throttle time; v4 flexible; v5 error messages; v6 topics by name or id.
@@ -49,7 +50,7 @@ async def handle(ctx: BrokerContext, request: dt.DeleteTopicsRequest) -> dt.Dele
     if authorizer_of(ctx) is None:
         return await forward(ctx, request, request.timeout_ms, error_response)
     # Kafka: DESCRIBE then DELETE on each topic; an id this broker does not know goes on to
-    # the controller (UNKNOWN_TOPIC_ID)
+    # the controller, which authorizes it as the client (kmeta.controller.apis.authorization)
     items = "topics" if request.version >= 6 else "topic_names"
     denied = []
     for item in getattr(request, items):
