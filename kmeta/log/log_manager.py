@@ -66,7 +66,7 @@ class LogManager:
         if self.log_dir is None:
             return []
         try:
-            os.makedirs(self.log_dir, exist_ok=True)
+            os.makedirs(self.log_dir, mode=0o700, exist_ok=True)
             names = sorted(os.listdir(self.log_dir))
         except OSError as exc:
             raise LogStorageError(f"Error while reading log dir {self.log_dir}: {exc}") from exc
