@@ -32,6 +32,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from kmeta.controller.store import zk_auth
+from kmeta.controller.store.zk_auth import ZkCredential
 from kmeta.metadata.addresses import parse_host_port
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import metadata as md
@@ -133,14 +135,16 @@ def render(data: dict[str, Any]) -> Group:
     return Group(*lines)
 
 
-def from_zookeeper(hosts: str, timeout_s: float) -> dict[str, object]:
-    """The quorum's active controller, standbys and epoch, read from its ZooKeeper."""
-    from kazoo.client import KazooClient  # (only for a quorum)
-    from kazoo.handlers.threading import KazooTimeoutError
+def from_zookeeper(
+    hosts: str, timeout_s: float, credential: ZkCredential | None = None
+) -> dict[str, object]:
+    """The quorum's active controller, standbys and epoch, read from its ZooKeeper (as the
+    quorum's identity when its znodes are closed)."""
+    from kazoo.handlers.threading import KazooTimeoutError  # (only for a quorum)
 
     from kmeta.controller.quorum.election import quorum_status
 
-    client = KazooClient(hosts=hosts, timeout=timeout_s)
+    client = zk_auth.client(hosts, credential, timeout=timeout_s)
     try:
         client.start(timeout=timeout_s)
     except KazooTimeoutError as exc:
@@ -186,6 +190,13 @@ def render_all(data: dict[str, Any]) -> Group:
     help="A controller quorum's ZooKeeper: also show the active controller, the standbys and "
     "the controller epoch.",
 )
+@click.option(
+    "--zookeeper-credential-file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="The quorum's ZooKeeper identity (kmeta cluster up's: <data dir>/zookeeper/"
+    "zookeeper.credential).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--timeout", "timeout_s", type=float, default=5.0, show_default=True)
 def status_command(
@@ -194,6 +205,7 @@ def status_command(
     watch: bool,
     interval: float,
     zookeeper: str | None,
+    zookeeper_credential_file: str | None,
     as_json: bool,
     timeout_s: float,
 ) -> None:
@@ -202,6 +214,14 @@ def status_command(
         raise click.UsageError(
             "give --controller HOST:METRICS_PORT, --bootstrap-server HOST:PORT or --zookeeper"
         )
+    try:
+        zk_credential = (
+            zk_auth.read_zk_credential(zookeeper_credential_file)
+            if zookeeper_credential_file
+            else None
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
 
     def fetch() -> dict[str, Any]:
         try:
@@ -211,7 +231,7 @@ def status_command(
             elif bootstrap_server is not None:
                 status = from_bootstrap(bootstrap_server.split(",")[0], timeout_s)
             if zookeeper:
-                status["quorum"] = from_zookeeper(zookeeper, timeout_s)
+                status["quorum"] = from_zookeeper(zookeeper, timeout_s, zk_credential)
             return status
         except (OSError, TimeoutError, urllib.error.URLError, ValueError) as exc:
             raise click.ClickException(f"cannot get the status: {exc}") from exc

@@ -52,7 +52,7 @@ class ClusterControllers(ClusterProcesses):
 
     def _quorum_complete(self) -> bool:
         assert self.zookeeper_connect is not None
-        view = from_zookeeper(self.zookeeper_connect, _ZK_TIMEOUT_S)
+        view = from_zookeeper(self.zookeeper_connect, _ZK_TIMEOUT_S, self.zookeeper_credential)
         standbys = view["standbys"]
         assert isinstance(standbys, list)
         return {view["active"], *map(int, standbys)} >= set(self.controller_ids)
@@ -64,7 +64,7 @@ class ClusterControllers(ClusterProcesses):
         process is gone (a killed controller's znode lasts until its ZooKeeper session expires)."""
         if self.zookeeper_connect is None:
             return SINGLE_CONTROLLER_ID if self.running("controller") else None
-        active = from_zookeeper(self.zookeeper_connect, _ZK_TIMEOUT_S)["active"]
+        active = from_zookeeper(self.zookeeper_connect, _ZK_TIMEOUT_S, self.zookeeper_credential)["active"]
         if not isinstance(active, int) or not self.running(self.controller_name(active)):
             return None
         return active
@@ -78,7 +78,7 @@ class ClusterControllers(ClusterProcesses):
         """Quorum members standing by (a live ZooKeeper session, not active); [] alone."""
         if self.zookeeper_connect is None:
             return []
-        standbys = from_zookeeper(self.zookeeper_connect, _ZK_TIMEOUT_S)["standbys"]
+        standbys = from_zookeeper(self.zookeeper_connect, _ZK_TIMEOUT_S, self.zookeeper_credential)["standbys"]
         assert isinstance(standbys, list)
         return [int(n) for n in standbys]
 

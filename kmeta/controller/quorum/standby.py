@@ -55,7 +55,7 @@ async def _open_store(
     """The elected controller's store, and its config with the quorum's cluster id."""
     loop = asyncio.get_running_loop()
     # (the state-change log's directory)
-    await asyncio.to_thread(Path(config.data_dir).mkdir, parents=True, exist_ok=True)
+    await asyncio.to_thread(Path(config.data_dir).mkdir, mode=0o700, parents=True, exist_ok=True)
 
     def fenced(why: str) -> None:  # (called from the commit's thread)
         loop.call_soon_threadsafe(deposed.set)
@@ -77,7 +77,10 @@ async def _open_store(
 async def serve_quorum(config: ControllerConfig, ready: asyncio.Event | None = None) -> None:
     assert config.zookeeper is not None
     election = ControllerElection(
-        config.zookeeper, config.node_id, config.zookeeper_session_timeout_ms / 1000.0
+        config.zookeeper,
+        config.node_id,
+        config.zookeeper_session_timeout_ms / 1000.0,
+        config.zookeeper_credential,
     )
     try:
         await asyncio.wait_for(election.connect(CONNECT_TIMEOUT_S), CONNECT_TIMEOUT_S + 5)
