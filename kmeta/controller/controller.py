@@ -37,6 +37,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from kmeta.controller.brokers.fault_reactions import FaultReactions
 from kmeta.controller.brokers.lifecycle import BrokerLifecycleManager
+from kmeta.controller.brokers.stale_store import StaleStoreGuard
 from kmeta.controller.brokers.startup_resync import StartupResync
 from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.channel.channel_manager import Callback, ControllerChannelManager
@@ -153,6 +154,17 @@ class KafkaController:
         self.scram_users = ScramUserManager(self, self.credentials)
         #: Startup's LeaderAndIsr, per broker once it registered here (digest-filtered)
         self.resync = StartupResync(self)
+        #: a stored live broker's sender starts once it said this store is not older than what
+        #: it holds (the embedded store; a quorum's is ZooKeeper); ``refused`` is set if not
+        self.refused = asyncio.Event()
+        self.store_guard = StaleStoreGuard(
+            self,
+            f"{config.data_dir}/controller.db",
+            self.channel,
+            lambda _: self.refused.set(),
+            enabled=store is None,
+            accept_older=config.accept_older_store,
+        )
         #: each topic's encoded UpdateMetadata entry, shared by brokers and requests
         self.topic_blocks = UpdateMetadataBlocks(UPDATE_METADATA_VERSION)
         self.sender = BatchSender(
@@ -180,9 +192,9 @@ class KafkaController:
         self.state.controller_epoch = self.epoch
         self.state_log.controller_epoch = self.epoch
         log.info("controller %d starting with epoch %d", self.config.node_id, self.epoch)
-        self.channel.startup()
         self.events.start()
         self._startup()
+        self.store_guard.started(self.epoch)  # (starts the channel: senders as verified)
         self.brokers.start()
         self.elections.start()
         self.reassignments.start()
@@ -190,6 +202,7 @@ class KafkaController:
     async def stop(self) -> None:
         self._active.clear()
         self.resync.stop()
+        self.store_guard.stop()
         await self.brokers.stop()
         await self.elections.stop()
         await self.reassignments.stop()
