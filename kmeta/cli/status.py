@@ -140,7 +140,8 @@ def from_zookeeper(
 ) -> dict[str, object]:
     """The quorum's active controller, standbys and epoch, read from its ZooKeeper (as the
     quorum's identity when its znodes are closed)."""
-    from kazoo.handlers.threading import KazooTimeoutError  # (only for a quorum)
+    from kazoo.exceptions import KazooException  # (only for a quorum)
+    from kazoo.handlers.threading import KazooTimeoutError
 
     from kmeta.controller.quorum.election import quorum_status
 
@@ -150,8 +151,16 @@ def from_zookeeper(
     except KazooTimeoutError as exc:
         client.close()
         raise TimeoutError(f"ZooKeeper at {hosts} did not answer within {timeout_s} s") from exc
+    except KazooException as exc:  # (a credential it refuses)
+        client.close()
+        raise ValueError(f"ZooKeeper at {hosts} refused us: {type(exc).__name__}") from exc
     try:
         return quorum_status(client)
+    except KazooException as exc:  # the quorum's znodes are closed to whoever we are
+        raise ValueError(
+            f"ZooKeeper at {hosts} refused to show the quorum ({type(exc).__name__}): "
+            "give the quorum's --zookeeper-credential-file"
+        ) from exc
     finally:
         client.stop()
         client.close()

@@ -134,15 +134,7 @@ class LocalZooKeeper:
         log = open(self.data_dir / "zookeeper.out", "ab", opener=_private)  # noqa: SIM115 (the child keeps it)
         try:
             self.process = subprocess.Popen(
-                [
-                    java,
-                    "-Xmx256m",
-                    "-XX:TieredStopAtLevel=1",
-                    "-cp",
-                    str(ZOOKEEPER_JAR),
-                    MAIN_CLASS,
-                    str(cfg),
-                ],
+                [java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", str(ZOOKEEPER_JAR), MAIN_CLASS, str(cfg)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

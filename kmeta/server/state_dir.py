@@ -65,7 +65,11 @@ class StateDir:
         try:
             # the owner's only: the partitions' records live under it
             where.mkdir(mode=0o700, parents=True, exist_ok=True)
-            where.chmod(0o700)
+            if where.stat().st_mode & 0o777 != 0o700:  # (an older kmeta's 0755)
+                try:
+                    where.chmod(0o700)
+                except PermissionError as exc:
+                    log.warning("state dir %s: cannot make it 0700: %s", where, exc.strerror)
             fd = os.open(where / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise StateDirError(f"state dir {where}: {exc.strerror or exc}") from None

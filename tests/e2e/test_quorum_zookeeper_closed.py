@@ -7,6 +7,7 @@ root znode lets anyone write."""
 
 from __future__ import annotations
 
+import json
 import stat
 import subprocess
 import sys
@@ -106,6 +107,17 @@ def test_an_unauthenticated_client_can_neither_read_a_credential_nor_change_anyt
         finally:
             zk.stop()
             zk.close()
+        # kmeta status reads the quorum with the credential, and says what it lacks without
+        status = [sys.executable, "-m", "kmeta", "status", "--zookeeper", cluster.zookeeper_connect,
+                  "--json", "--timeout", "10"]  # fmt: skip
+        cred = ["--zookeeper-credential-file", str(cluster.data_dir / "zookeeper" / "zookeeper.credential")]
+        shown = subprocess.run([*status, *cred], capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["quorum"]["active"] == cluster.active_controller()
+        refused = subprocess.run(status, capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 1
+        assert "give the quorum's --zookeeper-credential-file" in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr
         cluster.wait_converged(20)  # the cluster carries on, the victim topic served
         assert cluster.metadata(1).leader("victim", 0) == 1
 
