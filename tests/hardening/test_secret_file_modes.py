@@ -58,9 +58,11 @@ def test_controller_and_broker_files_are_the_owners_only() -> None:
         db.chmod(0o644)
         broker_dir = cluster.data_dir / "broker-1"
         broker_dir.chmod(0o755)
+        (broker_dir / "logs").chmod(0o755)
         cluster.start_controller()
         assert _mode(controller) == 0o700
         assert _mode(db) == 0o600
         assert _mode(controller / "controller.db-wal") == 0o600
         cluster.restart_broker(1)
         assert _mode(broker_dir) == 0o700
+        assert _mode(broker_dir / "logs") == 0o700
