@@ -56,6 +56,7 @@ from kmeta.controller.security.acls import AclManager
 from kmeta.controller.security.scram_users import ScramUserManager
 from kmeta.controller.slices import in_slices
 from kmeta.controller.store.cluster_store import STORE_RETRY_S, ClusterStore
+from kmeta.controller.store.errors import StorageError
 from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.controller.topics.admin_manager import AdminManager
 from kmeta.controller.topics.configs import TopicConfigManager
@@ -209,6 +210,14 @@ class KafkaController:
         await self.events.close()
         await self.channel.shutdown()
         self.state_log.close()
+        seen = self.store_guard.epoch_seen  # (a stale store's epoch: the brokers' from now on)
+        if seen and isinstance(self.store, ControllerStore):
+            try:
+                with self.store.transaction():
+                    if self.store.get_meta("controller_epoch") < seen:
+                        self.store.set_meta("controller_epoch", seen)
+            except StorageError as exc:
+                log.error("could not raise the store's controller epoch to %d: %s", seen, exc)
         self.store.close()
 
     def _startup(self) -> None:

@@ -54,6 +54,23 @@ def _refused(cluster: Cluster, *extra: str) -> str:
     return done.stderr
 
 
+def _pushed_with_the_flag(cluster: Cluster) -> str:
+    """Run the controller with --accept-older-store until every broker dropped the topics the
+    store lacks; its stderr."""
+    argv = [*controller_argv(cluster.config, _controller_dir(cluster).parent), "--accept-older-store"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while any(set(TOPICS) & topics for topics in _served(cluster).values()):
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "the older store was not pushed"
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    return err
+
+
 def _assert_one_line_refusal(stderr: str) -> None:
     lines = [line for line in stderr.splitlines() if line.startswith("Error:")]
     assert len(lines) == 1, stderr[-2000:]
@@ -114,15 +131,23 @@ def test_an_older_store_refuses_to_push_and_the_brokers_keep_their_topics(
     assert _served(cluster) == before
 
     # the operator's flag: it pushes the older store, the brokers drop what it lacks
-    argv = [*controller_argv(cluster.config, _controller_dir(cluster).parent), "--accept-older-store"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while any(set(TOPICS) & topics for topics in _served(cluster).values()):
-            assert proc.poll() is None, proc.communicate()[1][-2000:]
-            assert time.monotonic() < deadline, "the older store was not pushed"
-            time.sleep(0.2)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
+    err = _pushed_with_the_flag(cluster)
     assert "pushing it anyway (--accept-older-store)" in err, err[-2000:]
+
+
+@pytest.mark.timeout(120)
+def test_accepting_an_older_store_whose_epoch_is_below_the_brokers(cluster: Cluster) -> None:
+    """The brokers refuse a controller epoch below the one they have seen: a start with the
+    flag on such a store raises the store's epoch and exits (one line); the next start with
+    the flag pushes it, and the brokers take it."""
+    _restart_cleanly(cluster)  # (epoch 2: the brokers have seen 2)
+    _create_topics(cluster)
+    _scenario_emptied(cluster)  # (its next start is epoch 1)
+    stderr = _refused(cluster, "--accept-older-store")
+    lines = [line for line in stderr.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1, stderr[-2000:]
+    assert "controller epoch is now raised to 2: start it again" in lines[0]
+    assert all(set(TOPICS) <= topics for topics in _served(cluster).values())
+
+    err = _pushed_with_the_flag(cluster)
+    assert "controller 3000 starting with epoch 3" in err, err[-2000:]

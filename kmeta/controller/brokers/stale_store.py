@@ -16,9 +16,12 @@ epoch it has seen (kmeta's tagged ``KmetaControllerEpoch``) and a digest per top
   its deletion.
 
 Then the controller refuses to push: it answers the registration STALE_CONTROLLER_EPOCH
-(the broker keeps what it holds and retries), logs one line naming the store and the broker
-with what each holds, and exits non-zero. ``--accept-older-store`` pushes anyway (an operator
-who restored the copy on purpose), saying so.
+(the broker keeps what it holds and retries), and exits non-zero with one line naming the
+store and the broker with what each holds. ``--accept-older-store`` pushes anyway (an operator
+who restored the copy on purpose), saying so in its log. A broker refuses a controller epoch
+below the one it has seen, so a refused start raises the store's epoch to the brokers' (the
+next start's is above it); a start with the flag whose epoch is below a broker's does the
+same and exits, to push on its next start.
 
 So that nothing goes out before the verdict, the sender to each broker stored as live starts
 only once that broker registered here and was checked, was not heard from within the startup
@@ -80,6 +83,10 @@ class StaleStoreGuard:
         self._timers: list[asyncio.TimerHandle] = []
         #: the refusal, once made (every later registration gets it too)
         self.refusal: str | None = None
+        #: the highest controller epoch a broker reported at or above ours: the store's is
+        #: raised to it at stop, so the next start's is above what the brokers hold (else they
+        #: would refuse an accepted older store's requests as STALE_CONTROLLER_EPOCH)
+        self.epoch_seen = 0
         self._warned = False
 
     def started(self, epoch: int) -> None:
@@ -139,13 +146,21 @@ class StaleStoreGuard:
             self._open(broker_id)
             return None
         line = self._line(broker_id, broker_epoch, lacking)
-        if self.accept_older:
+        if broker_epoch >= self._epoch:  # (the store's epoch is raised to it on the way out)
+            self.epoch_seen = max(self.epoch_seen, broker_epoch)
+        if self.accept_older and broker_epoch <= self._epoch:
             if not self._warned:
                 self._warned = True
                 log.warning("%s; pushing it anyway (--accept-older-store)", line)
             self._open(broker_id)
             return None
-        self.refusal = f"{line}; refusing to push it (--accept-older-store to push it anyway)"
+        if self.accept_older:  # (the broker would refuse our epoch as stale)
+            self.refusal = (
+                f"{line}; its controller epoch is now raised to {broker_epoch}: start it again "
+                f"(with --accept-older-store) to push it"
+            )
+        else:
+            self.refusal = f"{line}; refusing to push it (--accept-older-store to push it anyway)"
         self.stop()
         self._refuse(self.refusal)  # (the process exits with it: its one line)
         return self.refusal
