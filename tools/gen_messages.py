@@ -107,6 +107,11 @@ KMETA_TAGGED = {
              ]},
             {"name": "KmetaPreviousIncarnationId", "type": "uuid", "versions": "3+",
              "tag": 10010, "taggedVersions": "3+"},
+            # the highest controller epoch this broker has seen: a controller whose own epoch
+            # is not above it started on a store older than the cluster the broker holds
+            # (kmeta.controller.brokers.stale_store). -1 = not said.
+            {"name": "KmetaControllerEpoch", "type": "int32", "versions": "0+", "default": "-1",
+             "tag": 10011, "taggedVersions": "0+"},
         ],
     },
     "UpdateMetadataRequest": {

@@ -36,6 +36,7 @@ from kmeta.cli.cluster_config import controller_argv as controller_argv
 from kmeta.cli.cluster_config import credential_of as credential_of
 from kmeta.cli.cluster_config import ready_info as ready_info
 from kmeta.cli.cluster_config import write_ready_file as write_ready_file
+from kmeta.cli.cluster_config import zookeeper_credential_file
 from kmeta.cli.cluster_quorum import (
     NODE_ID_BASE,
     ControllerRestarts,
@@ -143,7 +144,12 @@ def up(
                 f"status: kmeta status --controller {h}:{cfg.controller_metrics_port} --watch"
             )
     if cfg.quorum:  # (the active controller moves: ZooKeeper or any member knows which)
-        click.echo(f"status: kmeta status --zookeeper {zookeeper} (or --controller METRICS of any)")
+        credential = zookeeper_credential_file(cfg, data_dir)
+        with_credential = f" --zookeeper-credential-file {credential}" if credential else ""
+        click.echo(
+            f"status: kmeta status --zookeeper {zookeeper}{with_credential}"
+            " (or --controller METRICS of any)"
+        )
     who = "a broker or a controller" if cfg.quorum else "a broker"
     click.echo(f"{who} that dies is restarted (after a backoff; not after 6 deaths in 60 s)")
     click.echo("Ctrl-C stops the cluster.")
@@ -155,7 +161,7 @@ def up(
         if ready_file is not None:
             info = ready_info(cfg, data_dir)
             if cfg.quorum:
-                info |= quorum_info(cfg, zookeeper, controllers)
+                info |= quorum_info(cfg, data_dir, zookeeper, controllers)
             write_ready_file(ready_file, info)
             click.echo(f"ready in {time.monotonic() - started:.2f} s: wrote {ready_file}")
         else:
@@ -177,7 +183,7 @@ def up(
                 procs.append(proc)
                 names[proc.pid] = f"controller {controllers.index(proc) + 1 + NODE_ID_BASE}"
                 if ready_file is not None:  # (its new pid)
-                    info = ready_info(cfg, data_dir) | quorum_info(cfg, zookeeper, controllers)
+                    info = ready_info(cfg, data_dir) | quorum_info(cfg, data_dir, zookeeper, controllers)
                     write_ready_file(ready_file, info)
             for proc in broker_restarts.start_due():  # registers again with a new epoch
                 procs.append(proc)
@@ -265,6 +271,13 @@ def cluster_group() -> None:
     help="The quorum's ZooKeeper ensemble [default: a local server run here, data in the data dir].",
 )
 @click.option(
+    "--zookeeper-credential-file",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True),
+    help="With --zookeeper: the quorum's identity there (username= and password= lines, digest "
+    "auth). The local server makes its own.",
+)
+@click.option(
     "--zookeeper-session-timeout-ms",
     type=click.IntRange(min=1),
     default=6000,
@@ -336,6 +349,7 @@ def up_command(
     controllers: int,
     zookeeper: str | None,
     zookeeper_session_timeout_ms: int,
+    zookeeper_credential_file: str | None,
     base_port: int,
     data_dir: str | None,
     session_timeout_ms: int,
@@ -382,6 +396,7 @@ def up_command(
             controllers=controllers,
             zookeeper=zookeeper,
             zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
+            zookeeper_credential_file=zookeeper_credential_file,
             base_port=base_port,
             data_dir=data_dir,
             session_timeout_ms=session_timeout_ms,

@@ -67,6 +67,9 @@ class ClusterConfig:
     controllers: int = 1
     zookeeper: str | None = None
     zookeeper_session_timeout_ms: int = 6_000
+    #: the quorum's ZooKeeper identity (digest): given with ``zookeeper``; for the local
+    #: server, the one it makes (``<data dir>/zookeeper/zookeeper.credential``)
+    zookeeper_credential_file: str | None = None
     #: each broker's --log-memory-max-bytes (None: the broker's default); its --log-dir is
     #: always ``<data dir>/broker-<id>/logs``, in its state dir
     log_memory_max_bytes: int | None = None
@@ -182,12 +185,21 @@ def _closed_broker_args(cfg: ClusterConfig, data_dir: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def _quorum_args(cfg: ClusterConfig, j: int, zookeeper: str | None) -> list[str]:
+def zookeeper_credential_file(cfg: ClusterConfig, data_dir: Path) -> Path | None:
+    """The quorum's ZooKeeper credential: the one given, or the local server's."""
+    if cfg.zookeeper is not None:
+        return Path(cfg.zookeeper_credential_file) if cfg.zookeeper_credential_file else None
+    return data_dir / "zookeeper" / "zookeeper.credential"  # (kmeta.cli.zookeeper makes it)
+
+
+def _quorum_args(cfg: ClusterConfig, data_dir: Path, j: int, zookeeper: str | None) -> list[str]:
     if zookeeper is None:
         return []
+    credential = zookeeper_credential_file(cfg, data_dir)
     return [
         "--zookeeper", zookeeper, "--node-id", str(3000 + j),
         "--zookeeper-session-timeout-ms", str(cfg.zookeeper_session_timeout_ms),
+        *(("--zookeeper-credential-file", str(credential)) if credential else ()),
     ]  # fmt: skip
 
 
@@ -208,7 +220,7 @@ def controller_argv(
         *(("--default-partitions", str(cfg.default_partitions)) if cfg.default_partitions else ()),
         *(("--default-replication-factor", str(rf)) if (rf := cfg.default_replication_factor) else ()),
         *(("--metrics-port", str(cfg.controller_metrics_port_of(j))) if cfg.metrics else ()),
-        *_quorum_args(cfg, j, zookeeper),
+        *_quorum_args(cfg, data_dir, j, zookeeper),
         *_closed_controller_args(cfg, data_dir),
     ]  # fmt: skip
 

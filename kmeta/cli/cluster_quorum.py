@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from kmeta.cli.cluster_config import ClusterConfig
+from kmeta.cli.cluster_config import ClusterConfig, zookeeper_credential_file
 from kmeta.cli.zookeeper import LocalZooKeeper, ZooKeeperUnavailable
 
 #: a quorum's controller j (1-based) has node id 3000 + j
@@ -30,7 +30,7 @@ def start_zookeeper(cfg: ClusterConfig, data_dir: Path) -> tuple[LocalZooKeeper 
         return None, None
     if cfg.zookeeper is not None:
         return None, cfg.zookeeper
-    server = LocalZooKeeper(data_dir / "zookeeper")
+    server = LocalZooKeeper(data_dir / "zookeeper")  # (zookeeper_credential_file's dir)
     try:
         server.start()
     except ZooKeeperUnavailable as exc:
@@ -42,11 +42,17 @@ def start_zookeeper(cfg: ClusterConfig, data_dir: Path) -> tuple[LocalZooKeeper 
 
 
 def quorum_info(
-    cfg: ClusterConfig, zookeeper: str | None, controllers: list[subprocess.Popen[bytes]]
+    cfg: ClusterConfig,
+    data_dir: Path,
+    zookeeper: str | None,
+    controllers: list[subprocess.Popen[bytes]],
 ) -> dict[str, object]:
-    """The ready file's quorum part: ZooKeeper and every controller (node id, address, pid)."""
+    """The ready file's quorum part: ZooKeeper (and the credential file of its identity) and
+    every controller (node id, address, pid)."""
+    credential = zookeeper_credential_file(cfg, data_dir)
     return {
         "zookeeper": zookeeper,
+        "zookeeper_credential_file": str(credential) if credential else None,
         "controllers": [
             {
                 "node_id": NODE_ID_BASE + j,

@@ -19,6 +19,7 @@ from kmeta.cli.security_options import (
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.daemon import ControllerStartError
 from kmeta.controller.serve import serve
+from kmeta.controller.store.zk_auth import read_zk_credential
 from kmeta.net.security.sasl_client import read_credential_file
 
 _D = ControllerConfig(data_dir=".")
@@ -109,6 +110,19 @@ _D = ControllerConfig(data_dir=".")
     show_default=True,
     help="A controller cut off from ZooKeeper this long is replaced by a standby.",
 )
+@click.option(
+    "--zookeeper-credential-file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="The quorum's ZooKeeper identity (username= and password= lines, digest auth): the "
+    "controller authenticates with it and gives every znode it creates an ACL for it only.",
+)
+@click.option(
+    "--accept-older-store",
+    is_flag=True,
+    help="Push this controller's state even when a broker reports a newer cluster than its "
+    "store holds (a store restored from a copy, on purpose): brokers drop what it lacks.",
+)
 @daemon_options
 @click.option(
     "--fault",
@@ -153,6 +167,8 @@ def controller_command(
     reassignment_catch_up_ms: int,
     zookeeper: str | None,
     zookeeper_session_timeout_ms: int,
+    zookeeper_credential_file: str | None,
+    accept_older_store: bool,
     faults: tuple[str, ...],
     fault_file: str | None,
     sasl_user_files: tuple[str, ...],
@@ -181,6 +197,10 @@ def controller_command(
             reassignment_catch_up_ms=reassignment_catch_up_ms,
             zookeeper=zookeeper,
             zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
+            zookeeper_credential=(
+                read_zk_credential(zookeeper_credential_file) if zookeeper_credential_file else None
+            ),
+            accept_older_store=accept_older_store,
             faults=faults,
             fault_file=fault_file,
             sasl_users=tuple(read_credential_file(path) for path in sasl_user_files),

@@ -35,6 +35,8 @@ from rich.text import Text
 from kmeta.cli.admin_client import Target, make_target, with_connection
 from kmeta.cli.command_config import command_config_option
 from kmeta.cli.host_port import host_port
+from kmeta.controller.store import zk_auth
+from kmeta.controller.store.zk_auth import ZkCredential
 from kmeta.protocol.messages import metadata as md
 
 MAX_STATUS_BYTES = 16 * 1024 * 1024
@@ -159,21 +161,32 @@ def render(data: dict[str, Any]) -> Group:
     return Group(*lines)
 
 
-def from_zookeeper(hosts: str, timeout_s: float) -> dict[str, object]:
-    """The quorum's active controller, standbys and epoch, read from its ZooKeeper."""
-    from kazoo.client import KazooClient  # (only for a quorum)
+def from_zookeeper(
+    hosts: str, timeout_s: float, credential: ZkCredential | None = None
+) -> dict[str, object]:
+    """The quorum's active controller, standbys and epoch, read from its ZooKeeper (as the
+    quorum's identity when its znodes are closed)."""
+    from kazoo.exceptions import KazooException  # (only for a quorum)
     from kazoo.handlers.threading import KazooTimeoutError
 
     from kmeta.controller.quorum.election import quorum_status
 
-    client = KazooClient(hosts=hosts, timeout=timeout_s)
+    client = zk_auth.client(hosts, credential, timeout=timeout_s)
     try:
         client.start(timeout=timeout_s)
     except KazooTimeoutError as exc:
         client.close()
         raise TimeoutError(f"ZooKeeper at {hosts} did not answer within {timeout_s} s") from exc
+    except KazooException as exc:  # (a credential it refuses)
+        client.close()
+        raise ValueError(f"ZooKeeper at {hosts} refused us: {type(exc).__name__}") from exc
     try:
         return quorum_status(client)
+    except KazooException as exc:  # the quorum's znodes are closed to whoever we are
+        raise ValueError(
+            f"ZooKeeper at {hosts} refused to show the quorum ({type(exc).__name__}): "
+            "give the quorum's --zookeeper-credential-file"
+        ) from exc
     finally:
         client.stop()
         client.close()
@@ -219,6 +232,13 @@ def render_all(data: dict[str, Any]) -> Group:
     help="A controller quorum's ZooKeeper: also show the active controller, the standbys and "
     "the controller epoch.",
 )
+@click.option(
+    "--zookeeper-credential-file",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="The quorum's ZooKeeper identity (kmeta cluster up's: <data dir>/zookeeper/"
+    "zookeeper.credential).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @command_config_option
 @click.option(
@@ -231,6 +251,7 @@ def status_command(
     watch: bool,
     interval: float,
     zookeeper: str | None,
+    zookeeper_credential_file: str | None,
     as_json: bool,
     command_config: str | None,
     timeout_s: float,
@@ -240,6 +261,14 @@ def status_command(
         raise click.UsageError(
             "give --controller HOST:METRICS_PORT, --bootstrap-server HOST:PORT or --zookeeper"
         )
+    try:
+        zk_credential = (
+            zk_auth.read_zk_credential(zookeeper_credential_file)
+            if zookeeper_credential_file
+            else None
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
     target = None
     if bootstrap_server is not None:
         target = make_target(bootstrap_server, command_config, timeout_s, "kmeta-status")
@@ -252,10 +281,10 @@ def status_command(
             elif target is not None:
                 status = from_bootstrap(target)
             if zookeeper and not status:  # the active controller's view, through ZooKeeper
-                quorum = from_zookeeper(zookeeper, timeout_s)
+                quorum = from_zookeeper(zookeeper, timeout_s, zk_credential)
                 status = from_quorum(quorum, timeout_s, f"ZooKeeper {zookeeper}")
             elif zookeeper:
-                status["quorum"] = from_zookeeper(zookeeper, timeout_s)
+                status["quorum"] = from_zookeeper(zookeeper, timeout_s, zk_credential)
             return status
         except (OSError, TimeoutError, urllib.error.URLError, ValueError) as exc:
             why = getattr(exc, "reason", None) or exc or type(exc).__name__

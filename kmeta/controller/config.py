@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kmeta.controller.channel.faults import parse_fault
+from kmeta.controller.store.zk_auth import ZkCredential
 from kmeta.metadata.addresses import parse_listener
 from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
@@ -75,6 +76,12 @@ class ControllerConfig:
     #: quorum (kmeta.controller.quorum.standby), its state in ZooKeeper; None: embedded (SQLite)
     zookeeper: str | None = None
     zookeeper_session_timeout_ms: int = 18_000  # zookeeper.session.timeout.ms
+    #: the quorum's identity in ZooKeeper (digest auth; every znode gets its ACL only, as
+    #: Kafka's zookeeper.set.acl): read from --zookeeper-credential-file
+    zookeeper_credential: ZkCredential | None = None
+    #: --accept-older-store: push this store's state even when a broker reports a newer
+    #: cluster than it holds (kmeta.controller.brokers.stale_store)
+    accept_older_store: bool = False
 
     def __post_init__(self) -> None:
         if not self.listeners:

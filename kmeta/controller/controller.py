@@ -36,6 +36,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from kmeta.controller.brokers.fault_reactions import FaultReactions
 from kmeta.controller.brokers.lifecycle import BrokerLifecycleManager
+from kmeta.controller.brokers.stale_store import StaleStoreGuard
 from kmeta.controller.brokers.startup_resync import StartupResync
 from kmeta.controller.channel.barrier import Barrier, BarrierRegistry
 from kmeta.controller.channel.channel_manager import Callback, ControllerChannelManager
@@ -54,6 +55,7 @@ from kmeta.controller.security.acls import AclManager
 from kmeta.controller.security.scram_users import ScramUserManager
 from kmeta.controller.slices import in_slices
 from kmeta.controller.store.cluster_store import STORE_RETRY_S, ClusterStore
+from kmeta.controller.store.errors import StorageError
 from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.controller.topics.admin_manager import AdminManager
 from kmeta.controller.topics.configs import TopicConfigManager
@@ -158,6 +160,17 @@ class KafkaController:
         self.scram_users = ScramUserManager(self, self.credentials)
         #: Startup's LeaderAndIsr, per broker once it registered here (digest-filtered)
         self.resync = StartupResync(self)
+        #: a stored live broker's sender starts once it said this store is not older than what
+        #: it holds (the embedded store; a quorum's is ZooKeeper); ``refused`` is set if not
+        self.refused = asyncio.Event()
+        self.store_guard = StaleStoreGuard(
+            self,
+            f"{config.data_dir}/controller.db",
+            self.channel,
+            lambda _: self.refused.set(),
+            enabled=store is None,
+            accept_older=config.accept_older_store,
+        )
         #: each topic's encoded UpdateMetadata entry, shared by brokers and requests
         self.topic_blocks = UpdateMetadataBlocks(UPDATE_METADATA_VERSION)
         self.sender = BatchSender(
@@ -185,9 +198,9 @@ class KafkaController:
         self.state.controller_epoch = self.epoch
         self.state_log.controller_epoch = self.epoch
         log.info("controller %d starting with epoch %d", self.config.node_id, self.epoch)
-        self.channel.startup()
         self.events.start()
         self._startup()
+        self.store_guard.started(self.epoch)  # (starts the channel: senders as verified)
         self.brokers.start()
         self.elections.start()
         self.reassignments.start()
@@ -196,12 +209,21 @@ class KafkaController:
         self._stopped = True
         self._active.clear()
         self.resync.stop()
+        self.store_guard.stop()
         await self.brokers.stop()
         await self.elections.stop()
         await self.reassignments.stop()
         await self.events.close()
         await self.channel.shutdown()
         self.state_log.close()
+        seen = self.store_guard.epoch_seen  # (a stale store's epoch: the brokers' from now on)
+        if seen and isinstance(self.store, ControllerStore):
+            try:
+                with self.store.transaction():
+                    if self.store.get_meta("controller_epoch") < seen:
+                        self.store.set_meta("controller_epoch", seen)
+            except StorageError as exc:
+                log.error("could not raise the store's controller epoch to %d: %s", seen, exc)
         self.store.close()
 
     def _startup(self) -> None:

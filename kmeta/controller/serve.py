@@ -63,6 +63,13 @@ async def _serve(config: ControllerConfig, ready: asyncio.Event | None) -> None:
         )
     if ready is not None:
         ready.set()
-    await stop.wait()
+    # (a store older than what the brokers hold: kmeta.controller.brokers.stale_store)
+    refused = asyncio.ensure_future(daemon.controller.refused.wait())
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait((refused, stopped), return_when=asyncio.FIRST_COMPLETED)
+    refused.cancel()
+    stopped.cancel()
     await daemon.stop()
+    if daemon.controller.store_guard.refusal is not None:
+        raise ControllerStartError(daemon.controller.store_guard.refusal)
     log.info("controller stopped")

@@ -19,10 +19,15 @@ HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 PARTITION_METADATA_FILE = "partition.metadata"
 
 
+def private_opener(path: str, flags: int) -> int:
+    """``open``'s opener for a file only its owner may read (as the segments are)."""
+    return os.open(path, flags, 0o600)
+
+
 def _replace(path: str, text: str) -> None:
     tmp = path + ".tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with open(tmp, "w", encoding="utf-8", opener=private_opener) as f:
             f.write(text)
         os.replace(tmp, path)
     except OSError as exc:

@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable
 from typing import NamedTuple
 
+from kmeta.log.checkpoints import private_opener
 from kmeta.log.errors import LogStorageError
 
 UNDEFINED_EPOCH = -1
@@ -65,7 +66,7 @@ class LeaderEpochFileCache:
             text = f"0\n{len(entries)}\n" + "".join(f"{e} {o}\n" for e, o in entries)
             try:
                 self._ensure_dir()
-                with open(tmp, "w", encoding="ascii") as f:
+                with open(tmp, "w", encoding="ascii", opener=private_opener) as f:
                     f.write(text)
                 os.replace(tmp, self.path)
             except OSError as exc:

@@ -59,7 +59,7 @@ class LocalLog:
         if self._dir_ready or self.dir is None:
             return
         try:
-            os.makedirs(self.dir, exist_ok=True)
+            os.makedirs(self.dir, mode=0o700, exist_ok=True)  # (records: the owner's only)
             self._on_dir_created()
         except OSError as exc:
             raise LogStorageError(f"Error while creating log directory {self.dir}: {exc}") from exc

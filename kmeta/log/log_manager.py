@@ -66,7 +66,10 @@ class LogManager:
         if self.log_dir is None:
             return []
         try:
-            os.makedirs(self.log_dir, exist_ok=True)
+            os.makedirs(self.log_dir, mode=0o700, exist_ok=True)
+            if os.stat(self.log_dir).st_mode & 0o777 != 0o700:  # (an older kmeta's 0755)
+                with contextlib.suppress(PermissionError):  # (not ours: the dir above guards)
+                    os.chmod(self.log_dir, 0o700)
             names = sorted(os.listdir(self.log_dir))
         except OSError as exc:
             raise LogStorageError(f"Error while reading log dir {self.log_dir}: {exc}") from exc

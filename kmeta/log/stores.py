@@ -101,7 +101,7 @@ class FileStore:
     def _open(self) -> int:
         if self._fd is None:
             self._ensure_dir()
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         return self._fd
 
     def write(self, pos: int, data: Buffer, prefix: bytes | None) -> None:

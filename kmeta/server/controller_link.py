@@ -160,6 +160,8 @@ def registration_request(
         log_dirs=(),
         previous_broker_epoch=broker_epoch,
         kmeta_topic_digests=digests,
+        # what we have seen of the cluster: a controller on an older store refuses to push
+        kmeta_controller_epoch=broker.state.controller_epoch,
     )
     if previous is not None:
         request = request._replace(

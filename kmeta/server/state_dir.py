@@ -63,8 +63,14 @@ class StateDir:
         """Create the dir if need be, take its lock, check and write its identity."""
         where = Path(path)
         try:
-            where.mkdir(parents=True, exist_ok=True)
-            fd = os.open(where / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            # the owner's only: the partitions' records live under it
+            where.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if where.stat().st_mode & 0o777 != 0o700:  # (an older kmeta's 0755)
+                try:
+                    where.chmod(0o700)
+                except PermissionError as exc:
+                    log.warning("state dir %s: cannot make it 0700: %s", where, exc.strerror)
+            fd = os.open(where / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise StateDirError(f"state dir {where}: {exc.strerror or exc}") from None
         try:
@@ -87,7 +93,7 @@ class StateDir:
         record = {"version": 0, "brokerEpoch": broker_epoch, "incarnationId": str(incarnation_id)}
         tmp = self.path / f"{REGISTRATION_FILE}.tmp"
         try:
-            tmp.write_text(json.dumps(record))
+            _write_private(tmp, json.dumps(record))
             os.replace(tmp, self.path / REGISTRATION_FILE)  # (whole or not at all)
         except OSError as exc:
             log.warning("state dir %s: could not record broker epoch %d: %s",
@@ -158,7 +164,13 @@ def _check_identity(where: Path, broker_id: int, cluster_id: str | None) -> None
             wanted["cluster.id"] = cluster_id
         tmp = where / f"{META_PROPERTIES}.tmp"
         try:
-            tmp.write_text("".join(f"{k}={v}\n" for k, v in wanted.items()))
+            _write_private(tmp, "".join(f"{k}={v}\n" for k, v in wanted.items()))
             os.replace(tmp, path)
         except OSError as exc:
             raise StateDirError(f"state dir {where}: {exc.strerror or exc}") from None
+
+
+def _write_private(path: Path, text: str) -> None:
+    """``text`` in a new file only the owner may read (as everything in the dir)."""
+    with open(path, "w", encoding="utf-8", opener=lambda p, f: os.open(p, f, 0o600)) as out:
+        out.write(text)

@@ -151,6 +151,8 @@ class Cluster:
     controller_name = _OfProcesses(lambda p: p.controller_name)
     controller_names = _OfProcesses(lambda p: p.controller_names)
     zookeeper_connect = _OfProcesses(lambda p: p.zookeeper_connect)
+    #: the identity the quorum's ZooKeeper requires of every client (None: one controller)
+    zookeeper_credential = _OfProcesses(lambda p: p.zookeeper_credential)
     #: the daemons' names: ``controller`` (a quorum: ``zookeeper``, ``controller-<node id>``),
     #: ``broker-<id>``; whether one runs, its pid, its log
     daemons = _OfProcesses(lambda p: p.daemons)

@@ -52,7 +52,7 @@ class ClusterControllers:
     def _quorum_complete(self) -> bool:
         connect = self._processes.zookeeper_connect
         assert connect is not None
-        view = from_zookeeper(connect, _ZK_TIMEOUT_S)
+        view = from_zookeeper(connect, _ZK_TIMEOUT_S, self._processes.zookeeper_credential)
         standbys = view["standbys"]
         assert isinstance(standbys, list)
         return {view["active"], *map(int, standbys)} >= set(self._processes.controller_ids)
@@ -65,7 +65,7 @@ class ClusterControllers:
         p = self._processes
         if p.zookeeper_connect is None:
             return SINGLE_CONTROLLER_ID if p.running("controller") else None
-        active = from_zookeeper(p.zookeeper_connect, _ZK_TIMEOUT_S)["active"]
+        active = from_zookeeper(p.zookeeper_connect, _ZK_TIMEOUT_S, p.zookeeper_credential)["active"]
         if not isinstance(active, int) or not p.running(p.controller_name(active)):
             return None
         return active
@@ -75,7 +75,7 @@ class ClusterControllers:
         connect = self._processes.zookeeper_connect
         if connect is None:
             return []
-        standbys = from_zookeeper(connect, _ZK_TIMEOUT_S)["standbys"]
+        standbys = from_zookeeper(connect, _ZK_TIMEOUT_S, self._processes.zookeeper_credential)["standbys"]
         assert isinstance(standbys, list)
         return [int(n) for n in standbys]
 

@@ -34,6 +34,7 @@ from kmeta.cli.cluster_config import (
 )
 from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
 from kmeta.cli.zookeeper import LocalZooKeeper
+from kmeta.controller.store.zk_auth import ZkCredential
 from kmeta.metadata.addresses import Address
 from kmeta.net.security.sasl_client import ClientCredential, read_credential_file
 from kmeta.testing.requests import ClientSecurity
@@ -263,6 +264,11 @@ class ClusterProcesses:
     def zookeeper_connect(self) -> str | None:
         """``host:port`` of the quorum's local ZooKeeper (None: one controller)."""
         return None if self._zookeeper is None else self._zookeeper.connect_string
+
+    @property
+    def zookeeper_credential(self) -> ZkCredential | None:
+        """The identity the quorum's ZooKeeper requires of every client (None: one controller)."""
+        return None if self._zookeeper is None else self._zookeeper.credential
 
     def running(self, name: str) -> bool:
         proc = self._procs.get(name)

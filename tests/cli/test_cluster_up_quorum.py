@@ -20,6 +20,8 @@ from kazoo.client import KazooClient
 from kmeta.cli.cluster_quorum import RestartPolicy
 from kmeta.cli.zookeeper import ZOOKEEPER_JAR
 from kmeta.controller.quorum.election import active_controller
+from kmeta.controller.store import zk_auth
+from kmeta.controller.store.zk_auth import read_zk_credential
 from tests.cli.helpers import free_base_port, wait_ready_file
 from tests.helpers import gone
 
@@ -48,9 +50,10 @@ def _create(admin: AdminClient, name: str, timeout_s: float = 20) -> None:
         time.sleep(0.1)
 
 
-def _quorum_status(zookeeper: str) -> dict[str, object]:
+def _quorum_status(zookeeper: str, credential: str) -> dict[str, object]:
     out = subprocess.run(
-        [sys.executable, "-m", "kmeta", "status", "--zookeeper", zookeeper, "--json"],
+        [sys.executable, "-m", "kmeta", "status", "--zookeeper", zookeeper, "--json",
+         "--zookeeper-credential-file", credential],
         capture_output=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     return dict(json.loads(out)["quorum"])
@@ -92,7 +95,7 @@ def test_quorum_survives_kill_9_of_the_active_controller(tmp_path: Path) -> None
         info = wait_ready_file(ready, proc, 30)
         pids = {c["node_id"]: c["pid"] for c in info["controllers"]}
         assert sorted(pids) == [3001, 3002, 3003]
-        zk = KazooClient(hosts=info["zookeeper"])
+        zk = zk_auth.client(info["zookeeper"], read_zk_credential(info["zookeeper_credential_file"]))
         zk.start(timeout=10)
         try:
             admin = AdminClient({"bootstrap.servers": info["bootstrap_servers"], "retries": 50})
@@ -118,7 +121,7 @@ def test_quorum_survives_kill_9_of_the_active_controller(tmp_path: Path) -> None
             sessions = {n: _member_session(zk, n) for n in pids}
             os.kill(now[standby], signal.SIGKILL)
             now = _back(ready, zk, standby, now[standby], sessions[standby])
-            status = _quorum_status(info["zookeeper"])
+            status = _quorum_status(info["zookeeper"], info["zookeeper_credential_file"])
             assert (status["active"], status["epoch"]) == (active, epoch)
             assert standby in status["standbys"]  # type: ignore[operator]
             assert not gone(now[standby])

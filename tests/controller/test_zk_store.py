@@ -8,7 +8,6 @@ import time
 import uuid
 
 import pytest
-from kazoo.client import KazooClient
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from kmeta.cli.zookeeper import LocalZooKeeper
@@ -30,7 +29,9 @@ SESSION_S = 30.0
 
 
 async def _elected(zk: LocalZooKeeper, node_id: int) -> ControllerElection:
-    election = ControllerElection(zk.connect_string, node_id, session_timeout_s=SESSION_S)
+    election = ControllerElection(
+        zk.connect_string, node_id, session_timeout_s=SESSION_S, credential=zk.credential
+    )
     await election.connect()
     await asyncio.wait_for(election.elect(), 10)
     return election
@@ -75,7 +76,9 @@ async def test_one_active_controller_and_epoch_raised_at_every_election(
 ) -> None:
     first = await _elected(zookeeper, 1)
     assert first.epoch == 1
-    second = ControllerElection(zookeeper.connect_string, 2, session_timeout_s=SESSION_S)
+    second = ControllerElection(
+        zookeeper.connect_string, 2, session_timeout_s=SESSION_S, credential=zookeeper.credential
+    )
     await second.connect()
     waiting = asyncio.ensure_future(second.elect())
     await asyncio.sleep(0.5)
@@ -213,11 +216,11 @@ async def test_ten_thousand_partitions_in_batched_multi_ops(
 async def test_multi_reads_answer_each_op_on_its_own_under_a_chroot(
     zookeeper: LocalZooKeeper,
 ) -> None:
-    root = KazooClient(hosts=zookeeper.connect_string, timeout=SESSION_S)
+    root = zookeeper.client(timeout=SESSION_S)
     root.start(timeout=30)  # (a loaded machine: the JVM has only just started)
     root.create("/kmeta")
     election = ControllerElection(
-        f"{zookeeper.connect_string}/kmeta", 1, session_timeout_s=SESSION_S
+        f"{zookeeper.connect_string}/kmeta", 1, SESSION_S, zookeeper.credential
     )
     await election.connect()
     client = election.client

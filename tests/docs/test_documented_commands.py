@@ -65,10 +65,11 @@ def test_each_page_command_belongs_to_a_session() -> None:
 
 @pytest.fixture
 def zookeeper_for(tmp_path: Path) -> Iterator[dict[int, int]]:
-    """A ZooKeeper server for the page's 127.0.0.1:2181."""
+    """A ZooKeeper server for the page's 127.0.0.1:2181: a stock ensemble's (any session
+    served), as the pages' own ensembles are."""
     server: LocalZooKeeper | None = None
     try:
-        server = LocalZooKeeper(tmp_path / "zookeeper")
+        server = LocalZooKeeper(tmp_path / "zookeeper", closed=False)
         server.start()
         yield {2181: server.port}
     finally:

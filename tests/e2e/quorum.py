@@ -16,7 +16,6 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
 
 from kmeta.cli.zookeeper import LocalZooKeeper
 from kmeta.controller.quorum.election import active_controller
@@ -37,7 +36,7 @@ class Quorum:
         self.client_ports = dict(zip((1, 2), free_ports(2), strict=True))
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.cluster_id = "quorum-test-cluster"
-        self.zkc = KazooClient(hosts=zk.connect_string)
+        self.zkc = zk.client()
         self.zkc.start(timeout=30)  # (a loaded machine: the JVM has only just started)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
@@ -54,6 +53,7 @@ class Quorum:
             "--listeners", f"CONTROLLER://127.0.0.1:{self.ctl_ports[node]}",
             "--data-dir", str(self.tmp / f"c{node}"), "--cluster-id", self.cluster_id,
             "--zookeeper-session-timeout-ms", str(ZK_SESSION_MS), "--session-timeout-ms", "6000",
+            "--zookeeper-credential-file", str(self.zk.credential_file),
             *extra,
         ])  # fmt: skip
 

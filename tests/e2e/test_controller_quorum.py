@@ -96,14 +96,15 @@ def test_kill_9_of_the_active_controller_during_creations_loses_nothing(quorum: 
     active, epoch = quorum.active()
     out = subprocess.run(
         [sys.executable, "-m", "kmeta", "status", "--zookeeper", quorum.zk.connect_string,
-         "--json"],
+         "--zookeeper-credential-file", str(quorum.zk.credential_file), "--json"],
         capture_output=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     shown = json.loads(out)["quorum"]
     assert (shown["active"], shown["epoch"]) == (active, epoch)
     assert sorted(shown["standbys"]) == sorted(set(quorum.ctl_ports) - {active})
     text = subprocess.run(
-        [sys.executable, "-m", "kmeta", "status", "--zookeeper", quorum.zk.connect_string],
+        [sys.executable, "-m", "kmeta", "status", "--zookeeper", quorum.zk.connect_string,
+         "--zookeeper-credential-file", str(quorum.zk.credential_file)],
         capture_output=True, timeout=60, check=True, text=True,
     ).stdout  # fmt: skip
     assert f"controller quorum: active {active}, epoch {epoch}, standbys" in text

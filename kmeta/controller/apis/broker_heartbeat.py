@@ -30,6 +30,7 @@ def handle(ctx: ControllerRequestContext, req: bh.BrokerHeartbeatRequest) -> bh.
         )
     # (a controller that took over waits for a broker heard from: startup_resync)
     c.resync.heard(req.broker_id, req.broker_epoch)
+    c.store_guard.heard(req.broker_id, req.broker_epoch)
     if not c.brokers.heartbeat(req.broker_id, req.broker_epoch, ctx.peer):
         return bh.BrokerHeartbeatResponse(
             version=req.version, error_code=ErrorCode.STALE_BROKER_EPOCH, is_fenced=True

@@ -97,6 +97,10 @@ async def handle(ctx: ControllerRequestContext, req: br.BrokerRegistrationReques
     )
     previous = req.previous_broker_epoch if req.version >= 3 else -1
     digests = reported_digests(req.kmeta_topic_digests)
+    # a store older than what this broker holds pushes nothing (kmeta.controller.brokers.stale_store)
+    held = None if req.kmeta_topic_digests is None else (d.name for d in req.kmeta_topic_digests)
+    if c.store_guard.check(req.broker_id, req.kmeta_controller_epoch, held) is not None:
+        return refused(ErrorCode.STALE_CONTROLLER_EPOCH)
     if c.brokers.sessions.rebind(req.broker_id, str(req.incarnation_id), previous, ctx.peer):
         # a reconnect, not a restart: the session moves to this connection, nothing else
         # (but a controller that just took over pushes what the broker lacks)

@@ -115,6 +115,8 @@ class ControllerChannelManager:
         self._stopping: set[asyncio.Task[None]] = set()
         self._next_correlation_id = 0
         self._running = False
+        #: brokers whose sender waits for open_broker (kmeta.controller.brokers.stale_store)
+        self._closed: set[int] = set()
         #: between hold() and release(): operations waiting for the events' commit
         self._held: list[_HeldOp] | None = None
         #: broker id -> member after the held operations (what has_broker answers meanwhile)
@@ -123,10 +125,20 @@ class ControllerChannelManager:
         self.book = ChannelBookkeeping(metrics, state_log, self.queue_size)
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def startup(self) -> None:
+    def startup(self, closed: set[int] | None = None) -> None:
+        """Start the senders, but those of the ``closed`` brokers (until open_broker)."""
         self._running = True
-        for ch in self._channels.values():
-            ch.start()
+        self._closed = set(closed or ())
+        for broker_id, ch in self._channels.items():
+            if broker_id not in self._closed:
+                ch.start()
+
+    def open_broker(self, broker_id: int) -> None:
+        if broker_id in self._closed:
+            self._closed.discard(broker_id)
+            ch = self._channels.get(broker_id)
+            if ch is not None and self._running and ch.task is None:
+                ch.start()
 
     async def shutdown(self) -> None:
         self._running = False
@@ -178,7 +190,7 @@ class ControllerChannelManager:
         endpoint = endpoint or listeners[0]
         ch = RequestSendThread(self, self.book, broker_id, endpoint)
         self._channels[broker_id] = ch
-        if self._running:
+        if self._running and broker_id not in self._closed:
             ch.start()
 
     def remove_broker(self, broker_id: int) -> asyncio.Task[None] | None:

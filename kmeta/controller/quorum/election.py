@@ -45,6 +45,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent
 
+from kmeta.controller.store import zk_auth
+from kmeta.controller.store.zk_auth import ZkCredential
 from kmeta.controller.store.zk_layout import CONTROLLER_EPOCH, PERSISTENT_PATHS
 
 CONTROLLER = "/controller"
@@ -72,12 +74,19 @@ class ControllerElection:
     """One controller's membership in the quorum: its ZooKeeper session and election."""
 
     def __init__(
-        self, hosts: str, node_id: int, session_timeout_s: float = 6.0, member_data: bytes = b""
+        self,
+        hosts: str,
+        node_id: int,
+        session_timeout_s: float = 6.0,
+        member_data: bytes = b"",
+        credential: ZkCredential | None = None,
     ) -> None:
         self.node_id = node_id
         #: this controller's member znode's data: where it serves /status (see quorum_status)
         self.member_data = member_data
-        self.client = KazooClient(hosts=hosts, timeout=session_timeout_s)
+        #: authenticated as the quorum's identity, every znode created with its ACL only
+        self.client = zk_auth.client(hosts, credential, timeout=session_timeout_s)
+        self.credential = credential
         self.epoch = 0
         self.epoch_zk_version = -1
         self.active = False
@@ -98,6 +107,13 @@ class ControllerElection:
 
     def _connect(self, timeout_s: float) -> None:
         self.client.start(timeout=timeout_s)
+        if self.credential is None:
+            log.warning(
+                "no --zookeeper-credential-file: kmeta's znodes are world:anyone, any client of "
+                "the ensemble may read SCRAM credentials and change the cluster"
+            )
+        elif (why := zk_auth.open_root(self.client)) is not None:
+            log.warning("%s", why)
         for path in (*PERSISTENT_PATHS, "/admin", "/config", MEMBERS):
             self.client.ensure_path(path)
 

@@ -60,7 +60,7 @@ async def _open_store(
     """The elected controller's store, and its config with the quorum's cluster id."""
     loop = asyncio.get_running_loop()
     # (the state-change log's directory)
-    await asyncio.to_thread(Path(config.data_dir).mkdir, parents=True, exist_ok=True)
+    await asyncio.to_thread(Path(config.data_dir).mkdir, mode=0o700, parents=True, exist_ok=True)
 
     def fenced(why: str) -> None:  # (called from the commit's thread)
         loop.call_soon_threadsafe(deposed.set)
@@ -116,7 +116,7 @@ async def serve_quorum(config: ControllerConfig, ready: asyncio.Event | None = N
     assert config.zookeeper is not None
     election = ControllerElection(
         config.zookeeper, config.node_id, config.zookeeper_session_timeout_ms / 1000.0,
-        member_data=_member_data(config),
+        member_data=_member_data(config), credential=config.zookeeper_credential,
     )  # fmt: skip
     try:
         await asyncio.wait_for(election.connect(CONNECT_TIMEOUT_S), CONNECT_TIMEOUT_S + 5)

@@ -99,7 +99,7 @@ def _write_identity(data_dir: Path, identity: DirIdentity) -> None:
         f"cluster.id={identity.cluster_id}\nnode.id={identity.node_id}\n"
         f"version={identity.version}\n"
     )
-    with tmp.open("w", encoding="utf-8") as f:
+    with open(tmp, "w", encoding="utf-8", opener=lambda p, fl: os.open(p, fl, 0o600)) as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
@@ -165,7 +165,7 @@ def format_data_dir(
             )
         return existing, False
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
         return _format(path, cluster_id, node_id), True
     except (OSError, StorageError) as exc:
         raise DataDirError(f"cannot format {path}: {exc}") from exc
@@ -185,7 +185,7 @@ def check_data_dir(data_dir: str | Path, cluster_id: str | None, node_id: int) -
                 if not _database_is_empty(path):
                     return _stored_cluster_id(path)  # (meta.properties was removed)
                 return None
-            path.mkdir(parents=True, exist_ok=True)
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
             return _format(path, cluster_id, node_id).cluster_id
         where = path / META_PROPERTIES
         if cluster_id is not None and cluster_id != identity.cluster_id:

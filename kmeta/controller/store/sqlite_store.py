@@ -20,7 +20,10 @@ forget it (the controller reloads its state, see ``KafkaController``).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterable
@@ -32,6 +35,8 @@ from kmeta.controller.store.sqlite_transactions import SqliteTransactions
 from kmeta.metadata.model import Endpoint, TopicPartitionKey
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import ScramCredential
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -117,14 +122,34 @@ def _read_state(db: sqlite3.Connection, controller_epoch: int) -> ControllerCont
     return state
 
 
+def private_files(data_dir: Path, db: Path) -> None:
+    """The data dir 0700 and the database with its WAL and shared memory 0600: they hold the
+    salted SCRAM keys (SQLite creates the WAL with the database file's mode)."""
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _tighten(data_dir, 0o700)
+    os.close(os.open(db, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    for name in (db.name, db.name + "-wal", db.name + "-shm", db.name + "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            _tighten(data_dir / name, 0o600)
+
+
+def _tighten(path: Path, mode: int) -> None:
+    """``path`` to ``mode`` (from an older kmeta's 0755/0644); one not ours is said, not fatal."""
+    if path.stat().st_mode & 0o777 != mode:
+        try:
+            path.chmod(mode)
+        except PermissionError as exc:
+            log.warning("cannot make %s %o (it holds secrets): %s", path, mode, exc.strerror)
+
+
 class ControllerStore:
     """Open (or create) ``<data_dir>/controller.db``. Writes happen inside :meth:`transaction`."""
 
     def __init__(self, data_dir: str | Path) -> None:
         path = Path(data_dir)
-        path.mkdir(parents=True, exist_ok=True)
         self.path = path / "controller.db"
         try:
+            private_files(path, self.path)
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")

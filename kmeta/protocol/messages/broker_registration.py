@@ -29,6 +29,7 @@ class BrokerRegistrationRequest(NamedTuple):
     previous_broker_epoch: int = -1
     kmeta_topic_digests: Sequence[KmetaTopicDigest] | None = None
     kmeta_previous_incarnation_id: uuid.UUID = ZERO_UUID
+    kmeta_controller_epoch: int = -1
 
     def response_class(self) -> type[BrokerRegistrationResponse]:
         return BrokerRegistrationResponse
@@ -97,6 +98,7 @@ REQUEST: Message[BrokerRegistrationRequest] = Message(
             nullable='0+', tag=10003, tagged='0+', default=None,
         ),
         F('kmeta_previous_incarnation_id', 'uuid', '3+', tag=10010, tagged='3+'),
+        F('kmeta_controller_epoch', 'int32', '0+', tag=10011, tagged='0+', default=-1),
     ),
     records=(BrokerRegistrationRequest, Listener, Feature, KmetaTopicDigest,),
 )
