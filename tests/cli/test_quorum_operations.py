@@ -65,7 +65,9 @@ def test_status_from_any_member_after_the_active_dies_and_brokers_come_back(tmp_
         controllers = {c["node_id"]: c for c in info["controllers"]}
         assert all(c["address"] and c["metrics_port"] for c in controllers.values())
         zookeeper = info["zookeeper"]
-        first = _status("--zookeeper", zookeeper)
+        # (the quorum's ZooKeeper is closed: its readers authenticate)
+        zk = ("--zookeeper", zookeeper, "--zookeeper-credential-file", info["zookeeper_credential_file"])
+        first = _status(*zk)
         active = first["quorum"]["active"]
         assert [b["id"] for b in first["brokers"]] == [1, 2]  # the active one's full view
         assert first["source"].startswith(f"active controller {active} at 127.0.0.1:")
@@ -78,7 +80,7 @@ def test_status_from_any_member_after_the_active_dies_and_brokers_come_back(tmp_
         # the active controller dies: any member (and ZooKeeper) leads to the new one's view
         os.kill(controllers[active]["pid"], signal.SIGKILL)
         after = _until(
-            lambda: (s := _status("--zookeeper", zookeeper))["quorum"]["active"] not in (None, active)
+            lambda: (s := _status(*zk))["quorum"]["active"] not in (None, active)
             and "brokers" in s and s,
             60, "a new active controller's full view",
         )  # fmt: skip
@@ -102,7 +104,7 @@ def test_status_from_any_member_after_the_active_dies_and_brokers_come_back(tmp_
         os.kill(int(broker_pids[0]), signal.SIGKILL)
         _until(lambda: broker_2() not in ([], broker_pids), 30, "broker 2 started again")
         _until(
-            lambda: all(b["state"] == "alive" for b in _status("--zookeeper", zookeeper)["brokers"]),
+            lambda: all(b["state"] == "alive" for b in _status(*zk)["brokers"]),
             60, "broker 2 alive again",
         )
         proc.send_signal(signal.SIGTERM)
