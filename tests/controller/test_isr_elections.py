@@ -13,6 +13,7 @@ from typing import Any
 from kmeta.controller.status import controller_status
 from kmeta.protocol.messages import alter_partition as ap
 from kmeta.protocol.messages import create_topics as ct
+from kmeta.protocol.messages import update_metadata as um
 from tests.controller.helpers import expire_session, start_controller, wait_until
 from tests.controller.test_controller_flows import _brokers, _request
 
@@ -105,6 +106,37 @@ async def test_a_returning_replica_outside_the_isr_leads_only_if_unclean_is_allo
         assert state.partition(("dirty", 0)).isr == (2,)
         assert (state.partition(("clean", 0)).leader, state.partition(("clean", 0)).isr) == (-1, (1,))
         assert _unclean_count(ctl) == 1
+    finally:
+        for b in brokers.values():
+            await b.stop()
+        await ctl.stop()
+
+
+async def test_a_returning_broker_is_online_again_everywhere_but_not_in_the_isr(tmp_path):
+    ctl = await start_controller(tmp_path)
+    brokers = await _brokers(ctl.port)
+    try:
+        answer = await _request(ctl.port, _create("t", [1, 2, 3]))
+        assert answer.topics[0].error_code == 0
+        await expire_session(ctl, 3)
+
+        def seen(b: Any) -> tuple[list[int], list[int]] | None:
+            for request in reversed(b.of(um.UpdateMetadataRequest)):
+                for t in request.topic_states:
+                    if t.topic_name == "t":
+                        st = t.partition_states[0]
+                        return list(st.isr), list(st.offline_replicas)
+            return None
+
+        for i in (1, 2):
+            await brokers[i].wait_for(lambda i=i: seen(brokers[i]) == ([1, 2], [3]))
+        brokers[3].incarnation_id = uuid.uuid4()
+        await brokers[3].register(ctl.port)
+        # every broker hears that 3's replica is online again (as Kafka's UpdateMetadata with
+        # each LeaderAndIsr), and the ISR waits for the leader's AlterPartition
+        for b in brokers.values():
+            await b.wait_for(lambda b=b: seen(b) == ([1, 2], []))
+        assert ctl.controller.state.partition(("t", 0)).isr == (1, 2)
     finally:
         for b in brokers.values():
             await b.stop()

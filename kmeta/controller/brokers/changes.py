@@ -41,7 +41,8 @@ def rejoin_in_slices(
     through AlterPartition once it caught up (:mod:`kmeta.controller.topics.isr`), as
     Kafka's. An offline partition it is in the ISR of is led by it again (a clean election;
     an unclean one if no ISR member is live and the topic allows it); the partitions whose
-    ISR or leader changed go to all their replicas and the other brokers. ``bounced``: the
+    ISR or leader changed go to all their replicas and the other brokers, and so do all of its
+    partitions if it was fenced (their offline replicas changed). ``bounced``: the
     broker's previous incarnation was registered alive until this registration, so each
     partition is first failed for it (re-elected, ISR shrunk: Kafka's onBrokerFailure). In slices of topics (:mod:`kmeta.controller.slices`): with 1M partitions this is seconds of
     work, which one event would hold the loop for. The full set's topic blocks are
@@ -94,6 +95,8 @@ def rejoin_in_slices(
                     moved.append(tp)
                 else:
                     lair.append(([broker_id], tp, False))
+                    if not bounced:  # (its replica is online again: Kafka's UpdateMetadata
+                        moved.append(tp)  # to every broker with each LeaderAndIsr)
         if grown:
             with host.store.transaction():
                 host.persist_partitions(grown)
