@@ -69,6 +69,16 @@ class TopicOutcome(NamedTuple):
     partitions: list[PartitionOutcome]
 
 
+class _Outcome(NamedTuple):
+    """One partition's check and new state (``new``; ``st`` itself if unchanged)."""
+
+    st: PartitionRegistration | None  # the state it was computed for
+    error: int
+    new: PartitionRegistration | None
+    shrink: bool
+    expand: bool
+
+
 class ReassignmentCompleter(Protocol):
     def completed(
         self, tps: Iterable[TopicPartitionKey]
@@ -105,7 +115,12 @@ class IsrManager:
         self._eligible_seen.clear()  # (brokers' liveness and epochs as they are in this event)
         changed: dict[TopicPartitionKey, PartitionRegistration] = {}
         outcomes: list[TopicOutcome] = []
+        refused: dict[int, int] = {}  # error -> partitions
         shrinks = expands = 0
+        # A burst names many partitions in equal states (shared objects) with equal asks:
+        # each distinct (state, ask) is checked once. (The state is kept in the value: its
+        # id is only unique while it lives.)
+        memo: dict[tuple[int, tuple[object, ...]], _Outcome] = {}
         for t in request.topics:
             info = self._topic(t.topic_id) if request.version >= 2 else state.topics.get(t.topic_name)
             if info is None or info.name in state.deleting:
@@ -117,26 +132,32 @@ class IsrManager:
                 parts: list[PartitionOutcome] = [
                     (p.partition_index, int(unknown), None) for p in t.partitions
                 ]
-                self._refused(unknown, len(parts))
+                refused[unknown] = refused.get(unknown, 0) + len(parts)
                 outcomes.append(TopicOutcome(t.topic_name, t.topic_id, parts))
                 continue
             results: list[PartitionOutcome] = []
+            held = info.partitions
             for p in t.partitions:
-                tp = (info.name, p.partition_index)
-                st = changed.get(tp) or info.partitions.get(p.partition_index)
-                error = self._check(request, p, st)
-                if error or st is None:
-                    self._refused(error, 1)
-                    results.append((p.partition_index, error, None))
+                index = p.partition_index
+                tp = (info.name, index)
+                st = changed.get(tp) or held.get(index)
+                key = (id(st), p[1:])
+                hit = memo.get(key)
+                if hit is None or hit.st is not st:
+                    hit = memo[key] = self._outcome(request, p, st)
+                new = hit.new
+                if new is None:  # (refused)
+                    refused[hit.error] = refused.get(hit.error, 0) + 1
+                    results.append((index, hit.error, None))
                     continue
-                members = set(_isr_of(request.version, p))
-                isr = tuple(r for r in st.replicas if r in members)
-                if isr != st.isr:
-                    shrinks += any(r not in members for r in st.isr)
-                    expands += any(r not in st.isr for r in isr)
-                    st = changed[tp] = with_isr(st, isr)
-                results.append((p.partition_index, 0, st))
+                if new is not st:
+                    changed[tp] = new
+                    shrinks += hit.shrink
+                    expands += hit.expand
+                results.append((index, 0, new))
             outcomes.append(TopicOutcome(info.name, info.topic_id, results))
+        for error, count in refused.items():
+            self._refused(error, count)
         if not changed:
             return 0, outcomes
         with host.store.transaction():
@@ -170,6 +191,20 @@ class IsrManager:
             self._by_id = {t.topic_id: t for t in topics.values()}
             info = self._by_id.get(topic_id)
         return info if info is not None and topics.get(info.name) is info else None
+
+    def _outcome(
+        self, request: ap.AlterPartitionRequest, p: ap.PartitionData, st: PartitionRegistration | None
+    ) -> _Outcome:
+        error = self._check(request, p, st)
+        if error or st is None:
+            return _Outcome(st, error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, False, False)
+        members = set(_isr_of(request.version, p))
+        isr = tuple(r for r in st.replicas if r in members)
+        if isr == st.isr:
+            return _Outcome(st, 0, st, False, False)
+        shrink = any(r not in members for r in st.isr)
+        expand = any(r not in st.isr for r in isr)
+        return _Outcome(st, 0, with_isr(st, isr), shrink, expand)
 
     def _check(
         self, request: ap.AlterPartitionRequest, p: ap.PartitionData, st: PartitionRegistration | None
