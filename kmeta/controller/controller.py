@@ -221,6 +221,7 @@ class KafkaController:
                 return
             self._active.set()
             self.resync.started()
+            self.reassignments.resume()
 
         in_slices(
             self,

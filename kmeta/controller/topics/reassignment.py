@@ -161,8 +161,12 @@ class ReassignmentManager:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
-        """Controller start: read AR/RR back; those already complete finish in an event."""
+        """Controller start: read AR/RR back."""
         self._load()
+
+    def resume(self) -> None:
+        """The controller is active (its Startup event done, so the brokers have channels):
+        those whose target is all in the ISR already complete, in an event."""
         if self.ongoing:
             log.info("resuming %d partition reassignment(s)", len(self.ongoing))
             self._check(list(self.ongoing))
