@@ -253,6 +253,10 @@ class PartitionLog:
         if offset < 0:
             raise OffsetOutOfRangeError(f"Cannot truncate {self} to a negative offset ({offset})")
         if offset >= self.log_end_offset:
+            # nothing to cut, but an epoch entry at the log end goes, as Kafka's truncateTo
+            # does: a leader that started an epoch and was replaced before appending in it
+            # must not name that epoch when it fetches (it would diverge forever)
+            self._epochs.truncate_from_end(self.log_end_offset)
             return
         if offset < self.local.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)

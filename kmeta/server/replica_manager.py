@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
 from kmeta.log.config import LogConfig
@@ -44,6 +44,10 @@ from kmeta.server.delayed_fetch import (
     LogReadResult,
     diverging,
 )
+from kmeta.server.delayed_produce import DelayedProduce, ProduceCallback, ProducePending
+from kmeta.server.fetcher_manager import ReplicaFetcherManager
+from kmeta.server.follower_reads import follower_error, unmade_read
+from kmeta.server.isr_manager import IsrManager
 from kmeta.server.partition import Partition
 from kmeta.server.purgatory import DelayedOperationPurgatory
 from kmeta.server.replica_states import LEADER, ReplicaState, ReplicaStates
@@ -66,10 +70,21 @@ class ReplicaManager:
         self.log_manager = LogManager(config.log_dir, config.log_memory_max_bytes)
         self.memory_max_bytes = config.log_memory_max_bytes
         self.delayed_fetch = DelayedOperationPurgatory("fetch")
+        #: acks=-1 produces waiting for their high watermark (kmeta.server.delayed_produce)
+        self.delayed_produce = DelayedOperationPurgatory("produce")
         self._partitions: dict[tuple[str, int], Partition] = {}
         #: topic -> its partitions made here (what a LeaderAndIsr of the topic may change)
         self._by_topic: dict[str, set[int]] = {}
         self._retention_timer: asyncio.TimerHandle | None = None
+        #: this broker's epoch as the controller gave it (the broker state sets this; -1: none)
+        self.broker_epoch_of: Callable[[], int] = lambda: -1
+        #: the fetchers of the partitions this broker follows (kmeta.server.fetcher_manager)
+        #: the ISR changes this broker proposes as leader (kmeta.server.isr_manager)
+        self.isr = IsrManager(self, config.replica_lag_time_max_ms)
+        self.fetchers = ReplicaFetcherManager(
+            config, cache, replicas, lambda key: self.get_partition_or_error(*key)[0],
+            self._partitions.get, lambda: self.broker_epoch_of(),
+        )  # fmt: skip
         #: broker-wide totals for /metrics (Kafka's BytesInPerSec, MessagesInPerSec, BytesOutPerSec)
         self.bytes_in = 0
         self.messages_in = 0
@@ -81,11 +96,15 @@ class ReplicaManager:
         Returns the number of logs found."""
         loaded = self.log_manager.load()
         self._schedule_retention()
+        self.isr.start()
         return len(loaded)
 
     def shutdown(self) -> None:
-        """Answer every waiting fetch, stop retention, flush and close the logs."""
+        """Answer every waiting fetch and produce, stop retention, flush and close the logs."""
+        self.fetchers.shutdown()
+        self.isr.stop()
         self.delayed_fetch.close()
+        self.delayed_produce.close()
         if self._retention_timer is not None:
             self._retention_timer.cancel()
             self._retention_timer = None
@@ -145,6 +164,22 @@ class ReplicaManager:
                 return None, None, ErrorCode.KAFKA_STORAGE_ERROR
         return partition, state, ErrorCode.NONE
 
+    def unmade_read(self, params: FetchParams, part: FetchPartitionInfo) -> LogReadResult | None:
+        """:func:`kmeta.server.follower_reads.unmade_read`: a follower's read of a log not made."""
+        return unmade_read(self, params, part)
+
+    def led_partitions(self) -> list[Partition]:
+        """The partitions made here that this broker leads."""
+        return [p for p in self._partitions.values() if p.is_leader]
+
+    def is_made(self, key: tuple[str, int]) -> bool:
+        """The partition's Partition (and log) was made here."""
+        return key in self._partitions
+
+    def made_partition(self, key: tuple[str, int]) -> Partition | None:
+        """The partition if it was made here, without making it."""
+        return self._partitions.get(key)
+
     def _make(self, topic: str, index: int, state: ReplicaState) -> Partition:
         snap = self.cache.snapshot
         topic_id = state.topic_id if state.topic_id is not None else snap.topic_id(topic)
@@ -161,6 +196,7 @@ class ReplicaManager:
         return partition
 
     def _forget(self, key: tuple[str, int]) -> None:
+        self.fetchers.unfollow(key)
         self._partitions.pop(key, None)
         indexes = self._by_topic.get(key[0])
         if indexes is not None:
@@ -168,11 +204,21 @@ class ReplicaManager:
             if not indexes:
                 del self._by_topic[key[0]]
         self.delayed_fetch.check_and_complete(key)
+        self.delayed_produce.check_and_complete(key)
+
+    def high_watermark_moved(self, partition: Partition) -> None:
+        """Wake what waits on ``partition``'s high watermark: consumers' fetches, acks=-1
+        produces (Kafka's ``tryCompleteDelayedRequests``)."""
+        self.delayed_fetch.check_and_complete(partition.key)
+        self.delayed_produce.check_and_complete(partition.key)
 
     def topic_replicas_changed(self, topic: str) -> None:
         """A LeaderAndIsr changed ``topic``'s replica states: the partitions made here follow
-        (a new leader's high watermark; a dropped one forgotten) and their waiting fetches are
-        checked again (a leader that became follower answers them NOT_LEADER_OR_FOLLOWER)."""
+        (a new leader's high watermark; a dropped one forgotten), their waiting fetches and
+        produces are checked again (a leader that became follower answers them
+        NOT_LEADER_OR_FOLLOWER), and each partition this broker follows is fetched from its
+        leader (``ReplicaManager.makeFollowers``; its log is made when records come, unless
+        one was recovered: see :mod:`kmeta.server.follower_reads`)."""
         for index in list(self._by_topic.get(topic, ())):
             key = (topic, index)
             partition = self._partitions[key]
@@ -180,7 +226,19 @@ class ReplicaManager:
                 self._forget(key)
                 continue
             partition.make_leader_or_follower()
+            if partition.is_leader:
+                self.fetchers.unfollow(key)
             self.delayed_fetch.check_and_complete(key)
+            self.delayed_produce.check_and_complete(key)
+        for index in self.replicas.indexes(topic):
+            key = (topic, index)
+            state = self.replicas.get(key)
+            if state is None or state.role == LEADER:
+                continue
+            followed = self._partitions.get(key)
+            if followed is None and self.log_manager.get(topic, index) is not None:
+                followed, _ = self.get_partition_or_error(topic, index)  # (a recovered log)
+            self.fetchers.follow(key, state, followed)
 
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         """StopReplica for a partition whose replica state was dropped: waiting fetches are
@@ -208,10 +266,21 @@ class ReplicaManager:
         self.bytes_in += info.size_in_bytes
         self.messages_in += info.record_count
         if partition.maybe_increment_leader_hw(state):
+            self.high_watermark_moved(partition)
+        else:  # (followers long-polling at the old log end read the batch now)
             self.delayed_fetch.check_and_complete(partition.key)
         if self.log_manager.memory_bytes > self.memory_max_bytes:
             self.enforce_retention()
         return info
+
+    def await_replication(
+        self, pending: dict[tuple[str, int], ProducePending], timeout_ms: int, callback: ProduceCallback
+    ) -> None:
+        """acks=-1 after the appends: ``callback`` gets each partition's answer once its high
+        watermark covers its batch (now, or from the produce purgatory), or at ``timeout_ms``
+        REQUEST_TIMED_OUT for those still waiting."""
+        delayed = DelayedProduce(timeout_ms, pending, self, callback)
+        self.delayed_produce.try_complete_else_watch(delayed, list(pending))
 
     # -- reads --------------------------------------------------------------------------------
     def read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartitionInfo]) -> list[LogReadResult]:
@@ -232,23 +301,39 @@ class ReplicaManager:
 
     def _read(self, params: FetchParams, part: FetchPartitionInfo, limit: int, min_one: bool) -> LogReadResult:
         adjusted = min(part.max_bytes, limit)
+        unmade = self.unmade_read(params, part)
+        if unmade is not None:
+            return unmade
         partition, error = self.get_partition_or_error(part.topic, part.partition)
         if partition is None:
             return LogReadResult.failed(error)
         error = partition.check_local_log(part.current_leader_epoch, params.fetch_only_leader)
-        if error == ErrorCode.NONE and params.is_from_follower:
-            error = self._follower_error(partition, params.replica_id, part.current_leader_epoch)
+        follower = params.is_from_follower
+        if error == ErrorCode.NONE and follower:
+            remote = partition.remote.get(params.replica_id)
+            error = follower_error(self.broker_id, partition.state, remote, params, part.current_leader_epoch)
         if error != ErrorCode.NONE:
             return LogReadResult.failed(error)
         plog = partition.log
         partition.refresh_config(self.cache.snapshot.topic_configs.get(part.topic))
-        hw, lso, start = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
         if part.last_fetched_epoch >= 0:
             diverged = diverging(plog, part.last_fetched_epoch, part.fetch_offset)
             if isinstance(diverged, ErrorCode):
                 return LogReadResult.failed(diverged)
             if diverged is not None:
+                hw, lso, start = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
                 return LogReadResult(ErrorCode.NONE, hw, lso, start, b"", diverged)
+        # the follower's log end, as Kafka records it after the read: here before, so the
+        # answer carries the high watermark it moved
+        if (
+            follower
+            and plog.log_start_offset <= part.fetch_offset <= plog.log_end_offset
+            and partition.update_follower_fetch_state(params.replica_id, part.fetch_offset, params.replica_epoch)
+        ):
+            self.high_watermark_moved(partition)
+        if follower:
+            self.isr.maybe_expand(partition, params.replica_id)
+        hw, lso, start = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
         end = params.isolation.end_offset(plog)
         max_offset = None if params.isolation is FetchIsolation.LOG_END else end
         if adjusted < 0 and start <= part.fetch_offset < end:
@@ -261,18 +346,6 @@ class ReplicaManager:
         except LogError as exc:
             return LogReadResult.failed(exc.error)
         return LogReadResult(ErrorCode.NONE, hw, lso, start, data.records)
-
-    def _follower_error(self, partition: Partition, replica_id: int, current_leader_epoch: int) -> ErrorCode:
-        """``Partition.followerReplicaOrThrow``: a replica fetch from a broker that is not one
-        of the partition's other replicas is refused: UNKNOWN_LEADER_EPOCH when it named an
-        epoch (ours: it may be a replica being added that we do not know of yet), else
-        NOT_LEADER_OR_FOLLOWER."""
-        state = partition.state
-        if state is not None and replica_id != self.broker_id and replica_id in state.replicas:
-            return ErrorCode.NONE
-        if current_leader_epoch != -1:
-            return ErrorCode.UNKNOWN_LEADER_EPOCH
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     def fetch_messages(
         self, params: FetchParams, partitions: Sequence[FetchPartitionInfo], callback: FetchCallback

@@ -35,7 +35,8 @@ class Cluster(ClusterControllers):
     (auto.create.topics.enable, on as in Kafka), ``barrier``, ``ssl``, ``secure``, ``sasl_mechanism``, ``controllers``,
     ``session_timeout_ms``, ``zookeeper_session_timeout_ms``, ``log_level``, ``keep``,
     ``parent_dir``, ``closed_control_plane``, ``log_memory_max_bytes`` (each broker's cap
-    on the record bytes its logs hold in memory). Each broker keeps its partition logs in its
+    on the record bytes its logs hold in memory), ``replica_lag_time_max_ms`` (each broker's
+    replica.lag.time.max.ms: how long a follower may lag before it leaves the ISR). Each broker keeps its partition logs in its
     state dir (``<data dir>/broker-<id>/logs``), so a restarted broker keeps its records."""
 
     def __init__(
@@ -61,6 +62,7 @@ class Cluster(ClusterControllers):
         host: str = "127.0.0.1",
         closed_control_plane: bool = False,
         log_memory_max_bytes: int | None = None,
+        replica_lag_time_max_ms: int | None = None,
     ) -> None:
         if controllers < 1:
             raise ValueError("a cluster needs at least one controller")
@@ -78,6 +80,7 @@ class Cluster(ClusterControllers):
             closed=closed_control_plane or secure, secure=secure, controllers=controllers,
             zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
             log_memory_max_bytes=log_memory_max_bytes,
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
         )  # fmt: skip
         super().__init__(base, start_timeout_s=start_timeout_s, keep=keep, parent_dir=parent_dir)
         self._faults: dict[int, str] = {}

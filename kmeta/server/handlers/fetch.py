@@ -1,4 +1,4 @@
-"""Fetch (api key 1): versions 4-17, client listeners.
+"""Fetch (api key 1): versions 4-17, client and control listeners (followers fetch on the control listener, kmeta.server.replica_fetcher).
 
 Behaviour (Kafka 3.x ``KafkaApis.handleFetchRequest`` and ``ReplicaManager.fetchMessages``):
 
@@ -90,6 +90,13 @@ def replica_id_of(request: fe.FetchRequest) -> int:
     return request.replica_id
 
 
+def replica_epoch_of(request: fe.FetchRequest) -> int:
+    """The fetching broker's epoch (-1: not given): ReplicaState's from v15 (KIP-903)."""
+    if request.version >= 15 and request.replica_state is not None:
+        return request.replica_state.replica_epoch
+    return -1
+
+
 def handle(ctx: BrokerContext, request: fe.FetchRequest) -> fe.FetchResponse | EncodedPieces | Awaitable[EncodedPieces]:
     version: int = request.version
     if request.session_epoch not in _FULL_EPOCHS:
@@ -132,7 +139,7 @@ def handle(ctx: BrokerContext, request: fe.FetchRequest) -> fe.FetchResponse | E
     max_bytes = min(request.max_bytes, FETCH_MAX_BYTES)
     params = FetchParams(
         replica_id, request.max_wait_ms, min(request.min_bytes, max_bytes), max_bytes,
-        FetchIsolation.of(replica_id, request.isolation_level),
+        FetchIsolation.of(replica_id, request.isolation_level), replica_epoch_of(request),
     )  # fmt: skip
     rm: ReplicaManager = ctx.state.replica_manager
     order = list(wanted)
@@ -257,4 +264,4 @@ def _length(n: int, flexible: bool) -> bytes:
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(fe.API, handle, on_control=False, min_version=MIN_VERSION)
+    registry.register(fe.API, handle, min_version=MIN_VERSION)
