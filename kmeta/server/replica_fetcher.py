@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -201,7 +200,7 @@ class ReplicaFetcher:
             epoch = partition.log.latest_epoch
             if epoch is None:
                 partition.log.truncate_to(partition.log.high_watermark)
-                self._fetching(partition, state)
+                start_fetching(partition, state)
                 continue
             asks[key] = (state, epoch, state.fetch_offset)
         if not asks:
@@ -231,24 +230,7 @@ class ReplicaFetcher:
                 if p.error_code != ErrorCode.NONE:
                     self._delay(key, state)
                     continue
-                self._apply_truncation(partition, state, p.leader_epoch, p.end_offset)
-
-    def _apply_truncation(self, partition: Partition, state: PartitionFetchState, leader_epoch: int, end_offset: int) -> None:
-        offset, completed = truncation_offset(partition.log, leader_epoch, end_offset, state.fetch_offset)
-        if offset < partition.log.log_end_offset:
-            log.info("truncating %s to %d (leader %d's epoch %d ends at %d)",
-                     partition, offset, self.leader_id, leader_epoch, end_offset)  # fmt: skip
-        partition.log.truncate_to(offset)
-        if completed:
-            self._fetching(partition, state)
-        else:
-            state.fetch_offset = partition.log.log_end_offset
-            state.truncating = True
-
-    @staticmethod
-    def _fetching(partition: Partition, state: PartitionFetchState) -> None:
-        state.fetch_offset = partition.log.log_end_offset
-        state.truncating = False
+                apply_truncation(partition, state, self.leader_id, p.leader_epoch, p.end_offset)
 
     # -- fetching ----------------------------------------------------------------------------
     async def _fetch(self, conn: KafkaConnection) -> bool:
@@ -259,7 +241,8 @@ class ReplicaFetcher:
                 wanted[key] = (state, state.fetch_offset, self.manager.peek(key))
         if not wanted:
             return False
-        request = self._request(wanted)
+        manager = self.manager
+        request = fetch_request(self._versions, self.leader_id, manager.broker_id, manager.broker_epoch(), wanted)
         response = await conn.request(request, REQUEST_TIMEOUT_S + FETCH_WAIT_MAX_MS / 1000.0)
         self.fetches += 1
         if response.error_code != ErrorCode.NONE:
@@ -276,35 +259,6 @@ class ReplicaFetcher:
                     state, offset, _ = wanted[key]
                     await self._process(conn, key, state, offset, p)
         return True
-
-    def _request(self, wanted: dict[Key, tuple[PartitionFetchState, int, Partition | None]]) -> fe.FetchRequest:
-        by_topic: dict[str, list[fe.FetchPartition]] = {}
-        ids: dict[str, uuid.UUID | None] = {}
-        for (topic, index), (state, offset, partition) in wanted.items():
-            # (a log not made yet: empty, at 0)
-            epoch = None if partition is None else partition.log.latest_epoch
-            by_topic.setdefault(topic, []).append(fe.FetchPartition(
-                partition=index, current_leader_epoch=state.current_leader_epoch,
-                fetch_offset=offset, last_fetched_epoch=-1 if epoch is None else epoch,
-                log_start_offset=0 if partition is None else partition.log.log_start_offset,
-                partition_max_bytes=FETCH_MAX_BYTES,
-            ))  # fmt: skip
-            ids[topic] = state.topic_id
-        top = 17 if all(i is not None for i in ids.values()) else 12  # (v13+ names topics by id)
-        version = highest_common(self._versions, ApiKey.FETCH, range(FETCH_VERSIONS.start, top + 1))
-        if version is None:
-            raise ConnectionError(f"leader {self.leader_id} does not serve Fetch v12+")
-        me, epoch = self.manager.broker_id, self.manager.broker_epoch()
-        return fe.FetchRequest(
-            version=version, replica_id=me if version < 15 else -1,
-            replica_state=fe.ReplicaState(me, epoch) if version >= 15 else None,
-            max_wait_ms=FETCH_WAIT_MAX_MS, min_bytes=FETCH_MIN_BYTES,
-            max_bytes=FETCH_RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=tuple(
-                fe.FetchTopic(topic=t, topic_id=ids[t] or ZERO_UUID, partitions=tuple(ps))
-                for t, ps in by_topic.items()
-            ),
-        )  # fmt: skip
 
     async def _process(
         self, conn: KafkaConnection, key: Key, state: PartitionFetchState, offset: int,
@@ -331,7 +285,7 @@ class ReplicaFetcher:
         plog = partition.log
         diverging = data.diverging_epoch
         if diverging is not None and diverging.epoch >= 0:
-            self._apply_truncation(partition, state, diverging.epoch, diverging.end_offset)
+            apply_truncation(partition, state, self.leader_id, diverging.epoch, diverging.end_offset)
             return
         records = data.records
         try:
@@ -353,7 +307,7 @@ class ReplicaFetcher:
         """``AbstractFetcherThread.fetchOffsetAndTruncate``: the leader's log end below ours
         cuts ours there; else a log end below the leader's log start starts afresh there."""
         offset = state.fetch_offset
-        leader_end = await self._list_offset(conn, key, state, _LATEST)
+        leader_end = await list_offset(conn, self._versions, self.manager.broker_id, key, state.current_leader_epoch, _LATEST)
         if leader_end is None or self._current(key, state, offset) is None:
             self._delay(key, state)
             return
@@ -363,7 +317,7 @@ class ReplicaFetcher:
                         partition, self.leader_id, leader_end, plog.log_end_offset)  # fmt: skip
             plog.truncate_to(leader_end)
         else:
-            leader_start = await self._list_offset(conn, key, state, _EARLIEST)
+            leader_start = await list_offset(conn, self._versions, self.manager.broker_id, key, state.current_leader_epoch, _EARLIEST)
             if leader_start is None or self._current(key, state, offset) is None:
                 self._delay(key, state)
                 return
@@ -372,23 +326,79 @@ class ReplicaFetcher:
                 plog.truncate_fully_and_start_at(leader_start)
         state.fetch_offset = plog.log_end_offset
 
-    async def _list_offset(self, conn: KafkaConnection, key: Key, state: PartitionFetchState, which: int) -> int | None:
-        version = highest_common(self._versions, ApiKey.LIST_OFFSETS, range(1, 8))
-        if version is None:
-            raise ConnectionError(f"leader {self.leader_id} does not serve ListOffsets v1+")
-        request = lo.ListOffsetsRequest(
-            version=version, replica_id=self.manager.broker_id,
-            topics=(lo.ListOffsetsTopic(key[0], (
-                lo.ListOffsetsPartition(key[1], state.current_leader_epoch, which),
-            )),),
-        )  # fmt: skip
-        response = await conn.request(request, REQUEST_TIMEOUT_S)
-        for t in response.topics:
-            for p in t.partitions:
-                if (t.name, p.partition_index) == key and p.error_code == ErrorCode.NONE:
-                    return int(p.offset)
-        return None
+
+def apply_truncation(
+    partition: Partition, state: PartitionFetchState, leader_id: int, leader_epoch: int, end_offset: int
+) -> None:
+    """Cut the log where the leader's answer says (:func:`truncation_offset`); fetch from
+    its end then, or, not completed, ask again with our latest epoch."""
+    offset, completed = truncation_offset(partition.log, leader_epoch, end_offset, state.fetch_offset)
+    if offset < partition.log.log_end_offset:
+        log.info("truncating %s to %d (leader %d's epoch %d ends at %d)",
+                 partition, offset, leader_id, leader_epoch, end_offset)  # fmt: skip
+    partition.log.truncate_to(offset)
+    if completed:
+        start_fetching(partition, state)
+    else:
+        state.fetch_offset = partition.log.log_end_offset
+        state.truncating = True
 
 
-#: the broker epoch a fetcher names (the controller link's current one)
-BrokerEpoch = Callable[[], int]
+def start_fetching(partition: Partition, state: PartitionFetchState) -> None:
+    state.fetch_offset = partition.log.log_end_offset
+    state.truncating = False
+
+
+def fetch_request(
+    versions: dict[int, range], leader_id: int, me: int, broker_epoch: int,
+    wanted: dict[Key, tuple[PartitionFetchState, int, Partition | None]],
+) -> fe.FetchRequest:  # fmt: skip
+    """One Fetch of ``wanted`` (state, offset, partition if its log was made), at the highest
+    version both sides speak (v13+ names topics by id: v12 when a topic has none)."""
+    by_topic: dict[str, list[fe.FetchPartition]] = {}
+    ids: dict[str, uuid.UUID | None] = {}
+    for (topic, index), (state, offset, partition) in wanted.items():
+        # (a log not made yet: empty, at 0)
+        last = None if partition is None else partition.log.latest_epoch
+        by_topic.setdefault(topic, []).append(fe.FetchPartition(
+            partition=index, current_leader_epoch=state.current_leader_epoch,
+            fetch_offset=offset, last_fetched_epoch=-1 if last is None else last,
+            log_start_offset=0 if partition is None else partition.log.log_start_offset,
+            partition_max_bytes=FETCH_MAX_BYTES,
+        ))  # fmt: skip
+        ids[topic] = state.topic_id
+    top = 17 if all(i is not None for i in ids.values()) else 12  # (v13+ names topics by id)
+    version = highest_common(versions, ApiKey.FETCH, range(FETCH_VERSIONS.start, top + 1))
+    if version is None:
+        raise ConnectionError(f"leader {leader_id} does not serve Fetch v12+")
+    return fe.FetchRequest(
+        version=version, replica_id=me if version < 15 else -1,
+        replica_state=fe.ReplicaState(me, broker_epoch) if version >= 15 else None,
+        max_wait_ms=FETCH_WAIT_MAX_MS, min_bytes=FETCH_MIN_BYTES,
+        max_bytes=FETCH_RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
+        topics=tuple(
+            fe.FetchTopic(topic=t, topic_id=ids[t] or ZERO_UUID, partitions=tuple(ps))
+            for t, ps in by_topic.items()
+        ),
+    )  # fmt: skip
+
+
+async def list_offset(
+    conn: KafkaConnection, versions: dict[int, range], me: int, key: Key, leader_epoch: int, which: int
+) -> int | None:
+    """The leader's earliest (-2) or latest (-1) offset of ``key`` (ListOffsets as replica ``me``)."""
+    version = highest_common(versions, ApiKey.LIST_OFFSETS, range(1, 8))
+    if version is None:
+        raise ConnectionError("the leader does not serve ListOffsets v1+")
+    request = lo.ListOffsetsRequest(
+        version=version, replica_id=me,
+        topics=(lo.ListOffsetsTopic(key[0], (
+            lo.ListOffsetsPartition(key[1], leader_epoch, which),
+        )),),
+    )  # fmt: skip
+    response = await conn.request(request, REQUEST_TIMEOUT_S)
+    for t in response.topics:
+        for p in t.partitions:
+            if (t.name, p.partition_index) == key and p.error_code == ErrorCode.NONE:
+                return int(p.offset)
+    return None

@@ -29,24 +29,17 @@ from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
 from kmeta.log.config import LogConfig
-from kmeta.log.errors import LogError, OffsetOutOfRangeError
+from kmeta.log.errors import LogError
 from kmeta.log.log_manager import LogManager
 from kmeta.log.partition_log import LogAppendInfo
 from kmeta.metadata.cache import MetadataCache
 from kmeta.protocol.errors import ErrorCode
+from kmeta.server import replica_reads
 from kmeta.server.config import BrokerConfig
-from kmeta.server.delayed_fetch import (
-    DelayedFetch,
-    FetchCallback,
-    FetchIsolation,
-    FetchParams,
-    FetchPartitionInfo,
-    LogReadResult,
-    diverging,
-)
+from kmeta.server.delayed_fetch import FetchCallback, FetchParams, FetchPartitionInfo, LogReadResult
 from kmeta.server.delayed_produce import DelayedProduce, ProduceCallback, ProducePending
 from kmeta.server.fetcher_manager import ReplicaFetcherManager
-from kmeta.server.follower_reads import follower_error, unmade_read
+from kmeta.server.follower_reads import unmade_read
 from kmeta.server.isr_manager import IsrManager
 from kmeta.server.partition import Partition
 from kmeta.server.purgatory import DelayedOperationPurgatory
@@ -164,10 +157,6 @@ class ReplicaManager:
                 return None, None, ErrorCode.KAFKA_STORAGE_ERROR
         return partition, state, ErrorCode.NONE
 
-    def unmade_read(self, params: FetchParams, part: FetchPartitionInfo) -> LogReadResult | None:
-        """:func:`kmeta.server.follower_reads.unmade_read`: a follower's read of a log not made."""
-        return unmade_read(self, params, part)
-
     def led_partitions(self) -> list[Partition]:
         """The partitions made here that this broker leads."""
         return [p for p in self._partitions.values() if p.is_leader]
@@ -175,10 +164,6 @@ class ReplicaManager:
     def is_made(self, key: tuple[str, int]) -> bool:
         """The partition's Partition (and log) was made here."""
         return key in self._partitions
-
-    def made_partition(self, key: tuple[str, int]) -> Partition | None:
-        """The partition if it was made here, without making it."""
-        return self._partitions.get(key)
 
     def _make(self, topic: str, index: int, state: ReplicaState) -> Partition:
         snap = self.cache.snapshot
@@ -282,92 +267,37 @@ class ReplicaManager:
         delayed = DelayedProduce(timeout_ms, pending, self, callback)
         self.delayed_produce.try_complete_else_watch(delayed, list(pending))
 
-    # -- reads --------------------------------------------------------------------------------
+    # -- reads (kmeta.server.replica_reads) ---------------------------------------------------
     def read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartitionInfo]) -> list[LogReadResult]:
-        """Each partition read in order; the first non-empty one's first batch whole, the rest
-        within what is left of ``params.max_bytes``."""
-        limit = params.max_bytes
-        min_one = True  # (hardMaxBytesLimit is v0-2 only; Fetch v4+ is served)
-        results: list[LogReadResult] = []
-        for part in partitions:
-            result = self._read(params, part, limit, min_one)
-            size = len(result.records)
-            if size:
-                min_one = False
-            limit = max(0, limit - size)
-            results.append(result)
-        self.bytes_out += sum(len(r.records) for r in results)
-        return results
-
-    def _read(self, params: FetchParams, part: FetchPartitionInfo, limit: int, min_one: bool) -> LogReadResult:
-        adjusted = min(part.max_bytes, limit)
-        unmade = self.unmade_read(params, part)
-        if unmade is not None:
-            return unmade
-        partition, error = self.get_partition_or_error(part.topic, part.partition)
-        if partition is None:
-            return LogReadResult.failed(error)
-        error = partition.check_local_log(part.current_leader_epoch, params.fetch_only_leader)
-        follower = params.is_from_follower
-        if error == ErrorCode.NONE and follower:
-            remote = partition.remote.get(params.replica_id)
-            error = follower_error(self.broker_id, partition.state, remote, params, part.current_leader_epoch)
-        if error != ErrorCode.NONE:
-            return LogReadResult.failed(error)
-        plog = partition.log
-        partition.refresh_config(self.cache.snapshot.topic_configs.get(part.topic))
-        if part.last_fetched_epoch >= 0:
-            diverged = diverging(plog, part.last_fetched_epoch, part.fetch_offset)
-            if isinstance(diverged, ErrorCode):
-                return LogReadResult.failed(diverged)
-            if diverged is not None:
-                hw, lso, start = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
-                return LogReadResult(ErrorCode.NONE, hw, lso, start, b"", diverged)
-        # the follower's log end, as Kafka records it after the read: here before, so the
-        # answer carries the high watermark it moved
-        if (
-            follower
-            and plog.log_start_offset <= part.fetch_offset <= plog.log_end_offset
-            and partition.update_follower_fetch_state(params.replica_id, part.fetch_offset, params.replica_epoch)
-        ):
-            self.high_watermark_moved(partition)
-        if follower:
-            self.isr.maybe_expand(partition, params.replica_id)
-        hw, lso, start = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
-        end = params.isolation.end_offset(plog)
-        max_offset = None if params.isolation is FetchIsolation.LOG_END else end
-        if adjusted < 0 and start <= part.fetch_offset < end:
-            # (LogSegment.read refuses a negative size: Kafka answers it as an unexpected error)
-            return LogReadResult.failed(ErrorCode.UNKNOWN_SERVER_ERROR)
-        try:
-            data = plog.read(part.fetch_offset, max(0, adjusted), max_offset, min_one)
-        except OffsetOutOfRangeError:
-            return LogReadResult.failed(ErrorCode.OFFSET_OUT_OF_RANGE)
-        except LogError as exc:
-            return LogReadResult.failed(exc.error)
-        return LogReadResult(ErrorCode.NONE, hw, lso, start, data.records)
+        return replica_reads.read_from_log(self, params, partitions)
 
     def fetch_messages(
         self, params: FetchParams, partitions: Sequence[FetchPartitionInfo], callback: FetchCallback
     ) -> None:
-        """``ReplicaManager.fetchMessages``: ``callback`` gets the reads now when the fetch
-        does not wait, has nothing to wait for, reads enough, or met an error; else later,
-        from the purgatory."""
-        results = self.read_from_log(params, partitions)
-        readable = sum(len(r.records) for r in results)
-        if (
-            params.max_wait_ms <= 0
-            or not partitions
-            or readable >= params.min_bytes
-            or any(r.error != ErrorCode.NONE or r.diverging_epoch is not None for r in results)
-        ):
-            callback(results)
-            return
-        self.bytes_out -= readable  # (read again when it completes)
-        delayed = DelayedFetch(params, partitions, self, callback)
-        self.delayed_fetch.try_complete_else_watch(delayed, [(p.topic, p.partition) for p in partitions])
+        replica_reads.fetch_messages(self, params, partitions, callback)
+
+    def unmade_read(self, params: FetchParams, part: FetchPartitionInfo) -> LogReadResult | None:
+        """:func:`kmeta.server.follower_reads.unmade_read`: a follower's read of a log not made."""
+        return unmade_read(self, params, part)
 
     # -- status -------------------------------------------------------------------------------
+    def under_replicated(self) -> tuple[int, int]:
+        """(led partitions whose ISR is smaller than their replicas, those whose ISR is
+        smaller than their min.insync.replicas): over the partitions made here."""
+        under = under_min = 0
+        configs = self.cache.snapshot.topic_configs
+        for partition in self.led_partitions():
+            state = partition.state
+            if state is None:
+                continue
+            under += len(state.isr) < len(state.replicas)
+            try:
+                min_isr = int(configs.get(partition.topic, {}).get("min.insync.replicas", 1))
+            except ValueError:
+                min_isr = 1
+            under_min += len(state.isr) < min_isr
+        return under, under_min
+
     def log_totals(self) -> tuple[int, int, int]:
         """(logs held, their bytes, bytes held in memory): broker-wide, for /metrics."""
         count = size = 0

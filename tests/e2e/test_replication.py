@@ -82,3 +82,4 @@ def test_no_acknowledged_record_is_lost_when_the_leader_is_killed_in_rounds() ->
     assert report.lost == 0, report
     assert report.out_of_order == 0, report
     assert report.unique >= report.acknowledged
+
