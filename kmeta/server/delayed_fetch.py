@@ -60,8 +60,8 @@ class FetchParams(NamedTuple):
 
     @property
     def fetch_only_leader(self) -> bool:
-        """Followers hold no replicated records yet (issue 29), so consumers read from the
-        leader too; Kafka 3.x lets a v11+ consumer read from a follower (KIP-392)."""
+        """Consumers read from the leader (no rack-aware follower reads: a v11+ consumer may
+        read from a follower in Kafka 3.x, KIP-392, which needs a replica selector)."""
         return True
 
 

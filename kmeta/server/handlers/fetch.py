@@ -13,10 +13,12 @@ Behaviour (Kafka 3.x ``KafkaApis.handleFetchRequest`` and ``ReplicaManager.fetch
   MetadataCache does not hold: UNKNOWN_TOPIC_OR_PARTITION.
 * Then the replica manager reads (``readFromLog``): a replica not held here
   NOT_LEADER_OR_FOLLOWER; ``current_leader_epoch`` older than ours FENCED_LEADER_EPOCH, newer
-  UNKNOWN_LEADER_EPOCH; not the leader NOT_LEADER_OR_FOLLOWER (followers hold no replicated
-  records until replication lands, so nobody reads from them); a replica fetch from a broker
-  that is not one of the partition's replicas NOT_LEADER_OR_FOLLOWER (UNKNOWN_LEADER_EPOCH when
-  it gave an epoch); a fetch offset outside [log start, log end] OFFSET_OUT_OF_RANGE; a v12+
+  UNKNOWN_LEADER_EPOCH; not the leader NOT_LEADER_OR_FOLLOWER (no follower reads, KIP-392); a
+  replica fetch from a broker that is not one of the partition's replicas NOT_LEADER_OR_FOLLOWER
+  (UNKNOWN_LEADER_EPOCH when it gave an epoch), or naming a broker epoch (v15 ReplicaState)
+  older than that replica fetched with before NOT_LEADER_OR_FOLLOWER; a replica fetch records
+  the follower's log end, which moves the high watermark (:mod:`kmeta.server.replica_reads`);
+  a fetch offset outside [log start, log end] OFFSET_OUT_OF_RANGE; a v12+
   ``last_fetched_epoch`` whose end is below the fetch offset: the diverging epoch, no records.
   From v16 NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH carry the current leader and epoch
   and that leader's endpoint on this listener (KIP-951).
