@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import time
@@ -249,6 +250,17 @@ class Cluster(ClusterControllers):
         self._spawn(name)
         if wait and self.active_controller() is not None:
             self._await_serving(self.live_brokers)
+
+    def advertise_control(self, broker_id: int, port: int) -> None:
+        """Restart the broker (controlled) advertising its CONTROL listener on ``port`` of
+        the cluster's host: a TCP proxy in front of it (:mod:`kmeta.testing.tcp_proxy`). The
+        controller and the other brokers (its followers) reach it there, so stopping the
+        proxy cuts those links, while its own links to the controller stay up."""
+        assert self._cfg is not None
+        self.stop_broker(broker_id)
+        routed = (*(r for r in self._cfg.advertised_control if r[0] != broker_id), (broker_id, port))
+        self._cfg = dataclasses.replace(self._cfg, advertised_control=routed)
+        self.start_broker(broker_id)
 
     def restart_broker(self, broker_id: int, *, kill: bool = False) -> None:
         """A rolling restart of one broker: controlled stop (or SIGKILL with ``kill``), start."""
