@@ -75,6 +75,11 @@ class ErrorCode(enum.IntEnum):
     INCONSISTENT_CLUSTER_ID = 104
     MISMATCHED_ENDPOINT_TYPE = 114
     UNSUPPORTED_ENDPOINT_TYPE = 115
+    # AlterPartition's (KIP-497, KIP-841)
+    OPERATION_NOT_ATTEMPTED = 55
+    INVALID_UPDATE_VERSION = 95
+    INELIGIBLE_REPLICA = 107
+    NEW_LEADER_ELECTED = 108
 
     @property
     def message(self) -> str:
@@ -140,6 +145,10 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.INCONSISTENT_CLUSTER_ID: "The clusterId in the request does not match that found on the server.",
     ErrorCode.MISMATCHED_ENDPOINT_TYPE: "The request was sent to an endpoint of the wrong type.",
     ErrorCode.UNSUPPORTED_ENDPOINT_TYPE: "This endpoint type is not supported yet.",
+    ErrorCode.OPERATION_NOT_ATTEMPTED: "The broker did not attempt to execute this operation. This may happen for batched RPCs where some operations in the batch failed, causing the broker to respond without trying the rest.",
+    ErrorCode.INVALID_UPDATE_VERSION: "The given update version was invalid.",
+    ErrorCode.INELIGIBLE_REPLICA: "The new ISR contains at least one ineligible replica.",
+    ErrorCode.NEW_LEADER_ELECTED: "The AlterPartition request successfully updated the partition state but the leader has changed.",
 }
 
 

@@ -24,7 +24,6 @@ class SlowCatchUpCluster(Cluster):
             "controller",
             "--listeners", f"CONTROLLER://127.0.0.1:{self.controller_port}",
             "--data-dir", str(self.data_dir / "controller"),
-            "--reassignment-catch-up-ms", "60000",
         )  # fmt: skip
 
 

@@ -1,17 +1,22 @@
 """AlterPartitionReassignments (45) / ListPartitionReassignments (46) end to end in one process.
 
 A real controller and real brokers (or recording brokers where the requests themselves are
-checked); requests go through a broker's client listener, which forwards them.
+checked); requests go through a broker's client listener, which forwards them. An adding
+replica joins the ISR only through its leader's AlterPartition (:func:`leader_adds` sends it
+as the leader would once the replica caught up), and the reassignment completes with it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import uuid
+from typing import Any
 
 from kmeta.controller.channel.faults import parse_fault
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import alter_partition as ap
 from kmeta.protocol.messages import alter_partition_reassignments as apr
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 from kmeta.protocol.messages import stop_replica as sr
@@ -80,6 +85,28 @@ def listed(response) -> dict[tuple[str, int], tuple[list[int], list[int], list[i
     }
 
 
+async def leader_adds(controller: Any, port: int, tp: tuple[str, int], members: list[int]) -> int:
+    """The partition's leader adds ``members`` to its ISR (its AlterPartition once they caught
+    up); the answer's error code (0, or NEW_LEADER_ELECTED when that completed a reassignment
+    that moved the leadership). Sent again on a stale epoch (a real leader's own may come
+    first); 0 if they are in the ISR already."""
+    state = controller.state
+    for _ in range(100):
+        st = state.partition(tp)
+        if set(members) <= set(st.isr):
+            return 0
+        isr = tuple(r for r in st.replicas if r in st.isr or r in members)
+        part = ap.PartitionData(tp[1], st.leader_epoch, isr, partition_epoch=st.partition_epoch)
+        topic = ap.TopicData(topic_id=state.topics[tp[0]].topic_id, partitions=(part,))
+        request = ap.AlterPartitionRequest(2, st.leader, state.brokers[st.leader].epoch, (topic,))
+        answer = await call(port, request)
+        code = answer.topics[0].partitions[0].error_code if answer.topics else answer.error_code
+        if code in (0, E.NEW_LEADER_ELECTED):
+            return int(code)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{tp}: {members} never joined the ISR")
+
+
 def cached(
     c: InProcessCluster, name: str, p: int
 ) -> set[tuple[int, tuple[int, ...], tuple[int, ...]]]:
@@ -91,7 +118,7 @@ def cached(
 
 
 async def test_reassignment_shows_the_union_then_completes_and_moves_the_leader(tmp_path):
-    c = await start_cluster(tmp_path, brokers=4, reassignment_catch_up_ms=400)
+    c = await start_cluster(tmp_path, brokers=4)
     try:
         port = c.client_port(4)
         assert (await call(port, create_assigned("r", {0: [1, 2], 1: [2, 3]}))).topics[
@@ -110,7 +137,19 @@ async def test_reassignment_shows_the_union_then_completes_and_moves_the_leader(
         assert listed(await call(port, list_request({"r": [1, 0, 7], "ghost": [0]}))) == {
             ("r", 0): ([3, 4, 1, 2], [3, 4], [1, 2])
         }
-        # catch-up: 3 and 4 join the ISR, then 1 and 2 leave, and 3 leads (1 was removed)
+        # not complete on metadata alone: the adding replicas are not in the ISR yet
+        await asyncio.sleep(0.3)
+        assert cached(c, "r", 0) == {(1, (3, 4, 1, 2), (1, 2))}
+        ctl = c.controller.controller
+        # the leader adds 3 only: still not complete (4 is behind)
+        assert await leader_adds(ctl, c.controller.port, ("r", 0), [3]) == 0
+        await wait_until(lambda: cached(c, "r", 0) == {(1, (3, 4, 1, 2), (3, 1, 2))}, 5.0)
+        assert listed(await call(port, list_request())) == {
+            ("r", 0): ([3, 4, 1, 2], [3, 4], [1, 2])
+        }
+        # then 4: the whole target is in the ISR, so in that same event 1 and 2 leave and 3
+        # leads (1 was removed): the sender is answered NEW_LEADER_ELECTED, as KRaft's
+        assert await leader_adds(ctl, c.controller.port, ("r", 0), [4]) == E.NEW_LEADER_ELECTED
         await wait_until(lambda: cached(c, "r", 0) == {(3, (3, 4), (3, 4))}, 5.0)
         assert listed(await call(port, list_request())) == {}
         await wait_until(
@@ -122,7 +161,7 @@ async def test_reassignment_shows_the_union_then_completes_and_moves_the_leader(
 
 
 async def test_errors_and_cancel_revert(tmp_path):
-    c = await start_cluster(tmp_path, brokers=4, reassignment_catch_up_ms=60_000)
+    c = await start_cluster(tmp_path, brokers=4)
     try:
         port = c.client_port(1)
         await call(port, create_assigned("x", {0: [1, 2], 1: [1, 2]}))
@@ -180,7 +219,7 @@ async def test_errors_and_cancel_revert(tmp_path):
 
 
 async def test_a_restarted_controller_resumes_reassignments(tmp_path):
-    ctl = await start_controller(tmp_path, reassignment_catch_up_ms=60_000)
+    ctl = await start_controller(tmp_path)
     brokers = {}
     try:
         for i in (1, 2, 3):
@@ -199,8 +238,10 @@ async def test_a_restarted_controller_resumes_reassignments(tmp_path):
             db.close()
         for b in brokers.values():
             b.received.clear()
-        ctl = await start_controller(tmp_path, reassignment_catch_up_ms=300)
+        ctl = await start_controller(tmp_path)
         assert listed(await call(ctl.port, list_request())) == {("d", 0): ([3, 2, 1], [3], [1])}
+        # resumed, it still waits for the leader to add 3 (then 3 leads: 1 was removed)
+        assert await leader_adds(ctl.controller, ctl.port, ("d", 0), [3]) == E.NEW_LEADER_ELECTED
 
         def final_on(b: RecordingBroker) -> bool:
             for request in b.of(um.UpdateMetadataRequest):
@@ -229,7 +270,7 @@ async def test_a_restarted_controller_resumes_reassignments(tmp_path):
 async def test_reassigning_a_deleted_topic_is_forgotten(tmp_path):
     from kmeta.protocol.messages import delete_topics as dt
 
-    c = await start_cluster(tmp_path, brokers=3, reassignment_catch_up_ms=60_000)
+    c = await start_cluster(tmp_path, brokers=3)
     try:
         port = c.client_port(1)
         await call(port, create_assigned("gone", {0: [1]}))
@@ -267,7 +308,7 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
     from kmeta.protocol.messages import controlled_shutdown as cs
     from kmeta.protocol.messages import leader_and_isr as lair
 
-    ctl = await start_controller(tmp_path, reassignment_catch_up_ms=300)
+    ctl = await start_controller(tmp_path)
     brokers: dict[int, RecordingBroker] = {}
     try:
         for i in (1, 2, 3, 4):
@@ -282,6 +323,8 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
             cs.ControlledShutdownRequest(version=3, broker_id=4, broker_epoch=brokers[4].epoch)
         )
         assert down.error_code == 0
+        # s-0's leader finds 3 caught up
+        assert await leader_adds(ctl.controller, ctl.port, ("s", 0), [3]) == E.NEW_LEADER_ELECTED
 
         def steps(b: RecordingBroker, p: int) -> list[tuple[int, list[int], list[int]]]:
             out = []
@@ -296,8 +339,7 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
         assert steps(brokers[2], 0) == [
             (1, [1, 2], [1, 2]),  # created
             (1, [3, 2, 1], [2, 1]),  # A: RS = TRS + ORS, 3 not in sync yet
-            (1, [3, 2, 1], [3, 2, 1]),  # caught up: 3 joined the ISR
-            final,  # B: 1 left, 3 leads (1 was removed)
+            final,  # 3 joined the ISR, and in that event B: 1 left, 3 leads (1 was removed)
         ]
         adding = [
             st
@@ -318,7 +360,11 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
         assert listed(await call(ctl.port, list_request())) == {("s", 1): ([4, 2, 1], [4], [1])}
 
         brokers[4].incarnation_id = uuid.uuid4()  # a new process
-        await brokers[4].register(ctl.port)  # back: it joins the ISR, and s-1 completes
+        await brokers[4].register(ctl.port)  # back: not in the ISR until it caught up
+        await asyncio.sleep(0.2)
+        assert listed(await call(ctl.port, list_request())) == {("s", 1): ([4, 2, 1], [4], [1])}
+        # the leader (1: it is being removed, but leads until the reassignment completes)
+        assert await leader_adds(ctl.controller, ctl.port, ("s", 1), [4]) == E.NEW_LEADER_ELECTED
         await brokers[2].wait_for(lambda: (4, [4, 2], [4, 2]) in steps(brokers[2], 1))
         assert listed(await call(ctl.port, list_request())) == {}
     finally:
@@ -328,7 +374,7 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
 
 
 async def test_not_propagated_in_time_is_request_timed_out_and_still_happens(tmp_path):
-    c = await start_cluster(tmp_path, brokers=3, reassignment_catch_up_ms=60_000)
+    c = await start_cluster(tmp_path, brokers=3)
     try:
         port = c.client_port(1)
         await call(port, create_assigned("slow", {0: [1, 2]}))
