@@ -5,12 +5,17 @@ killed -9 under a producer stream (benchmarks/durability.py runs the same rounds
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
-from benchmarks.durability import consume_all, run_rounds
+from benchmarks.durability import Stream, consume_all, run_rounds
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import list_offsets as lo
 from kmeta.testing import Cluster
@@ -83,3 +88,102 @@ def test_no_acknowledged_record_is_lost_when_the_leader_is_killed_in_rounds() ->
     assert report.out_of_order == 0, report
     assert report.unique >= report.acknowledged
 
+
+def _isr(admin: AdminClient, topic: str) -> list[int]:
+    """The partition's ISR as a client's Metadata shows it."""
+    return sorted(admin.list_topics(topic, timeout=5).topics[topic].partitions[0].isrs)
+
+
+def _await_isr(admin: AdminClient, topic: str, want: list[int], timeout_s: float) -> float:
+    """Seconds until the client's Metadata shows ``want`` as the ISR."""
+    started = time.monotonic()
+    while (isr := _isr(admin, topic)) != want:
+        assert time.monotonic() - started < timeout_s, f"ISR {isr}, not {want}, after {timeout_s} s"
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+def test_a_stopped_follower_leaves_the_isr_and_rejoins_after_sigcont() -> None:
+    """SIGSTOP a follower for longer than replica.lag.time.max.ms (1.5 s here; its controller
+    session, 20 s, does not expire meanwhile): its leader drops it from the ISR by
+    AlterPartition, acks=all goes on with the other two (min.insync.replicas 2); SIGCONT: it
+    catches up and rejoins."""
+    with Cluster(3, session_timeout_ms=20_000, replica_lag_time_max_ms=1_500) as cluster:
+        cluster.create_topic("lag", 1, 3, configs={"min.insync.replicas": "2"})
+        admin = AdminClient(cluster.client_config())
+        stream = Stream(cluster, "lag")
+        stream.start()
+        stopped: int | None = None
+        try:
+            _await_isr(admin, "lag", [1, 2, 3], 10)
+            leader = cluster.metadata(1).leader("lag", 0)
+            stopped = next(b for b in cluster.broker_ids if b != leader)
+            pid = cluster.pid(f"broker-{stopped}")
+            assert pid is not None
+            os.kill(pid, signal.SIGSTOP)
+            left = _await_isr(admin, "lag", sorted(set(cluster.broker_ids) - {stopped}), 10)
+            acked = len(stream.acknowledged)
+            time.sleep(0.5)
+            assert len(stream.acknowledged) > acked  # (acks=all with the two left)
+            os.kill(pid, signal.SIGCONT)
+            stopped = None
+            rejoined = _await_isr(admin, "lag", [1, 2, 3], 15)
+            print(f"left the ISR after {left:.1f} s stopped, rejoined {rejoined:.1f} s after SIGCONT")
+        finally:
+            left_pid = None if stopped is None else cluster.pid(f"broker-{stopped}")
+            if left_pid is not None:
+                os.kill(left_pid, signal.SIGCONT)
+            stream.stop()
+        consumed = consume_all(cluster, "lag")
+        assert set(stream.acknowledged) <= set(consumed)
+
+
+def test_a_network_cut_between_a_leader_and_its_followers_shrinks_and_heals_the_isr() -> None:
+    """Broker 1's control listener behind a TCP proxy (kmeta.testing.tcp_proxy): SIGSTOP the
+    proxy and its followers' fetches go silent (no FIN, no RST); past replica.lag.time.max.ms
+    broker 1 drops them from the ISR (min.insync.replicas 1: acks=all goes on with broker 1
+    alone); SIGCONT and they catch up and rejoin. No acknowledged record is lost."""
+    with Cluster(3, session_timeout_ms=20_000, replica_lag_time_max_ms=1_500, barrier=False) as cluster:
+        proxy = Proxy(f"127.0.0.1:{cluster.config.control_port(1)}")
+        try:
+            cluster.advertise_control(1, proxy.port)
+            cluster.create_topic("cut", assignment=[[1, 2, 3]], configs={"min.insync.replicas": "1"})
+            admin = AdminClient(cluster.client_config())
+            _await_isr(admin, "cut", [1, 2, 3], 10)
+            stream = Stream(cluster, "cut")
+            stream.start()
+            try:
+                os.kill(proxy.proc.pid, signal.SIGSTOP)
+                left = _await_isr(admin, "cut", [1], 15)
+                acked = len(stream.acknowledged)
+                time.sleep(0.5)
+                assert len(stream.acknowledged) > acked  # (acks=all with the ISR of broker 1)
+                os.kill(proxy.proc.pid, signal.SIGCONT)
+                healed = _await_isr(admin, "cut", [1, 2, 3], 20)
+                print(f"cut: ISR [1] after {left:.1f} s, healed {healed:.1f} s after the link came back")
+            finally:
+                os.kill(proxy.proc.pid, signal.SIGCONT)
+                stream.stop()
+            assert set(stream.acknowledged) <= set(consume_all(cluster, "cut"))
+        finally:
+            proxy.close()
+
+
+class Proxy:
+    """kmeta.testing.tcp_proxy as a process in front of ``target``."""
+
+    def __init__(self, target: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kmeta.testing.tcp_proxy", target],
+            stdout=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # "listening PORT"
+        assert line.startswith("listening "), line
+        self.port = int(line.split()[1])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
