@@ -7,7 +7,9 @@ follower fetches every partition it follows, most of them empty at the scale the
 benchmarks run, so a follower's fetch from offset 0 of a partition this broker leads but never
 made a log for (nothing was produced to it, none recovered) is answered as the empty log it
 would be — high watermark 0, no records — without making it. The first append makes it, and
-the fetches waiting on it are woken then.
+the fetches waiting on it are woken then. A follower outside the ISR is read as usual (the log
+made), so the leader tracks it and adds it back (:mod:`kmeta.server.isr_manager`): a replica a
+reassignment adds, or a broker that returns, must rejoin even an empty partition's ISR.
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ def unmade_read(rm: ReplicaManager, params: FetchParams, part: FetchPartitionInf
     if not params.is_from_follower or part.fetch_offset != 0 or rm.is_made(key):
         return None
     state = rm.replicas.get(key)
-    if state is None or rm.log_manager.get(*key) is not None:
-        return None
+    if state is None or params.replica_id not in state.isr or rm.log_manager.get(*key) is not None:
+        return None  # (a replica outside the ISR: made and tracked, so it can rejoin)
     error = leader_epoch_error(state.leader_epoch, part.current_leader_epoch)
     if error == ErrorCode.NONE and state.role != LEADER:
         error = ErrorCode.NOT_LEADER_OR_FOLLOWER

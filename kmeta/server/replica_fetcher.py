@@ -237,7 +237,9 @@ class ReplicaFetcher:
         """One Fetch of every due partition that is fetching; False when there was none."""
         wanted: dict[Key, tuple[PartitionFetchState, int, Partition | None]] = {}
         for key, state in self._due():
-            if not state.truncating and self.manager.follower_state(key) is not None:
+            if self.manager.follower_state(key) is None:  # (its state was dropped: no more)
+                self.manager.unfollow(key)
+            elif not state.truncating:
                 wanted[key] = (state, state.fetch_offset, self.manager.peek(key))
         if not wanted:
             return False

@@ -245,11 +245,12 @@ def _replicated(
         for key, error in errors.items():
             if error != ErrorCode.NONE:
                 outcomes[key] = (error, None)
+        current = ctx.state.cache.snapshot  # (leaders may have moved while it waited)
         if later is None:
-            now.append(_finish(ctx, snap, request.version, -1, outcomes))
+            now.append(_finish(ctx, current, request.version, -1, outcomes))
         elif not later.done():  # (else the connection went away meanwhile)
             try:
-                later.set_result(_finish(ctx, snap, request.version, -1, outcomes))
+                later.set_result(_finish(ctx, current, request.version, -1, outcomes))
             except Exception as exc:  # (a bug: fail this request, not what woke it)
                 later.set_exception(exc)
 
@@ -292,7 +293,10 @@ def _response(
     for (topic, index), outcome in outcomes.items():
         response = _partition_response(index, outcome)
         if version >= 10 and response.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-            state = snap.partition_states[topic][index]  # (the cache's current leader)
+            # the leader this broker's LeaderAndIsr names (it may be ahead of the cache's
+            # UpdateMetadata when a waiting acks=-1 produce is answered at a leader change)
+            held = ctx.state.replicas.get((topic, index))
+            state = held if held is not None else snap.partition_states[topic][index]
             response = response._replace(
                 current_leader=pr.LeaderIdAndEpoch(state.leader, state.leader_epoch)
             )
