@@ -32,6 +32,7 @@ class ErrorCode(enum.IntEnum):
     STALE_CONTROLLER_EPOCH = 11
     INVALID_TOPIC_EXCEPTION = 17
     NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
     INVALID_REQUIRED_ACKS = 21
     TOPIC_AUTHORIZATION_FAILED = 29
     CLUSTER_AUTHORIZATION_FAILED = 31
@@ -93,6 +94,7 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.CORRUPT_MESSAGE: "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt.",
     ErrorCode.MESSAGE_TOO_LARGE: "The request included a message larger than the max message size the server will accept.",
     ErrorCode.NOT_ENOUGH_REPLICAS: "Messages are rejected since there are fewer in-sync replicas than required.",
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "Messages are written to the log, but to fewer in-sync replicas than required.",
     ErrorCode.INVALID_REQUIRED_ACKS: "Produce request specified an invalid value for required acks.",
     ErrorCode.INVALID_TXN_STATE: "The producer attempted a transactional operation in an invalid state.",
     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
