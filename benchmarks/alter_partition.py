@@ -162,10 +162,13 @@ async def run(partitions: int, changes: int, burst: int) -> dict[str, Any]:
                 ),
                 10.0,
             )  # fmt: skip
+        # (an admin client, not a broker: a request forwarded by broker 1 would wait for its
+        # acknowledgement, which never comes here)
+        admin = await KafkaConnection.open("127.0.0.1", daemon.port, timeout_s=60.0)
         topics = partitions // PARTITIONS_PER_TOPIC
         for start in range(0, topics, 100):
             names = [f"t{i}" for i in range(start, min(topics, start + 100))]
-            await conns[1].request(
+            await admin.request(
                 ct.CreateTopicsRequest(
                     version=7,
                     topics=tuple(
@@ -176,6 +179,7 @@ async def run(partitions: int, changes: int, burst: int) -> dict[str, Any]:
                 ),
                 120.0,
             )  # fmt: skip
+        admin.close()
         c = daemon.controller
         state = c.state
         log = Path(data_dir) / "state-change.log"

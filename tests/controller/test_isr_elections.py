@@ -66,7 +66,8 @@ async def test_no_live_isr_member_is_offline_unless_unclean_is_allowed(tmp_path)
         st = state.partition(("dirty", 0))
         assert (st.leader, st.isr) == (2, (2,))
         assert _unclean_count(ctl) == 1
-        assert ctl.controller.store.load().topics["dirty"].partitions[0] == st
+        stored = ctl.controller.store.load
+        await wait_until(lambda: stored().topics["dirty"].partitions[0] == st, 5.0)  # (committed)
         assert ctl.controller.metrics.value("kmeta_controller_unclean_leader_elections_total") == 1
 
         # 1 returns: the offline partitions' ISR member leads them again (a clean election);
@@ -137,6 +138,41 @@ async def test_a_returning_broker_is_online_again_everywhere_but_not_in_the_isr(
         for b in brokers.values():
             await b.wait_for(lambda b=b: seen(b) == ([1, 2], []))
         assert ctl.controller.state.partition(("t", 0)).isr == (1, 2)
+    finally:
+        for b in brokers.values():
+            await b.stop()
+        await ctl.stop()
+
+
+async def test_a_preferred_election_only_elects_an_in_sync_replica(tmp_path):
+    from kmeta.protocol.errors import ErrorCode
+    from kmeta.protocol.messages import elect_leaders as el
+
+    ctl = await start_controller(tmp_path)
+    brokers = await _brokers(ctl.port)
+    try:
+        answer = await _request(ctl.port, _create("p", [1, 2, 3]))
+        assert answer.topics[0].error_code == 0
+        await expire_session(ctl, 1)  # 2 leads, 1 left the ISR
+        brokers[1].incarnation_id = uuid.uuid4()
+        await brokers[1].register(ctl.port)
+        state = ctl.controller.state
+        assert (state.partition(("p", 0)).leader, state.partition(("p", 0)).isr) == (2, (2, 3))
+        elect = el.ElectLeadersRequest(
+            version=2, election_type=0, topic_partitions=(el.TopicPartitions("p", (0,)),), timeout_ms=5000
+        )
+        # 1 is live and preferred, but not in sync: not elected
+        result = (await _request(ctl.port, elect)).replica_election_results[0].partition_result[0]
+        assert result.error_code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        assert state.partition(("p", 0)).leader == 2
+        # its leader adds it once it caught up: then it is
+        st = state.partition(("p", 0))
+        part = ap.PartitionData(0, st.leader_epoch, (1, 2, 3), partition_epoch=st.partition_epoch)
+        request = ap.AlterPartitionRequest(1, 2, state.brokers[2].epoch, (ap.TopicData("p", partitions=(part,)),))
+        assert (await _request(ctl.port, request)).topics[0].partitions[0].error_code == 0
+        result = (await _request(ctl.port, elect)).replica_election_results[0].partition_result[0]
+        assert result.error_code == 0
+        assert (state.partition(("p", 0)).leader, state.partition(("p", 0)).isr) == (1, (1, 2, 3))
     finally:
         for b in brokers.values():
             await b.stop()

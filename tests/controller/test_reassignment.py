@@ -117,51 +117,80 @@ def cached(
     }
 
 
+async def mixed_cluster(
+    tmp_path, real: int, recording: tuple[int, ...]
+) -> tuple[InProcessCluster, dict[int, RecordingBroker]]:
+    """Real brokers 1..``real`` (they replicate: a leader adds a follower to the ISR once it
+    caught up) and recording ones, which never fetch: an adding replica on one stays out of
+    the ISR until the test sends the leader's AlterPartition (:func:`leader_adds`)."""
+    c = await start_cluster(tmp_path, brokers=real)
+    recorders: dict[int, RecordingBroker] = {}
+    for i in recording:
+        recorders[i] = RecordingBroker(i)
+        await recorders[i].start()
+        await recorders[i].register(c.controller.port)
+    total = real + len(recording)
+    await wait_until(
+        lambda: all(len(b.cache.snapshot.alive_brokers) == total for b in c.brokers.values()), 10.0
+    )
+    return c, recorders
+
+
+async def stop_mixed(c: InProcessCluster, recorders: dict[int, RecordingBroker]) -> None:
+    for b in recorders.values():
+        await b.stop()
+    await c.stop()
+
+
+def _told(b: RecordingBroker, kind: type, name: str, p: int) -> list:
+    return [st for st in _states(b, kind, name) if st.partition_index == p]
+
+
 async def test_reassignment_shows_the_union_then_completes_and_moves_the_leader(tmp_path):
-    c = await start_cluster(tmp_path, brokers=4)
+    from kmeta.protocol.messages import leader_and_isr as lair
+
+    c, recorders = await mixed_cluster(tmp_path, 3, (4,))
     try:
-        port = c.client_port(4)
+        port = c.client_port(1)
         assert (await call(port, create_assigned("r", {0: [1, 2], 1: [2, 3]}))).topics[
             0
         ].error_code == 0
         answer = await call(port, alter_request({("r", 0): [3, 4], ("r", 1): [3, 2]}))
         assert answer.error_code == 0
         assert results(answer) == {("r", 0): (0, None), ("r", 1): (0, None)}
-        # answered after every broker had RS = TRS + ORS (Kafka's order), the ISR unchanged
-        assert cached(c, "r", 0) == {(1, (3, 4, 1, 2), (1, 2))}
+        # answered after every broker had RS = TRS + ORS (Kafka's order); the ISR is still
+        # the original replicas, or 3 joined already (it fetches from the leader, 1)
+        assert {(leader, reps) for leader, reps, _ in cached(c, "r", 0)} == {(1, (3, 4, 1, 2))}
+        assert cached(c, "r", 0) <= {(1, (3, 4, 1, 2), (1, 2)), (1, (3, 4, 1, 2), (3, 1, 2))}
         # r-1 = [3, 2] is only a reorder of replicas in the ISR: complete at once
         assert cached(c, "r", 1) == {(2, (3, 2), (3, 2))}
-        assert listed(await call(port, list_request())) == {
-            ("r", 0): ([3, 4, 1, 2], [3, 4], [1, 2])
-        }
         assert listed(await call(port, list_request({"r": [1, 0, 7], "ghost": [0]}))) == {
             ("r", 0): ([3, 4, 1, 2], [3, 4], [1, 2])
         }
-        # not complete on metadata alone: the adding replicas are not in the ISR yet
-        await asyncio.sleep(0.3)
-        assert cached(c, "r", 0) == {(1, (3, 4, 1, 2), (1, 2))}
-        ctl = c.controller.controller
-        # the leader adds 3 only: still not complete (4 is behind)
-        assert await leader_adds(ctl, c.controller.port, ("r", 0), [3]) == 0
-        await wait_until(lambda: cached(c, "r", 0) == {(1, (3, 4, 1, 2), (3, 1, 2))}, 5.0)
+        # 3 caught up: its leader added it; 4 (never fetching) is not in the ISR: not complete
+        await wait_until(lambda: cached(c, "r", 0) == {(1, (3, 4, 1, 2), (3, 1, 2))}, 10.0)
         assert listed(await call(port, list_request())) == {
             ("r", 0): ([3, 4, 1, 2], [3, 4], [1, 2])
         }
-        # then 4: the whole target is in the ISR, so in that same event 1 and 2 leave and 3
-        # leads (1 was removed): the sender is answered NEW_LEADER_ELECTED, as KRaft's
+        # 4 catches up: the whole target is in the ISR, so in that same event 1 and 2 leave
+        # and 3 leads (1 was removed): the sender is answered NEW_LEADER_ELECTED, as KRaft's
+        ctl = c.controller.controller
         assert await leader_adds(ctl, c.controller.port, ("r", 0), [4]) == E.NEW_LEADER_ELECTED
         await wait_until(lambda: cached(c, "r", 0) == {(3, (3, 4), (3, 4))}, 5.0)
         assert listed(await call(port, list_request())) == {}
         await wait_until(
             lambda: all(("r", 0) not in c.brokers[i].state.replicas for i in (1, 2)), 5.0
         )  # the removed replicas got StopReplica
-        assert all(("r", 0) in c.brokers[i].state.replicas for i in (3, 4))
+        assert ("r", 0) in c.brokers[3].state.replicas
+        told = _told(recorders[4], lair.LeaderAndIsrRequest, "r", 0)
+        assert (told[-1].leader, list(told[-1].replicas)) == (3, [3, 4])
     finally:
-        await c.stop()
+        await stop_mixed(c, recorders)
 
 
 async def test_errors_and_cancel_revert(tmp_path):
-    c = await start_cluster(tmp_path, brokers=4)
+    # (3 and 4 record: they never catch up, so the reassignments stay in progress)
+    c, recorders = await mixed_cluster(tmp_path, 2, (3, 4))
     try:
         port = c.client_port(1)
         await call(port, create_assigned("x", {0: [1, 2], 1: [1, 2]}))
@@ -205,17 +234,21 @@ async def test_errors_and_cancel_revert(tmp_path):
         assert results(await call(port, alter_request({("x", 0): [4, 2]}))) == {("x", 0): (0, None)}
         assert cached(c, "x", 0) == {(1, (4, 2, 1), (2, 1))}
         assert listed(await call(port, list_request())) == {("x", 0): ([4, 2, 1], [4], [1])}
-        await wait_until(lambda: ("x", 0) not in c.brokers[3].state.replicas, 5.0)
+        await recorders[3].wait_for(
+            lambda: any(st.delete_partition for st in _told(recorders[3], sr.StopReplicaRequest, "x", 0))
+        )
 
         # cancel: back to the original replicas (TRS + ORS order, as Kafka), 4 stopped
         assert results(await call(port, alter_request({("x", 0): None}))) == {("x", 0): (0, None)}
         assert cached(c, "x", 0) == {(1, (2, 1), (2, 1))}
         assert listed(await call(port, list_request())) == {}
-        await wait_until(lambda: ("x", 0) not in c.brokers[4].state.replicas, 5.0)
+        await recorders[4].wait_for(
+            lambda: any(st.delete_partition for st in _told(recorders[4], sr.StopReplicaRequest, "x", 0))
+        )
         again = await call(port, alter_request({("x", 0): None}))
         assert results(again) == {("x", 0): (E.NO_REASSIGNMENT_IN_PROGRESS, None)}
     finally:
-        await c.stop()
+        await stop_mixed(c, recorders)
 
 
 async def test_a_restarted_controller_resumes_reassignments(tmp_path):
@@ -374,7 +407,7 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
 
 
 async def test_not_propagated_in_time_is_request_timed_out_and_still_happens(tmp_path):
-    c = await start_cluster(tmp_path, brokers=3)
+    c, recorders = await mixed_cluster(tmp_path, 2, (3,))  # (3 never catches up)
     try:
         port = c.client_port(1)
         await call(port, create_assigned("slow", {0: [1, 2]}))
@@ -387,8 +420,11 @@ async def test_not_propagated_in_time_is_request_timed_out_and_still_happens(tmp
         }
         assert listed(await call(port, list_request())) == {("slow", 0): ([3, 2, 1], [3], [1])}
         await wait_until(lambda: cached(c, "slow", 0) == {(1, (3, 2, 1), (2, 1))}, 5.0)
+        await recorders[3].wait_for(
+            lambda: any(list(st.replicas) == [3, 2, 1] for st in _told(recorders[3], um.UpdateMetadataRequest, "slow", 0))
+        )
     finally:
-        await c.stop()
+        await stop_mixed(c, recorders)
 
 
 async def test_more_partitions_than_the_request_limit_are_refused_whole(tmp_path):
