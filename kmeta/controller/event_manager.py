@@ -155,7 +155,7 @@ class ControllerEventManager:
         """Process, commit, then release (or drop) the effects: each event's outcome (None:
         done; an exception: failed; ``_RETRY``: wrote nothing, but its group's commit failed,
         so it runs again on the state reloaded from the store). ``more``: the events waiting
-        join ``batch`` (appended to it) while the group is within its budget."""
+        when it starts join ``batch`` (appended to it) while the group is within its budget."""
         store, outbox = self._store, self._outbox
         if store is not None:
             store.begin_deferred()
@@ -164,12 +164,12 @@ class ControllerEventManager:
         outcomes: list[BaseException | None] = []
         wrote: list[bool] = []
         start = time.monotonic()
+        # only the events waiting now: one an event queues (a slice's next, Startup after the
+        # encoding) runs in a later group, after the loop ran
+        last = len(batch) + (min(self._queue.qsize(), MAX_GROUP - len(batch)) if more else 0)
         i = 0
         while i < len(batch) or (
-            more
-            and len(batch) < MAX_GROUP
-            and not self._queue.empty()
-            and time.monotonic() - start < GROUP_BUDGET_S
+            len(batch) < last and time.monotonic() - start < GROUP_BUDGET_S
         ):
             if i == len(batch):
                 batch.append(self._queue.get_nowait())
