@@ -44,7 +44,7 @@ from kmeta.protocol.messages import list_offsets as lo
 from kmeta.protocol.messages import offset_for_leader_epoch as ofle
 from kmeta.protocol.registry import highest_common
 from kmeta.protocol.types import ZERO_UUID
-from kmeta.server.controller_connection import NET_ERRORS, REQUEST_TIMEOUT_S, open_connection
+from kmeta.server.controller_connection import NET_ERRORS, call, open_connection
 from kmeta.server.follower_truncation import truncation_offset
 
 if TYPE_CHECKING:
@@ -217,7 +217,7 @@ class ReplicaFetcher:
             version=version, replica_id=self.manager.broker_id,
             topics=tuple(ofle.OffsetForLeaderTopic(t, tuple(ps)) for t, ps in by_topic.items()),
         )  # fmt: skip
-        response = await conn.request(request, REQUEST_TIMEOUT_S)
+        response = await call(conn, request)
         for t in response.topics:
             for p in t.partitions:
                 key = (t.topic, p.partition)
@@ -245,7 +245,7 @@ class ReplicaFetcher:
             return False
         manager = self.manager
         request = fetch_request(self._versions, self.leader_id, manager.broker_id, manager.broker_epoch(), wanted)
-        response = await conn.request(request, REQUEST_TIMEOUT_S + FETCH_WAIT_MAX_MS / 1000.0)
+        response = await call(conn, request)  # (its wait, 500 ms, well within the timeout)
         self.fetches += 1
         if response.error_code != ErrorCode.NONE:
             log.warning("fetch from leader %d: %s", self.leader_id, ErrorCode(response.error_code).name)
@@ -398,7 +398,7 @@ async def list_offset(
             lo.ListOffsetsPartition(key[1], leader_epoch, which),
         )),),
     )  # fmt: skip
-    response = await conn.request(request, REQUEST_TIMEOUT_S)
+    response = await call(conn, request)
     for t in response.topics:
         for p in t.partitions:
             if (t.name, p.partition_index) == key and p.error_code == ErrorCode.NONE:

@@ -13,7 +13,6 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
 from benchmarks.durability import Stream, consume_all, run_rounds
 from kmeta.net.connection import KafkaConnection
@@ -89,15 +88,12 @@ def test_no_acknowledged_record_is_lost_when_the_leader_is_killed_in_rounds() ->
     assert report.unique >= report.acknowledged
 
 
-def _isr(admin: AdminClient, topic: str) -> list[int]:
-    """The partition's ISR as a client's Metadata shows it."""
-    return sorted(admin.list_topics(topic, timeout=5).topics[topic].partitions[0].isrs)
-
-
-def _await_isr(admin: AdminClient, topic: str, want: list[int], timeout_s: float) -> float:
-    """Seconds until the client's Metadata shows ``want`` as the ISR."""
+def _await_isr(cluster: Cluster, topic: str, want: list[int], timeout_s: float, *, asking: int) -> float:
+    """Seconds until broker ``asking``'s Metadata answer (a client's request) shows ``want``
+    as the partition's ISR. (Asked of one broker that hears from the controller throughout:
+    a client library may ask the cut or stopped one, whose view is as old as the cut.)"""
     started = time.monotonic()
-    while (isr := _isr(admin, topic)) != want:
+    while (isr := sorted(cluster.metadata(asking).topics[topic][0].isr)) != want:
         assert time.monotonic() - started < timeout_s, f"ISR {isr}, not {want}, after {timeout_s} s"
         time.sleep(0.1)
     return time.monotonic() - started
@@ -110,24 +106,24 @@ def test_a_stopped_follower_leaves_the_isr_and_rejoins_after_sigcont() -> None:
     catches up and rejoins."""
     with Cluster(3, session_timeout_ms=20_000, replica_lag_time_max_ms=1_500) as cluster:
         cluster.create_topic("lag", 1, 3, configs={"min.insync.replicas": "2"})
-        admin = AdminClient(cluster.client_config())
         stream = Stream(cluster, "lag")
         stream.start()
         stopped: int | None = None
         try:
-            _await_isr(admin, "lag", [1, 2, 3], 10)
+            _await_isr(cluster, "lag", [1, 2, 3], 10, asking=1)
             leader = cluster.metadata(1).leader("lag", 0)
             stopped = next(b for b in cluster.broker_ids if b != leader)
+            asking = leader
             pid = cluster.pid(f"broker-{stopped}")
             assert pid is not None
             os.kill(pid, signal.SIGSTOP)
-            left = _await_isr(admin, "lag", sorted(set(cluster.broker_ids) - {stopped}), 10)
+            left = _await_isr(cluster, "lag", sorted(set(cluster.broker_ids) - {stopped}), 10, asking=asking)
             acked = len(stream.acknowledged)
             time.sleep(0.5)
             assert len(stream.acknowledged) > acked  # (acks=all with the two left)
             os.kill(pid, signal.SIGCONT)
             stopped = None
-            rejoined = _await_isr(admin, "lag", [1, 2, 3], 15)
+            rejoined = _await_isr(cluster, "lag", [1, 2, 3], 15, asking=asking)
             print(f"left the ISR after {left:.1f} s stopped, rejoined {rejoined:.1f} s after SIGCONT")
         finally:
             left_pid = None if stopped is None else cluster.pid(f"broker-{stopped}")
@@ -148,18 +144,17 @@ def test_a_network_cut_between_a_leader_and_its_followers_shrinks_and_heals_the_
         try:
             cluster.advertise_control(1, proxy.port)
             cluster.create_topic("cut", assignment=[[1, 2, 3]], configs={"min.insync.replicas": "1"})
-            admin = AdminClient(cluster.client_config())
-            _await_isr(admin, "cut", [1, 2, 3], 10)
+            _await_isr(cluster, "cut", [1, 2, 3], 10, asking=2)
             stream = Stream(cluster, "cut")
             stream.start()
             try:
                 os.kill(proxy.proc.pid, signal.SIGSTOP)
-                left = _await_isr(admin, "cut", [1], 15)
+                left = _await_isr(cluster, "cut", [1], 15, asking=2)
                 acked = len(stream.acknowledged)
                 time.sleep(0.5)
                 assert len(stream.acknowledged) > acked  # (acks=all with the ISR of broker 1)
                 os.kill(proxy.proc.pid, signal.SIGCONT)
-                healed = _await_isr(admin, "cut", [1, 2, 3], 20)
+                healed = _await_isr(cluster, "cut", [1, 2, 3], 20, asking=2)
                 print(f"cut: ISR [1] after {left:.1f} s, healed {healed:.1f} s after the link came back")
             finally:
                 os.kill(proxy.proc.pid, signal.SIGCONT)
