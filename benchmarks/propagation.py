@@ -12,8 +12,8 @@ Starts a controller and 3 broker processes on free loopback ports, then measures
 4. ``reassign``: for each size N of ``--reassign-partitions`` (default 1 and 10,000), a topic of
    N partitions on brokers [1, 2] is moved to [3, 2] with one AlterPartitionReassignments:
    time until every broker serves the final replicas [3, 2] with leader 3 (1 was removed, so
-   leadership moves), with the controller's ``--reassignment-catch-up-ms`` (default 0 here:
-   the protocol's own cost). Baseline in the same run: creating the N-partition topic until
+   leadership moves): the new replica joins the ISR when the leader's AlterPartition says it
+   caught up (an empty topic: at once). Baseline in the same run: creating the N-partition topic until
    every broker serves it (the same propagation path, one step instead of three).
 
 Prints one JSON object. Example (full sizes):
@@ -59,7 +59,6 @@ class Cluster:
         self.control = {1: ports[4], 2: ports[5], 3: ports[6]}
         self.barrier = barrier
         self.session_timeout_ms = session_timeout_ms
-        self.catch_up_ms = 0  # --reassignment-catch-up-ms
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def spawn(self, key: str, *args: str) -> None:
@@ -84,7 +83,6 @@ class Cluster:
             "--session-timeout-ms", str(self.session_timeout_ms),
             "--propagation-barrier" if self.barrier else "--no-propagation-barrier",
             "--no-state-change-log",
-            "--reassignment-catch-up-ms", str(self.catch_up_ms),
         )  # fmt: skip
         for i in self.client:
             self.start_broker(i)
@@ -339,7 +337,6 @@ async def run(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
         out["resync"] = await bench_resync(cluster, conns, args.resync_partitions, existing)
     if args.reassign_partitions:
         out["reassign"] = {
-            "catch_up_ms": cluster.catch_up_ms,
             "sizes": [await bench_reassign(conns, n) for n in args.reassign_partitions],
         }
     for c in conns.values():
@@ -363,11 +360,9 @@ def main() -> None:
         default=[1, 10_000],
         help="reassign scenario sizes, comma-separated (empty: skip)",
     )
-    ap.add_argument("--reassignment-catch-up-ms", type=int, default=0)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kmeta-bench-") as tmp:
         cluster = Cluster(Path(tmp), args.barrier, args.session_timeout_ms)
-        cluster.catch_up_ms = args.reassignment_catch_up_ms
         cluster.start()
         try:
             result = asyncio.run(run(args, cluster))

@@ -109,6 +109,14 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
     show_default=True,
     help="log.retention.check.interval.ms: how often retention.ms / retention.bytes are applied.",
 )
+@click.option(
+    "--replica-lag-time-max-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["replica_lag_time_max_ms"],
+    show_default=True,
+    help="replica.lag.time.max.ms: a follower not caught up with its leader for this long "
+    "leaves the ISR (the leader asks the controller by AlterPartition).",
+)
 @topic_default_options
 @daemon_options
 @limit_options
@@ -141,6 +149,7 @@ def broker_command(
     log_dir: str | None,
     log_memory_max_bytes: int,
     log_retention_check_interval_ms: int,
+    replica_lag_time_max_ms: int,
     **options: Any,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT."""
@@ -167,6 +176,7 @@ def broker_command(
             log_dir=log_dir,
             log_memory_max_bytes=log_memory_max_bytes,
             log_retention_check_interval_ms=log_retention_check_interval_ms,
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
             **topic_default_fields(options),
             **limit_fields(options),

@@ -344,6 +344,13 @@ def cluster_group() -> None:
     "broker --log-memory-max-bytes; default: the broker's). Each broker keeps its logs in "
     "<data dir>/broker-<id>/logs.",
 )
+@click.option(
+    "--replica-lag-time-max-ms",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Each broker's replica.lag.time.max.ms: a follower not caught up with its leader for "
+    "this long leaves the ISR (default: the broker's, Kafka's 30000).",
+)
 def up_command(
     brokers: int,
     controllers: int,
@@ -366,6 +373,7 @@ def up_command(
     num_partitions: int,
     default_replication_factor: int,
     log_memory_max_bytes: int | None,
+    replica_lag_time_max_ms: int | None,
 ) -> None:
     """Start a controller (or a quorum of them) and N brokers; print the bootstrap address;
     Ctrl-C stops them."""
@@ -411,6 +419,7 @@ def up_command(
             default_partitions=num_partitions,
             default_replication_factor=default_replication_factor,
             log_memory_max_bytes=log_memory_max_bytes,
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
         ),
         ready_file=Path(ready_file) if ready_file else None,
         exit_after_s=exit_after,

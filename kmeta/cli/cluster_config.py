@@ -73,6 +73,11 @@ class ClusterConfig:
     #: each broker's --log-memory-max-bytes (None: the broker's default); its --log-dir is
     #: always ``<data dir>/broker-<id>/logs``, in its state dir
     log_memory_max_bytes: int | None = None
+    #: each broker's --replica-lag-time-max-ms (None: Kafka's 30 s)
+    replica_lag_time_max_ms: int | None = None
+    #: (broker id, port): that broker advertises its CONTROL listener on this port of ``host``
+    #: (a proxy in front of it: kmeta.testing cuts the links to it there)
+    advertised_control: tuple[tuple[int, int], ...] = ()
 
     @property
     def port_plan(self) -> Ports:
@@ -244,6 +249,9 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         *_ssl_args(cfg.ssl),
         "--log-dir", str(data_dir / f"broker-{i}" / "logs"),
         *(("--log-memory-max-bytes", str(m)) if (m := cfg.log_memory_max_bytes) else ()),
+        *(("--replica-lag-time-max-ms", str(m)) if (m := cfg.replica_lag_time_max_ms) else ()),
+        *(arg for b, port in cfg.advertised_control if b == i
+          for arg in ("--advertised-listeners", f"CONTROL://{cfg.host}:{port}")),
         *_closed_broker_args(cfg, data_dir),
     ]  # fmt: skip
 

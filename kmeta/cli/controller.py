@@ -89,13 +89,6 @@ _D = ControllerConfig(data_dir=".")
     show_default=True,
 )
 @click.option(
-    "--reassignment-catch-up-ms",
-    type=click.IntRange(min=0),
-    default=_D.reassignment_catch_up_ms,
-    show_default=True,
-    help="How long a reassignment's new replicas take to join the ISR.",
-)
-@click.option(
     "--zookeeper",
     default=None,
     metavar="HOST:PORT[,HOST:PORT...][/chroot]",
@@ -164,7 +157,6 @@ def controller_command(
     auto_leader_rebalance: bool,
     leader_imbalance_per_broker_percentage: int,
     leader_imbalance_check_interval_seconds: float,
-    reassignment_catch_up_ms: int,
     zookeeper: str | None,
     zookeeper_session_timeout_ms: int,
     zookeeper_credential_file: str | None,
@@ -194,7 +186,6 @@ def controller_command(
             auto_leader_rebalance=auto_leader_rebalance,
             leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
             leader_imbalance_check_interval_seconds=leader_imbalance_check_interval_seconds,
-            reassignment_catch_up_ms=reassignment_catch_up_ms,
             zookeeper=zookeeper,
             zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
             zookeeper_credential=(

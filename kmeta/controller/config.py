@@ -67,8 +67,6 @@ class ControllerConfig:
     #: a file of fault specs (one per line, ``#`` comments) read at start and on SIGHUP; its
     #: faults replace those in force, so a test can change them on a running controller
     fault_file: str | None = None
-    #: how long a reassignment's new replicas take to join the ISR (no data to copy here)
-    reassignment_catch_up_ms: int = 100
     #: --authorizer acl: the controller checks CLUSTER_ACTION on registrations, heartbeats,
     #: controlled shutdowns and forwarded admin requests (see kmeta.controller.apis.common)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
@@ -107,8 +105,6 @@ class ControllerConfig:
             parse_fault(spec)
         if not 0 <= self.leader_imbalance_per_broker_percentage <= 100:
             raise ValueError("leader imbalance percentage must be within 0-100")
-        if self.reassignment_catch_up_ms < 0:
-            raise ValueError("reassignment catch-up must not be negative")
         if self.leader_imbalance_check_interval_seconds <= 0:
             raise ValueError("leader imbalance check interval must be positive")
         if self.queued_max_request_bytes < DEFAULT_MAX_FRAME_SIZE:

@@ -22,8 +22,11 @@ What is sent when (Kafka's ZooKeeper-mode controller):
   replicas, removal once every replica acknowledged (a dead one's waits for its return);
 * leader elections (:mod:`kmeta.controller.topics.replica_election`: ElectLeaders, auto rebalance): LeaderAndIsr to the
   replicas, the partitions to all live brokers;
-* reassignments (:mod:`kmeta.controller.topics.reassignment`): each phase (TRS + ORS, catch-up, TRS) as LeaderAndIsr to
-  the replicas and the partitions to all live brokers, StopReplica(delete) to removed replicas.
+* reassignments (:mod:`kmeta.controller.topics.reassignment`): each phase (TRS + ORS, then TRS
+  once the leaders' AlterPartition put it all in the ISR) as LeaderAndIsr to the replicas and
+  the partitions to all live brokers, StopReplica(delete) to removed replicas;
+* ISR changes (:mod:`kmeta.controller.topics.isr`: a leader's AlterPartition): LeaderAndIsr to
+  the replicas, the partitions to all live brokers.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.controller.topics.admin_manager import AdminManager
 from kmeta.controller.topics.configs import TopicConfigManager
 from kmeta.controller.topics.deletion import TopicDeletionManager
+from kmeta.controller.topics.isr import IsrManager
 from kmeta.controller.topics.reassignment import ReassignmentManager
 from kmeta.controller.topics.replica_election import ReplicaElectionManager
 from kmeta.metadata.model import TopicPartitionKey
@@ -143,6 +147,7 @@ class KafkaController:
         self.admin = AdminManager(self, self.deletion)
         self.elections = ReplicaElectionManager(self)
         self.reassignments = ReassignmentManager(self)
+        self.isr = IsrManager(self, self.reassignments, self.state_log)
         self.configs = TopicConfigManager(self)
         self.acls = AclManager(self)
         self.brokers = BrokerLifecycleManager(
@@ -244,6 +249,7 @@ class KafkaController:
                 return
             self._active.set()
             self.resync.started()
+            self.reassignments.resume()
 
         in_slices(
             self,

@@ -50,6 +50,11 @@ class ControllerEvent(Protocol):
 
 #: events committed together at most (group commit)
 MAX_GROUP = 256
+#: a group takes more of the events waiting only while it has run less than this: the rest
+#: wait for the next group, after the loop ran (senders, heartbeats, connections). Without
+#: it, a burst (every leader's AlterPartition after a broker stalled, each carrying thousands
+#: of partitions) held the loop for the sum of its events.
+GROUP_BUDGET_S = 0.05
 
 
 class DeferredStore(Protocol):
@@ -124,18 +129,16 @@ class ControllerEventManager:
     async def _run(self) -> None:
         retry: list[tuple[ControllerEvent, float]] = []
         while True:
-            if retry:  # alone: they write nothing, so their group commits (no starvation)
+            alone = bool(retry)
+            if alone:  # they write nothing, so their group commits (no starvation)
                 batch, retry = retry, []
             else:
                 batch = [await self._queue.get()]
-                # Group commit: the events already waiting are processed too (still one at a
-                # time, in order), then one commit makes them all durable before any is answered.
-                while (
-                    self._store is not None and len(batch) < MAX_GROUP and not self._queue.empty()
-                ):
-                    batch.append(self._queue.get_nowait())
+            # Group commit: the events already waiting are processed too (still one at a time,
+            # in order, within GROUP_BUDGET_S), then one commit makes them all durable before
+            # any is answered.
+            outcomes = await self._process_group(batch, more=self._store is not None and not alone)
             self._metrics.event_queue_size.set(self._queue.qsize())
-            outcomes = await self._process_group(batch)
             for (event, enqueued), outcome in zip(batch, outcomes, strict=True):
                 if outcome is _RETRY:
                     retry.append((event, enqueued))
@@ -147,11 +150,12 @@ class ControllerEventManager:
             await asyncio.sleep(0)
 
     async def _process_group(
-        self, batch: list[tuple[ControllerEvent, float]]
+        self, batch: list[tuple[ControllerEvent, float]], more: bool = False
     ) -> list[BaseException | None]:
         """Process, commit, then release (or drop) the effects: each event's outcome (None:
         done; an exception: failed; ``_RETRY``: wrote nothing, but its group's commit failed,
-        so it runs again on the state reloaded from the store)."""
+        so it runs again on the state reloaded from the store). ``more``: the events waiting
+        when it starts join ``batch`` (appended to it) while the group is within its budget."""
         store, outbox = self._store, self._outbox
         if store is not None:
             store.begin_deferred()
@@ -159,7 +163,18 @@ class ControllerEventManager:
             outbox.hold()
         outcomes: list[BaseException | None] = []
         wrote: list[bool] = []
-        for event, enqueued in batch:
+        start = time.monotonic()
+        # only the events waiting now: one an event queues (a slice's next, Startup after the
+        # encoding) runs in a later group, after the loop ran
+        last = len(batch) + (min(self._queue.qsize(), MAX_GROUP - len(batch)) if more else 0)
+        i = 0
+        while i < len(batch) or (
+            len(batch) < last and time.monotonic() - start < GROUP_BUDGET_S
+        ):
+            if i == len(batch):
+                batch.append(self._queue.get_nowait())
+            event, enqueued = batch[i]
+            i += 1
             failure, did_write = self._process(event, enqueued)
             outcomes.append(failure)
             wrote.append(did_write)

@@ -3,7 +3,7 @@
 Collaborators (broker lifecycle, deletion, replica elections, reassignments, configs, ACLs)
 are handed the controller as this protocol, not as the class: the state, the store, the
 request batch (``send``) and the propagation barrier, and the one way to queue an event
-(``enqueue``). KafkaController satisfies it structurally.
+(``enqueue``), the metrics. KafkaController satisfies it structurally.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.channel.channel_manager import Callback
 from kmeta.controller.channel.request_batch import ControllerRequests
 from kmeta.controller.config import ControllerConfig
+from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.controller.store.cluster_store import ClusterStore
 from kmeta.metadata.model import TopicPartitionKey
@@ -27,6 +28,7 @@ class ControllerHost(Protocol):
     config: ControllerConfig
     state: ControllerContext
     store: ClusterStore
+    metrics: ControllerMetrics
 
     @property
     def barriers(self) -> MutableSet[Barrier]: ...

@@ -2,7 +2,9 @@
 
 Names follow Kafka's controller metrics: EventQueueSize / EventQueueTimeMs
 (ControllerEventManager) and QueueSize / TotalQueueSize / RequestRateAndQueueTimeMs per broker
-(ControllerChannelManager). Beyond Kafka, :class:`PropagationTracker` follows each broker's
+(ControllerChannelManager), UncleanLeaderElectionsPerSec as a counter, and the ISR changes the
+leaders' AlterPartition requests made (the brokers count theirs as IsrShrinksPerSec /
+IsrExpandsPerSec; these are what the controller committed). Beyond Kafka, :class:`PropagationTracker` follows each broker's
 lag (exposed, with the cluster-state gauges, by :mod:`kmeta.controller.status`).
 """
 
@@ -72,6 +74,29 @@ class ControllerMetrics:
             ["broker_id", "api", "error"],
             registry=r,
         )
+
+        self.isr_changes = Counter(
+            "kmeta_controller_isr_changes",
+            "ISR changes committed from the leaders' AlterPartition, per partition",
+            ["change"],  # shrink / expand (a partition whose ISR lost and gained: both)
+            registry=r,
+        )
+        self.alter_partition_errors = Counter(
+            "kmeta_controller_alter_partition_errors",
+            "AlterPartition partitions (or whole requests) refused, per error",
+            ["error"],
+            registry=r,
+        )
+        self.unclean_leader_elections = Counter(
+            "kmeta_controller_unclean_leader_elections",
+            "Leaders elected from outside the ISR (unclean.leader.election.enable: data loss "
+            "possible)",
+            registry=r,
+        )
+
+    def unclean_elections(self, count: int) -> None:
+        if count:
+            self.unclean_leader_elections.inc(count)
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         v = self.registry.get_sample_value(name, labels or {})

@@ -117,6 +117,14 @@ def controller_status(controller: KafkaController) -> dict[str, Any]:
             },
             # the process's full collections, paced by their cost (gc_schedule)
             "full_collections": SCHEDULE.status(),
+            # since this controller started: the ISR changes its leaders' AlterPartition made
+            # (kmeta.controller.topics.isr), and the leaders elected from outside the ISR
+            # (unclean.leader.election.enable: what the ISR had beyond them may be lost)
+            "isr_shrinks": controller.isr.shrinks,
+            "isr_expands": controller.isr.expands,
+            "unclean_leader_elections": int(
+                controller.metrics.value("kmeta_controller_unclean_leader_elections_total")
+            ),
         },
         "faults": {str(b): str(f) for b, f in sorted(controller.faults.active().items())},
         "brokers": brokers,

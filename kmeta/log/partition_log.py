@@ -248,12 +248,12 @@ class PartitionLog:
         self._high_watermark = max(self._high_watermark, offset)
 
     def truncate_to(self, offset: int) -> None:
-        """Follower truncation: the log ends before ``offset`` (a batch is never split: one
-        holding ``offset`` goes whole). Below the first segment: truncate fully, start there."""
+        """Follower truncation: the log ends before ``offset`` (a batch is never split); past
+        its end an epoch begun there goes (Kafka's truncateTo). Below the first segment: afresh."""
         if offset < 0:
             raise OffsetOutOfRangeError(f"Cannot truncate {self} to a negative offset ({offset})")
         if offset >= self.log_end_offset:
-            return
+            return self._epochs.truncate_from_end(self.log_end_offset)
         if offset < self.local.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return

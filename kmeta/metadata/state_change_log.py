@@ -37,6 +37,10 @@ FIELDS: Final[dict[str, Literal["double", "int", "long", "string", "array<string
     "enqueue_ms": "double",
     "send_ms": "double",
     "ack_ms": "double",
+    # controller "isr": one AlterPartition's committed ISR changes (its sender as target_broker,
+    # the topics and the partitions changed)
+    "isr_shrinks": "long",
+    "isr_expands": "long",
     # broker "apply": one control request applied
     "controller_id": "int",
     "snapshot_version": "long",

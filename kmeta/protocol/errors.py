@@ -32,6 +32,7 @@ class ErrorCode(enum.IntEnum):
     STALE_CONTROLLER_EPOCH = 11
     INVALID_TOPIC_EXCEPTION = 17
     NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
     INVALID_REQUIRED_ACKS = 21
     TOPIC_AUTHORIZATION_FAILED = 29
     CLUSTER_AUTHORIZATION_FAILED = 31
@@ -75,6 +76,11 @@ class ErrorCode(enum.IntEnum):
     INCONSISTENT_CLUSTER_ID = 104
     MISMATCHED_ENDPOINT_TYPE = 114
     UNSUPPORTED_ENDPOINT_TYPE = 115
+    # AlterPartition's (KIP-497, KIP-841)
+    OPERATION_NOT_ATTEMPTED = 55
+    INVALID_UPDATE_VERSION = 95
+    INELIGIBLE_REPLICA = 107
+    NEW_LEADER_ELECTED = 108
 
     @property
     def message(self) -> str:
@@ -89,6 +95,7 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.CORRUPT_MESSAGE: "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt.",
     ErrorCode.MESSAGE_TOO_LARGE: "The request included a message larger than the max message size the server will accept.",
     ErrorCode.NOT_ENOUGH_REPLICAS: "Messages are rejected since there are fewer in-sync replicas than required.",
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "Messages are written to the log, but to fewer in-sync replicas than required.",
     ErrorCode.INVALID_REQUIRED_ACKS: "Produce request specified an invalid value for required acks.",
     ErrorCode.INVALID_TXN_STATE: "The producer attempted a transactional operation in an invalid state.",
     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
@@ -140,6 +147,10 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.INCONSISTENT_CLUSTER_ID: "The clusterId in the request does not match that found on the server.",
     ErrorCode.MISMATCHED_ENDPOINT_TYPE: "The request was sent to an endpoint of the wrong type.",
     ErrorCode.UNSUPPORTED_ENDPOINT_TYPE: "This endpoint type is not supported yet.",
+    ErrorCode.OPERATION_NOT_ATTEMPTED: "The broker did not attempt to execute this operation. This may happen for batched RPCs where some operations in the batch failed, causing the broker to respond without trying the rest.",
+    ErrorCode.INVALID_UPDATE_VERSION: "The given update version was invalid.",
+    ErrorCode.INELIGIBLE_REPLICA: "The new ISR contains at least one ineligible replica.",
+    ErrorCode.NEW_LEADER_ELECTED: "The AlterPartition request successfully updated the partition state but the leader has changed.",
 }
 
 

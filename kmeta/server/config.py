@@ -115,6 +115,9 @@ class BrokerConfig:
     log_memory_max_bytes: int = 256 * 1024 * 1024
     #: log.retention.check.interval.ms: how often retention.ms / retention.bytes are enforced
     log_retention_check_interval_ms: int = 300_000
+    #: replica.lag.time.max.ms: a follower not caught up with the leader's log end for this
+    #: long leaves the ISR (AlterPartition to the controller); the check runs every half of it
+    replica_lag_time_max_ms: int = 30_000
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
 
@@ -144,6 +147,8 @@ class BrokerConfig:
             raise ValueError("num_partitions and default_replication_factor must be at least 1")
         if self.log_memory_max_bytes <= 0 or self.log_retention_check_interval_ms <= 0:
             raise ValueError("log_memory_max_bytes and log_retention_check_interval_ms must be positive")
+        if self.replica_lag_time_max_ms <= 0:
+            raise ValueError("replica_lag_time_max_ms must be positive")
         if self.max_connections < 0 or self.max_connections_per_ip < 0:
             raise ValueError("connection limits must be >= 0")
         if self.controller_security_protocol not in SECURITY_PROTOCOLS:

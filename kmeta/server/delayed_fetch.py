@@ -51,6 +51,8 @@ class FetchParams(NamedTuple):
     min_bytes: int
     max_bytes: int
     isolation: FetchIsolation
+    #: the fetching broker's epoch (Fetch v15+ ReplicaState; -1: not given)
+    replica_epoch: int = -1
 
     @property
     def is_from_follower(self) -> bool:
@@ -58,8 +60,8 @@ class FetchParams(NamedTuple):
 
     @property
     def fetch_only_leader(self) -> bool:
-        """Followers hold no replicated records yet (issue 29), so consumers read from the
-        leader too; Kafka 3.x lets a v11+ consumer read from a follower (KIP-392)."""
+        """Consumers read from the leader (no rack-aware follower reads: a v11+ consumer may
+        read from a follower in Kafka 3.x, KIP-392, which needs a replica selector)."""
         return True
 
 
@@ -127,6 +129,9 @@ class DelayedFetch(DelayedOperation):
         accumulated = 0
         params = self.params
         for part in self.partitions:
+            unmade = self.replica_manager.unmade_read(params, part)
+            if unmade is not None and unmade.error == ErrorCode.NONE:
+                continue  # (a follower waiting on a partition whose log is not made yet)
             partition, _ = self.replica_manager.get_partition_or_error(part.topic, part.partition)
             if partition is None or partition.check_local_log(
                 part.current_leader_epoch, params.fetch_only_leader

@@ -16,7 +16,15 @@ Read at scrape time from the current snapshot (nothing is counted on the request
 * ``kmeta_broker_logs`` / ``kmeta_broker_log_size_bytes`` / ``kmeta_broker_log_memory_bytes``:
   the partition logs held, their bytes, the bytes held in memory (broker-wide totals: a
   series per partition would cost a series per partition);
-* ``kmeta_broker_delayed_fetches``: fetches waiting in the purgatory.
+* ``kmeta_broker_delayed_fetches`` / ``kmeta_broker_delayed_produces``: fetches and acks=-1
+  produces waiting in their purgatories;
+* replication (issue 29), over the partitions this broker leads whose log was made here:
+  ``kmeta_broker_under_replicated_partitions`` (ISR smaller than the replicas, Kafka's
+  UnderReplicatedPartitions), ``kmeta_broker_under_min_isr_partitions`` (ISR smaller than
+  min.insync.replicas, UnderMinIsrPartitionCount), ``kmeta_broker_isr_shrinks_total`` /
+  ``kmeta_broker_isr_expands_total`` (ISR changes the controller accepted from this leader,
+  IsrShrinksPerSec / IsrExpandsPerSec); ``kmeta_broker_followed_partitions`` and
+  ``kmeta_broker_replica_fetchers`` (one per leader broker followed).
 """
 
 from __future__ import annotations
@@ -57,6 +65,21 @@ def broker_status(state: BrokerState, loop_lag: LoopLagProbe | None = None) -> d
         # controller, client listeners open then or at --initial-metadata-timeout-ms)
         "holds_full_metadata": state.holds_full_metadata,
         "loop_lag": None if loop_lag is None else loop_lag.status(),
+        "replication": _replication_status(state),
+    }
+
+
+def _replication_status(state: BrokerState) -> dict[str, Any]:
+    rm = state.replica_manager
+    under, under_min = rm.under_replicated()
+    return {
+        "under_replicated_partitions": under,
+        "under_min_isr_partitions": under_min,
+        "isr_shrinks": rm.isr.shrinks,
+        "isr_expands": rm.isr.expands,
+        "followed_partitions": rm.fetchers.following(),
+        "fetching_from": sorted(rm.fetchers.fetchers),
+        "delayed_produces": rm.delayed_produce.watched(),
     }
 
 
@@ -106,6 +129,17 @@ class BrokerCollector(Collector):
         yield _gauge(
             "kmeta_broker_delayed_fetches", "Fetches waiting in the purgatory", rm.delayed_fetch.watched()
         )
+        yield _gauge(
+            "kmeta_broker_delayed_produces", "acks=-1 produces waiting in the purgatory",
+            rm.delayed_produce.watched(),
+        )  # fmt: skip
+        under, under_min = rm.under_replicated()
+        yield _gauge("kmeta_broker_under_replicated_partitions", "Led partitions whose ISR is smaller than their replicas", under)
+        yield _gauge("kmeta_broker_under_min_isr_partitions", "Led partitions whose ISR is smaller than min.insync.replicas", under_min)
+        yield CounterMetricFamily("kmeta_broker_isr_shrinks", "ISR shrinks the controller accepted", value=rm.isr.shrinks)
+        yield CounterMetricFamily("kmeta_broker_isr_expands", "ISR expansions the controller accepted", value=rm.isr.expands)
+        yield _gauge("kmeta_broker_followed_partitions", "Partitions fetched from their leader", rm.fetchers.following())
+        yield _gauge("kmeta_broker_replica_fetchers", "Fetchers (one per leader broker)", len(rm.fetchers.fetchers))
         yield plain_histogram_family(
             "kmeta_broker_update_apply_seconds",
             "Time to apply one UpdateMetadata to the cache",

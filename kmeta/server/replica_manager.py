@@ -25,26 +25,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
 from kmeta.log.config import LogConfig
-from kmeta.log.errors import LogError, OffsetOutOfRangeError
+from kmeta.log.errors import LogError
 from kmeta.log.log_manager import LogManager
 from kmeta.log.partition_log import LogAppendInfo
 from kmeta.metadata.cache import MetadataCache
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
+from kmeta.server import replica_reads
 from kmeta.server.config import BrokerConfig
-from kmeta.server.delayed_fetch import (
-    DelayedFetch,
-    FetchCallback,
-    FetchIsolation,
-    FetchParams,
-    FetchPartitionInfo,
-    LogReadResult,
-    diverging,
-)
+from kmeta.server.delayed_fetch import FetchCallback, FetchParams, FetchPartitionInfo, LogReadResult
+from kmeta.server.delayed_produce import DelayedProduce, ProduceCallback, ProducePending
+from kmeta.server.fetcher_manager import ReplicaFetcherManager
+from kmeta.server.follower_reads import unmade_read
+from kmeta.server.isr_manager import IsrManager
 from kmeta.server.partition import Partition
 from kmeta.server.purgatory import DelayedOperationPurgatory
 from kmeta.server.replica_states import LEADER, ReplicaState, ReplicaStates
@@ -67,10 +64,21 @@ class ReplicaManager:
         self.log_manager = LogManager(config.log_dir, config.log_memory_max_bytes)
         self.memory_max_bytes = config.log_memory_max_bytes
         self.delayed_fetch = DelayedOperationPurgatory("fetch")
+        #: acks=-1 produces waiting for their high watermark (kmeta.server.delayed_produce)
+        self.delayed_produce = DelayedOperationPurgatory("produce")
         self._partitions: dict[TopicPartitionKey, Partition] = {}
         #: topic -> its partitions made here (what a LeaderAndIsr of the topic may change)
         self._by_topic: dict[str, set[int]] = {}
         self._retention_timer: asyncio.TimerHandle | None = None
+        #: this broker's epoch as the controller gave it (the broker state sets this; -1: none)
+        self.broker_epoch_of: Callable[[], int] = lambda: -1
+        #: the fetchers of the partitions this broker follows (kmeta.server.fetcher_manager)
+        #: the ISR changes this broker proposes as leader (kmeta.server.isr_manager)
+        self.isr = IsrManager(self, config.replica_lag_time_max_ms)
+        self.fetchers = ReplicaFetcherManager(
+            config, cache, replicas, lambda key: self.get_partition_or_error(*key)[0],
+            self._partitions.get, lambda: self.broker_epoch_of(),
+        )  # fmt: skip
         #: broker-wide totals for /metrics (Kafka's BytesInPerSec, MessagesInPerSec, BytesOutPerSec)
         self.bytes_in = 0
         self.messages_in = 0
@@ -85,11 +93,15 @@ class ReplicaManager:
         for name, reason in self.log_manager.load_errors:
             log.warning("log %s not loaded: %s", name, reason)
         self._schedule_retention()
+        self.isr.start()
         return len(loaded)
 
     def shutdown(self) -> None:
-        """Answer every waiting fetch, stop retention, flush and close the logs."""
+        """Answer every waiting fetch and produce, stop retention, flush and close the logs."""
+        self.fetchers.shutdown()
+        self.isr.stop()
         self.delayed_fetch.close()
+        self.delayed_produce.close()
         if self._retention_timer is not None:
             self._retention_timer.cancel()
             self._retention_timer = None
@@ -159,6 +171,14 @@ class ReplicaManager:
         cached = self.cache.snapshot.partition(topic, index)
         return (-1, -1) if cached is None else (cached.leader, cached.leader_epoch)
 
+    def led_partitions(self) -> list[Partition]:
+        """The partitions made here that this broker leads."""
+        return [p for p in self._partitions.values() if p.is_leader]
+
+    def is_made(self, key: TopicPartitionKey) -> bool:
+        """The partition's Partition (and log) was made here."""
+        return key in self._partitions
+
     def _make(self, topic: str, index: int, state: ReplicaState) -> Partition:
         snap = self.cache.snapshot
         topic_id = state.topic_id if state.topic_id is not None else snap.topic_id(topic)
@@ -175,6 +195,7 @@ class ReplicaManager:
         return partition
 
     def _forget(self, key: TopicPartitionKey) -> None:
+        self.fetchers.unfollow(key)
         self._partitions.pop(key, None)
         indexes = self._by_topic.get(key[0])
         if indexes is not None:
@@ -182,11 +203,21 @@ class ReplicaManager:
             if not indexes:
                 del self._by_topic[key[0]]
         self.delayed_fetch.check_and_complete(key)
+        self.delayed_produce.check_and_complete(key)
+
+    def high_watermark_moved(self, partition: Partition) -> None:
+        """Wake what waits on ``partition``'s high watermark: consumers' fetches, acks=-1
+        produces (Kafka's ``tryCompleteDelayedRequests``)."""
+        self.delayed_fetch.check_and_complete(partition.key)
+        self.delayed_produce.check_and_complete(partition.key)
 
     def topic_replicas_changed(self, topic: str) -> None:
         """A LeaderAndIsr changed ``topic``'s replica states: the partitions made here follow
-        (a new leader's high watermark; a dropped one forgotten) and their waiting fetches are
-        checked again (a leader that became follower answers them NOT_LEADER_OR_FOLLOWER)."""
+        (a new leader's high watermark; a dropped one forgotten), their waiting fetches and
+        produces are checked again (a leader that became follower answers them
+        NOT_LEADER_OR_FOLLOWER), and each partition this broker follows is fetched from its
+        leader (``ReplicaManager.makeFollowers``; its log is made when records come, unless
+        one was recovered: see :mod:`kmeta.server.follower_reads`)."""
         for index in list(self._by_topic.get(topic, ())):
             key = (topic, index)
             partition = self._partitions[key]
@@ -194,7 +225,19 @@ class ReplicaManager:
                 self._forget(key)
                 continue
             partition.make_leader_or_follower()
+            if partition.is_leader:
+                self.fetchers.unfollow(key)
             self.delayed_fetch.check_and_complete(key)
+            self.delayed_produce.check_and_complete(key)
+        for index in self.replicas.indexes(topic):
+            key = (topic, index)
+            state = self.replicas.get(key)
+            if state is None or state.role == LEADER:
+                continue
+            followed = self._partitions.get(key)
+            if followed is None and self.log_manager.get(topic, index) is not None:
+                followed, _ = self.get_partition_or_error(topic, index)  # (a recovered log)
+            self.fetchers.follow(key, state, followed)
 
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         """StopReplica for a partition whose replica state was dropped: waiting fetches are
@@ -222,93 +265,53 @@ class ReplicaManager:
         self.bytes_in += info.size_in_bytes
         self.messages_in += info.record_count
         if partition.maybe_increment_leader_hw(state):
+            self.high_watermark_moved(partition)
+        else:  # (followers long-polling at the old log end read the batch now)
             self.delayed_fetch.check_and_complete(partition.key)
         if self.log_manager.memory_bytes > self.memory_max_bytes:
             self.enforce_retention()
         return info
 
-    # -- reads --------------------------------------------------------------------------------
+    def await_replication(
+        self, pending: dict[tuple[str, int], ProducePending], timeout_ms: int, callback: ProduceCallback
+    ) -> None:
+        """acks=-1 after the appends: ``callback`` gets each partition's answer once its high
+        watermark covers its batch (now, or from the produce purgatory), or at ``timeout_ms``
+        REQUEST_TIMED_OUT for those still waiting."""
+        delayed = DelayedProduce(timeout_ms, pending, self, callback)
+        self.delayed_produce.try_complete_else_watch(delayed, list(pending))
+
+    # -- reads (kmeta.server.replica_reads) ---------------------------------------------------
     def read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartitionInfo]) -> list[LogReadResult]:
-        """Each partition read in order; the first non-empty one's first batch whole, the rest
-        within what is left of ``params.max_bytes``."""
-        limit = params.max_bytes
-        min_one = True  # (hardMaxBytesLimit is v0-2 only; Fetch v4+ is served)
-        results: list[LogReadResult] = []
-        for part in partitions:
-            result = self._read(params, part, limit, min_one)
-            size = len(result.records)
-            if size:
-                min_one = False
-            limit = max(0, limit - size)
-            results.append(result)
-        self.bytes_out += sum(len(r.records) for r in results)
-        return results
-
-    def _read(self, params: FetchParams, part: FetchPartitionInfo, limit: int, min_one: bool) -> LogReadResult:
-        adjusted = min(part.max_bytes, limit)
-        partition, error = self.get_partition_or_error(part.topic, part.partition)
-        if partition is None:
-            return LogReadResult.failed(error)
-        error = partition.check_local_log(part.current_leader_epoch, params.fetch_only_leader)
-        if error == ErrorCode.NONE and params.is_from_follower:
-            error = self._follower_error(partition, params.replica_id, part.current_leader_epoch)
-        if error != ErrorCode.NONE:
-            return LogReadResult.failed(error)
-        plog = partition.log
-        partition.refresh_config(self.cache.snapshot.topic_configs.get(part.topic))
-        hw, lso, start = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
-        if part.last_fetched_epoch >= 0:
-            diverged = diverging(plog, part.last_fetched_epoch, part.fetch_offset)
-            if isinstance(diverged, ErrorCode):
-                return LogReadResult.failed(diverged)
-            if diverged is not None:
-                return LogReadResult(ErrorCode.NONE, hw, lso, start, b"", diverged)
-        end = params.isolation.end_offset(plog)
-        max_offset = None if params.isolation is FetchIsolation.LOG_END else end
-        if adjusted < 0 and start <= part.fetch_offset < end:
-            # (LogSegment.read refuses a negative size: Kafka answers it as an unexpected error)
-            return LogReadResult.failed(ErrorCode.UNKNOWN_SERVER_ERROR)
-        try:
-            data = plog.read(part.fetch_offset, max(0, adjusted), max_offset, min_one)
-        except OffsetOutOfRangeError:
-            return LogReadResult.failed(ErrorCode.OFFSET_OUT_OF_RANGE)
-        except LogError as exc:
-            return LogReadResult.failed(exc.error)
-        return LogReadResult(ErrorCode.NONE, hw, lso, start, data.records)
-
-    def _follower_error(self, partition: Partition, replica_id: int, current_leader_epoch: int) -> ErrorCode:
-        """``Partition.followerReplicaOrThrow``: a replica fetch from a broker that is not one
-        of the partition's other replicas is refused: UNKNOWN_LEADER_EPOCH when it named an
-        epoch (ours: it may be a replica being added that we do not know of yet), else
-        NOT_LEADER_OR_FOLLOWER."""
-        state = partition.state
-        if state is not None and replica_id != self.broker_id and replica_id in state.replicas:
-            return ErrorCode.NONE
-        if current_leader_epoch != -1:
-            return ErrorCode.UNKNOWN_LEADER_EPOCH
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return replica_reads.read_from_log(self, params, partitions)
 
     def fetch_messages(
         self, params: FetchParams, partitions: Sequence[FetchPartitionInfo], callback: FetchCallback
     ) -> None:
-        """``ReplicaManager.fetchMessages``: ``callback`` gets the reads now when the fetch
-        does not wait, has nothing to wait for, reads enough, or met an error; else later,
-        from the purgatory."""
-        results = self.read_from_log(params, partitions)
-        readable = sum(len(r.records) for r in results)
-        if (
-            params.max_wait_ms <= 0
-            or not partitions
-            or readable >= params.min_bytes
-            or any(r.error != ErrorCode.NONE or r.diverging_epoch is not None for r in results)
-        ):
-            callback(results)
-            return
-        self.bytes_out -= readable  # (read again when it completes)
-        delayed = DelayedFetch(params, partitions, self, callback)
-        self.delayed_fetch.try_complete_else_watch(delayed, [(p.topic, p.partition) for p in partitions])
+        replica_reads.fetch_messages(self, params, partitions, callback)
+
+    def unmade_read(self, params: FetchParams, part: FetchPartitionInfo) -> LogReadResult | None:
+        """:func:`kmeta.server.follower_reads.unmade_read`: a follower's read of a log not made."""
+        return unmade_read(self, params, part)
 
     # -- status -------------------------------------------------------------------------------
+    def under_replicated(self) -> tuple[int, int]:
+        """(led partitions whose ISR is smaller than their replicas, those whose ISR is
+        smaller than their min.insync.replicas): over the partitions made here."""
+        under = under_min = 0
+        configs = self.cache.snapshot.topic_configs
+        for partition in self.led_partitions():
+            state = partition.state
+            if state is None:
+                continue
+            under += len(state.isr) < len(state.replicas)
+            try:
+                min_isr = int(configs.get(partition.topic, {}).get("min.insync.replicas", 1))
+            except ValueError:
+                min_isr = 1
+            under_min += len(state.isr) < min_isr
+        return under, under_min
+
     def log_totals(self) -> tuple[int, int, int]:
         """(logs held, their bytes, bytes held in memory): broker-wide, for /metrics."""
         count = size = 0

@@ -414,6 +414,13 @@ class ReplicaStates(MutableMapping[TopicPartitionKey, ReplicaState]):
         if topic.count == 0:
             del self._topics[name]
 
+    def indexes(self, name: str) -> list[int]:
+        """The partitions of ``name`` this broker holds a state for."""
+        topic = self._topics.get(name)
+        if topic is None:
+            return []
+        return [i for i in topic.data[_IDX::WIDTH] if i != ABSENT]
+
     def topic_names(self) -> list[str]:
         return list(self._topics)
 

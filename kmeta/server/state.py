@@ -52,6 +52,11 @@ class BrokerState:
         self.control_order = ControlOrder()
         #: the partitions this broker holds and their logs (Produce, Fetch, the log APIs)
         self.replica_manager = ReplicaManager(config, self.replicas, self.cache)
+        self.replica_manager.broker_epoch_of = lambda: self.broker_epoch
+        #: ISR changes go to the controller over the link's forwarding connection
+        self.replica_manager.isr.channel = lambda: (
+            None if self.controller_link is None else self.controller_link.forwarding
+        )
         #: error name -> partitions of Produce requests answered with it (NONE: acknowledged)
         self.produce_results: collections.Counter[str] = collections.Counter()
         #: the ACL authorizer (--authorizer acl), holding the ACLs the controller pushed;

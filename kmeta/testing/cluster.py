@@ -63,7 +63,8 @@ class Cluster:
     (auto.create.topics.enable, on as in Kafka), ``barrier``, ``ssl``, ``secure``, ``sasl_mechanism``, ``controllers``,
     ``session_timeout_ms``, ``zookeeper_session_timeout_ms``, ``log_level``, ``keep``,
     ``parent_dir``, ``closed_control_plane``, ``log_memory_max_bytes`` (each broker's cap
-    on the record bytes its logs hold in memory). Each broker keeps its partition logs in its
+    on the record bytes its logs hold in memory), ``replica_lag_time_max_ms`` (each broker's
+    replica.lag.time.max.ms: how long a follower may lag before it leaves the ISR). Each broker keeps its partition logs in its
     state dir (``<data dir>/broker-<id>/logs``), so a restarted broker keeps its records."""
 
     def __init__(
@@ -89,6 +90,7 @@ class Cluster:
         host: str = "127.0.0.1",
         closed_control_plane: bool = False,
         log_memory_max_bytes: int | None = None,
+        replica_lag_time_max_ms: int | None = None,
     ) -> None:
         if controllers < 1:
             raise ValueError("a cluster needs at least one controller")
@@ -106,6 +108,7 @@ class Cluster:
             closed=closed_control_plane or secure, secure=secure, controllers=controllers,
             zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
             log_memory_max_bytes=log_memory_max_bytes,
+            replica_lag_time_max_ms=replica_lag_time_max_ms,
         )  # fmt: skip
         self._processes = ClusterProcesses(
             base, start_timeout_s=start_timeout_s, keep=keep, parent_dir=parent_dir,
@@ -302,6 +305,15 @@ class Cluster:
         self._processes.spawn(name)
         if wait and self.active_controller() is not None:
             self._processes.await_serving(self.live_brokers)
+
+    def advertise_control(self, broker_id: int, port: int) -> None:
+        """Restart the broker (controlled) advertising its CONTROL listener on ``port`` of
+        the cluster's host: a TCP proxy in front of it (:mod:`kmeta.testing.tcp_proxy`). The
+        controller and the other brokers (its followers) reach it there, so stopping the
+        proxy cuts those links, while its own links to the controller stay up."""
+        self.stop_broker(broker_id)
+        self._processes.advertise_control(broker_id, port)
+        self.start_broker(broker_id)
 
     def restart_broker(self, broker_id: int, *, kill: bool = False) -> None:
         """A rolling restart of one broker: controlled stop (or SIGKILL with ``kill``), start."""

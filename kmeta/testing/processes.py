@@ -195,6 +195,13 @@ class ClusterProcesses:
                 shutil.rmtree(self.data_dir, ignore_errors=True)
 
     # -- where things are ----------------------------------------------------------------------
+    def advertise_control(self, broker_id: int, port: int) -> None:
+        """From the next start, broker ``broker_id`` advertises its CONTROL listener on
+        ``port`` of the cluster's host (a proxy in front of it)."""
+        cfg = self.config
+        routed = (*(r for r in cfg.advertised_control if r[0] != broker_id), (broker_id, port))
+        self._cfg = dataclasses.replace(cfg, advertised_control=routed)
+
     @property
     def config(self) -> ClusterConfig:
         if self._cfg is None:

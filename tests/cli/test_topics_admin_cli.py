@@ -1,11 +1,16 @@
 """``kmeta topics elect-leaders`` and ``kmeta topics reassign`` against a real (subprocess)
-cluster of three brokers whose controller lets reassignments catch up only after a minute (so
-they can be seen in progress, verified and cancelled)."""
+cluster of three brokers; the controller reads a fault file (SIGHUP), so a test can keep its
+requests from broker 3: a reassignment adding a replica there then stays in progress (the
+replica never fetches, so its leader never adds it to the ISR) and can be verified and
+cancelled."""
 
 from __future__ import annotations
 
 import json
 import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -18,19 +23,35 @@ from tests.e2e.test_cluster import Cluster, leaders, metadata, wait_for
 pytestmark = pytest.mark.e2e
 
 
-class SlowCatchUpCluster(Cluster):
+class FaultFileCluster(Cluster):
     def start_controller(self) -> None:
+        self.fault_file = self.data_dir / "faults"
+        self.fault_file.write_text("")
         self.controller = self._spawn(
             "controller",
             "--listeners", f"CONTROLLER://127.0.0.1:{self.controller_port}",
             "--data-dir", str(self.data_dir / "controller"),
-            "--reassignment-catch-up-ms", "60000",
+            "--fault-file", str(self.fault_file),
         )  # fmt: skip
+
+    @contextmanager
+    def dropping(self, broker: int) -> Iterator[None]:
+        """The controller's requests to ``broker`` are dropped meanwhile (it is resynced
+        after)."""
+        assert self.controller is not None
+        self.fault_file.write_text(f"broker={broker},drop\n")
+        self.controller.send_signal(signal.SIGHUP)
+        time.sleep(1.0)  # (the controller applies it at once: a signal, a small file)
+        try:
+            yield
+        finally:
+            self.fault_file.write_text("")
+            self.controller.send_signal(signal.SIGHUP)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = SlowCatchUpCluster(tmp_path_factory.mktemp("topics-admin-cli"))
+    c = FaultFileCluster(tmp_path_factory.mktemp("topics-admin-cli"))
     try:
         c.start()
         yield c
@@ -118,6 +139,11 @@ def test_reassign_as_kafka_reassign_partitions_sh(cluster, tmp_path: Path):
     plan = tmp_path / "plan"
     write_plan(plan, [("mv", 0, [3, 2]), ("mv", 1, [3, 2])])
 
+    with cluster.dropping(3):  # (3 never hears it is a replica: it does not catch up)
+        _reassign_in_progress(cluster, plan, tmp_path)
+
+
+def _reassign_in_progress(cluster, plan: Path, tmp_path: Path) -> None:
     result = topics(cluster, "reassign", "--plan", str(plan))
     assert result.exit_code == 0, result.output
     current = (
@@ -133,7 +159,7 @@ def test_reassign_as_kafka_reassign_partitions_sh(cluster, tmp_path: Path):
         "Save this to use as the --reassignment-json-file option during rollback",
         "Successfully started partition reassignments for mv-0,mv-1",
     ]
-    for port in cluster.client_ports.values():  # RS = TRS + ORS while 3 catches up
+    for port in (cluster.client_ports[1], cluster.client_ports[2]):  # RS = TRS + ORS meanwhile
         parts = metadata(port).topics["mv"].partitions
         assert (parts[0].replicas, parts[1].replicas) == ([3, 2, 1], [3, 2])
 
@@ -148,7 +174,7 @@ def test_reassign_as_kafka_reassign_partitions_sh(cluster, tmp_path: Path):
     assert result.exit_code == 0, result.output
     assert result.output == "Successfully cancelled partition reassignment for: mv-0\n"
     # the original replicas, in TRS + ORS order: Kafka cannot restore the original order either
-    assert metadata(cluster.client_ports[3]).topics["mv"].partitions[0].replicas == [2, 1]
+    assert metadata(cluster.client_ports[1]).topics["mv"].partitions[0].replicas == [2, 1]
     result = topics(cluster, "reassign", "--plan", str(plan), "--verify")
     assert (
         "There is no active reassignment of partition mv-0, but replica set is 2,1 rather than 3,2."

@@ -13,6 +13,7 @@ import pytest
 
 from kmeta.net.security.authorizer import AuthorizerConfig, parse_super_users
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import alter_partition as ap
 from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import controlled_shutdown as cs
@@ -164,3 +165,30 @@ async def test_admin_requests_straight_to_the_controller_need_cluster_action(clu
     assert "kept" in ctl.state.topics
     assert not ctl.state.deleting
     assert ctl.state.acls == set()
+
+
+async def test_forged_alter_partition_is_refused(cluster):
+    c, control, clients = cluster
+    assert await create(c, clients, "isr") == 0
+    ctl = c.controller.controller
+    st = ctl.state.partition(("isr", 0))
+    leader_epoch = ctl.state.brokers[st.leader].epoch
+    # even with the leader's id and broker epoch: shrink the ISR to the leader alone
+    part = ap.PartitionData(0, st.leader_epoch, (st.leader,), partition_epoch=st.partition_epoch)
+    topic = ap.TopicData(topic_id=ctl.state.topics["isr"].topic_id, partitions=(part,))
+    forged = ap.AlterPartitionRequest(2, st.leader, leader_epoch, (topic,))
+    refused = await as_mallory(control, c.controller.port, forged)
+    assert (refused.error_code, refused.topics) == (E.CLUSTER_AUTHORIZATION_FAILED, ())
+    assert ctl.state.partition(("isr", 0)) == st
+    assert ctl.store.load().topics["isr"].partitions[0] == st
+    for b in c.brokers.values():
+        assert tuple(b.cache.snapshot.partition_states["isr"][0].isr) == st.isr
+    # the brokers' principal (a super user) is served
+    conn = await control.connect(c.controller.port, CLUSTER_PRINCIPAL)
+    try:
+        answer = await conn.request(forged, 10.0)
+    finally:
+        conn.close()
+    assert answer.error_code == 0
+    assert answer.topics[0].partitions[0].error_code == 0
+    assert ctl.store.load().topics["isr"].partitions[0].isr == (st.leader,)

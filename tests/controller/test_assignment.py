@@ -8,7 +8,12 @@ import pytest
 
 from kmeta.controller.model import PartitionRegistration
 from kmeta.controller.topics.assignment import AssignmentError, assign_replicas, rack_alternated
-from kmeta.controller.topics.election import add_replica, remove_replicas
+from kmeta.controller.topics.election import (
+    add_replica,
+    is_unclean,
+    remove_replicas,
+    unclean_allowed,
+)
 
 
 def test_rack_unaware_matches_kafka_layout():
@@ -91,8 +96,30 @@ def test_no_unclean_election_and_isr_never_empty():
     assert back.leader == 1
 
 
-def test_returning_follower_rejoins_isr_in_replica_order():
+def test_returning_follower_waits_for_the_leaders_alter_partition():
+    # Kafka: the leader adds it to the ISR (AlterPartition) once it caught up, not its return
     st = PartitionRegistration((1, 2, 3), (2, 3), 2, 1, 1)
-    new = add_replica(st, 1, lambda b: True)
-    assert new.isr == (1, 2, 3)
-    assert new.leader == 2
+    assert add_replica(st, 1, lambda b: True) is st
+    assert add_replica(st, 1, lambda b: True, unclean=True) is st  # led: no election at all
+
+
+def test_unclean_election_only_when_the_topic_allows_it():
+    st = PartitionRegistration((1, 2, 3), (1,), 1, 4, 9)
+    assert is_unclean(st, remove_replicas(st, {1}.__contains__)) is False  # offline, clean
+    offline = remove_replicas(st, {1}.__contains__)
+    assert (offline.leader, offline.isr) == (-1, (1,))
+    # allowed: the first live replica leads alone, both epochs bumped once
+    new = remove_replicas(st, {1}.__contains__, lambda b: b in (2, 3))
+    assert (new.leader, new.isr, new.leader_epoch, new.partition_epoch) == (2, (2,), 5, 10)
+    assert is_unclean(st, new)
+    # a replica returning to an offline partition it is not in the ISR of: only if allowed
+    assert add_replica(offline, 3, lambda b: b == 3) is offline
+    back = add_replica(offline, 3, lambda b: b == 3, unclean=True)
+    assert (back.leader, back.isr) == (3, (3,))
+    assert is_unclean(offline, back)
+    # its ISR's member returning leads again (clean) whatever the setting
+    clean = add_replica(offline, 1, lambda b: b in (1, 3), unclean=True)
+    assert (clean.leader, clean.isr) == (1, (1,))
+    assert not is_unclean(offline, clean)
+    assert unclean_allowed({"unclean.leader.election.enable": "true"})
+    assert not unclean_allowed({})

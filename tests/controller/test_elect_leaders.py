@@ -101,9 +101,11 @@ async def test_preferred_and_unclean_elections_with_kafkas_errors(cluster):
     assert results[("w", 0)][0] == E.ELIGIBLE_LEADERS_NOT_AVAILABLE
     assert results[("t", 1)] == (E.ELECTION_NOT_NEEDED, None)  # its leader 2 is live
 
-    await restart(c, 1)  # 1 rejoins t's ISR; w-0 stays offline (no clean leader)
-    await wait_until(lambda: cached(c, "t", 0) == {(2, (1, 2))}, 5.0)  # 1 back in the ISR
+    await restart(c, 1)  # w-0 stays offline (no clean leader)
     assert cached(c, "w", 0) == {(-1, (3,))}
+    # t-0's leader finds 1 caught up and adds it to the ISR (AlterPartition); (a preferred
+    # election before that is refused: tests/controller/test_isr_elections.py)
+    await wait_until(lambda: cached(c, "t", 0) == {(2, (1, 2))}, 10.0)  # 1 back in the ISR
     code, results = await elect(c, PREFERRED, {"t": [0, 1, 9], "nope": [0]})
     assert code == 0
     assert results[("t", 0)] == (0, None)
@@ -121,8 +123,8 @@ async def test_all_partitions_answers_only_those_that_needed_an_election(cluster
     c = cluster
     await create(c, "a", {0: [1, 2], 1: [2, 1], 2: [3, 1]})
     await stop(c, 1)
-    await restart(c, 1)
-    await wait_until(lambda: cached(c, "a", 0) == {(2, (1, 2))}, 5.0)  # 1 back in the ISR
+    await restart(c, 1)  # its leader adds it back to the ISR once it caught up
+    await wait_until(lambda: cached(c, "a", 0) == {(2, (1, 2))}, 10.0)  # 1 back in the ISR
     code, results = await elect(c, PREFERRED, None)
     assert code == 0
     assert results == {("a", 0): (0, None)}  # a-1 and a-2 already had their preferred leader
@@ -149,6 +151,7 @@ async def test_auto_leader_rebalance_moves_leaders_back(tmp_path):
         await stop(c, 1)
         assert cached(c, "r", 0) == {(2, (2,))}
         await restart(c, 1)
+        # (led by 1 again once back in sync: their leaders add it when it caught up)
         await wait_until(
             lambda: cached(c, "r", 0) == {(1, (1, 2))} and cached(c, "r", 1) == {(1, (1, 3))},
             5.0,

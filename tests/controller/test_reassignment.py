@@ -1,17 +1,22 @@
 """AlterPartitionReassignments (45) / ListPartitionReassignments (46) end to end in one process.
 
 A real controller and real brokers (or recording brokers where the requests themselves are
-checked); requests go through a broker's client listener, which forwards them.
+checked); requests go through a broker's client listener, which forwards them. An adding
+replica joins the ISR only through its leader's AlterPartition (:func:`leader_adds` sends it
+as the leader would once the replica caught up), and the reassignment completes with it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import uuid
+from typing import Any
 
 from kmeta.controller.channel.faults import parse_fault
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import alter_partition as ap
 from kmeta.protocol.messages import alter_partition_reassignments as apr
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 from kmeta.protocol.messages import stop_replica as sr
@@ -80,6 +85,28 @@ def listed(response) -> dict[tuple[str, int], tuple[list[int], list[int], list[i
     }
 
 
+async def leader_adds(controller: Any, port: int, tp: tuple[str, int], members: list[int]) -> int:
+    """The partition's leader adds ``members`` to its ISR (its AlterPartition once they caught
+    up); the answer's error code (0, or NEW_LEADER_ELECTED when that completed a reassignment
+    that moved the leadership). Sent again on a stale epoch (a real leader's own may come
+    first); 0 if they are in the ISR already."""
+    state = controller.state
+    for _ in range(100):
+        st = state.partition(tp)
+        if set(members) <= set(st.isr):
+            return 0
+        isr = tuple(r for r in st.replicas if r in st.isr or r in members)
+        part = ap.PartitionData(tp[1], st.leader_epoch, isr, partition_epoch=st.partition_epoch)
+        topic = ap.TopicData(topic_id=state.topics[tp[0]].topic_id, partitions=(part,))
+        request = ap.AlterPartitionRequest(2, st.leader, state.brokers[st.leader].epoch, (topic,))
+        answer = await call(port, request)
+        code = answer.topics[0].partitions[0].error_code if answer.topics else answer.error_code
+        if code in (0, E.NEW_LEADER_ELECTED):
+            return int(code)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{tp}: {members} never joined the ISR")
+
+
 def cached(
     c: InProcessCluster, name: str, p: int
 ) -> set[tuple[int, tuple[int, ...], tuple[int, ...]]]:
@@ -90,39 +117,80 @@ def cached(
     }
 
 
+async def mixed_cluster(
+    tmp_path, real: int, recording: tuple[int, ...]
+) -> tuple[InProcessCluster, dict[int, RecordingBroker]]:
+    """Real brokers 1..``real`` (they replicate: a leader adds a follower to the ISR once it
+    caught up) and recording ones, which never fetch: an adding replica on one stays out of
+    the ISR until the test sends the leader's AlterPartition (:func:`leader_adds`)."""
+    c = await start_cluster(tmp_path, brokers=real)
+    recorders: dict[int, RecordingBroker] = {}
+    for i in recording:
+        recorders[i] = RecordingBroker(i)
+        await recorders[i].start()
+        await recorders[i].register(c.controller.port)
+    total = real + len(recording)
+    await wait_until(
+        lambda: all(len(b.cache.snapshot.alive_brokers) == total for b in c.brokers.values()), 10.0
+    )
+    return c, recorders
+
+
+async def stop_mixed(c: InProcessCluster, recorders: dict[int, RecordingBroker]) -> None:
+    for b in recorders.values():
+        await b.stop()
+    await c.stop()
+
+
+def _told(b: RecordingBroker, kind: type, name: str, p: int) -> list:
+    return [st for st in _states(b, kind, name) if st.partition_index == p]
+
+
 async def test_reassignment_shows_the_union_then_completes_and_moves_the_leader(tmp_path):
-    c = await start_cluster(tmp_path, brokers=4, reassignment_catch_up_ms=400)
+    from kmeta.protocol.messages import leader_and_isr as lair
+
+    c, recorders = await mixed_cluster(tmp_path, 3, (4,))
     try:
-        port = c.client_port(4)
+        port = c.client_port(1)
         assert (await call(port, create_assigned("r", {0: [1, 2], 1: [2, 3]}))).topics[
             0
         ].error_code == 0
         answer = await call(port, alter_request({("r", 0): [3, 4], ("r", 1): [3, 2]}))
         assert answer.error_code == 0
         assert results(answer) == {("r", 0): (0, None), ("r", 1): (0, None)}
-        # answered after every broker had RS = TRS + ORS (Kafka's order), the ISR unchanged
-        assert cached(c, "r", 0) == {(1, (3, 4, 1, 2), (1, 2))}
+        # answered after every broker had RS = TRS + ORS (Kafka's order); the ISR is still
+        # the original replicas, or 3 joined already (it fetches from the leader, 1)
+        assert {(leader, reps) for leader, reps, _ in cached(c, "r", 0)} == {(1, (3, 4, 1, 2))}
+        assert cached(c, "r", 0) <= {(1, (3, 4, 1, 2), (1, 2)), (1, (3, 4, 1, 2), (3, 1, 2))}
         # r-1 = [3, 2] is only a reorder of replicas in the ISR: complete at once
         assert cached(c, "r", 1) == {(2, (3, 2), (3, 2))}
-        assert listed(await call(port, list_request())) == {
-            ("r", 0): ([3, 4, 1, 2], [3, 4], [1, 2])
-        }
         assert listed(await call(port, list_request({"r": [1, 0, 7], "ghost": [0]}))) == {
             ("r", 0): ([3, 4, 1, 2], [3, 4], [1, 2])
         }
-        # catch-up: 3 and 4 join the ISR, then 1 and 2 leave, and 3 leads (1 was removed)
+        # 3 caught up: its leader added it; 4 (never fetching) is not in the ISR: not complete
+        await wait_until(lambda: cached(c, "r", 0) == {(1, (3, 4, 1, 2), (3, 1, 2))}, 10.0)
+        assert listed(await call(port, list_request())) == {
+            ("r", 0): ([3, 4, 1, 2], [3, 4], [1, 2])
+        }
+        # 4 catches up: the whole target is in the ISR, so in that same event 1 and 2 leave
+        # and 3 leads (1 was removed): the sender is answered NEW_LEADER_ELECTED, as KRaft's
+        ctl = c.controller.controller
+        assert await leader_adds(ctl, c.controller.port, ("r", 0), [4]) == E.NEW_LEADER_ELECTED
         await wait_until(lambda: cached(c, "r", 0) == {(3, (3, 4), (3, 4))}, 5.0)
         assert listed(await call(port, list_request())) == {}
         await wait_until(
             lambda: all(("r", 0) not in c.brokers[i].state.replicas for i in (1, 2)), 5.0
         )  # the removed replicas got StopReplica
-        assert all(("r", 0) in c.brokers[i].state.replicas for i in (3, 4))
+        assert ("r", 0) in c.brokers[3].state.replicas
+        told = _told(recorders[4], lair.LeaderAndIsrRequest, "r", 0)
+        assert (told[-1].leader, list(told[-1].replicas)) == (3, [3, 4])
     finally:
-        await c.stop()
+        await stop_mixed(c, recorders)
 
 
 async def test_errors_and_cancel_revert(tmp_path):
-    c = await start_cluster(tmp_path, brokers=4, reassignment_catch_up_ms=60_000)
+    # (3 and 4 record: they never catch up, so the reassignments stay in progress)
+    c, recorders = await mixed_cluster(tmp_path, 2, (3, 4))
     try:
         port = c.client_port(1)
         await call(port, create_assigned("x", {0: [1, 2], 1: [1, 2]}))
@@ -166,21 +234,25 @@ async def test_errors_and_cancel_revert(tmp_path):
         assert results(await call(port, alter_request({("x", 0): [4, 2]}))) == {("x", 0): (0, None)}
         assert cached(c, "x", 0) == {(1, (4, 2, 1), (2, 1))}
         assert listed(await call(port, list_request())) == {("x", 0): ([4, 2, 1], [4], [1])}
-        await wait_until(lambda: ("x", 0) not in c.brokers[3].state.replicas, 5.0)
+        await recorders[3].wait_for(
+            lambda: any(st.delete_partition for st in _told(recorders[3], sr.StopReplicaRequest, "x", 0))
+        )
 
         # cancel: back to the original replicas (TRS + ORS order, as Kafka), 4 stopped
         assert results(await call(port, alter_request({("x", 0): None}))) == {("x", 0): (0, None)}
         assert cached(c, "x", 0) == {(1, (2, 1), (2, 1))}
         assert listed(await call(port, list_request())) == {}
-        await wait_until(lambda: ("x", 0) not in c.brokers[4].state.replicas, 5.0)
+        await recorders[4].wait_for(
+            lambda: any(st.delete_partition for st in _told(recorders[4], sr.StopReplicaRequest, "x", 0))
+        )
         again = await call(port, alter_request({("x", 0): None}))
         assert results(again) == {("x", 0): (E.NO_REASSIGNMENT_IN_PROGRESS, None)}
     finally:
-        await c.stop()
+        await stop_mixed(c, recorders)
 
 
 async def test_a_restarted_controller_resumes_reassignments(tmp_path):
-    ctl = await start_controller(tmp_path, reassignment_catch_up_ms=60_000)
+    ctl = await start_controller(tmp_path)
     brokers = {}
     try:
         for i in (1, 2, 3):
@@ -199,8 +271,10 @@ async def test_a_restarted_controller_resumes_reassignments(tmp_path):
             db.close()
         for b in brokers.values():
             b.received.clear()
-        ctl = await start_controller(tmp_path, reassignment_catch_up_ms=300)
+        ctl = await start_controller(tmp_path)
         assert listed(await call(ctl.port, list_request())) == {("d", 0): ([3, 2, 1], [3], [1])}
+        # resumed, it still waits for the leader to add 3 (then 3 leads: 1 was removed)
+        assert await leader_adds(ctl.controller, ctl.port, ("d", 0), [3]) == E.NEW_LEADER_ELECTED
 
         def final_on(b: RecordingBroker) -> bool:
             for request in b.of(um.UpdateMetadataRequest):
@@ -229,7 +303,7 @@ async def test_a_restarted_controller_resumes_reassignments(tmp_path):
 async def test_reassigning_a_deleted_topic_is_forgotten(tmp_path):
     from kmeta.protocol.messages import delete_topics as dt
 
-    c = await start_cluster(tmp_path, brokers=3, reassignment_catch_up_ms=60_000)
+    c = await start_cluster(tmp_path, brokers=3)
     try:
         port = c.client_port(1)
         await call(port, create_assigned("gone", {0: [1]}))
@@ -267,7 +341,7 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
     from kmeta.protocol.messages import controlled_shutdown as cs
     from kmeta.protocol.messages import leader_and_isr as lair
 
-    ctl = await start_controller(tmp_path, reassignment_catch_up_ms=300)
+    ctl = await start_controller(tmp_path)
     brokers: dict[int, RecordingBroker] = {}
     try:
         for i in (1, 2, 3, 4):
@@ -282,6 +356,8 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
             cs.ControlledShutdownRequest(version=3, broker_id=4, broker_epoch=brokers[4].epoch)
         )
         assert down.error_code == 0
+        # s-0's leader finds 3 caught up
+        assert await leader_adds(ctl.controller, ctl.port, ("s", 0), [3]) == E.NEW_LEADER_ELECTED
 
         def steps(b: RecordingBroker, p: int) -> list[tuple[int, list[int], list[int]]]:
             out = []
@@ -296,8 +372,7 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
         assert steps(brokers[2], 0) == [
             (1, [1, 2], [1, 2]),  # created
             (1, [3, 2, 1], [2, 1]),  # A: RS = TRS + ORS, 3 not in sync yet
-            (1, [3, 2, 1], [3, 2, 1]),  # caught up: 3 joined the ISR
-            final,  # B: 1 left, 3 leads (1 was removed)
+            final,  # 3 joined the ISR, and in that event B: 1 left, 3 leads (1 was removed)
         ]
         adding = [
             st
@@ -318,7 +393,11 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
         assert listed(await call(ctl.port, list_request())) == {("s", 1): ([4, 2, 1], [4], [1])}
 
         brokers[4].incarnation_id = uuid.uuid4()  # a new process
-        await brokers[4].register(ctl.port)  # back: it joins the ISR, and s-1 completes
+        await brokers[4].register(ctl.port)  # back: not in the ISR until it caught up
+        await asyncio.sleep(0.2)
+        assert listed(await call(ctl.port, list_request())) == {("s", 1): ([4, 2, 1], [4], [1])}
+        # the leader (1: it is being removed, but leads until the reassignment completes)
+        assert await leader_adds(ctl.controller, ctl.port, ("s", 1), [4]) == E.NEW_LEADER_ELECTED
         await brokers[2].wait_for(lambda: (4, [4, 2], [4, 2]) in steps(brokers[2], 1))
         assert listed(await call(ctl.port, list_request())) == {}
     finally:
@@ -328,7 +407,7 @@ async def test_every_broker_learns_each_step_and_a_returning_adding_replica_comp
 
 
 async def test_not_propagated_in_time_is_request_timed_out_and_still_happens(tmp_path):
-    c = await start_cluster(tmp_path, brokers=3, reassignment_catch_up_ms=60_000)
+    c, recorders = await mixed_cluster(tmp_path, 2, (3,))  # (3 never catches up)
     try:
         port = c.client_port(1)
         await call(port, create_assigned("slow", {0: [1, 2]}))
@@ -341,8 +420,11 @@ async def test_not_propagated_in_time_is_request_timed_out_and_still_happens(tmp
         }
         assert listed(await call(port, list_request())) == {("slow", 0): ([3, 2, 1], [3], [1])}
         await wait_until(lambda: cached(c, "slow", 0) == {(1, (3, 2, 1), (2, 1))}, 5.0)
+        await recorders[3].wait_for(
+            lambda: any(list(st.replicas) == [3, 2, 1] for st in _told(recorders[3], um.UpdateMetadataRequest, "slow", 0))
+        )
     finally:
-        await c.stop()
+        await stop_mixed(c, recorders)
 
 
 async def test_more_partitions_than_the_request_limit_are_refused_whole(tmp_path):

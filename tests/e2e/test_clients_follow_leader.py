@@ -124,8 +124,8 @@ def test_librdkafka_follows_a_leader_move_before_any_metadata_answer(cluster: Cl
             producer.produce(topic, b"%d" % i, partition=0)
             producer.poll(0)
         assert producer.flush(30) == 0
-        # broker 3's own log: offsets from 0 (its log was empty), the consumer reset to it
-        assert _rd_consume(consumer, AFTER) == [(i, b"%d" % (BEFORE + i)) for i in range(AFTER)]
+        # broker 3 replicated broker 1's log (issue 29): the offsets go on where they were
+        assert _rd_consume(consumer, AFTER) == [(BEFORE + i, b"%d" % (BEFORE + i)) for i in range(AFTER)]
         producer.poll(0.2)
         assert p_log.count("Produce", marks[0]) > 0
         assert c_log.count("Fetch", marks[1]) > 0
@@ -173,8 +173,9 @@ def test_kafka_python_follows_a_leader_move_through_metadata(cluster: Cluster) -
         cluster.move_leader(topic, 0, 3)
         sent = [producer.send(topic, b"%d" % i, partition=0) for i in range(BEFORE, BEFORE + AFTER)]
         producer.flush(30)
-        assert [f.get(0).offset for f in sent] == list(range(AFTER))  # broker 3's log
-        assert consume(AFTER) == [(i, b"%d" % (BEFORE + i)) for i in range(AFTER)]
+        # broker 3 replicated broker 1's log (issue 29): the offsets go on where they were
+        assert [f.get(0).offset for f in sent] == list(range(BEFORE, BEFORE + AFTER))
+        assert consume(AFTER) == [(BEFORE + i, b"%d" % (BEFORE + i)) for i in range(AFTER)]
     finally:
         consumer.close()
         producer.close(5)

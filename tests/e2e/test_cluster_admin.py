@@ -156,7 +156,7 @@ def test_reassignment_with_kafka_python_then_a_preferred_election(cluster):
         answer = kadmin.alter_partition_reassignments({tp: [3, 2], missing: [1]})
         assert answer[tp] is None
         assert answer[missing].errno == 3  # UNKNOWN_TOPIC_OR_PARTITION
-        # 3 catches up (the controller's default 100 ms), 1 leaves, 3 leads: it was removed
+        # 3 catches up (its leader adds it to the ISR: AlterPartition), 1 leaves, 3 leads
         for port in cluster.client_ports.values():
             wait_for(
                 lambda port=port: (

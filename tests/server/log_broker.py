@@ -62,10 +62,12 @@ def recrc(data: bytes) -> bytes:
 
 def _leader_and_isr(states: Sequence[tuple[int, int, int, tuple[int, ...]]], topics: Sequence[str] = ()) -> Any:
     """(partition, leader, leader epoch, replicas) of TOPIC, and partition 0 of each of
-    ``topics`` led by broker 1, as the controller (id 1) sends them."""
+    ``topics`` led by broker 1, as the controller (id 1) sends them. The ISR is the leader
+    alone: the other replica (broker 2) never runs here, so it could not be in sync, and
+    acks=-1 / the high watermark would wait for it."""
     def state(p: int, leader: int, epoch: int, replicas: tuple[int, ...]) -> Any:
         return lai.LeaderAndIsrPartitionState(
-            partition_index=p, controller_epoch=1, leader=leader, leader_epoch=epoch, isr=replicas,
+            partition_index=p, controller_epoch=1, leader=leader, leader_epoch=epoch, isr=(leader,),
             partition_epoch=0, replicas=replicas,
         )  # fmt: skip
 

@@ -266,12 +266,22 @@ def test_tls_client_listeners(tmp_path: Path) -> None:
         del admin  # before the brokers go, or librdkafka logs its reconnects
 
 
+def _await_in_isr(cluster: Cluster, topic: str, partition: int, broker: int) -> None:
+    """A restarted broker rejoins an ISR once its leader saw it caught up (AlterPartition,
+    issue 29), not at registration: wait for that (a preferred election needs it)."""
+    deadline = time.monotonic() + 15
+    while broker not in cluster.metadata(broker).topics[topic][partition].isr:
+        assert time.monotonic() < deadline, f"broker {broker} not back in {topic}-{partition}'s ISR"
+        time.sleep(0.05)
+
+
 def test_elect_preferred_moves_leaderships_back(cluster: Cluster) -> None:
     cluster.create_topic("prefer", assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
     cluster.stop_broker(1)
     assert cluster.metadata(2).leader("prefer", 0) == 2
     cluster.start_broker(1)
     assert cluster.metadata(1).leader("prefer", 0) == 2  # no automatic rebalance
+    _await_in_isr(cluster, "prefer", 0, 1)
     assert cluster.elect_preferred("prefer") == [("prefer", 0)]
     assert all(cluster.metadata(i).leader("prefer", 0) == 1 for i in cluster.broker_ids)
     assert cluster.elect_preferred("prefer") == []  # nothing left to elect
@@ -283,6 +293,7 @@ def test_elect_preferred_moves_leaderships_back(cluster: Cluster) -> None:
     with pytest.raises(KafkaRequestError, match="PREFERRED_LEADER_NOT_AVAILABLE"):
         cluster.elect_preferred("prefer", [2])
     cluster.start_broker(3)
+    _await_in_isr(cluster, "prefer", 2, 3)
     assert cluster.elect_preferred("prefer", [2]) == [("prefer", 2)]
 
 

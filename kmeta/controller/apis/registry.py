@@ -1,6 +1,6 @@
 """The controller's HandlerRegistry: its API keys, one module per key in
 :mod:`kmeta.controller.apis` (BrokerRegistration 62, BrokerHeartbeat 63, ControlledShutdown 7,
-CreateTopics 19, DeleteTopics 20, CreatePartitions 37, ElectLeaders 43, ...), and the checks
+CreateTopics 19, DeleteTopics 20, CreatePartitions 37, ElectLeaders 43, AlterPartition 56, ...), and the checks
 :mod:`~kmeta.controller.apis.common` runs before each admin request the brokers forward.
 
 * ApiVersions (18, v0-4, kmeta.net.api_versions, as the broker serves it): the keys and
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from kmeta.controller.apis import (
     alter_configs,
+    alter_partition,
     alter_partition_reassignments,
     alter_user_scram_credentials,
     authorization,
@@ -51,6 +52,7 @@ API_MODULES = (
     delete_topics,
     create_partitions,
     elect_leaders,
+    alter_partition,
     alter_partition_reassignments,
     list_partition_reassignments,
     alter_configs,

@@ -16,7 +16,12 @@ from kmeta.controller.channel.request_batch import ControllerRequests
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import PartitionRegistration, TopicInfo
 from kmeta.controller.slices import in_slices
-from kmeta.controller.topics.election import add_replica, remove_replicas
+from kmeta.controller.topics.election import (
+    add_replica,
+    is_unclean,
+    remove_replicas,
+    unclean_allowed,
+)
 from kmeta.metadata.model import TopicPartitionKey
 
 #: partitions per slice at most while the full set's blocks are encoded (at 1M partitions
@@ -31,14 +36,15 @@ def rejoin_in_slices(
     bounced: bool,
     then: Callable[[], object],
 ) -> None:
-    """A registered broker rejoins the ISRs of the partitions it hosts (standing in for
-    the leaders' AlterPartition expansions: kmeta has no logs to catch up), gets the full
-    partition set, then LeaderAndIsr for its replicas; the partitions whose ISR or leader
-    changed go to all their replicas and the other brokers. ``bounced``: the broker's
-    previous incarnation was registered alive until this registration, so each partition is
-    first failed for it (re-elected, ISR shrunk: Kafka's onBrokerFailure), then rejoined;
-    one that ends with the leader and ISR it had (the broker was a follower) keeps its
-    state, so only the broker itself hears of it (its LeaderAndIsr). In slices of topics (:mod:`kmeta.controller.slices`): with 1M partitions this is seconds of
+    """A registered broker's partitions come back: it gets the full partition set, then
+    LeaderAndIsr for its replicas. It does not rejoin their ISRs here: each leader adds it
+    through AlterPartition once it caught up (:mod:`kmeta.controller.topics.isr`), as
+    Kafka's. An offline partition it is in the ISR of is led by it again (a clean election;
+    an unclean one if no ISR member is live and the topic allows it); the partitions whose
+    ISR or leader changed go to all their replicas and the other brokers, and so do all of its
+    partitions if it was fenced (their offline replicas changed). ``bounced``: the
+    broker's previous incarnation was registered alive until this registration, so each
+    partition is first failed for it (re-elected, ISR shrunk: Kafka's onBrokerFailure). In slices of topics (:mod:`kmeta.controller.slices`): with 1M partitions this is seconds of
     work, which one event would hold the loop for. The full set's topic blocks are
     encoded first, in slices; then the first slice of the rejoin sends the full set after
     its own changes (a small cluster's all happens in the registration event); each later
@@ -59,35 +65,42 @@ def rejoin_in_slices(
         grown: dict[TopicPartitionKey, PartitionRegistration] = {}
         lair: list[tuple[Iterable[int], TopicPartitionKey, bool]] = []
         moved: list[TopicPartitionKey] = []
-        # few distinct states (equal ones are shared): each rejoined once per slice
-        rejoined: dict[PartitionRegistration, PartitionRegistration] = {}
-        failed_rejoined: dict[PartitionRegistration, PartitionRegistration] = {}
+        # few distinct states (equal ones are shared): each rejoined once per slice, per
+        # (failed first, unclean allowed)
+        caches: dict[tuple[bool, bool], dict[PartitionRegistration, PartitionRegistration]] = {}
         deleting = state.deleting
+        unclean = 0
         for info in infos:
             # (no election for a topic being deleted: Kafka's ineligible topics)
             fail = bounced and info.name not in deleting
-            cache = failed_rejoined if fail else rejoined
+            may = info.name not in deleting and unclean_allowed(info.configs)
+            cache = caches.setdefault((fail, may), {})
             for p, st in info.partitions.items():
                 if broker_id not in st.replicas:
                     continue
                 tp = (info.name, p)
                 new = cache.get(st)
                 if new is None:
-                    new = add_replica(remove_replicas(st, gone) if fail else st, broker_id, alive)
+                    failed = remove_replicas(st, gone) if fail else st
+                    new = add_replica(failed, broker_id, alive, may)
                     if fail and new[1] == st[1] and new[2] == st[2]:  # isr, leader: as before
                         new = st
                     cache[st] = new
                 if new == st:  # (unchanged, maybe computed for an equal state)
                     new = st
                 if new is not st:
+                    unclean += may and is_unclean(st, new)
                     grown[tp] = new
                     lair.append((new.replicas, tp, False))
                     moved.append(tp)
                 else:
                     lair.append(([broker_id], tp, False))
+                    if not bounced:  # (its replica is online again: Kafka's UpdateMetadata
+                        moved.append(tp)  # to every broker with each LeaderAndIsr)
         if grown:
             with host.store.transaction():
                 host.persist_partitions(grown)
+        host.metrics.unclean_elections(unclean)
         um_to = state.live_broker_ids()
         if not full_sent[0]:  # (the full set carries what this slice changed)
             full_sent[0] = True
@@ -149,13 +162,20 @@ def offline_in_slices(host: ControllerHost, broker_id: int, epoch: int) -> None:
     def each(infos: list[TopicInfo]) -> None:
         changed: dict[TopicPartitionKey, PartitionRegistration] = {}
         shrunk: dict[PartitionRegistration, PartitionRegistration] = {}  # (as rejoined)
+        shrunk_unclean: dict[PartitionRegistration, PartitionRegistration] = {}
+        eligible = set(host.state.live_broker_ids()).__contains__
+        unclean = 0
         for info in infos:
+            may = unclean_allowed(info.configs) and info.name not in host.state.deleting
+            cache = shrunk_unclean if may else shrunk
             for p, st in info.partitions.items():
                 if broker_id in st.replicas:
-                    new = shrunk.get(st)
+                    new = cache.get(st)
                     if new is None:
-                        new = shrunk[st] = remove_replicas(st, gone)
+                        new = cache[st] = remove_replicas(st, gone, eligible if may else None)
+                    unclean += may and is_unclean(st, new)
                     changed[(info.name, p)] = new
+        host.metrics.unclean_elections(unclean)
         if changed:
             with host.store.transaction():
                 host.persist_partitions(changed)

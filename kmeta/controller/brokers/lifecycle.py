@@ -22,7 +22,7 @@ from kmeta.controller.channel.faults import FaultInjector
 from kmeta.controller.channel.request_batch import ControllerRequests
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration
-from kmeta.controller.topics.election import remove_replicas
+from kmeta.controller.topics.election import is_unclean, remove_replicas, unclean_allowed
 from kmeta.metadata.model import Endpoint, TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
@@ -179,14 +179,19 @@ class BrokerLifecycleManager:
                 self.host.store.put_broker(broker)
             changed: dict[TopicPartitionKey, PartitionRegistration] = {}
             deleting = self.host.state.deleting
+            live = set(self.host.state.live_broker_ids()).__contains__
+            unclean = 0
             for topic in self.host.state.topics.values():
                 if topic.name in deleting:
                     continue  # no election for a topic being deleted (Kafka: ineligible)
+                may = live if unclean_allowed(topic.configs) else None
                 for p, st in topic.partitions.items():
                     if not gone.isdisjoint(st.replicas):
-                        new = remove_replicas(st, gone.__contains__)
+                        new = remove_replicas(st, gone.__contains__, may)
+                        unclean += is_unclean(st, new)
                         changed[(topic.name, p)] = new
             self.host.persist_partitions(changed)
+        self.host.metrics.unclean_elections(unclean)
         for broker_id in dead:
             self.sessions.end(broker_id)
             self.channels.remove_broker(broker_id)

@@ -1,7 +1,13 @@
 """Leader election and ISR changes, as Kafka's ZooKeeper-mode controller makes them.
 
-* Never unclean: a new leader always comes from the ISR; with no live ISR member the partition
-  goes offline (leader -1) and the ISR keeps its last member, as Kafka never shrinks it to empty.
+* A new leader is the ISR's first live member (Kafka's offlinePartitionLeaderElection); with
+  none the partition goes offline (leader -1) and the ISR keeps its last member, as Kafka
+  never shrinks it to empty. Unless the topic's ``unclean.leader.election.enable`` is true
+  (default false): then the first live assigned replica leads and the ISR is that replica
+  alone, and what the others had beyond it is lost (:func:`is_unclean` tells such a change).
+* The controller never adds a replica to an ISR: the leader does, through AlterPartition,
+  once the follower caught up (:mod:`kmeta.controller.topics.isr`). A returning replica only
+  leads again an offline partition whose ISR it is in (a clean election).
 * Every controller-made change bumps the leader epoch (ZooKeeper mode does so for ISR shrinks
   too) and the partition epoch.
 """
@@ -44,38 +50,81 @@ def _changed(st: PartitionRegistration, leader: int, isr: tuple[int, ...]) -> Pa
     return shared
 
 
-def remove_replicas(
-    st: PartitionRegistration, gone: Callable[[int], bool]
+def with_isr(st: PartitionRegistration, isr: tuple[int, ...]) -> PartitionRegistration:
+    """An ISR-only change (a leader's AlterPartition): the partition epoch bumped, the leader
+    epoch not (KRaft's PartitionChangeRecord). Equal results are one object, as elections'
+    (a burst of 10k shrinks makes a few distinct states, each encoded once)."""
+    new = tuple.__new__(
+        PartitionRegistration, (st.replicas, isr, st.leader, st.leader_epoch, st.partition_epoch + 1)
+    )
+    shared = _SHARED.get(new)
+    if shared is None:
+        if len(_SHARED) >= 100_000:
+            _SHARED.clear()
+        shared = _SHARED[new] = new
+    return shared
+
+
+def unclean_allowed(configs: dict[str, str]) -> bool:
+    """The topic's ``unclean.leader.election.enable`` (Kafka's default: false)."""
+    return configs.get("unclean.leader.election.enable", "false").lower() == "true"
+
+
+def is_unclean(old: PartitionRegistration, new: PartitionRegistration) -> bool:
+    """``new`` has a leader that was not in ``old``'s ISR: an unclean election."""
+    return new.leader >= 0 and new.leader != old.leader and new.leader not in old.isr
+
+
+def _unclean_leader(
+    st: PartitionRegistration, eligible: Callable[[int], bool]
 ) -> PartitionRegistration:
-    """Drop ``gone`` brokers from the ISR (never to empty) and re-elect if the leader went."""
+    """The first ``eligible`` assigned replica leads alone (Kafka's unclean election); the
+    partition as it is when there is none."""
+    leader = next((r for r in st.replicas if eligible(r)), NO_LEADER)
+    return st if leader == NO_LEADER else _changed(st, leader, (leader,))
+
+
+def remove_replicas(
+    st: PartitionRegistration,
+    gone: Callable[[int], bool],
+    unclean: Callable[[int], bool] | None = None,
+) -> PartitionRegistration:
+    """Drop ``gone`` brokers from the ISR (never to empty) and re-elect if the leader went.
+
+    ``unclean``: the topic allows unclean elections, and this tells the brokers that may lead
+    (alive and not ``gone``) when no ISR member is left."""
     isr = tuple(r for r in st.isr if not gone(r))
     if not isr:
         isr = st.isr[:1]
     leader = st.leader
     if leader == NO_LEADER or gone(leader):
         leader = next((r for r in isr if not gone(r)), NO_LEADER)  # elect_leader on the new ISR
+        if leader == NO_LEADER and unclean is not None:
+            leader = next((r for r in st.replicas if unclean(r)), NO_LEADER)
+            if leader != NO_LEADER:
+                isr = (leader,)
     return _changed(st, leader, isr)
 
 
 def add_replica(
-    st: PartitionRegistration, broker_id: int, alive: Callable[[int], bool]
+    st: PartitionRegistration,
+    broker_id: int,
+    alive: Callable[[int], bool],
+    unclean: bool = False,
 ) -> PartitionRegistration:
-    """A returning replica rejoins the ISR (kmeta has no logs, so it is caught up at once).
-
-    This stands in for the leader's AlterPartition ISR expansion, so it needs a leader: an
-    offline partition gets one only if the returning broker is in its ISR (no unclean
-    election); once it has one, every live replica is in sync again.
-    """
-    leader = st.leader
-    if leader == NO_LEADER:
-        leader = elect_leader(st, alive)
-        if leader == NO_LEADER:
-            return st
-    members = {r for r in st.isr if alive(r)} | {leader}
-    if broker_id in st.replicas:
-        members.add(broker_id)
-    isr = tuple(r for r in st.replicas if r in members)
-    return _changed(st, leader, isr)
+    """A replica returns: the ISR is unchanged (its leader adds it through AlterPartition once
+    it caught up, as Kafka's). Only an offline partition changes: it is led again by its ISR's
+    first live member (the returning broker if it is in the ISR: a clean election), else, if
+    the topic allows it (``unclean``), by the first live replica alone (Kafka's
+    handleBrokerUnfenced elects the partitions without a leader)."""
+    if st.leader != NO_LEADER and alive(st.leader):
+        return st
+    leader = elect_leader(st, alive)
+    if leader != NO_LEADER:
+        return _changed(st, leader, st.isr)
+    if unclean and broker_id in st.replicas:
+        return _unclean_leader(st, alive)
+    return st
 
 
 # -- elections an admin asks for (Kafka's PartitionLeaderElectionAlgorithms) --------------------

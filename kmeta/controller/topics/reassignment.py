@@ -14,9 +14,11 @@ Phases, each one controller event, each committed before its requests go out:
   reassignment that the new one no longer needs get StopReplica(delete) and leave the ISR;
   LeaderAndIsr (leader epoch bumped) to RS, AR as new replicas, UpdateMetadata to every live
   broker. A target that needs no new replica in the ISR completes at once (phase B).
-* Catch-up: there is no data to copy, so ``reassignment_catch_up_ms`` after phase A each live
-  adding replica joins the ISR (the leader's AlterPartition, in Kafka), sent as its own step.
-  A dead adding replica joins when its broker registers again (the wait is re-armed then).
+* Catch-up: the adding replicas fetch from the leader, which adds each to the ISR through
+  AlterPartition once it caught up (:mod:`kmeta.controller.topics.isr`); the event that
+  commits an ISR holding the whole target completes the reassignment (Kafka's
+  isReassignmentComplete, checked on every ISR change). A dead adding replica catches up
+  once its broker registers again.
 * B (TRS in the ISR): RS = TRS, RR leaves the ISR; if the leader is not in TRS (or is dead)
   the first live TRS replica in the ISR leads (Kafka's reassignPartitionLeaderElection);
   LeaderAndIsr to TRS, UpdateMetadata to every live broker, StopReplica(delete) to RR; AR and
@@ -24,21 +26,19 @@ Phases, each one controller event, each committed before its requests go out:
 * Cancel (null target): a reassignment to ORS, so the same phases revert it: the adding
   replicas are stopped and the original set is restored (in TRS + ORS order, as Kafka).
 
-A restarted controller reads AR and RR back and resumes every reassignment in progress from
-the catch-up. Errors as Kafka's: UNKNOWN_TOPIC_OR_PARTITION (also for a topic being deleted),
+A restarted controller reads AR and RR back and completes at once those whose target is all
+in the ISR; the others wait for their leaders' AlterPartition. A returning broker may be the
+TRS replica that can lead a completion which found none: its registration checks again. Errors as Kafka's: UNKNOWN_TOPIC_OR_PARTITION (also for a topic being deleted),
 NO_REASSIGNMENT_IN_PROGRESS (cancel without one), INVALID_REPLICA_ASSIGNMENT (empty,
 duplicate or negative ids, or an adding replica on a broker that is not alive).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import logging
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from kmeta.controller.channel.barrier import Barrier
@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 #: (topic, partition, error code, error message) per partition, in request order
 AlterResult = tuple[str, int, int, str | None]
 _UNKNOWN = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+#: stop_replica entries, as ControllerRequests takes them
+StopReplicas = list[tuple[list[int], TopicPartitionKey, bool]]
 
 
 class Reassignment(NamedTuple):
@@ -148,66 +150,6 @@ def step_b(
     return with_replicas(st, target, isr, leader)
 
 
-class CatchUpTimer:
-    """When each reassigning partition's adding replicas count as caught up.
-
-    Stands in for the leaders' AlterPartition (ISR expansion) Kafka's controller waits for:
-    there is no data to copy here, so a partition is due a fixed delay after it was armed.
-    One task sleeps until the earliest due time (or a new arming) and hands every partition
-    then due to ``on_due`` at once; a failure there is logged and the loop goes on, since the
-    next registration of an adding replica re-arms its partitions.
-    """
-
-    def __init__(self, on_due: Callable[[list[TopicPartitionKey]], Awaitable[object]]) -> None:
-        self._on_due = on_due
-        self._due: dict[TopicPartitionKey, float] = {}  # partition -> when (monotonic)
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._loop())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    def __contains__(self, tp: object) -> bool:
-        return tp in self._due
-
-    def arm(self, tps: Iterable[TopicPartitionKey], delay_s: float) -> None:
-        when = time.monotonic() + delay_s
-        for tp in tps:
-            self._due[tp] = when
-        self._wake.set()
-
-    def disarm(self, tps: Iterable[TopicPartitionKey]) -> None:
-        for tp in tps:
-            self._due.pop(tp, None)
-
-    def keep_only(self, tps: Mapping[TopicPartitionKey, object]) -> None:
-        self._due = {tp: when for tp, when in self._due.items() if tp in tps}
-
-    async def _loop(self) -> None:
-        while True:
-            now = time.monotonic()
-            if not self._due or min(self._due.values()) > now:
-                delay = min(self._due.values()) - now if self._due else None
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await self._wake.wait()
-                continue
-            due = [tp for tp, when in self._due.items() if when <= now]
-            for tp in due:
-                del self._due[tp]
-            try:
-                await self._on_due(due)
-            except Exception:  # (the event manager logged it; the next registration re-arms)
-                log.exception("reassignment catch-up of %d partition(s) failed", len(due))
-
-
 class ReassignmentManager:
     def __init__(self, host: ControllerHost) -> None:
         self.host = host
@@ -216,21 +158,18 @@ class ReassignmentManager:
         self.current: Mapping[TopicPartitionKey, Reassignment] = _Current(
             self.ongoing, self._current
         )
-        #: partitions waiting for their adding replicas to catch up
-        self._catch_up = CatchUpTimer(self._enqueue_caught_up)
-
-    @property
-    def _catch_up_s(self) -> float:
-        return self.host.config.reassignment_catch_up_ms / 1000.0
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
-        """Controller start: read AR/RR back and resume every reassignment from the catch-up."""
+        """Controller start: read AR/RR back."""
         self._load()
+
+    def resume(self) -> None:
+        """The controller is active (its Startup event done, so the brokers have channels):
+        those whose target is all in the ISR already complete, in an event."""
         if self.ongoing:
             log.info("resuming %d partition reassignment(s)", len(self.ongoing))
-            self._arm(self.ongoing)
-        self._catch_up.start()
+            self._check(list(self.ongoing))
 
     def _load(self) -> None:
         state = self.host.state
@@ -244,21 +183,20 @@ class ReassignmentManager:
         """The controller reloaded its state after a refused commit: so do we (a reassignment
         that was not kept is forgotten, one whose completion was not kept is retried)."""
         self._load()
-        self._catch_up.keep_only(self.ongoing)
-        self._arm(tp for tp in self.ongoing if tp not in self._catch_up)
+        self._check(list(self.ongoing))
 
     async def stop(self) -> None:
-        await self._catch_up.stop()
+        """Nothing runs between events (kept for the controller's stop sequence)."""
 
     def broker_registered(self, broker_id: int) -> None:
-        """A returning broker may be the adding replica a reassignment waits for."""
+        """A returning broker may be the TRS replica a complete reassignment needs to lead."""
         state = self.host.state
         waiting = [
             tp
             for tp in self.ongoing
             if self._current(tp) is not None and broker_id in state.partition(tp).replicas
         ]
-        self._arm(waiting)
+        self._check(waiting)
 
     # -- AlterPartitionReassignments --------------------------------------------------------
     def alter(
@@ -330,8 +268,6 @@ class ReassignmentManager:
             host.store.delete_reassignments(tp for tp in finished if tp not in started)
             host.store.put_reassignments((*tp, a, r) for tp, (a, r) in started.items())
             host.persist_partitions(changed)
-        self._catch_up.disarm(finished)
-        self._arm(started)
         if changed:
             log.info(
                 "partition reassignment: %d started, %d completed at once",
@@ -380,68 +316,63 @@ class ReassignmentManager:
     def _forget(self, tps: Iterable[TopicPartitionKey]) -> None:
         """Drop the reassignments of ``tps`` (inside the caller's transaction)."""
         gone = [tp for tp in tps if self.ongoing.pop(tp, None) is not None]
-        self._catch_up.disarm(tps)
         if gone:
             self.host.store.delete_reassignments(gone)
 
-    def _arm(self, tps: Iterable[TopicPartitionKey]) -> None:
-        self._catch_up.arm(tps, self._catch_up_s)
-
-    async def _enqueue_caught_up(self, due: list[TopicPartitionKey]) -> None:
-        await self.host.enqueue(
-            "PartitionReassignmentIsrChange", functools.partial(self.caught_up, due)
-        )
-
-    def caught_up(self, tps: list[TopicPartitionKey]) -> list[TopicPartitionKey]:
-        """The catch-up event: live adding replicas join the ISR (one step, sent), then the
-        partitions whose whole target is in the ISR complete (phase B, sent). Returns those."""
-        host = self.host
-        state = host.state
-        alive = set(state.live_broker_ids()).__contains__
-        expanded: dict[TopicPartitionKey, PartitionRegistration] = {}
-        complete: dict[TopicPartitionKey, PartitionRegistration] = {}
-        stops: list[tuple[list[int], TopicPartitionKey, bool]] = []
-        gone: list[TopicPartitionKey] = []
-        with host.store.transaction():
-            for tp in tps:
-                r = self._current(tp)
-                if r is None:
-                    gone.append(tp)  # its topic went (deleted, or being deleted)
-                    continue
-                st = state.partition(tp)
-                if st.leader == NO_LEADER or not alive(st.leader):
-                    continue  # no leader to expand the ISR: waits for a registration
-                isr = tuple(x for x in st.replicas if x in st.isr or (x in r.adding and alive(x)))
-                if isr != st.isr:  # the leader's ISR expansion: partition epoch only
-                    st = st._replace(isr=isr, partition_epoch=st.partition_epoch + 1)
-                    expanded[tp] = st
-                if not set(r.target(st.replicas)).issubset(isr):
-                    continue  # an adding replica is down: waits for its registration
-                new = step_b(st, r.target(st.replicas), alive)
-                if new is None:
-                    continue
-                complete[tp] = new
-                stops += [([x], tp, True) for x in r.removing]
-            host.persist_partitions(expanded)
-            self._forget([*gone, *complete])
-        if expanded:
-            host.send(
-                ControllerRequests(
-                    update_metadata_to=state.live_broker_ids(),
-                    update_metadata_partitions=expanded,
-                    leader_and_isr=[(st.replicas, tp, False) for tp, st in expanded.items()],
-                ),
+    def _check(self, tps: list[TopicPartitionKey]) -> None:
+        """Complete, in an event of their own, those of ``tps`` whose target is in the ISR."""
+        if tps:
+            self.host.enqueue(
+                "PartitionReassignmentIsrChange", functools.partial(self.complete, tps)
             )
+
+    def completed(
+        self, tps: Iterable[TopicPartitionKey]
+    ) -> tuple[dict[TopicPartitionKey, PartitionRegistration], StopReplicas]:
+        """Phase B for those of ``tps`` reassigning whose whole target is in the ISR and has a
+        replica that can lead, inside the caller's transaction (an ISR change's event: Kafka
+        checks isReassignmentComplete on every one): their new states, persisted, and the
+        StopReplica(delete) of their RR. Those of deleted topics are forgotten."""
+        state = self.host.state
+        alive = set(state.live_broker_ids()).__contains__
+        complete: dict[TopicPartitionKey, PartitionRegistration] = {}
+        stops: StopReplicas = []
+        gone: list[TopicPartitionKey] = []
+        for tp in tps:
+            if tp not in self.ongoing:
+                continue
+            r = self._current(tp)
+            if r is None:
+                gone.append(tp)  # its topic went (deleted, or being deleted)
+                continue
+            st = state.partition(tp)
+            target = r.target(st.replicas)
+            if not set(target).issubset(st.isr):
+                continue  # waits for the leader's AlterPartition
+            new = step_b(st, target, alive)
+            if new is None:
+                continue  # no TRS replica can lead: waits for a registration
+            complete[tp] = new
+            stops += [([x], tp, True) for x in r.removing]
+        self.host.persist_partitions(complete)
+        self._forget([*gone, *complete])
         if complete:
-            with host.store.transaction():
-                host.persist_partitions(complete)
+            log.info("completed %d partition reassignment(s)", len(complete))
+        return complete, stops
+
+    def complete(self, tps: list[TopicPartitionKey]) -> list[TopicPartitionKey]:
+        """An event completing those of ``tps`` that can (:meth:`completed`), sent. Returns
+        those."""
+        host = self.host
+        with host.store.transaction():
+            complete, stops = self.completed(tps)
+        if complete:
             host.send(
                 ControllerRequests(
-                    update_metadata_to=state.live_broker_ids(),
+                    update_metadata_to=host.state.live_broker_ids(),
                     update_metadata_partitions=complete,
                     leader_and_isr=[(st.replicas, tp, False) for tp, st in complete.items()],
                     stop_replica=stops,
                 ),
             )
-            log.info("completed %d partition reassignment(s)", len(complete))
         return list(complete)

@@ -32,7 +32,11 @@ from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.channel.request_batch import ControllerRequests
 from kmeta.controller.host import ControllerHost
 from kmeta.controller.model import PartitionRegistration
-from kmeta.controller.topics.election import preferred_replica_election, unclean_election
+from kmeta.controller.topics.election import (
+    is_unclean,
+    preferred_replica_election,
+    unclean_election,
+)
 from kmeta.metadata.model import NO_LEADER, TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 
@@ -69,6 +73,7 @@ class ReplicaElectionManager:
         results: list[ElectionResult] = []
         changed: dict[TopicPartitionKey, PartitionRegistration] = {}
         alive = set(state.live_broker_ids()).__contains__
+        unclean = 0
         for tp in dict.fromkeys(partitions):  # (a set in Kafka; keeps the request's order)
             info = state.topics.get(tp[0])
             st = info.partitions.get(tp[1]) if info is not None else None
@@ -94,7 +99,9 @@ class ReplicaElectionManager:
                 )
             if new is not None:
                 changed[tp] = new
+                unclean += is_unclean(st, new)
             results.append((*tp, int(error), message))
+        self.host.metrics.unclean_elections(unclean)
         if not changed:
             return results, None
         return results, self._apply(changed, forwarder)

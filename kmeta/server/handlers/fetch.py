@@ -1,4 +1,4 @@
-"""Fetch (api key 1): versions 4-17, client listeners.
+"""Fetch (api key 1): versions 4-17, client and control listeners (followers fetch on the control listener, kmeta.server.replica_fetcher).
 
 Behaviour (Kafka 3.x ``KafkaApis.handleFetchRequest`` and ``ReplicaManager.fetchMessages``):
 
@@ -13,10 +13,12 @@ Behaviour (Kafka 3.x ``KafkaApis.handleFetchRequest`` and ``ReplicaManager.fetch
   MetadataCache does not hold: UNKNOWN_TOPIC_OR_PARTITION.
 * Then the replica manager reads (``readFromLog``): a replica not held here
   NOT_LEADER_OR_FOLLOWER; ``current_leader_epoch`` older than ours FENCED_LEADER_EPOCH, newer
-  UNKNOWN_LEADER_EPOCH; not the leader NOT_LEADER_OR_FOLLOWER (followers hold no replicated
-  records until replication lands, so nobody reads from them); a replica fetch from a broker
-  that is not one of the partition's replicas NOT_LEADER_OR_FOLLOWER (UNKNOWN_LEADER_EPOCH when
-  it gave an epoch); a fetch offset outside [log start, log end] OFFSET_OUT_OF_RANGE; a v12+
+  UNKNOWN_LEADER_EPOCH; not the leader NOT_LEADER_OR_FOLLOWER (no follower reads, KIP-392); a
+  replica fetch from a broker that is not one of the partition's replicas NOT_LEADER_OR_FOLLOWER
+  (UNKNOWN_LEADER_EPOCH when it gave an epoch), or naming a broker epoch (v15 ReplicaState)
+  older than that replica fetched with before NOT_LEADER_OR_FOLLOWER; a replica fetch records
+  the follower's log end, which moves the high watermark (:mod:`kmeta.server.replica_reads`);
+  a fetch offset outside [log start, log end] OFFSET_OUT_OF_RANGE; a v12+
   ``last_fetched_epoch`` whose end is below the fetch offset: the diverging epoch, no records.
   From v16 NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH carry the current leader and epoch
   and that leader's endpoint on this listener (KIP-951).
@@ -90,6 +92,13 @@ def replica_id_of(request: fe.FetchRequest) -> int:
     return request.replica_id
 
 
+def replica_epoch_of(request: fe.FetchRequest) -> int:
+    """The fetching broker's epoch (-1: not given): ReplicaState's from v15 (KIP-903)."""
+    if request.version >= 15 and request.replica_state is not None:
+        return request.replica_state.replica_epoch
+    return -1
+
+
 def handle(ctx: BrokerContext, request: fe.FetchRequest) -> fe.FetchResponse | EncodedPieces | Awaitable[EncodedPieces]:
     version: int = request.version
     if request.session_epoch not in _FULL_EPOCHS:
@@ -132,7 +141,7 @@ def handle(ctx: BrokerContext, request: fe.FetchRequest) -> fe.FetchResponse | E
     max_bytes = min(request.max_bytes, FETCH_MAX_BYTES)
     params = FetchParams(
         replica_id, request.max_wait_ms, min(request.min_bytes, max_bytes), max_bytes,
-        FetchIsolation.of(replica_id, request.isolation_level),
+        FetchIsolation.of(replica_id, request.isolation_level), replica_epoch_of(request),
     )  # fmt: skip
     rm: ReplicaManager = ctx.state.replica_manager
     order = list(wanted)
@@ -252,4 +261,4 @@ def _length(n: int, flexible: bool) -> bytes:
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(fe.API, handle, on_control=False, min_version=MIN_VERSION)
+    registry.register(fe.API, handle, min_version=MIN_VERSION)

@@ -1,4 +1,4 @@
-"""ListOffsets (api key 2): versions 0-9, client listeners.
+"""ListOffsets (api key 2): versions 0-9, client and control listeners (a follower asks its leader on the control listener).
 
 Kafka 3.9 semantics (``KafkaApis.handleListOffsetRequest``, ``ReplicaManager.fetchOffset``,
 ``Partition.fetchOffsetForTimestamp``, ``UnifiedLog.fetchOffsetByTimestamp``), per partition:
@@ -172,4 +172,4 @@ def legacy_offsets_before(log: PartitionLog, timestamp: int, max_num_offsets: in
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(lo.API, handle, on_control=False)
+    registry.register(lo.API, handle)

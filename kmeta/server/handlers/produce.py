@@ -32,9 +32,11 @@ Per partition, in Kafka's order:
 
 Idempotent batches (a producer id, not transactional) are stored as they come: their
 sequence numbers are not checked until producer state lands (duplicates of a retried batch
-are stored twice meanwhile). ``acks=-1`` waits for the leader alone: no follower replicates
-yet, so the high watermark moves with the leader's log end (``Partition.maybe_increment_leader_hw``)
-and ``timeout_ms`` is not waited on.
+are stored twice meanwhile). ``acks=-1`` waits until the high watermark (the smallest log end
+over the ISR, ``Partition.maybe_increment_leader_hw``) covers the batch, at most
+``timeout_ms`` (then REQUEST_TIMED_OUT), in the produce purgatory
+(:mod:`kmeta.server.delayed_produce`); NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank
+below min.insync.replicas meanwhile. With an ISR of the leader alone (RF 1) that is at once.
 
 ``acks=0``: no response at all (Kafka's sendNoOpResponse); if any partition failed, the
 connection is closed instead, so the producer notices and refreshes its metadata, as Kafka
@@ -73,6 +75,7 @@ from kmeta.protocol.record_batch import (
     RecordsChecked,
     check_produce_records,
 )
+from kmeta.server.delayed_produce import ProducePending
 from kmeta.server.handlers.metadata import INTERNAL_TOPICS
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
@@ -182,13 +185,14 @@ async def _answer_off_loop(
     ctx: BrokerContext, request: pr.ProduceRequest, snap: MetadataSnapshot
 ) -> pr.ProduceResponse | NoResponse:
     checks = await asyncio.to_thread(_check_all, snap, request)
-    return _answer(ctx, request, snap, checks)
+    answer = _answer(ctx, request, snap, checks)
+    return await answer if isinstance(answer, asyncio.Future) else answer
 
 
 def _answer(
     ctx: BrokerContext, request: pr.ProduceRequest, snap: MetadataSnapshot,
     checks: list[Checked],
-) -> pr.ProduceResponse | NoResponse:  # fmt: skip
+) -> pr.ProduceResponse | NoResponse | asyncio.Future[pr.ProduceResponse | NoResponse]:  # fmt: skip
     version: int = request.version
     acks: int = request.acks
     txn_id: str | None = request.transactional_id
@@ -218,6 +222,51 @@ def _answer(
                 else:
                     outcome = _append(ctx, snap, acks, t.name, p.index, records, check, version)
                 outcomes[(t.name, p.index)] = outcome
+    if acks == -1:
+        pending = {
+            key: ProducePending(o.last_offset + 1, _limits(snap, key[0])[1])
+            for key, o in outcomes.items()
+            if isinstance(o, LogAppendInfo)
+        }
+        if pending:
+            return _replicated(ctx, request, snap, outcomes, pending)
+    return _finish(ctx, snap, version, acks, outcomes)
+
+
+def _replicated(
+    ctx: BrokerContext, request: pr.ProduceRequest, snap: MetadataSnapshot,
+    outcomes: dict[tuple[str, int], Outcome], pending: dict[tuple[str, int], ProducePending],
+) -> pr.ProduceResponse | NoResponse | asyncio.Future[pr.ProduceResponse | NoResponse]:  # fmt: skip
+    """acks=-1: answered once every appended partition's high watermark covers its batch
+    (at once when it does already: RF 1), else from the produce purgatory; a partition not
+    replicated within ``timeout_ms`` is REQUEST_TIMED_OUT, as Kafka's DelayedProduce."""
+    now: list[pr.ProduceResponse | NoResponse] = []
+    later: asyncio.Future[pr.ProduceResponse | NoResponse] | None = None
+
+    def done(errors: dict[tuple[str, int], ErrorCode]) -> None:
+        for key, error in errors.items():
+            if error != ErrorCode.NONE:
+                outcomes[key] = (error, None)
+        current = ctx.state.cache.snapshot  # (leaders may have moved while it waited)
+        if later is None:
+            now.append(_finish(ctx, current, request.version, -1, outcomes))
+        elif not later.done():  # (else the connection went away meanwhile)
+            try:
+                later.set_result(_finish(ctx, current, request.version, -1, outcomes))
+            except Exception as exc:  # (a bug: fail this request, not what woke it)
+                later.set_exception(exc)
+
+    ctx.state.replica_manager.await_replication(pending, request.timeout_ms, done)
+    if now:
+        return now[0]
+    later = asyncio.get_running_loop().create_future()
+    return later
+
+
+def _finish(
+    ctx: BrokerContext, snap: MetadataSnapshot, version: int, acks: int,
+    outcomes: dict[tuple[str, int], Outcome],
+) -> pr.ProduceResponse | NoResponse:  # fmt: skip
     results = ctx.state.produce_results
     for outcome in outcomes.values():
         results["NONE" if isinstance(outcome, LogAppendInfo) else ErrorCode(outcome[0]).name] += 1

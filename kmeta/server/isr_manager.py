@@ -1,0 +1,221 @@
+"""IsrManager: the leader's ISR changes (Kafka's ``Partition.maybeShrinkIsr`` /
+``maybeExpandIsr``, the isr-expiration task and ``AlterPartitionManager``).
+
+* Every half of replica.lag.time.max.ms, each partition this broker leads drops the followers
+  in its ISR that are neither at its log end nor were caught up within the lag time.
+* A follower's fetch that brings it to the high watermark (and past the start of this
+  leader's epoch) adds it back.
+
+Either change is an AlterPartition (API 56) to the controller, sent over the controller
+link's forwarding connection (the cluster's identity; a NOT_CONTROLLER answer goes on to the
+next controller). Until the controller answers, the proposed ISR is pending (Kafka's
+PendingShrinkIsr / PendingExpandIsr: one in flight per partition; the high watermark counts
+a replica being added, and still the one being dropped). The ISR changes here only when the
+controller's answer (or the LeaderAndIsr that follows it) says so; an error clears the
+pending change and the next check proposes again. Without a controller nothing is proposed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode, UnsupportedVersionError
+from kmeta.protocol.messages import alter_partition as ap
+from kmeta.protocol.registry import highest_common
+from kmeta.server.controller_connection import NET_ERRORS
+from kmeta.server.replica_states import LEADER
+
+if TYPE_CHECKING:  # (they import this module, through the broker state)
+    from kmeta.server.forwarding import ForwardingManager
+    from kmeta.server.partition import Partition
+    from kmeta.server.replica_manager import ReplicaManager
+
+log = logging.getLogger("kmeta.server.isr")
+
+Key = tuple[str, int]
+#: how long an AlterPartition may wait for the controller's answer
+ALTER_PARTITION_TIMEOUT_S = 10.0
+#: after the controller could not be asked (not reachable, does not serve AlterPartition),
+#: nothing is proposed for this long
+RETRY_BACKOFF_S = 5.0
+
+
+class Proposal(NamedTuple):
+    partition: Partition
+    new_isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int
+
+
+class IsrManager:
+    def __init__(self, rm: ReplicaManager, max_lag_ms: int) -> None:
+        self.rm = rm
+        self.max_lag_ms = max_lag_ms
+        #: the controller link's forwarding (the broker state sets this; None: no controller)
+        self.channel: Callable[[], ForwardingManager | None] = lambda: None
+        self._queued: dict[Key, Proposal] = {}
+        self._flushing = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._quiet_until = 0.0
+        self._tasks: set[asyncio.Task[None]] = set()
+        #: ISR changes the controller accepted (Kafka's IsrShrinksPerSec / IsrExpandsPerSec)
+        self.shrinks = 0
+        self.expands = 0
+
+    def start(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # (built outside a loop, as in-memory tests do: no timer)
+            return
+        self._timer = loop.call_later(self.max_lag_ms / 2000.0, self._tick)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in self._tasks:
+            task.cancel()
+
+    def _tick(self) -> None:
+        try:
+            now = int(time.time() * 1000)
+            for partition in self.rm.led_partitions():
+                self.maybe_shrink(partition, now)
+        finally:
+            self.start()
+
+    # -- proposals ---------------------------------------------------------------------------
+    def maybe_shrink(self, partition: Partition, now_ms: int) -> None:
+        state = partition.state
+        if state is None or state.role != LEADER or partition.pending_isr is not None:
+            return
+        out = partition.out_of_sync_replicas(state, now_ms, self.max_lag_ms)
+        if out:
+            new_isr = tuple(r for r in state.isr if r not in out)
+            log.info("%s: shrinking the ISR %s -> %s (out of sync: %s)", partition, list(state.isr), list(new_isr), out)
+            self._propose(partition, new_isr)
+
+    def maybe_expand(self, partition: Partition, replica_id: int) -> None:
+        state = partition.state
+        if state is None or state.role != LEADER or partition.pending_isr is not None:
+            return
+        if partition.may_join_isr(state, replica_id):
+            new_isr = (*state.isr, replica_id)
+            log.info("%s: expanding the ISR %s -> %s", partition, list(state.isr), list(new_isr))
+            self._propose(partition, new_isr)
+
+    def _propose(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
+        state = partition.state
+        if state is None or self.channel() is None or time.monotonic() < self._quiet_until:
+            return
+        partition.pending_isr = new_isr
+        self._queued[partition.key] = Proposal(partition, new_isr, state.leader_epoch, state.partition_epoch)
+        if not self._flushing:  # (every proposal of this loop turn in one request)
+            self._flushing = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flushing = False
+        batch, self._queued = self._queued, {}
+        if batch:
+            task = asyncio.get_running_loop().create_task(self._send(batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    # -- the request and its answer --------------------------------------------------------------
+    def _request(self, batch: dict[Key, Proposal], version: int) -> ap.AlterPartitionRequest:
+        snap = self.rm.cache.snapshot
+        by_topic: dict[str, list[ap.PartitionData]] = {}
+        for (topic, index), p in batch.items():
+            epochs = tuple(ap.BrokerState(r, self._broker_epoch(p.partition, r)) for r in p.new_isr)
+            by_topic.setdefault(topic, []).append(ap.PartitionData(
+                partition_index=index, leader_epoch=p.leader_epoch,
+                new_isr=p.new_isr if version < 3 else (),
+                new_isr_with_epochs=epochs if version >= 3 else (),
+                leader_recovery_state=0, partition_epoch=p.partition_epoch,
+            ))  # fmt: skip
+        return ap.AlterPartitionRequest(
+            version=version, broker_id=self.rm.broker_id, broker_epoch=self.rm.broker_epoch_of(),
+            topics=tuple(
+                ap.TopicData(topic_name=t, topic_id=snap.topic_id(t) or uuid.UUID(int=0), partitions=tuple(ps))
+                for t, ps in by_topic.items()
+            ),
+        )  # fmt: skip
+
+    def _broker_epoch(self, partition: Partition, replica: int) -> int:
+        if replica == self.rm.broker_id:
+            return self.rm.broker_epoch_of()
+        remote = partition.remote.get(replica)
+        return -1 if remote is None else remote.broker_epoch
+
+    async def _send(self, batch: dict[Key, Proposal]) -> None:
+        from kmeta.server.forwarding import ForwardTimedOut  # (it imports the broker state)
+
+        channel = self.channel()
+        version = 3
+        if channel is not None and channel.admin_versions:
+            version = highest_common(channel.admin_versions, ApiKey.ALTER_PARTITION, range(4)) or -1
+        try:
+            if channel is None or version < 0:
+                raise UnsupportedVersionError("the controller does not serve AlterPartition")
+            response = await channel.forward(self._request(batch, version), ALTER_PARTITION_TIMEOUT_S)
+        except (ForwardTimedOut, UnsupportedVersionError, *NET_ERRORS) as exc:
+            log.warning("AlterPartition for %d partitions not answered: %r", len(batch), exc)
+            self._quiet_until = time.monotonic() + RETRY_BACKOFF_S
+            self._clear(batch)
+            return
+        if response.error_code != ErrorCode.NONE:
+            log.warning("AlterPartition refused: %s", ErrorCode(response.error_code).name)
+            self._clear(batch)
+            return
+        names = {i: n for n, i in self.rm.cache.snapshot.topic_ids.items()}
+        answered: set[Key] = set()
+        for t in response.topics:
+            topic = t.topic_name if version < 2 else names.get(t.topic_id, "")
+            for p in t.partitions:
+                key = (topic, p.partition_index)
+                proposal = batch.get(key)
+                if proposal is not None:
+                    answered.add(key)
+                    self._apply(proposal, p)
+        self._clear({k: v for k, v in batch.items() if k not in answered})
+
+    @staticmethod
+    def _clear(batch: dict[Key, Proposal]) -> None:
+        for p in batch.values():
+            if p.partition.pending_isr == p.new_isr:
+                p.partition.pending_isr = None
+
+    def _apply(self, proposal: Proposal, answer: ap.PartitionDataResponse) -> None:
+        """``Partition.handleAlterPartitionUpdate``: the committed ISR becomes ours when it
+        is newer than what we hold; an error leaves ours (the LeaderAndIsr that follows the
+        change someone else made brings the news)."""
+        partition = proposal.partition
+        if partition.pending_isr != proposal.new_isr:
+            return  # (a LeaderAndIsr came meanwhile)
+        partition.pending_isr = None
+        state = partition.state
+        if answer.error_code != ErrorCode.NONE:
+            log.info("%s: AlterPartition to %s: %s", partition, list(proposal.new_isr), ErrorCode(answer.error_code).name)
+            return
+        if state is None or state.role != LEADER or answer.leader_epoch != state.leader_epoch:
+            return
+        if answer.partition_epoch <= state.partition_epoch:
+            return
+        before = state.isr
+        self.rm.replicas[partition.key] = state._replace(isr=tuple(answer.isr), partition_epoch=answer.partition_epoch)
+        if len(answer.isr) < len(before):
+            self.shrinks += 1
+        elif len(answer.isr) > len(before):
+            self.expands += 1
+        log.info("%s: ISR %s -> %s (partition epoch %d)", partition, list(before), list(answer.isr), answer.partition_epoch)
+        if partition.maybe_increment_leader_hw(partition.state):
+            self.rm.high_watermark_moved(partition)
+        else:  # (a shrink below min.insync.replicas: waiting produces answer now)
+            self.rm.delayed_produce.check_and_complete(partition.key)

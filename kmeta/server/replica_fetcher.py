@@ -1,0 +1,406 @@
+"""ReplicaFetcher: a follower's fetcher for the partitions one leader broker leads (Kafka's
+``ReplicaFetcherThread`` on ``AbstractFetcherThread``): an asyncio task and one connection.
+
+The connection goes to the leader's control listener (``control_listener_name``, CONTROL by
+default), authenticated as the controller link authenticates: TLS and the cluster credential
+as that listener's security protocol says. It is kmeta's inter-broker listener: every broker
+registers it, it knows only the cluster's identity (which has CLUSTER_ACTION), and
+replication does not share the client listeners' connection limits.
+
+Each partition is fetching or truncating (Kafka's ``PartitionFetchState``):
+
+* **Truncating**, after it was added (a new leader or leader epoch): a log with no leader
+  epoch is truncated to its high watermark; else OffsetForLeaderEpoch (v3+ with our replica
+  id) asks where the leader's copy of our latest epoch ends, and the log is cut there as
+  ``AbstractFetcherThread.getOffsetTruncationState`` says (an epoch the leader answers that
+  we do not hold: cut to our end of that epoch and ask again).
+* **Fetching**: Fetch v12+ (v15+: ReplicaState with our broker epoch) from our log end with
+  the epoch of our last batch; the leader's batches are appended as they are
+  (``PartitionLog.append_as_follower``); the high watermark becomes min(leader's, our log
+  end) and the log start follows the leader's. A diverging epoch in the answer truncates as
+  above without another round trip (KIP-595's truncation on fetch). OFFSET_OUT_OF_RANGE:
+  the leader's log end below ours cuts ours there (an unclean election), else a log below the
+  leader's log start starts afresh there (``fetchOffsetAndTruncate``, by ListOffsets).
+* Other errors (not the leader any more, an epoch this leader does not know yet, a
+  connection lost) retry after replica.fetch.backoff.ms; the next LeaderAndIsr moves the
+  partition to another fetcher if the leader changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kmeta.log.errors import LogError
+from kmeta.net.connection import KafkaConnection
+from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import fetch as fe
+from kmeta.protocol.messages import list_offsets as lo
+from kmeta.protocol.messages import offset_for_leader_epoch as ofle
+from kmeta.protocol.registry import highest_common
+from kmeta.protocol.types import ZERO_UUID
+from kmeta.server.controller_connection import NET_ERRORS, call, open_connection
+from kmeta.server.follower_truncation import truncation_offset
+
+if TYPE_CHECKING:
+    from kmeta.server.fetcher_manager import ReplicaFetcherManager
+    from kmeta.server.partition import Partition
+
+log = logging.getLogger("kmeta.server.replica_fetcher")
+
+Key = tuple[str, int]
+
+#: Kafka's replica.fetch.wait.max.ms, replica.fetch.min.bytes, replica.fetch.max.bytes,
+#: replica.fetch.response.max.bytes and replica.fetch.backoff.ms
+FETCH_WAIT_MAX_MS = 500
+FETCH_MIN_BYTES = 1
+FETCH_MAX_BYTES = 1_048_576
+FETCH_RESPONSE_MAX_BYTES = 10_485_760
+FETCH_BACKOFF_S = 1.0
+#: Fetch versions a follower uses (v12: last fetched epoch and diverging epoch)
+FETCH_VERSIONS = range(12, 18)
+_EARLIEST, _LATEST = -2, -1
+
+
+@dataclass(slots=True)
+class PartitionFetchState:
+    """Where a partition's fetching stands (Kafka's ``PartitionFetchState``)."""
+
+    fetch_offset: int
+    current_leader_epoch: int
+    truncating: bool
+    topic_id: uuid.UUID | None
+    #: monotonic time before which the partition is not fetched (after an error)
+    delayed_until: float = 0.0
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.partitions: dict[Key, PartitionFetchState] = {}
+        self._wake = asyncio.Event()
+        self._conn: KafkaConnection | None = None
+        self._versions: dict[int, range] = {}
+        self._task: asyncio.Task[None] | None = None
+        #: responses applied (for status and tests)
+        self.fetches = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replica-fetcher-{self.leader_id}"
+        )
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._close()
+
+    def cancel(self) -> None:
+        """Stop now, without waiting (the broker is shutting down)."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        self._close()
+
+    def add(self, key: Key, state: PartitionFetchState) -> None:
+        self.partitions[key] = state
+        self._wake.set()
+
+    def remove(self, key: Key) -> None:
+        self.partitions.pop(key, None)
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- the loop ----------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                conn = await self._connection()
+                if conn is None:
+                    await asyncio.sleep(FETCH_BACKOFF_S)
+                    continue
+                if any(s.truncating for s in self.partitions.values()):
+                    await self._truncate(conn)
+                if not await self._fetch(conn):
+                    await self._idle()
+            except NET_ERRORS as exc:
+                log.debug("fetcher for leader %d: %r; retrying", self.leader_id, exc)
+                self._close()
+                await asyncio.sleep(FETCH_BACKOFF_S)
+            except Exception:  # (a bug: said loudly, and the fetcher goes on after a pause)
+                log.exception("fetcher for leader %d failed; retrying", self.leader_id)
+                self._close()
+                await asyncio.sleep(FETCH_BACKOFF_S)
+
+    async def _idle(self) -> None:
+        """Nothing to fetch now (every partition backing off): wait for the first to be due
+        or for a partition to be added."""
+        loop = asyncio.get_running_loop()
+        due = min((s.delayed_until for s in self.partitions.values()), default=loop.time())
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, due - loop.time()) or FETCH_BACKOFF_S):
+                await self._wake.wait()
+
+    async def _connection(self) -> KafkaConnection | None:
+        if self._conn is not None and self._conn.is_open:
+            return self._conn
+        manager = self.manager
+        node = manager.cache.snapshot.alive_node(self.leader_id, manager.listener)
+        if node is None:  # (not registered yet, or gone: the next LeaderAndIsr says who leads)
+            return None
+        self._conn, self._versions = await open_connection(
+            node.host, node.port, manager.client_id, manager.ssl, manager.sasl
+        )
+        return self._conn
+
+    def _due(self) -> list[tuple[Key, PartitionFetchState]]:
+        now = asyncio.get_running_loop().time()
+        return [(k, s) for k, s in self.partitions.items() if s.delayed_until <= now]
+
+    def _delay(self, key: Key, state: PartitionFetchState) -> None:
+        if self.partitions.get(key) is state:
+            state.delayed_until = asyncio.get_running_loop().time() + FETCH_BACKOFF_S
+
+    def _current(self, key: Key, state: PartitionFetchState, offset: int, make: bool = True) -> Partition | None:
+        """The follower partition when ``state`` is still the one asked with, at ``offset``
+        (a LeaderAndIsr may have replaced or removed it while the request was out); its log
+        made now unless ``make`` is False."""
+        if self.partitions.get(key) is not state or state.fetch_offset != offset:
+            return None
+        return self.manager.partition(key) if make else self.manager.peek(key)
+
+    # -- truncation --------------------------------------------------------------------------
+    async def _truncate(self, conn: KafkaConnection) -> None:
+        """``AbstractFetcherThread.maybeTruncate``: without an epoch, to the high watermark;
+        with one, where the leader's copy of our latest epoch ends."""
+        asks: dict[Key, tuple[PartitionFetchState, int, int]] = {}
+        for key, state in self._due():
+            if not state.truncating:
+                continue
+            partition = self.manager.partition(key)
+            if partition is None:
+                continue
+            epoch = partition.log.latest_epoch
+            if epoch is None:
+                partition.log.truncate_to(partition.log.high_watermark)
+                start_fetching(partition, state)
+                continue
+            asks[key] = (state, epoch, state.fetch_offset)
+        if not asks:
+            return
+        by_topic: dict[str, list[ofle.OffsetForLeaderPartition]] = {}
+        for (topic, index), (state, epoch, _) in asks.items():
+            by_topic.setdefault(topic, []).append(
+                ofle.OffsetForLeaderPartition(index, state.current_leader_epoch, epoch)
+            )
+        version = highest_common(self._versions, ApiKey.OFFSET_FOR_LEADER_EPOCH, range(3, 5))
+        if version is None:
+            raise ConnectionError("the leader does not serve OffsetForLeaderEpoch v3+")
+        request = ofle.OffsetForLeaderEpochRequest(
+            version=version, replica_id=self.manager.broker_id,
+            topics=tuple(ofle.OffsetForLeaderTopic(t, tuple(ps)) for t, ps in by_topic.items()),
+        )  # fmt: skip
+        response = await call(conn, request)
+        for t in response.topics:
+            for p in t.partitions:
+                key = (t.topic, p.partition)
+                if key not in asks:
+                    continue
+                state, _, offset = asks[key]
+                partition = self._current(key, state, offset)
+                if partition is None:
+                    continue
+                if p.error_code != ErrorCode.NONE:
+                    self._delay(key, state)
+                    continue
+                apply_truncation(partition, state, self.leader_id, p.leader_epoch, p.end_offset)
+
+    # -- fetching ----------------------------------------------------------------------------
+    async def _fetch(self, conn: KafkaConnection) -> bool:
+        """One Fetch of every due partition that is fetching; False when there was none."""
+        wanted: dict[Key, tuple[PartitionFetchState, int, Partition | None]] = {}
+        for key, state in self._due():
+            if self.manager.follower_state(key) is None:  # (its state was dropped: no more)
+                self.manager.unfollow(key)
+            elif not state.truncating:
+                wanted[key] = (state, state.fetch_offset, self.manager.peek(key))
+        if not wanted:
+            return False
+        manager = self.manager
+        request = fetch_request(self._versions, self.leader_id, manager.broker_id, manager.broker_epoch(), wanted)
+        response = await call(conn, request)  # (its wait, 500 ms, well within the timeout)
+        self.fetches += 1
+        if response.error_code != ErrorCode.NONE:
+            log.warning("fetch from leader %d: %s", self.leader_id, ErrorCode(response.error_code).name)
+            for key, (state, _, _) in wanted.items():
+                self._delay(key, state)
+            return True
+        names = {s.topic_id: k[0] for k, (s, _, _) in wanted.items() if s.topic_id is not None}
+        for t in response.responses:
+            topic = t.topic if request.version < 13 else names.get(t.topic_id, "")
+            for p in t.partitions:
+                key = (topic, p.partition_index)
+                if key in wanted:
+                    state, offset, _ = wanted[key]
+                    await self._process(conn, key, state, offset, p)
+        return True
+
+    async def _process(
+        self, conn: KafkaConnection, key: Key, state: PartitionFetchState, offset: int,
+        data: fe.PartitionData,
+    ) -> None:  # fmt: skip
+        error = data.error_code
+        # (the log is made when there is something to write or cut; else an empty log not
+        # made yet stays so: see kmeta.server.follower_reads)
+        make = error == ErrorCode.OFFSET_OUT_OF_RANGE or bool(data.records) or data.diverging_epoch is not None
+        partition = self._current(key, state, offset, make)
+        if partition is None:  # (gone, moved on, or an empty log not made: nothing to write)
+            if error != ErrorCode.NONE:
+                self._delay(key, state)
+            return
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            await self._out_of_range(conn, key, state, partition)
+            return
+        if error != ErrorCode.NONE:
+            if error == ErrorCode.FENCED_LEADER_EPOCH:
+                log.info("%s: leader %d has a newer epoch than %d; waiting for its LeaderAndIsr",
+                         partition, self.leader_id, state.current_leader_epoch)  # fmt: skip
+            self._delay(key, state)
+            return
+        plog = partition.log
+        diverging = data.diverging_epoch
+        if diverging is not None and diverging.epoch >= 0:
+            apply_truncation(partition, state, self.leader_id, diverging.epoch, diverging.end_offset)
+            return
+        records = data.records
+        try:
+            if records:
+                plog.append_as_follower(records)
+            plog.update_high_watermark(min(data.high_watermark, plog.log_end_offset))
+            start = data.log_start_offset
+            if plog.log_start_offset < start <= plog.high_watermark:
+                plog.delete_records_before(start)
+        except LogError as exc:
+            log.error("%s: cannot append what leader %d sent at %d: %s", partition, self.leader_id, offset, exc)
+            self._delay(key, state)
+            return
+        state.fetch_offset = plog.log_end_offset
+
+    async def _out_of_range(
+        self, conn: KafkaConnection, key: Key, state: PartitionFetchState, partition: Partition
+    ) -> None:
+        """``AbstractFetcherThread.fetchOffsetAndTruncate``: the leader's log end below ours
+        cuts ours there; else a log end below the leader's log start starts afresh there."""
+        offset = state.fetch_offset
+        leader_end = await list_offset(conn, self._versions, self.manager.broker_id, key, state.current_leader_epoch, _LATEST)
+        if leader_end is None or self._current(key, state, offset) is None:
+            self._delay(key, state)
+            return
+        plog = partition.log
+        if leader_end < plog.log_end_offset:
+            log.warning("%s: leader %d's log ends at %d, below ours (%d): truncating",
+                        partition, self.leader_id, leader_end, plog.log_end_offset)  # fmt: skip
+            plog.truncate_to(leader_end)
+        else:
+            leader_start = await list_offset(conn, self._versions, self.manager.broker_id, key, state.current_leader_epoch, _EARLIEST)
+            if leader_start is None or self._current(key, state, offset) is None:
+                self._delay(key, state)
+                return
+            if leader_start > plog.log_end_offset:
+                log.info("%s: starting at leader %d's log start %d", partition, self.leader_id, leader_start)
+                plog.truncate_fully_and_start_at(leader_start)
+        state.fetch_offset = plog.log_end_offset
+
+
+def apply_truncation(
+    partition: Partition, state: PartitionFetchState, leader_id: int, leader_epoch: int, end_offset: int
+) -> None:
+    """Cut the log where the leader's answer says (:func:`truncation_offset`); fetch from
+    its end then, or, not completed, ask again with our latest epoch."""
+    offset, completed = truncation_offset(partition.log, leader_epoch, end_offset, state.fetch_offset)
+    if offset < partition.log.log_end_offset:
+        log.info("truncating %s to %d (leader %d's epoch %d ends at %d)",
+                 partition, offset, leader_id, leader_epoch, end_offset)  # fmt: skip
+    partition.log.truncate_to(offset)
+    if completed:
+        start_fetching(partition, state)
+    else:
+        state.fetch_offset = partition.log.log_end_offset
+        state.truncating = True
+
+
+def start_fetching(partition: Partition, state: PartitionFetchState) -> None:
+    state.fetch_offset = partition.log.log_end_offset
+    state.truncating = False
+
+
+def fetch_request(
+    versions: dict[int, range], leader_id: int, me: int, broker_epoch: int,
+    wanted: dict[Key, tuple[PartitionFetchState, int, Partition | None]],
+) -> fe.FetchRequest:  # fmt: skip
+    """One Fetch of ``wanted`` (state, offset, partition if its log was made), at the highest
+    version both sides speak (v13+ names topics by id: v12 when a topic has none)."""
+    by_topic: dict[str, list[fe.FetchPartition]] = {}
+    ids: dict[str, uuid.UUID | None] = {}
+    for (topic, index), (state, offset, partition) in wanted.items():
+        # (a log not made yet: empty, at 0)
+        last = None if partition is None else partition.log.latest_epoch
+        by_topic.setdefault(topic, []).append(fe.FetchPartition(
+            partition=index, current_leader_epoch=state.current_leader_epoch,
+            fetch_offset=offset, last_fetched_epoch=-1 if last is None else last,
+            log_start_offset=0 if partition is None else partition.log.log_start_offset,
+            partition_max_bytes=FETCH_MAX_BYTES,
+        ))  # fmt: skip
+        ids[topic] = state.topic_id
+    top = 17 if all(i is not None for i in ids.values()) else 12  # (v13+ names topics by id)
+    version = highest_common(versions, ApiKey.FETCH, range(FETCH_VERSIONS.start, top + 1))
+    if version is None:
+        raise ConnectionError(f"leader {leader_id} does not serve Fetch v12+")
+    return fe.FetchRequest(
+        version=version, replica_id=me if version < 15 else -1,
+        replica_state=fe.ReplicaState(me, broker_epoch) if version >= 15 else None,
+        max_wait_ms=FETCH_WAIT_MAX_MS, min_bytes=FETCH_MIN_BYTES,
+        max_bytes=FETCH_RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
+        topics=tuple(
+            fe.FetchTopic(topic=t, topic_id=ids[t] or ZERO_UUID, partitions=tuple(ps))
+            for t, ps in by_topic.items()
+        ),
+    )  # fmt: skip
+
+
+async def list_offset(
+    conn: KafkaConnection, versions: dict[int, range], me: int, key: Key, leader_epoch: int, which: int
+) -> int | None:
+    """The leader's earliest (-2) or latest (-1) offset of ``key`` (ListOffsets as replica ``me``)."""
+    version = highest_common(versions, ApiKey.LIST_OFFSETS, range(1, 8))
+    if version is None:
+        raise ConnectionError("the leader does not serve ListOffsets v1+")
+    request = lo.ListOffsetsRequest(
+        version=version, replica_id=me,
+        topics=(lo.ListOffsetsTopic(key[0], (
+            lo.ListOffsetsPartition(key[1], leader_epoch, which),
+        )),),
+    )  # fmt: skip
+    response = await call(conn, request)
+    for t in response.topics:
+        for p in t.partitions:
+            if (t.name, p.partition_index) == key and p.error_code == ErrorCode.NONE:
+                return int(p.offset)
+    return None
