@@ -40,7 +40,6 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
 
 from kmeta.cli.zookeeper import LocalZooKeeper, free_port
 from kmeta.controller.quorum.election import active_controller
@@ -57,7 +56,7 @@ class Rig:
         self.client_ports = {b: free_port() for b in BROKERS}
         self.metrics_ports = {b: free_port() for b in BROKERS}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.zkc = KazooClient(hosts=zk.connect_string)
+        self.zkc = zk.client()  # (kmeta's ZooKeeper is closed: authenticated as the cluster)
         self.zkc.start(timeout=30)
         servers = ",".join(f"127.0.0.1:{p}" for p in self.client_ports.values())
         self.admin = AdminClient({"bootstrap.servers": servers})
@@ -72,6 +71,7 @@ class Rig:
     def start_controller(self, node: int) -> None:
         self._spawn(f"controller-{node}", [
             "controller", "--zookeeper", self.zk.connect_string, "--node-id", str(node),
+            "--zookeeper-credential-file", str(self.zk.credential_file),
             "--listeners", f"CONTROLLER://127.0.0.1:{self.ctl_ports[node]}",
             "--data-dir", str(self.tmp / f"c{node}"), "--cluster-id", CLUSTER_ID,
             "--zookeeper-session-timeout-ms", str(self.zk_session_ms),

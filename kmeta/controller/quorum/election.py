@@ -78,8 +78,8 @@ class ControllerElection:
         hosts: str,
         node_id: int,
         session_timeout_s: float = 6.0,
-        member_data: bytes = b"",
         credential: ZkCredential | None = None,
+        member_data: bytes = b"",
     ) -> None:
         self.node_id = node_id
         #: this controller's member znode's data: where it serves /status (see quorum_status)
