@@ -159,7 +159,6 @@ def test_propagation_reassignment_scenario() -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     reassign = json.loads(proc.stdout)["reassign"]
-    assert reassign["catch_up_ms"] == 0
     assert [s["partitions"] for s in reassign["sizes"]] == [1, 200]
     for size in reassign["sizes"]:
         assert 0 < size["alter_ack_ms"] <= size["alter_to_all_brokers_final_ms"]

@@ -68,7 +68,9 @@ class Cluster:
 
 
 async def _zk_controller(tmp_path: Path, zk: Any) -> tuple[ControllerDaemon, ControllerElection]:
-    election = ControllerElection(zk.connect_string, 3000, session_timeout_s=30.0)
+    election = ControllerElection(
+        zk.connect_string, 3000, session_timeout_s=30.0, credential=zk.credential
+    )
     await election.connect()
     await asyncio.wait_for(election.elect(), 10)
     store = await asyncio.to_thread(

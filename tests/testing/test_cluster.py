@@ -66,7 +66,9 @@ def test_brokers_keep_their_records_in_their_state_dirs_and_auto_create_topics(t
             logs = cluster.data_dir / f"broker-{leader}" / "logs"
             assert {f"kept-{p}" for p, s in served.items() if s.leader == leader} <= {d.name for d in logs.iterdir()}
             cluster.restart_broker(leader, kill=True)
-        cluster.elect_preferred("kept")  # (leaderships back where the records are)
+        for p, s in served.items():  # (back in the ISR once caught up: then it can lead again)
+            _await_in_isr(cluster, "kept", p, s.replicas[0])
+        cluster.elect_preferred("kept")  # (leaderships back on the restarted brokers' logs)
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "unused", "enable.auto.commit": False})
         try:
             consumer.assign([TopicPartition("kept", p, 0) for p in (0, 1)])
