@@ -101,10 +101,18 @@ def run_analyze(
         for w in _rows(windows.orderBy(F.col("duration_ms").desc()).limit(REPORT_WINDOWS))
     ]
     chart_updates = _rows(
-        updates.select("first_send_ts", "convergence_ms", "complete")
+        updates.select(
+            "first_send_ts", "convergence_ms", "complete", "event_name", "controller_epoch"
+        )
         .where(F.col("convergence_ms").isNotNull())
         .orderBy("first_send_ts")
         .limit(CHART_POINTS)
+    )
+    worst = _rows(
+        updates.where(F.col("convergence_ms").isNotNull())
+        .orderBy(F.col("convergence_ms").desc())
+        .select(*tr._UPDATE, "event_name", "convergence_ms", "brokers_missing")
+        .limit(1)
     )
     bad_rows = _rows(malformed.limit(config.report_malformed_limit))
 
@@ -132,6 +140,7 @@ def run_analyze(
         "updates_send_stamped_late": conv["stamped_late"] or 0,
         "requests_never_sent": conv["unsent"] or 0,
         "updates_with_requests_never_sent": conv["with_unsent"] or 0,
+        "worst_update": worst[0] if worst else None,
         "brokers_by_lag": brokers,
         "disagreement_windows": window_rows,
         "bench_files": len(config.bench),

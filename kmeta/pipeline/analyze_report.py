@@ -5,6 +5,7 @@ Takes plain Python rows (already collected and small), so it never touches Spark
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,28 +23,46 @@ LAG_PNG = "broker_lag.png"
 
 
 def convergence_chart(updates: Sequence[dict[str, Any]], path: Path) -> bool:
+    """Each update's convergence against when it was sent, one colour per controller event
+    (TopicCreation, BrokerChange, ...: named in the legend), an x where a broker never applied
+    it. A controller epoch change is a dashed line, and the gap before it (the last update of
+    the old epoch to the first of the new: the failover, while brokers fence the old
+    controller) is shaded."""
     points = [
         u for u in updates if u["convergence_ms"] is not None and u["first_send_ts"] is not None
     ]
     if not points:
         return False
     t0 = min(u["first_send_ts"] for u in points)
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    done = [u for u in points if u["complete"]]
-    partial = [u for u in points if not u["complete"]]
-    for group, label, marker in ((done, "all brokers applied", "o"), (partial, "incomplete", "x")):
-        if group:
-            ax.scatter(
-                [(u["first_send_ts"] - t0) / 1000 for u in group],
-                [u["convergence_ms"] for u in group],
-                s=12,
-                marker=marker,
-                label=label,
-            )
-    ax.set_xlabel("seconds since first update")
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    names = sorted({u.get("event_name") or "(unnamed)" for u in points})
+    for name in names:
+        group = [u for u in points if (u.get("event_name") or "(unnamed)") == name]
+        for done, marker in ((True, "o"), (False, "x")):
+            mine = [u for u in group if bool(u["complete"]) is done]
+            if mine:
+                ax.scatter(
+                    [(u["first_send_ts"] - t0) / 1000 for u in mine],
+                    [u["convergence_ms"] for u in mine],
+                    s=14,
+                    marker=marker,
+                    label=name if done else f"{name} (a broker never applied)",
+                )
+    by_epoch: dict[int, list[float]] = {}
+    for u in points:
+        by_epoch.setdefault(u.get("controller_epoch") or 0, []).append(u["first_send_ts"])
+    epochs = sorted(by_epoch)
+    for old, new in itertools.pairwise(epochs):
+        gap_from = (max(by_epoch[old]) - t0) / 1000
+        gap_to = (min(by_epoch[new]) - t0) / 1000
+        ax.axvspan(gap_from, gap_to, color="tab:red", alpha=0.12)
+        ax.axvline(gap_to, color="tab:red", ls="--", lw=1)
+        ax.annotate(f"epoch {new}", (gap_to, 1), xycoords=("data", "axes fraction"),
+                    xytext=(3, -12), textcoords="offset points", fontsize=7, color="tab:red")  # fmt: skip
+    ax.set_xlabel("seconds since first update (shaded: a controller failover)")
     ax.set_ylabel("convergence (ms)")
-    ax.set_title("Update convergence: controller send -> last broker applied")
-    ax.legend(loc="upper left")
+    ax.set_title("Update convergence: controller send -> last broker applied, per event")
+    ax.legend(loc="upper left", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -131,6 +150,14 @@ def markdown(
             f"{summary['updates_with_requests_never_sent']} update(s) were enqueued and never "
             "sent (the controller stopped, or the broker left, first): those brokers count as "
             "not applied"
+        )
+    if summary.get("worst_update"):
+        w = summary["worst_update"]
+        missing = f", never applied by {_fmt(w['brokers_missing'])}" if w["brokers_missing"] else ""
+        lines.append(
+            f"- **slowest event: {w['event_name'] or '(unnamed)'}** (update {w['update_id']} of "
+            f"controller epoch {w['controller_epoch']}): {_fmt(w['convergence_ms'])} ms to the "
+            f"last broker{missing}"
         )
     if brokers:
         worst = brokers[0]

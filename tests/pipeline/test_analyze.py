@@ -116,3 +116,34 @@ def test_lag_percentiles_need_enough_samples(spark, tmp_path) -> None:
         for r in lag
     ] == [(1, 25, 25, False, None), (2, 19, 25, True, None)]
     assert tr.MIN_SAMPLES_P95 == 20
+
+
+def test_convergence_chart_names_events_and_shades_a_failover(tmp_path) -> None:
+    """One colour per controller event in the legend, and the gap between two controller
+    epochs shaded (the failover)."""
+    from kmeta.pipeline import analyze_report as rep
+
+    updates = [
+        {"first_send_ts": T0 + i * 100.0, "convergence_ms": 5.0 + i, "complete": i != 3,
+         "event_name": "TopicCreation" if i % 2 else "BrokerChange", "controller_epoch": 1 if i < 4 else 2}
+        for i in range(8)
+    ]  # fmt: skip
+    drawn: list[object] = []
+    real = rep.plt.subplots
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        fig, ax = real(*args, **kwargs)
+        drawn.append(ax)
+        return fig, ax
+
+    rep.plt.subplots = spy
+    try:
+        assert rep.convergence_chart(updates, tmp_path / "c.png")
+    finally:
+        rep.plt.subplots = real
+    ax = drawn[0]
+    labels = {t.get_text() for t in ax.get_legend().get_texts()}
+    assert {"TopicCreation", "BrokerChange", "TopicCreation (a broker never applied)"} <= labels
+    assert ax.patches  # the shaded failover span
+    assert any(t.get_text() == "epoch 2" for t in ax.texts)
+    assert (tmp_path / "c.png").stat().st_size > 0

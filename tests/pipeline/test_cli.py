@@ -102,6 +102,8 @@ def test_analyze_cli_writes_report_with_charts(spark, tmp_path: Path) -> None:
     assert json.loads(result.stdout)["updates"] == 3
     report = (out / "report.md").read_text()
     assert "most lagging broker: 2** (max 7.0 ms over 2 update(s), 1 of 3 never applied)" in report
+    assert "slowest event: TopicCreation** (update 2 of controller epoch 3): 90.0 ms to the last broker" in report
+    assert json.loads(result.stdout)["worst_update"]["update_id"] == 2
     # 3 samples: p95/p99 would be the max, so they are not given, and n is shown
     assert "p95 - (needs 20 samples), p99 - (needs 100 samples), max 90.0 (n=3)" in report
     assert "| 1 | 2 | 2 of 3 | 1 |" in report
