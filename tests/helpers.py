@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -75,3 +78,26 @@ def wait(cond: Callable[[], object], timeout_s: float, what: str = "condition") 
     while not cond():
         assert time.monotonic() < deadline, f"timed out: {what} (within {timeout_s} s)"
         time.sleep(0.05)
+
+
+class ProxyProcess:
+    """``kmeta.testing.tcp_proxy`` as a process in front of ``target`` (host:port), listening on
+    ``port`` of 127.0.0.1 (``address``): SIGSTOP it to cut the links through it, SIGCONT to
+    heal them; ``close`` kills it."""
+
+    def __init__(self, target: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kmeta.testing.tcp_proxy", target],
+            stdout=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # "listening PORT"
+        assert line.startswith("listening "), line
+        self.port = int(line.split()[1])
+        self.address = f"127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)

@@ -8,8 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +26,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct
 from tests.e2e.quorum import ZK_SESSION_MS, Quorum, create_once_answered, create_topic_at
-from tests.helpers import refuses, wait
+from tests.helpers import ProxyProcess, refuses, wait
 
 pytestmark = pytest.mark.e2e
 
@@ -86,25 +84,6 @@ async def test_a_fenced_write_is_answered_not_controller_and_the_controller_resi
 CUT_MARGIN_S = 3.0
 
 
-class Proxy:
-    """kmeta.testing.tcp_proxy as a process: the cut controller's only way to ZooKeeper."""
-
-    def __init__(self, target: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kmeta.testing.tcp_proxy", target],
-            stdout=subprocess.PIPE, text=True, start_new_session=True,
-        )  # fmt: skip
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()  # "listening PORT"
-        assert line.startswith("listening "), line
-        self.address = f"127.0.0.1:{int(line.split()[1])}"
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
 
 def _applied(state_log: Path) -> list[dict[str, object]]:
     """The control requests a broker applied (its state-change log)."""
@@ -118,7 +97,7 @@ def test_the_active_controller_cut_off_from_zookeeper_is_deposed_within_the_sess
     zookeeper: LocalZooKeeper, tmp_path: Path
 ) -> None:
     q = Quorum(zookeeper, tmp_path)
-    proxy = Proxy(zookeeper.connect_string)
+    proxy = ProxyProcess(zookeeper.connect_string)
     state_logs = {b: tmp_path / f"broker-{b}.state.jsonl" for b in (1, 2)}
     try:
         q.start_controller(3001, zookeeper=proxy.address)  # through the proxy, active first

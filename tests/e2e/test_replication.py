@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -18,6 +16,7 @@ from benchmarks.durability import Stream, consume_all, run_rounds
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import list_offsets as lo
 from kmeta.testing import Cluster
+from tests.helpers import ProxyProcess
 
 pytestmark = pytest.mark.e2e
 
@@ -140,7 +139,7 @@ def test_a_network_cut_between_a_leader_and_its_followers_shrinks_and_heals_the_
     broker 1 drops them from the ISR (min.insync.replicas 1: acks=all goes on with broker 1
     alone); SIGCONT and they catch up and rejoin. No acknowledged record is lost."""
     with Cluster(3, session_timeout_ms=20_000, replica_lag_time_max_ms=1_500, barrier=False) as cluster:
-        proxy = Proxy(f"127.0.0.1:{cluster.config.control_port(1)}")
+        proxy = ProxyProcess(f"127.0.0.1:{cluster.config.control_port(1)}")
         try:
             cluster.advertise_control(1, proxy.port)
             cluster.create_topic("cut", assignment=[[1, 2, 3]], configs={"min.insync.replicas": "1"})
@@ -163,22 +162,3 @@ def test_a_network_cut_between_a_leader_and_its_followers_shrinks_and_heals_the_
         finally:
             proxy.close()
 
-
-class Proxy:
-    """kmeta.testing.tcp_proxy as a process in front of ``target``."""
-
-    def __init__(self, target: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kmeta.testing.tcp_proxy", target],
-            stdout=subprocess.PIPE, text=True, start_new_session=True,
-        )  # fmt: skip
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()  # "listening PORT"
-        assert line.startswith("listening "), line
-        self.port = int(line.split()[1])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
