@@ -12,8 +12,8 @@ answer (user + system), its user part, and each tree's ratio to both echoes (of 
 the median of the ratios within each round), with the load
 average at the start and end, as JSON.
 
-    git archive <commit> kmeta benchmarks | tar -x -C /tmp/old
-    .venv/bin/python benchmarks/metadata_ab.py --trees old=/tmp/old,new=. --rounds 7
+    mkdir old-tree && git archive <commit> kmeta benchmarks | tar -x -C old-tree
+    .venv/bin/python benchmarks/metadata_ab.py --trees old=old-tree,new=. --rounds 7
 """
 
 from __future__ import annotations
