@@ -202,7 +202,8 @@ class Session:
         """``make X`` is checked with ``make -n X`` in the checkout (running ``make test``
         from a test would recurse); ``make run`` then runs what it prints, unless not ``run``."""
         proc = subprocess.run(
-            ["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60
+            ["make", "--no-print-directory", "-n", target], cwd=ROOT, capture_output=True,
+            text=True, timeout=60,
         )
         assert proc.returncode == 0, f"{command.where}: make -n {target}\n{proc.stderr}"
         if target == "run":
