@@ -146,14 +146,17 @@ def test_on_an_open_ensemble_acls_still_guard_kmetas_znodes_and_the_controller_w
         stranger = KazooClient(hosts=zk.connect_string, timeout=5)
         stranger.start(timeout=20)
         try:
+            guarded = ("/cluster/id", "/controller_epoch", "/brokers/topics")
+            # The controller creates its znodes one by one after it wins /controller; wait
+            # for all of them (exists needs no READ) so a NoNodeError cannot pass for a gap.
             deadline = time.monotonic() + 30
-            while stranger.exists("/controller") is None:
+            while any(stranger.exists(path) is None for path in ("/controller", *guarded)):
                 assert proc.poll() is None, log.read_text()
                 assert time.monotonic() < deadline, "no controller elected"
                 time.sleep(0.1)
             text = log.read_text()
             assert "root znode gives world:anyone rwcda" in text, text
-            for path in ("/cluster/id", "/controller_epoch", "/brokers/topics"):
+            for path in guarded:
                 with pytest.raises(NoAuthError):
                     stranger.get(path)
                 with pytest.raises(NoAuthError):
