@@ -61,6 +61,7 @@ class ReplicaManager:
         self.replicas = replicas
         self.cache = cache
         self.retention_check_s = config.log_retention_check_interval_ms / 1000.0
+        self.producer_id_expiration_ms = config.producer_id_expiration_ms
         self.log_manager = LogManager(config.log_dir, config.log_memory_max_bytes)
         self.memory_max_bytes = config.log_memory_max_bytes
         self.delayed_fetch = DelayedOperationPurgatory("fetch")
@@ -121,7 +122,15 @@ class ReplicaManager:
 
     def _retention_tick(self) -> None:
         self.enforce_retention()
+        self.remove_expired_producers(int(time.time() * 1000))
         self._schedule_retention()
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """producer.id.expiration.ms over every log (Kafka's removeExpiredProducers task)."""
+        return sum(
+            plog.remove_expired_producers(now_ms, self.producer_id_expiration_ms)
+            for plog in self.log_manager.logs()
+        )
 
     def enforce_retention(self) -> int:
         """``LogManager.cleanupLogs``: bytes freed. (A fetch waiting at a log end the log start
@@ -262,6 +271,25 @@ class ReplicaManager:
             info = partition.log.append_as_leader(records, state.leader_epoch, int(time.time() * 1000))
         except LogError as exc:
             return exc.error, str(exc) or None
+        return self._appended(partition, state, info)
+
+    def append_txn_marker(
+        self, partition: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+        commit: bool, min_insync_replicas: int,
+    ) -> AppendResult:  # fmt: skip
+        """WriteTxnMarkers' append (Kafka's appendRecords with origin COORDINATOR, acks=-1):
+        one control batch onto the leader's log (:meth:`Partition.write_txn_marker`)."""
+        state = partition.state
+        if state is None or state.role != LEADER:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        if len(state.isr) < min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS, None
+        info = partition.write_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+        if not isinstance(info, LogAppendInfo):
+            return info
+        return self._appended(partition, state, info)
+
+    def _appended(self, partition: Partition, state: ReplicaState, info: LogAppendInfo) -> AppendResult:
         self.bytes_in += info.size_in_bytes
         self.messages_in += info.record_count
         if partition.maybe_increment_leader_hw(state):
