@@ -157,16 +157,16 @@ class ProducerStateManager:
         entry = self.producers.get(h.producer_id)
         if entry is None:
             return None
-        epoch, first_seq = h.producer_epoch, h.base_sequence
-        duplicate = entry.find_duplicate(epoch, first_seq, last_sequence(h))
-        if duplicate is not None:
+        epoch, first_seq, current = h.producer_epoch, h.base_sequence, entry.producer_epoch
+        if epoch == current and entry.batches and first_seq == entry.batches[-1].last_seq + 1:
+            pass  # the next batch in sequence (the common case): neither a retry nor a gap
+        elif (duplicate := entry.find_duplicate(epoch, first_seq, last_sequence(h))) is not None:
             return duplicate
-        current = entry.producer_epoch
-        if epoch < current:
+        elif epoch < current:
             raise InvalidProducerEpochError(
                 f"Epoch of producer {h.producer_id} is {epoch}, which is smaller than the last seen epoch {current}"
             )
-        if epoch != current:
+        elif epoch != current:
             if first_seq != 0 and current != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceError(
                     f"Invalid sequence number for new epoch of producer {h.producer_id}: {epoch} "
