@@ -184,15 +184,21 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         self.config = config  # a smaller segment.bytes rolls at the next append
 
-    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+    def append_as_leader(
+        self, records: bytes, leader_epoch: int, now_ms: int, *, coordinator: bool = False
+    ) -> LogAppendInfo:
         """Append one client batch (magic 2) at the log end, checked and set as
         :func:`~kmeta.log.validator.validate_leader_batch` says; the epoch is recorded in the
-        cache when it starts here. Raises a LogError, nothing stored."""
+        cache when it starts here. A batch with a producer id passes the producer state's
+        checks: a client's all of them (a retry is answered with the original's offsets,
+        nothing stored), a ``coordinator``'s own batch (Kafka's origin COORDINATOR) its epoch
+        and transaction only. Raises a LogError, nothing stored."""
         v = validate_leader_batch(records, self.config, self.log_end_offset, leader_epoch, now_ms)
         h = v.header
         if h.producer_id >= 0:  # (the one test a plain producer's batch costs)
-            duplicate = self.producer_state.check_data_batch(h)
-            if duplicate is not None:
+            if coordinator:
+                self.producer_state.check_coordinator_batch(h)
+            elif (duplicate := self.producer_state.check_data_batch(h)) is not None:
                 return LogAppendInfo.duplicate(duplicate, self._log_start_offset)
             self._store(v.data, v.prefix, [(0, h)], now_ms)
             self.producer_state.apply(h, None)

@@ -183,6 +183,21 @@ class ProducerStateManager:
             )
         return None
 
+    def check_coordinator_batch(self, h: BatchHeader) -> None:
+        """A coordinator's own batch (Kafka's origin COORDINATOR: a TxnOffsetCommit's
+        records): the epoch and the open transaction are checked, not sequences, and nothing
+        is a duplicate."""
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            return
+        if h.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {h.producer_id} is {h.producer_epoch}, which is smaller than "
+                f"the last seen epoch {entry.producer_epoch}"
+            )
+        if entry.current_txn_first_offset >= 0 and not h.is_transactional:
+            raise InvalidTxnStateError(f"Expected transactional write from producer {h.producer_id}")
+
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """A marker a coordinator asks for: LogError when its epochs are stale."""
         entry = self.producers.get(producer_id)

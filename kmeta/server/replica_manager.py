@@ -51,6 +51,9 @@ log = logging.getLogger("kmeta.server.replica_manager")
 #: Kafka's fetch.max.bytes: the most one Fetch answer carries, whatever the request asks
 FETCH_MAX_BYTES = 57_671_680
 
+#: the internal topics, written by their coordinators only (clients may not produce to them)
+COORDINATOR_TOPICS = frozenset(("__consumer_offsets", "__transaction_state"))
+
 #: an append's outcome: the log's answer, or the error (and its message)
 AppendResult: TypeAlias = LogAppendInfo | tuple[ErrorCode, str | None]
 
@@ -259,8 +262,13 @@ class ReplicaManager:
                 log.exception("cannot delete the log of %s-%d", topic, index)
 
     # -- appends ------------------------------------------------------------------------------
-    def append_records(self, partition: Partition, records: bytes, acks: int, min_insync_replicas: int) -> AppendResult:
-        """``Partition.appendRecordsToLeader``: one checked batch onto the leader's log."""
+    def append_records(
+        self, partition: Partition, records: bytes, acks: int, min_insync_replicas: int,
+        coordinator: bool | None = None,
+    ) -> AppendResult:  # fmt: skip
+        """``Partition.appendRecordsToLeader``: one checked batch onto the leader's log.
+        ``coordinator`` (Kafka's AppendOrigin.COORDINATOR: no sequence checks, no duplicates)
+        defaults to whether the topic is an internal one, which only coordinators write."""
         state = partition.state
         if state is None or state.role != LEADER:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
@@ -268,7 +276,11 @@ class ReplicaManager:
             return ErrorCode.NOT_ENOUGH_REPLICAS, None
         partition.refresh_config(self.cache.snapshot.topic_configs.get(partition.topic))
         try:
-            info = partition.log.append_as_leader(records, state.leader_epoch, int(time.time() * 1000))
+            if coordinator is None:
+                coordinator = partition.topic in COORDINATOR_TOPICS
+            info = partition.log.append_as_leader(
+                records, state.leader_epoch, int(time.time() * 1000), coordinator=coordinator
+            )
         except LogError as exc:
             return exc.error, str(exc) or None
         return self._appended(partition, state, info)

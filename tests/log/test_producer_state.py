@@ -193,3 +193,23 @@ def test_expiry_keeps_open_transactions() -> None:
     assert state.remove_expired(1000 + 86_400_000 - 1, 86_400_000) == 0
     assert state.remove_expired(1000 + 86_400_000, 86_400_000) == 1
     assert list(state.producers) == [2]
+
+
+def test_a_coordinators_own_batches_are_not_sequence_checked(make: Make) -> None:
+    """Kafka's origin COORDINATOR (TxnOffsetCommit's records in __consumer_offsets): every
+    batch of the transaction at sequence 0 is stored; only the epoch and the open transaction
+    are checked."""
+    log = make()
+    for _ in range(3):
+        log.append_as_leader(idem(0, txn=True, epoch=1), 0, 1, coordinator=True)
+    assert log.log_end_offset == 3
+    assert log.producer_state.ongoing == {PID: 0}
+    with pytest.raises(LogError) as raised:
+        log.append_as_leader(idem(0, txn=True, epoch=0), 0, 1, coordinator=True)
+    assert raised.value.error == ErrorCode.INVALID_PRODUCER_EPOCH
+    with pytest.raises(LogError) as raised:
+        log.append_as_leader(idem(0, epoch=1), 0, 1, coordinator=True)
+    assert raised.value.error == ErrorCode.INVALID_TXN_STATE
+    # a client's batch with the same sequence is a retry (of the first kept, as Kafka's findFirst)
+    assert log.append_as_leader(idem(0, txn=True, epoch=1), 0, 1).first_offset == 0
+    assert log.log_end_offset == 3
