@@ -87,8 +87,14 @@ class CompletedTxn(NamedTuple):
 
 
 class ProducerStateEntry:
+    """One producer's state. Its last batches are kept flat, five ints each (first sequence,
+    last sequence, first offset, last offset, timestamp), so recording a batch allocates no
+    object the garbage collector tracks (with a tuple per batch, idempotent produce made
+    0.91x plain's MB per broker CPU second; flat, 1.02x: one run each of
+    benchmarks/idempotent_produce.py, benchmarks/results/idempotent-produce.json)."""
+
     __slots__ = (
-        "batches",
+        "_meta",
         "coordinator_epoch",
         "current_txn_first_offset",
         "last_offset",
@@ -100,7 +106,7 @@ class ProducerStateEntry:
     def __init__(self, producer_id: int) -> None:
         self.producer_id = producer_id
         self.producer_epoch = NO_PRODUCER_EPOCH
-        self.batches: list[BatchMetadata] = []
+        self._meta: list[int] = []
         self.coordinator_epoch = -1
         self.last_timestamp = -1
         self.current_txn_first_offset = -1  # -1: no open transaction
@@ -108,30 +114,46 @@ class ProducerStateEntry:
         self.last_offset = -1
 
     @property
+    def batches(self) -> list[BatchMetadata]:
+        """The kept batches, oldest first."""
+        m = self._meta
+        return [BatchMetadata(*m[i : i + 5]) for i in range(0, len(m), 5)]
+
+    @property
     def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+        return self._meta[-4] if self._meta else NO_SEQUENCE
 
     def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         if epoch != self.producer_epoch:
             return None
-        for meta in self.batches:
-            if meta.first_seq == first_seq and meta.last_seq == last_seq:
-                return meta
+        m = self._meta
+        for i in range(0, len(m), 5):
+            if m[i] == first_seq and m[i + 1] == last_seq:
+                return BatchMetadata(*m[i : i + 5])
         return None
 
     def set_epoch(self, epoch: int) -> None:
         """A new epoch starts its sequences afresh (``maybeUpdateProducerEpoch``)."""
         if epoch != self.producer_epoch:
-            self.batches.clear()
+            self._meta.clear()
             self.producer_epoch = epoch
 
-    def add_batch(self, epoch: int, meta: BatchMetadata) -> None:
-        self.set_epoch(epoch)
-        self.batches.append(meta)
-        if len(self.batches) > BATCHES_RETAINED:
-            del self.batches[0]
-        self.last_timestamp = meta.timestamp
-        self.last_offset = meta.last_offset
+    def add_batch(
+        self, epoch: int, first_seq: int, last_seq: int, first_offset: int, last_offset: int, timestamp: int
+    ) -> None:
+        if epoch != self.producer_epoch:
+            self.set_epoch(epoch)
+        m = self._meta
+        if len(m) == 5 * BATCHES_RETAINED:  # (the oldest's slots reused: nothing allocated)
+            del m[:5]
+        add = m.append
+        add(first_seq)
+        add(last_seq)
+        add(first_offset)
+        add(last_offset)
+        add(timestamp)
+        self.last_timestamp = timestamp
+        self.last_offset = last_offset
 
 
 class ProducerStateManager:
@@ -158,7 +180,7 @@ class ProducerStateManager:
         if entry is None:
             return None
         epoch, first_seq, current = h.producer_epoch, h.base_sequence, entry.producer_epoch
-        if epoch == current and entry.batches and first_seq == entry.batches[-1].last_seq + 1:
+        if epoch == current and entry._meta and first_seq == entry._meta[-4] + 1:
             pass  # the next batch in sequence (the common case): neither a retry nor a gap
         elif (duplicate := entry.find_duplicate(epoch, first_seq, last_sequence(h))) is not None:
             return duplicate
@@ -224,9 +246,10 @@ class ProducerStateManager:
             if marker is not None:
                 self._end_txn(entry, h, marker)
             return
-        first, last = h.base_offset, h.base_offset + h.last_offset_delta
-        meta = BatchMetadata(h.base_sequence, last_sequence(h), first, last, h.max_timestamp)
-        entry.add_batch(h.producer_epoch, meta)
+        first = h.base_offset
+        entry.add_batch(
+            h.producer_epoch, h.base_sequence, last_sequence(h), first, first + h.last_offset_delta, h.max_timestamp
+        )
         if h.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first
             self.ongoing[h.producer_id] = first
