@@ -20,6 +20,10 @@ Checks, as Kafka 3.x's for a client's batch (``check_data_batch``, the leader on
   OUT_OF_ORDER_SEQUENCE_NUMBER;
 * a non-transactional batch from a producer with an open transaction: INVALID_TXN_STATE.
 
+DUPLICATE_SEQUENCE_NUMBER is never answered (Kafka 3.x answers a retry NONE with the
+original's offsets; an older one than the five kept is OUT_OF_ORDER_SEQUENCE_NUMBER), nor is
+UNKNOWN_PRODUCER_ID.
+
 Markers (``check_marker``, a WriteTxnMarkers append): an older producer epoch is
 INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED. Replicated
 and recovered batches are applied without checks (the leader made them).
