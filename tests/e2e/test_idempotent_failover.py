@@ -12,6 +12,7 @@ answered with the original offset instead of being stored twice."""
 from __future__ import annotations
 
 import asyncio
+import struct
 import threading
 import time
 import warnings
@@ -24,10 +25,12 @@ with warnings.catch_warnings():
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from benchmarks.durability import await_new_leader, consume_all, leader_of
+from kmeta.log.batch import header_at
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import produce as pr
 from kmeta.testing import Cluster
+from tests.server.data_plane import fetch, only
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::DeprecationWarning:kafka.*")]
 
@@ -182,7 +185,7 @@ class ConfluentStream:
         self.producer = Producer({
             **cluster.client_config(), "enable.idempotence": True, "linger.ms": 5,
             "message.timeout.ms": 120_000, "request.timeout.ms": 5_000, "retry.backoff.ms": 50,
-            "topic.metadata.refresh.interval.ms": 500,
+            "topic.metadata.refresh.interval.ms": 500, "log_level": 0,
         })  # fmt: skip
         self.acknowledged: list[int] = []
         self.failed: list[str] = []
@@ -239,3 +242,25 @@ def test_confluent_kafka_idempotent_producer_across_leader_kills() -> None:
               f"{len(consumed)} read, leaders killed {killed}")  # fmt: skip
         assert consumed == list(range(len(consumed)))  # each once, in order, none skipped
         assert sorted(stream.acknowledged) == consumed
+        # librdkafka's last batch sent again as it was: the leader now (maybe one recovered
+        # from its own files) knows it, and answers with the offset it holds
+        leader = leader_of(cluster, TOPIC, cluster.live_brokers)
+        stored, again = asyncio.run(_resend_last_batch(cluster.address(leader), len(consumed)))
+        assert (again.error_code, again.base_offset) == (0, stored.base_offset)
+        assert stored.producer_id >= 0
+        assert stored.base_offset + stored.last_offset_delta == len(consumed) - 1
+
+
+async def _resend_last_batch(address: tuple[str, int], end: int) -> tuple[Any, Any]:
+    """The batch holding offset ``end - 1`` as the log stores it, produced again unchanged
+    (base offset 0 and no leader epoch, as a producer sends it: both outside the CRC)."""
+    conn = await KafkaConnection.open(*address)
+    try:
+        part = only(await conn.request(fetch([(TOPIC, 0, end - 1)], version=12), 10))
+        data = bytes(part.records)
+        h = header_at(data)
+        sent = struct.pack(">q", 0) + data[8:12] + struct.pack(">i", -1) + data[16 : h.size_in_bytes]
+        again = (await conn.request(produce(sent), 10)).responses[0].partition_responses[0]
+        return h, again
+    finally:
+        conn.close()
