@@ -174,3 +174,29 @@ async def test_a_factory_registered_late_loads_the_partitions_already_led() -> N
         assert sorted([(await h.shard(0)).partition, (await h.shard(1)).partition]) == [0, 1]
         assert await h.runtime.write(0, [(b"x", b"y")]) == ErrorCode.NONE
         assert h.broker.state.coordinators.transactions.shard_or_error(0) == (None, ErrorCode.NOT_COORDINATOR)
+
+
+async def test_write_ops_see_every_earlier_write_replayed() -> None:
+    """Each op names its record after the records the shard holds when it runs: 30 ops
+    submitted at once, mixed with plain writes, still count 0, 1, 2, ... with no gap or
+    repeat (each ran after the writes before it were committed and replayed)."""
+    async with coordinator_broker() as h:
+        shard = await h.shard(0)
+
+        def next_key(s: Any) -> tuple[list[tuple[bytes, bytes]], int]:
+            n = len(s.events)
+            return [(b"%d" % n, b"op")], n
+
+        ops = [h.runtime.write_op(0, next_key) for _ in range(30)]
+        plain = [h.runtime.write(0, [(b"p", b"plain")]) for _ in range(5)]
+        results = await asyncio.gather(*ops[:15], *plain, *ops[15:])
+        op_results = results[:15] + results[20:]
+        assert all(error == ErrorCode.NONE for error, _ in op_results)
+        assert results[15:20] == [ErrorCode.NONE] * 5
+        keys = shard.keys
+        assert len(keys) == 35
+        assert [k for k in keys if k != b"p"] == [b"%d" % i for i, k in enumerate(keys) if k != b"p"]
+        assert sorted(n for _, n in op_results) == [i for i, k in enumerate(keys) if k != b"p"]
+        nothing = await h.runtime.write_op(0, lambda s: ([], "read only"))
+        assert nothing == (ErrorCode.NONE, "read only")
+        assert await h.runtime.write_op(5, next_key) == (ErrorCode.NOT_COORDINATOR, None)

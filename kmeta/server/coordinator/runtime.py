@@ -21,7 +21,9 @@ keeps them, smaller.
   pass it, replays the committed tail (its own records among them) and answers NONE; errors are
   mapped as Kafka's ``GroupCoordinatorService.handleOperationException`` and
   ``TransactionStateManager.appendTransactionToLog`` map them. Writes to one partition run one
-  at a time, in the order they were submitted.
+  at a time, in the order they were submitted. :meth:`write_op` (Kafka's
+  ``scheduleWriteOperation``) runs a function of the shard in that order, once every earlier
+  write is replayed, and writes the records it returns: a check-then-write without a race.
 * After a write, and whenever the partition's high watermark moves, the committed tail is
   replayed: COMMIT/ABORT markers that WriteTxnMarkers appended reach
   ``replay_end_transaction`` in log order without a hook of their own.
@@ -32,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic
+from typing import Generic, TypeVar
 
 from kmeta.log.partition_log import LogAppendInfo
 from kmeta.metadata.cache import MetadataCache
@@ -55,6 +57,8 @@ from kmeta.server.replica_states import LEADER
 __all__ = ["CoordinatorRuntime", "CoordinatorShard", "Record", "ShardContext", "ShardFactory"]
 
 log = logging.getLogger("kmeta.server.coordinator")
+
+T = TypeVar("T")
 
 #: makes the shard of a partition just led (its context: topic, partition, leader epoch)
 ShardFactory = Callable[["ShardContext[S]"], S]
@@ -248,16 +252,36 @@ class CoordinatorRuntime(Generic[S]):
         timeout_s: float = DEFAULT_WRITE_TIMEOUT_S,
     ) -> ErrorCode:  # fmt: skip
         """Append ``records`` as one batch, wait until committed, replay, answer NONE (see
-        the module docstring for the errors). No records: NONE at once, once loaded."""
+        the module docstring for the errors). No records: NONE, once loaded."""
+        error, _ = await self.write_op(
+            partition, lambda _shard: (records, None), producer_id=producer_id,
+            producer_epoch=producer_epoch, transactional=transactional, timeout_s=timeout_s,
+        )  # fmt: skip
+        return error
+
+    async def write_op(
+        self, partition: int, op: Callable[[S], tuple[Sequence[Record], T]], *,
+        producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False,
+        timeout_s: float = DEFAULT_WRITE_TIMEOUT_S,
+    ) -> tuple[ErrorCode, T | None]:  # fmt: skip
+        """Kafka's ``scheduleWriteOperation``: ``op`` runs with the shard once every write
+        submitted to the partition before it is committed and replayed (so it validates
+        against their effects), and returns the records to write and its result; they are
+        written as :meth:`write` writes. (The write's error, ``op``'s result); the result is
+        None when ``op`` did not run (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
         ctx = self._contexts.get(partition)
         if ctx is None:
-            return ErrorCode.NOT_COORDINATOR
-        if not ctx.active:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.state is ShardState.LOADING else ErrorCode.NOT_COORDINATOR
-        if not records:
-            return ErrorCode.NONE
+            return ErrorCode.NOT_COORDINATOR, None
+        if ctx.state is ShardState.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
         async with ctx.lock:
-            return await self._write_locked(ctx, records, producer_id, producer_epoch, transactional, timeout_s)
+            shard = ctx.shard if ctx.active and self._led(ctx) is not None else None
+            if shard is None:
+                return ErrorCode.NOT_COORDINATOR, None
+            records, result = op(shard)
+            if not records:
+                return ErrorCode.NONE, result
+            return await self._write_locked(ctx, records, producer_id, producer_epoch, transactional, timeout_s), result
 
     async def _write_locked(
         self, ctx: ShardContext[S], records: Sequence[Record], producer_id: int,
