@@ -200,3 +200,15 @@ async def test_write_ops_see_every_earlier_write_replayed() -> None:
         nothing = await h.runtime.write_op(0, lambda s: ([], "read only"))
         assert nothing == (ErrorCode.NONE, "read only")
         assert await h.runtime.write_op(5, next_key) == (ErrorCode.NOT_COORDINATOR, None)
+
+
+async def test_a_failing_factory_leaves_the_partition_without_a_coordinator_and_the_broker_serving() -> None:
+    async with coordinator_broker(register=False) as h:
+        def broken(ctx: Any) -> Any:
+            raise RuntimeError("shard bug")
+
+        h.broker.state.coordinators.register_group_shards(broken)
+        assert h.runtime.shard_or_error(0) == (None, ErrorCode.NOT_COORDINATOR)
+        h.broker.state.coordinators.register_group_shards(h.make)
+        await h.lead(0, 1, 2, (1,))  # (LeaderAndIsr still applies; the new factory loads)
+        assert (await h.shard(0)).partition == 0

@@ -187,7 +187,11 @@ class CoordinatorRuntime(Generic[S]):
             return
         plog = partition.log
         ctx: ShardContext[S] = ShardContext(self.name, index, leader_epoch, plog.log_start_offset, plog.log_end_offset)
-        ctx.shard = self._factory(ctx)
+        try:
+            ctx.shard = self._factory(ctx)
+        except Exception:  # (a shard's bug: this partition has no coordinator here, said loudly)
+            log.exception("%s-%d: the shard factory failed", self.name, index)
+            return
         self._contexts[index] = ctx
         log.info("%s-%d: loading at epoch %d, offsets %d to %d", self.name, index, leader_epoch,
                  ctx.replayed, ctx.load_end)  # fmt: skip
