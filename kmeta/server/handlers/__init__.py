@@ -41,6 +41,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_log_dirs",
     "write_txn_markers",
     "describe_producers",
+    "find_coordinator",
 )
 
 
