@@ -204,3 +204,22 @@ async def test_real_consumers_skip_aborted_records_under_read_committed() -> Non
     finally:
         control.close()
         await broker.stop()
+
+
+async def test_internal_topics_take_their_coordinators_batches_without_sequence_checks() -> None:
+    """The coordinator runtime's transactional writes (TxnOffsetCommit's records) all carry
+    sequence 0: on an internal topic the replica manager appends them as Kafka's origin
+    COORDINATOR, epoch-checked only; the same batches on a client's topic are retries."""
+    topics: dict[str, list[Part]] = {**TOPICS, "__consumer_offsets": [(0, 1, (1,), (1,), 1)]}
+    broker = await started_broker(topics)
+    rm = broker.state.replica_manager
+    try:
+        internal, _ = rm.leader_partition_or_error("__consumer_offsets", 0)
+        plain, _ = rm.leader_partition_or_error("orders", 0)
+        assert internal is not None
+        assert plain is not None
+        assert [rm.append_records(internal, records(0, txn=True), -1, 1).first_offset for _ in range(3)] == [0, 1, 2]
+        assert [rm.append_records(plain, records(0, txn=True), -1, 1).first_offset for _ in range(3)] == [0, 0, 0]
+        assert rm.append_records(internal, records(0, txn=True, epoch=-1), -1, 1)[0] == E.INVALID_PRODUCER_EPOCH
+    finally:
+        await broker.stop()
