@@ -267,16 +267,20 @@ class PartitionLog:
         if h.producer_id >= 0:
             self._apply_stored(view, pos, h)
 
-    def _rebuild_producer_state(self) -> None:
-        """Kafka's ``rebuildProducerState`` without snapshots: every batch from the first
-        segment on, read again (headers; a control batch's record)."""
-        self.producer_state.clear()
+    def _replay_producer_batches(self, start: int) -> None:
+        """Kafka's ``rebuildProducerState`` after a truncation: the batches from ``start`` (a
+        snapshot's offset; -1: the first segment's start) read again (headers; a control
+        batch's record) into the state the snapshot left."""
         for segment in self.local.segments:
-            for pos, h in segment.batches_from(0):
+            if segment.next_offset <= start:
+                continue
+            found = segment.lookup(start) if start > segment.base_offset else None
+            for pos, h in segment.batches_from(0 if found is None else found[0]):
                 if h.producer_id >= 0:
                     stored = segment.store.read(pos, h.size_in_bytes) if h.is_control else b""
                     self._apply_stored(stored, 0, h)
-        self.producer_state.truncate_head(self._log_start_offset)
+        if start < 0:
+            self.producer_state.truncate_head(self._log_start_offset)
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """producer.id.expiration.ms: idle producers without an open transaction go."""
@@ -353,8 +357,9 @@ class PartitionLog:
         if end < self._log_start_offset:
             self._move_log_start(end)
         self._high_watermark = min(self._high_watermark, end)
-        if self.producer_state.touches_from(end):
-            self._rebuild_producer_state()
+        start = self.producer_state.truncate(end)
+        if start is not None:
+            self._replay_producer_batches(start)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment; the log is empty and its next offset is ``offset``."""

@@ -28,9 +28,12 @@ Markers (``check_marker``, a WriteTxnMarkers append): an older producer epoch is
 INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED. Replicated
 and recovered batches are applied without checks (the leader made them).
 
-The state lives in memory and is rebuilt from the log's batches when a log is recovered or
-truncated (no snapshot files): a producer whose every batch went with retention is forgotten
-at the next restart, and then starts afresh at any sequence, as Kafka's unknown producer.
+The state lives in memory. Recovery at start rebuilds it from every batch (the loader walks
+them all anyway: no snapshot files); a truncation goes back to the latest in-memory snapshot
+at or below its offset and replays the batches from there (on a 200 MB log of 50,000
+idempotent batches: 3 ms near the end, 130 ms from the start). A producer whose every batch
+went with retention is forgotten at the next restart, and then starts afresh at any sequence,
+as Kafka's unknown producer.
 Pure data: no I/O, no clock (the caller passes the time).
 """
 
@@ -53,6 +56,9 @@ NO_SEQUENCE = -1
 INT32_MAX = (1 << 31) - 1
 #: Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (a producer's max.in.flight is at most 5)
 BATCHES_RETAINED = 5
+#: producer batches between two in-memory snapshots (at least), and how many are kept
+SNAPSHOT_EVERY = 1000
+SNAPSHOTS_KEPT = 4
 #: Kafka's producer.id.expiration.ms default: a producer idle this long is forgotten
 PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
@@ -136,6 +142,13 @@ class ProducerStateEntry:
                 return BatchMetadata(*m[i : i + 5])
         return None
 
+    def copy(self) -> ProducerStateEntry:
+        other = ProducerStateEntry(self.producer_id)
+        other.producer_epoch, other._meta = self.producer_epoch, self._meta[:]
+        other.coordinator_epoch, other.last_timestamp = self.coordinator_epoch, self.last_timestamp
+        other.current_txn_first_offset, other.last_offset = self.current_txn_first_offset, self.last_offset
+        return other
+
     def set_epoch(self, epoch: int) -> None:
         """A new epoch starts its sequences afresh (``maybeUpdateProducerEpoch``)."""
         if epoch != self.producer_epoch:
@@ -160,10 +173,24 @@ class ProducerStateEntry:
         self.last_offset = last_offset
 
 
+class Snapshot(NamedTuple):
+    """The producers and open transactions as they stood before the batch at ``offset``."""
+
+    offset: int
+    producers: dict[int, ProducerStateEntry]
+    ongoing: dict[int, int]
+
+
 class ProducerStateManager:
-    __slots__ = ("aborted", "ongoing", "producers", "unreplicated")
+    __slots__ = ("_since", "_snapshots", "aborted", "ongoing", "producers", "unreplicated")
 
     def __init__(self) -> None:
+        #: in-memory snapshots (Kafka writes one per segment roll): a truncation replays the
+        #: log from the latest at or below its offset, not from the log start; one is taken
+        #: every max(SNAPSHOT_EVERY, 2 x producers) producer batches (so copying the
+        #: producers costs at most half an entry per batch), the last SNAPSHOTS_KEPT kept
+        self._snapshots: list[Snapshot] = []
+        self._since = 0
         self.producers: dict[int, ProducerStateEntry] = {}
         #: open transactions: producer id -> first offset, in first-offset order (a
         #: transaction begins at the log end, so insertion order is offset order)
@@ -242,7 +269,11 @@ class ProducerStateManager:
 
     # -- state updates (leader after its append, follower, recovery) --------------------------
     def apply(self, h: BatchHeader, marker: EndTxnMarker | None) -> None:
-        """Account for one stored batch with a producer id (``h`` as stored: offsets set)."""
+        """Account for one stored batch with a producer id (``h`` as stored: offsets set),
+        the batches in offset order."""
+        self._since += 1
+        if self._since >= SNAPSHOT_EVERY and self._since >= 2 * len(self.producers):
+            self._take_snapshot(h.base_offset)
         entry = self.producers.get(h.producer_id)
         if entry is None:
             entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
@@ -302,6 +333,33 @@ class ProducerStateManager:
         return out
 
     # -- the log moving under the state -------------------------------------------------------
+    def _take_snapshot(self, offset: int) -> None:
+        self._since = 0
+        producers = {pid: e.copy() for pid, e in self.producers.items()}
+        self._snapshots.append(Snapshot(offset, producers, dict(self.ongoing)))
+        if len(self._snapshots) > SNAPSHOTS_KEPT:
+            del self._snapshots[0]
+
+    def truncate(self, end: int) -> int | None:
+        """The log now ends before ``end``: the state goes back to the latest snapshot at or
+        below it, and the answer is the offset the caller replays the log's batches from (-1:
+        from the first, the state cleared; None: nothing here came from ``end`` on, nothing
+        changes)."""
+        while self._snapshots and self._snapshots[-1].offset > end:
+            self._snapshots.pop()  # (their states saw batches that are gone)
+        if not self.touches_from(end):
+            return None
+        if not self._snapshots:
+            self.clear()
+            return -1
+        snap = self._snapshots[-1]
+        self.producers = {pid: e.copy() for pid, e in snap.producers.items()}
+        self.ongoing = dict(snap.ongoing)
+        self.aborted = [t for t in self.aborted if t.last_offset < snap.offset]
+        self.unreplicated = [t for t in self.unreplicated if t.last_offset < snap.offset]
+        self._since = 0
+        return snap.offset
+
     def touches_from(self, offset: int) -> bool:
         """Whether anything kept here comes from ``offset`` on (a truncation there needs a
         rebuild from the log)."""
@@ -315,12 +373,16 @@ class ProducerStateManager:
         if self.aborted and self.aborted[0].last_offset < log_start_offset:
             self.aborted = [t for t in self.aborted if t.last_offset >= log_start_offset]
         self.unreplicated = [t for t in self.unreplicated if t.last_offset >= log_start_offset]
+        # (a snapshot below the log start could not be replayed from: the batches are going)
+        self._snapshots = [snap for snap in self._snapshots if snap.offset >= log_start_offset]
 
     def clear(self) -> None:
         self.producers.clear()
         self.ongoing.clear()
         self.unreplicated.clear()
         self.aborted.clear()
+        self._snapshots.clear()
+        self._since = 0
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle ``expiration_ms`` with no open transaction
