@@ -81,6 +81,10 @@ class ErrorCode(enum.IntEnum):
     INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+    # producer ids (issue 30: AllocateProducerIds, InitProducerId)
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    NOT_COORDINATOR = 16
+    BROKER_ID_NOT_REGISTERED = 102
 
     @property
     def message(self) -> str:
@@ -151,6 +155,9 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.INVALID_UPDATE_VERSION: "The given update version was invalid.",
     ErrorCode.INELIGIBLE_REPLICA: "The new ISR contains at least one ineligible replica.",
     ErrorCode.NEW_LEADER_ELECTED: "The AlterPartition request successfully updated the partition state but the leader has changed.",
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.BROKER_ID_NOT_REGISTERED: "The given broker ID was not registered.",
 }
 
 
