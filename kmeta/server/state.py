@@ -29,6 +29,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages.update_metadata import KmetaScramCredential
 from kmeta.server.config import BrokerConfig
 from kmeta.server.control_order import ControlOrder
+from kmeta.server.producer_id_manager import ProducerIdManager
 from kmeta.server.replica_manager import ReplicaManager
 from kmeta.server.replica_states import FOLLOWER as FOLLOWER
 from kmeta.server.replica_states import LEADER as LEADER
@@ -55,6 +56,12 @@ class BrokerState:
         self.replica_manager.broker_epoch_of = lambda: self.broker_epoch
         #: ISR changes go to the controller over the link's forwarding connection
         self.replica_manager.isr.channel = lambda: (
+            None if self.controller_link is None else self.controller_link.forwarding
+        )
+        #: producer ids (InitProducerId, the transaction coordinator), from blocks the
+        #: controller hands out over the link's forwarding connection
+        self.producer_ids = ProducerIdManager(config.broker_id, lambda: self.broker_epoch)
+        self.producer_ids.channel = lambda: (
             None if self.controller_link is None else self.controller_link.forwarding
         )
         #: error name -> partitions of Produce requests answered with it (NONE: acknowledged)
@@ -123,6 +130,7 @@ class BrokerState:
                 self.on_full_metadata()
 
     def close(self) -> None:
+        self.producer_ids.close()
         if self.state_log is not None:
             self.state_log.close()
 
