@@ -8,6 +8,7 @@ kill -9 (and power loss). Updates write only the rows an event touched (O(change
 partitions)), and a restart reads the whole state back in one scan.
 
 The controller epoch and the broker-epoch counter live in the ``meta`` table; both only rise.
+So does the last block of producer ids handed out (``producer_id_block``, one row).
 
 Transactions (one per event, or one per group of events with a savepoint each, committed
 off the event loop) are :mod:`sqlite_transactions`'s; this module says what the rows hold.
