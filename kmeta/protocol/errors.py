@@ -92,6 +92,8 @@ class ErrorCode(enum.IntEnum):
     INVALID_UPDATE_VERSION = 95
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+    # producer ids (issue 30: AllocateProducerIds)
+    BROKER_ID_NOT_REGISTERED = 102
 
     @property
     def message(self) -> str:
@@ -173,6 +175,7 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.INVALID_UPDATE_VERSION: "The given update version was invalid.",
     ErrorCode.INELIGIBLE_REPLICA: "The new ISR contains at least one ineligible replica.",
     ErrorCode.NEW_LEADER_ELECTED: "The AlterPartition request successfully updated the partition state but the leader has changed.",
+    ErrorCode.BROKER_ID_NOT_REGISTERED: "The given broker ID was not registered.",
 }
 
 

@@ -42,6 +42,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "write_txn_markers",
     "describe_producers",
     "find_coordinator",
+    "init_producer_id",
 )
 
 
