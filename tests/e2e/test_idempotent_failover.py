@@ -217,12 +217,49 @@ class ConfluentStream:
         assert self.producer.flush(120) == 0
 
 
-def test_confluent_kafka_idempotent_producer_across_leader_kills() -> None:
-    """The issue's acceptance: librdkafka's idempotent producer, the partition leader killed
-    -9 mid-stream three times; every record read back exactly once, in the order sent."""
+class KafkaPythonStream(ConfluentStream):
+    """kafka-python 3's default producer (idempotent: acks=all, five in flight)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from kafka import KafkaProducer
+
+        self.kp = KafkaProducer(
+            **cluster.client_config(kafka_python=True), linger_ms=5, request_timeout_ms=5_000,
+            delivery_timeout_ms=120_000, retry_backoff_ms=50, metadata_max_age_ms=500,
+        )  # fmt: skip
+        self.acknowledged = []
+        self.failed = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._send_all, daemon=True)
+
+    def _send_all(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            value = n
+            future = self.kp.send(TOPIC, b"%d" % n, partition=0)
+            future.add_callback(lambda _m, v=value: self.acknowledged.append(v))
+            future.add_errback(lambda e: self.failed.append(repr(e)))
+            n += 1
+            if n % 200 == 0:
+                time.sleep(0.01)  # (kafka-python's accumulator is unbounded in records)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.kp.flush(120)
+        self.kp.close(timeout=10)
+
+
+@pytest.mark.parametrize("client", [ConfluentStream, KafkaPythonStream], ids=["confluent-kafka", "kafka-python"])
+def test_an_idempotent_client_across_leader_kills(client: type[ConfluentStream]) -> None:
+    """The issue's acceptance: a real client's idempotent producer (librdkafka's
+    ``enable.idempotence=true``, kafka-python 3's default), the partition leader killed -9
+    mid-stream three times; every record read back exactly once, in the order sent."""
     with Cluster(3, log_level="WARNING") as cluster:
         cluster.create_topic(TOPIC, 1, 3, configs={"min.insync.replicas": "2"})
-        stream = ConfluentStream(cluster)
+        stream = client(cluster)
         stream.start()
         killed = []
         try:
@@ -238,11 +275,11 @@ def test_confluent_kafka_idempotent_producer_across_leader_kills() -> None:
             stream.stop()
         assert stream.failed == []
         consumed = consume_all(cluster, TOPIC, timeout_s=60)
-        print(f"librdkafka idempotent failover: {len(stream.acknowledged)} acknowledged, "
+        print(f"{client.__name__} idempotent failover: {len(stream.acknowledged)} acknowledged, "
               f"{len(consumed)} read, leaders killed {killed}")  # fmt: skip
         assert consumed == list(range(len(consumed)))  # each once, in order, none skipped
         assert sorted(stream.acknowledged) == consumed
-        # librdkafka's last batch sent again as it was: the leader now (maybe one recovered
+        # the client's last batch sent again as it was: the leader now (maybe one recovered
         # from its own files) knows it, and answers with the offset it holds
         leader = leader_of(cluster, TOPIC, cluster.live_brokers)
         stored, again = asyncio.run(_resend_last_batch(cluster.address(leader), len(consumed)))
