@@ -223,3 +223,28 @@ async def test_internal_topics_take_their_coordinators_batches_without_sequence_
         assert rm.append_records(internal, records(0, txn=True, epoch=-1), -1, 1)[0] == E.INVALID_PRODUCER_EPOCH
     finally:
         await broker.stop()
+
+
+async def test_a_read_committed_long_poll_is_answered_when_the_commit_lands() -> None:
+    broker = await started_broker(TOPICS)
+    client, control = await _open(broker)
+    rm = broker.state.replica_manager
+    try:
+        partition, _ = rm.leader_partition_or_error("orders", 0)
+        assert partition is not None
+        rm.append_records(partition, records(0, 3, txn=True), -1, 1)
+        waiting = asyncio.ensure_future(
+            client.request(fetch([("orders", 0, 0)], isolation_level=1, max_wait_ms=20_000), 30)
+        )
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # (the transaction is open: nothing committed to read)
+        started = time.monotonic()
+        assert marker_errors(await control.request(markers((500, 0, True, 0, [0])), 10)) == [{0: E.NONE}]
+        part = only(await asyncio.wait_for(waiting, 10))
+        assert time.monotonic() - started < 5  # (woken by the commit, not the 20 s timer)
+        assert (part.last_stable_offset, part.aborted_transactions) == (4, ())
+        assert len(bytes(part.records)) > 0
+    finally:
+        client.close()
+        control.close()
+        await broker.stop()
