@@ -308,6 +308,14 @@ class ProducerStateManager:
         self.unreplicated.append(CompletedTxn(pid, first, offset, not marker.commit))
 
     # -- reads --------------------------------------------------------------------------------
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """``UnifiedLog.lastStableOffset``: the high watermark, or below it the first offset
+        of a transaction not yet complete (or whose marker is not replicated yet)."""
+        if not self.ongoing and not self.unreplicated:
+            return high_watermark
+        first = self.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
+
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of an open transaction, or of a completed one whose marker is not
         below the high watermark yet (``firstUnstableOffset``); None when there is none."""
@@ -324,6 +332,8 @@ class ProducerStateManager:
         [fetch_offset, upper_bound); the walk stops at the first one whose last stable offset
         reaches the bound (nothing after it can start below it)."""
         out: list[AbortedTxn] = []
+        if not self.aborted:
+            return out
         i = bisect_left(self.aborted, fetch_offset, key=lambda a: a.last_offset)
         for txn in self.aborted[i:]:
             if txn.first_offset < upper_bound:

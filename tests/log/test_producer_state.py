@@ -104,9 +104,9 @@ def test_transactions_move_the_last_stable_offset(make: Make) -> None:
     marker(log, commit=True, pid=2)
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == log.high_watermark == 6
-    assert log.aborted_transactions(0, 6) == [AbortedTxn(PID, 1, 4, 3)]
-    assert log.aborted_transactions(5, 6) == []  # ended before the fetch offset
-    assert log.aborted_transactions(0, 1) == []  # starts at the bound
+    assert log.producer_state.aborted_transactions(0, 6) == [AbortedTxn(PID, 1, 4, 3)]
+    assert log.producer_state.aborted_transactions(5, 6) == []  # ended before the fetch offset
+    assert log.producer_state.aborted_transactions(0, 1) == []  # starts at the bound
     # the next transaction continues the sequence of the same epoch
     log.append_as_leader(idem(2, txn=True), 0, 1)
     assert log.last_stable_offset == 6
