@@ -141,7 +141,10 @@ class DelayedFetch(DelayedOperation):
                 return self.force_complete()
             log = partition.log
             end = params.isolation.end_offset(log)
-            if part.fetch_offset > end or part.fetch_offset < log.log_start_offset:
+            # (read_committed past the last stable offset but not the high watermark waits
+            # for the transaction to end, as Kafka's: only a truncated log answers at once)
+            past = log.high_watermark if params.isolation is FetchIsolation.TXN_COMMITTED else end
+            if part.fetch_offset > past or part.fetch_offset < log.log_start_offset:
                 return self.force_complete()
             if part.last_fetched_epoch >= 0 and (
                 diverging(log, part.last_fetched_epoch, part.fetch_offset) is not None

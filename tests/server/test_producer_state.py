@@ -248,3 +248,31 @@ async def test_a_read_committed_long_poll_is_answered_when_the_commit_lands() ->
         client.close()
         control.close()
         await broker.stop()
+
+
+async def test_read_committed_past_the_last_stable_offset_waits_for_the_transaction() -> None:
+    """A read_committed consumer whose position is past the last stable offset (below the
+    high watermark: a group offset a read_uncommitted consumer committed) waits, as Kafka's
+    DelayedFetch does, instead of being answered empty at once in a busy loop."""
+    broker = await started_broker(TOPICS)
+    client, control = await _open(broker)
+    rm = broker.state.replica_manager
+    try:
+        partition, _ = rm.leader_partition_or_error("orders", 0)
+        assert partition is not None
+        rm.append_records(partition, records(0, 3, txn=True), -1, 1)  # offsets 0-2, open
+        rm.append_records(partition, records(0, 1, pid=700), -1, 1)  # offset 3
+        waiting = asyncio.ensure_future(
+            client.request(fetch([("orders", 0, 3)], isolation_level=1, max_wait_ms=20_000), 30)
+        )
+        await asyncio.sleep(0.5)
+        assert not waiting.done()
+        assert marker_errors(await control.request(markers((500, 0, False, 0, [0])), 10)) == [{0: E.NONE}]
+        part = only(await asyncio.wait_for(waiting, 10))
+        assert (part.last_stable_offset, len(bytes(part.records)) > 0) == (5, True)
+        # (the abort's marker, at 4, is in what was read: the consumer is told)
+        assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(500, 0)]
+    finally:
+        client.close()
+        control.close()
+        await broker.stop()
