@@ -125,8 +125,9 @@ class DelayedFetch(DelayedOperation):
 
     def try_complete(self) -> bool:
         """Kafka's DelayedFetch cases: a partition that errs now (no longer led, unknown,
-        fenced), a fetch offset past the end it may read (the log was truncated) or below
-        the log start, a diverged epoch: complete at once; else complete when at least
+        fenced), a fetch offset past the end it may read (the log was truncated; for
+        read_committed past the high watermark, not the last stable offset) or below the log
+        start, a diverged epoch: complete at once; else complete when at least
         ``min_bytes`` are readable (each partition counted up to its max bytes)."""
         accumulated = 0
         params = self.params
