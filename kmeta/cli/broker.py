@@ -11,6 +11,7 @@ import click
 from kmeta.cli.bind_errors import refuse_busy_port
 from kmeta.cli.config_sources import daemon_settings
 from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
+from kmeta.cli.group_options import group_fields, group_options
 from kmeta.cli.host_port import host_ports
 from kmeta.cli.security_options import (
     authorizer_fields,
@@ -118,6 +119,7 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
     "leaves the ISR (the leader asks the controller by AlterPartition).",
 )
 @topic_default_options
+@group_options
 @daemon_options
 @limit_options
 @tls_options
@@ -179,6 +181,7 @@ def broker_command(
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
             **topic_default_fields(options),
+            **group_fields(options),
             **limit_fields(options),
             **daemon_fields(options),
             **tls_fields(options),
