@@ -116,13 +116,15 @@ class Rebalancer:
             self.complete_join(group)
 
     def complete_join(self, group: ClassicGroup) -> None:
-        """Kafka's ``completeClassicGroupJoin``: members that did not rejoin go; the next
+        """Kafka's ``completeClassicGroupJoin``: dynamic members that did not rejoin go; the next
         generation starts (CompletingRebalance, or Empty and written when nobody is left) and
         every waiting member gets its JoinGroup answer, the leader with the members."""
         if group.state != GroupState.PREPARING_REBALANCE:
             return
         group.initial_join_pending = False
-        for member in [m for m in group.members.values() if not m.awaiting_join]:
+        # (dynamic members that did not rejoin go; a static one keeps its place until its
+        # session expires: it may be restarting)
+        for member in [m for m in group.members.values() if not m.awaiting_join and m.group_instance_id is None]:
             self.cancel_heartbeat(group, member.member_id)
             group.remove(member.member_id)
         group.init_next_generation(now_ms())

@@ -218,3 +218,20 @@ async def test_list_groups_filters_states_case_insensitively(states: set[str]) -
     assert [g.group_id for g in listed] == (["g"] if "stable" in states else [])
     assert runtime.shard.groups.list_groups(set(), {"consumer"}) == []
     assert [g.group_type for g in runtime.shard.groups.list_groups(set(), {"Classic"})] == ["classic"]
+
+
+async def test_a_static_member_that_does_not_rejoin_keeps_its_place() -> None:
+    runtime = MemoryRuntime(FAST)
+    groups = runtime.shard.groups
+    a, b = await asyncio.gather(
+        groups.join(join_request(instance="ia", rebalance_ms=300)), groups.join(join_request(instance="ib", rebalance_ms=300))
+    )
+    leader = a if a.leader == a.member_id else b
+    await asyncio.gather(*(sync(runtime, r, {a.member_id: b"A", b.member_id: b"B"} if r is leader else None) for r in (a, b)))
+    # a dynamic member joins; only the leader rejoins: after the rebalance timeout the static
+    # member that stayed silent is still in the new generation, the dynamic one is new
+    newcomer = asyncio.ensure_future(groups.join(join_request(v4=False, rebalance_ms=300)))
+    await asyncio.sleep(0.01)
+    rejoined = await groups.join(join_request(leader.member_id, instance="ia" if leader is a else "ib", rebalance_ms=300))
+    assert rejoined.generation_id == 2
+    assert {m[0] for m in rejoined.members} == {a.member_id, b.member_id, (await newcomer).member_id}
