@@ -13,6 +13,7 @@ from kmeta.cli.config_sources import daemon_settings
 from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
 from kmeta.cli.group_options import group_fields, group_options
 from kmeta.cli.host_port import host_ports
+from kmeta.cli.internal_topic_options import internal_topic_fields, internal_topic_options
 from kmeta.cli.security_options import (
     authorizer_fields,
     authorizer_options,
@@ -119,6 +120,7 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
     "leaves the ISR (the leader asks the controller by AlterPartition).",
 )
 @topic_default_options
+@internal_topic_options
 @group_options
 @daemon_options
 @limit_options
@@ -181,6 +183,7 @@ def broker_command(
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
             **topic_default_fields(options),
+            **internal_topic_fields(options),
             **group_fields(options),
             **limit_fields(options),
             **daemon_fields(options),
