@@ -1,0 +1,159 @@
+"""What the offset APIs ask of a group: Kafka's ``Group.validateOffsetCommit``,
+``validateOffsetFetch``, ``validateOffsetDelete``, ``isSubscribedToTopic`` and
+``offsetExpirationCondition``, for classic groups (``ClassicGroup``) and for standalone
+(simple) consumers, which commit with generation -1 into a group nobody joined.
+
+A group object comes from the groups shard (``group_or_none``). A group that validates offsets
+itself (kip848's consumer groups, whose members carry epochs) provides the
+:class:`OffsetsGroup` methods and is used as it is; a classic group is read through
+:class:`ClassicGroupView`'s attributes, as the contract between the lanes gives them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from kmeta.protocol.errors import ErrorCode
+
+# ClassicGroupState names (Kafka's ``ClassicGroupState``)
+EMPTY, STABLE, DEAD = "EMPTY", "STABLE", "DEAD"
+PREPARING_REBALANCE, COMPLETING_REBALANCE = "PREPARING_REBALANCE", "COMPLETING_REBALANCE"
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+class ClassicGroupView(Protocol):
+    """A classic group as the groups lane exposes it."""
+
+    @property
+    def generation_id(self) -> int: ...
+    @property
+    def state_name(self) -> str: ...  # one of the ClassicGroupState names above
+    @property
+    def protocol_type(self) -> str | None: ...  # None: a simple group nobody joined
+    #: when the group entered its current state (ms since the epoch; None: not known)
+    @property
+    def current_state_timestamp_ms(self) -> int | None: ...
+    def has_member(self, member_id: str) -> bool: ...
+    def static_member_id(self, group_instance_id: str) -> str | None: ...
+    #: the topics the members subscribe to (protocol type "consumer"); None: not known
+    def subscribed_topics(self) -> frozenset[str] | None: ...
+
+
+@runtime_checkable
+class OffsetsGroup(Protocol):
+    """A group that checks the offset APIs itself (Kafka's ``Group`` interface)."""
+
+    def validate_offset_commit(
+        self, member_id: str, group_instance_id: str | None, generation_or_epoch: int, transactional: bool, api_version: int
+    ) -> ErrorCode: ...
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode: ...
+    def validate_offset_delete(self) -> ErrorCode: ...
+    def is_subscribed_to_topic(self, topic: str) -> bool: ...
+    #: (offset commit ms) -> the ms its retention counts from; None: no offset of it expires
+    def offset_expiration_base(self) -> Callable[[int], int] | None: ...
+
+
+class ClassicOffsets:
+    """:class:`OffsetsGroup` for a classic group, from its attributes (``ClassicGroup``)."""
+
+    def __init__(self, group: ClassicGroupView) -> None:
+        self.group = group
+
+    def validate_offset_commit(
+        self, member_id: str, group_instance_id: str | None, generation_id: int, transactional: bool, api_version: int
+    ) -> ErrorCode:
+        g = self.group
+        state = g.state_name
+        if state == DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and state == EMPTY:
+            return ErrorCode.NONE  # (the admin client or a standalone consumer: allowed when empty)
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = self._validate_member(member_id, group_instance_id)
+            if error is not ErrorCode.NONE:
+                return error
+            if generation_id != g.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not transactional and state != EMPTY:
+            # no member id and no generation (v0): only an empty group takes plain commits
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if not transactional and state == COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS  # (the member has its generation: it retries)
+        return ErrorCode.NONE
+
+    def _validate_member(self, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        if group_instance_id is not None:
+            existing = self.group.static_member_id(group_instance_id)
+            if existing is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if existing != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        return ErrorCode.NONE if self.group.has_member(member_id) else ErrorCode.UNKNOWN_MEMBER_ID
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+        return ErrorCode.GROUP_ID_NOT_FOUND if self.group.state_name == DEAD else ErrorCode.NONE
+
+    def validate_offset_delete(self) -> ErrorCode:
+        state = self.group.state_name
+        if state == DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if state in (STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE) and not self._consumer_protocol:
+            return ErrorCode.NON_EMPTY_GROUP
+        return ErrorCode.NONE
+
+    @property
+    def _consumer_protocol(self) -> bool:
+        return self.group.protocol_type == CONSUMER_PROTOCOL_TYPE
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        subscribed = self.group.subscribed_topics()
+        return self._consumer_protocol if subscribed is None else topic in subscribed
+
+    def offset_expiration_base(self) -> Callable[[int], int] | None:
+        g = self.group
+        if g.protocol_type is None:
+            return _commit_time  # a simple group: retention counts from each commit
+        if g.state_name == EMPTY:
+            emptied = g.current_state_timestamp_ms
+            # from when the group became empty (an old group record without it: each commit)
+            return _commit_time if emptied is None else (lambda _commit: emptied)
+        if self._consumer_protocol and g.subscribed_topics() is not None and g.state_name == STABLE:
+            return _commit_time  # (for the topics nobody subscribes to any more)
+        return None
+
+
+class SimpleGroup:
+    """A group no member joined: one known only by its offsets (a standalone consumer's, for
+    which Kafka keeps an empty classic group without a protocol type) when ``exists``, else
+    a group id never seen (Kafka's GroupIdNotFoundException paths)."""
+
+    def __init__(self, exists: bool) -> None:
+        self.exists = exists
+
+    def validate_offset_commit(
+        self, member_id: str, group_instance_id: str | None, generation_id: int, transactional: bool, api_version: int
+    ) -> ErrorCode:
+        if generation_id < 0:
+            return ErrorCode.NONE  # (the admin client or a standalone consumer: it is empty)
+        if self.exists:
+            return ErrorCode.UNKNOWN_MEMBER_ID  # (nobody is a member of it)
+        if transactional or api_version < 9:
+            return ErrorCode.ILLEGAL_GENERATION  # (what clients before KIP-848 expect)
+        return ErrorCode.GROUP_ID_NOT_FOUND
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+        return ErrorCode.NONE  # (an unknown group's offsets are simply none)
+
+    def validate_offset_delete(self) -> ErrorCode:
+        return ErrorCode.NONE if self.exists else ErrorCode.GROUP_ID_NOT_FOUND
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return False
+
+    def offset_expiration_base(self) -> Callable[[int], int] | None:
+        return _commit_time
+
+
+def _commit_time(commit_timestamp_ms: int) -> int:
+    return commit_timestamp_ms
