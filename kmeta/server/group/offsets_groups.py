@@ -11,15 +11,20 @@ itself (kip848's consumer groups, whose members carry epochs) provides the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 from kmeta.protocol.errors import ErrorCode
 
-# ClassicGroupState names (Kafka's ``ClassicGroupState``)
-EMPTY, STABLE, DEAD = "EMPTY", "STABLE", "DEAD"
-PREPARING_REBALANCE, COMPLETING_REBALANCE = "PREPARING_REBALANCE", "COMPLETING_REBALANCE"
+# ClassicGroupState names (Kafka's ``ClassicGroupState.toString``)
+EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
+PREPARING_REBALANCE, COMPLETING_REBALANCE = "PreparingRebalance", "CompletingRebalance"
 CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+class MemberView(Protocol):
+    def metadata(self, protocol: str | None) -> bytes: ...  # its metadata for that protocol
 
 
 class ClassicGroupView(Protocol):
@@ -31,13 +36,15 @@ class ClassicGroupView(Protocol):
     def state_name(self) -> str: ...  # one of the ClassicGroupState names above
     @property
     def protocol_type(self) -> str | None: ...  # None: a simple group nobody joined
-    #: when the group entered its current state (ms since the epoch; None: not known)
     @property
-    def current_state_timestamp_ms(self) -> int | None: ...
+    def protocol_name(self) -> str | None: ...
+    #: when the group entered its current state (ms since the epoch; -1: not known)
+    @property
+    def current_state_timestamp_ms(self) -> int: ...
+    @property
+    def members(self) -> Mapping[str, MemberView]: ...
     def has_member(self, member_id: str) -> bool: ...
     def static_member_id(self, group_instance_id: str) -> str | None: ...
-    #: the topics the members subscribe to (protocol type "consumer"); None: not known
-    def subscribed_topics(self) -> frozenset[str] | None: ...
 
 
 @runtime_checkable
@@ -107,7 +114,7 @@ class ClassicOffsets:
         return self.group.protocol_type == CONSUMER_PROTOCOL_TYPE
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
-        subscribed = self.group.subscribed_topics()
+        subscribed = self.subscribed_topics()
         return self._consumer_protocol if subscribed is None else topic in subscribed
 
     def offset_expiration_base(self) -> Callable[[int], int] | None:
@@ -117,10 +124,30 @@ class ClassicOffsets:
         if g.state_name == EMPTY:
             emptied = g.current_state_timestamp_ms
             # from when the group became empty (an old group record without it: each commit)
-            return _commit_time if emptied is None else (lambda _commit: emptied)
-        if self._consumer_protocol and g.subscribed_topics() is not None and g.state_name == STABLE:
+            return _commit_time if emptied < 0 else (lambda _commit: emptied)
+        if self._consumer_protocol and self.subscribed_topics() is not None and g.state_name == STABLE:
             return _commit_time  # (for the topics nobody subscribes to any more)
         return None
+
+
+    def subscribed_topics(self) -> frozenset[str] | None:
+        """Kafka's ``computeSubscribedTopics``: the topics of the members' consumer-protocol
+        subscriptions; None when the protocol type is not "consumer", no protocol is chosen
+        yet, or a member's metadata is not a subscription."""
+        g = self.group
+        if not self._consumer_protocol:
+            return None
+        if not g.members:
+            return frozenset()
+        if g.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for member in g.members.values():
+            parsed = subscription_topics(member.metadata(g.protocol_name))
+            if parsed is None:
+                return None
+            topics.update(parsed)
+        return frozenset(topics)
 
 
 class SimpleGroup:
@@ -153,6 +180,28 @@ class SimpleGroup:
 
     def offset_expiration_base(self) -> Callable[[int], int] | None:
         return _commit_time
+
+
+def subscription_topics(metadata: bytes) -> list[str] | None:
+    """The topics of a ConsumerProtocolSubscription (any version: each starts with an int16
+    version then the topics as an int32-counted array of int16-length strings); None when the
+    bytes are not one."""
+    try:
+        if len(metadata) < 6:
+            return None
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        pos, topics = 6, []
+        if count < 0 or count > len(metadata):
+            return None
+        for _ in range(count):
+            (size,) = struct.unpack_from(">h", metadata, pos)
+            if size < 0 or pos + 2 + size > len(metadata):
+                return None
+            topics.append(metadata[pos + 2 : pos + 2 + size].decode())
+            pos += 2 + size
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return None
 
 
 def _commit_time(commit_timestamp_ms: int) -> int:
