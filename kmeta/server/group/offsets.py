@@ -111,11 +111,12 @@ class OffsetMetadataManager:
         self.open_transactions_by_group: dict[str, set[int]] = {}
 
     # -- replay: the only place state changes --------------------------------------------------
-    def replay_record(self, record_offset: int, producer_id: int, key: bytes, value: bytes | None) -> None:
-        """A raw ``__consumer_offsets`` record whose key is an OffsetCommitKey."""
-        self.replay(record_offset, producer_id, decode_key(key), None if value is None else decode_value(value))
+    def replay(self, record_offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None) -> None:
+        """A ``__consumer_offsets`` record whose key is an OffsetCommitKey (the shard routes
+        them here by key version), committed or read while loading."""
+        self.replay_offset_commit(record_offset, producer_id, decode_key(key), None if value is None else decode_value(value))
 
-    def replay(
+    def replay_offset_commit(
         self, record_offset: int, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None
     ) -> None:
         group, topic, partition = key.group, key.topic, key.partition

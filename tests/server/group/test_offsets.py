@@ -63,7 +63,7 @@ def test_a_group_metadata_key_is_not_an_offset_key() -> None:
 
 
 def _replay(m: OffsetMetadataManager, offset: int, record: tuple[bytes, bytes | None], pid: int = -1) -> None:
-    m.replay_record(offset, pid, record[0], record[1])
+    m.replay(offset, pid, 0, record[0], record[1])
 
 
 def test_replay_commits_overwrites_and_tombstones() -> None:
