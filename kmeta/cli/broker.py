@@ -11,7 +11,9 @@ import click
 from kmeta.cli.bind_errors import refuse_busy_port
 from kmeta.cli.config_sources import daemon_settings
 from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
+from kmeta.cli.group_options import group_fields, group_options
 from kmeta.cli.host_port import host_ports
+from kmeta.cli.internal_topic_options import internal_topic_fields, internal_topic_options
 from kmeta.cli.security_options import (
     authorizer_fields,
     authorizer_options,
@@ -143,6 +145,8 @@ _DEFAULT_RETENTION_MINUTES = 7 * 24 * 60
     help="offset.metadata.max.bytes: longer commit metadata is refused (OFFSET_METADATA_TOO_LARGE).",
 )
 @topic_default_options
+@internal_topic_options
+@group_options
 @daemon_options
 @limit_options
 @tls_options
@@ -210,6 +214,8 @@ def broker_command(
             offset_metadata_max_bytes=offset_metadata_max_bytes,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
             **topic_default_fields(options),
+            **internal_topic_fields(options),
+            **group_fields(options),
             **limit_fields(options),
             **daemon_fields(options),
             **tls_fields(options),
