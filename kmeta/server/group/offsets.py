@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from kmeta.server.group.offset_records import (
     OffsetCommitKey,
@@ -100,10 +101,16 @@ class Offsets:
         return sum(len(p) for topics in self.by_group.values() for p in topics.values())
 
 
+class Startable(Protocol):
+    def start(self) -> None: ...
+
+
 class OffsetMetadataManager:
     """The offsets of the groups one shard coordinates."""
 
     def __init__(self) -> None:
+        #: the shard's retention check (kmeta.server.group.offsets_expiry), started once loaded
+        self.expiration: Startable | None = None
         self.offsets = Offsets()
         #: producer id -> its transaction's offsets, until its COMMIT / ABORT marker
         self.pending_transactional_offsets: dict[int, Offsets] = {}
@@ -153,6 +160,11 @@ class OffsetMetadataManager:
             # the newest record wins: a plain commit written after the transactional one stays
             if existing is None or offset.record_offset > existing.record_offset:
                 self.offsets.put(group, topic, partition, offset)
+
+    def on_loaded(self) -> None:
+        """The shard's whole log is replayed: the retention check starts."""
+        if self.expiration is not None:
+            self.expiration.start()
 
     # -- queries -----------------------------------------------------------------------------
     def offset(self, group: str, topic: str, partition: int) -> OffsetAndMetadata | None:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Mapping
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from kmeta.protocol.errors import ErrorCode
+from kmeta.server.group.offsets import OffsetMetadataManager
+from kmeta.server.group.shard import GroupCoordinatorShard
 
 # ClassicGroupState names (Kafka's ``ClassicGroupState.toString``)
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
@@ -206,3 +208,23 @@ def subscription_topics(metadata: bytes) -> list[str] | None:
 
 def _commit_time(commit_timestamp_ms: int) -> int:
     return commit_timestamp_ms
+
+
+def offsets_of(shard: GroupCoordinatorShard) -> OffsetMetadataManager:
+    """The shard's offsets (the broker's group shards are made with them: offsets_install)."""
+    offsets = shard.offsets
+    if not isinstance(offsets, OffsetMetadataManager):
+        raise TypeError(f"__consumer_offsets-{shard.partition}'s shard keeps no offsets")
+    return offsets
+
+
+def offsets_group(shard: GroupCoordinatorShard, group_id: str) -> OffsetsGroup:
+    """The group's offset checks: a group that has its own (a KIP-848 consumer group), a
+    classic group read through its attributes, or a group nobody joined (known by its offsets
+    or not at all)."""
+    group = shard.groups.group_or_none(group_id)
+    if group is None:
+        return SimpleGroup(exists=offsets_of(shard).has_offsets(group_id))
+    if isinstance(group, OffsetsGroup):
+        return group
+    return ClassicOffsets(cast(ClassicGroupView, group))
