@@ -103,10 +103,27 @@ class GroupMetadataManager:
     def delete_records(self, group_id: str) -> list[Record]:
         return [(group_metadata_key(group_id), None)]
 
+    def begin_delete(self, group_id: str) -> ErrorCode:
+        """DeleteGroups passed its checks: a classic group is Dead while its tombstones are
+        written, so no member joins it meanwhile (they are told to find the coordinator)."""
+        error = self.deletable(group_id)
+        group = self.ctx.groups.get(group_id)
+        if error == ErrorCode.NONE and isinstance(group, ClassicGroup):
+            self.rebalancer.unload(group)
+        return error
+
+    def delete_failed(self, group_id: str) -> None:
+        """The tombstones were not written: the group is Empty again, as it was."""
+        group = self.ctx.groups.get(group_id)
+        if isinstance(group, ClassicGroup) and group.state == GroupState.DEAD:
+            self.ctx.groups[group_id] = ClassicGroup(
+                group_id, generation_id=group.generation_id, protocol_type=group.protocol_type
+            )
+
     def deleted(self, group_id: str) -> None:
-        """The tombstones are committed: the group is Dead and gone."""
+        """The tombstones are committed: the group is gone."""
         group = self.ctx.groups.pop(group_id, None)
-        if isinstance(group, ClassicGroup):
+        if isinstance(group, ClassicGroup) and group.state != GroupState.DEAD:
             self.rebalancer.unload(group)
 
     # -- replay and lifecycle -----------------------------------------------------------------

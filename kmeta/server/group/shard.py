@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from kmeta.protocol.errors import ErrorCode
 from kmeta.server.group.context import GroupConfig, GroupRuntime, Record, ShardContext
 from kmeta.server.group.manager import GroupMetadataManager
 from kmeta.server.group.records import GROUP_METADATA_KEY_VERSION, key_version
@@ -85,7 +86,11 @@ class GroupCoordinatorShard:
     def on_unloaded(self) -> None:
         self.groups.on_unloaded()
 
-    def delete_group_records(self, group_id: str) -> list[Record]:
-        """DeleteGroups' tombstones: the group's offsets, then its metadata (Kafka's order)."""
+    def delete_group(self, group_id: str) -> tuple[list[Record], ErrorCode]:
+        """DeleteGroups' check and tombstones (run as one write operation): the group's
+        offsets, then its metadata (Kafka's order); none with the error that refuses it."""
+        error = self.groups.begin_delete(group_id)
+        if error != ErrorCode.NONE:
+            return [], error
         records = [] if self.offsets is None else list(self.offsets.delete_all_offsets(group_id))
-        return records + self.groups.delete_records(group_id)
+        return records + self.groups.delete_records(group_id), ErrorCode.NONE

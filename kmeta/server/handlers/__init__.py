@@ -40,6 +40,13 @@ HANDLER_MODULES: tuple[str, ...] = (
     "delete_records",
     "describe_log_dirs",
     "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
 )
 
 
