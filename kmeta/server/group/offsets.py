@@ -21,7 +21,7 @@ back through replay.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -111,6 +111,9 @@ class OffsetMetadataManager:
     def __init__(self) -> None:
         #: the shard's retention check (kmeta.server.group.offsets_expiry), started once loaded
         self.expiration: Startable | None = None
+        #: called with the group of each offset commit replayed: the groups make a "simple"
+        #: group (empty, no protocol type) of one they do not know, as Kafka's replay does
+        self.group_seen: Callable[[str], None] | None = None
         self.offsets = Offsets()
         #: producer id -> its transaction's offsets, until its COMMIT / ABORT marker
         self.pending_transactional_offsets: dict[int, Offsets] = {}
@@ -128,6 +131,8 @@ class OffsetMetadataManager:
     ) -> None:
         group, topic, partition = key.group, key.topic, key.partition
         if value is not None:
+            if self.group_seen is not None:
+                self.group_seen(group)
             offset = OffsetAndMetadata.from_record(record_offset, value)
             if producer_id == NO_PRODUCER_ID:
                 self.offsets.put(group, topic, partition, offset)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from kmeta.server.config import BrokerConfig
 from kmeta.server.coordinator.runtime import CoordinatorRuntime
+from kmeta.server.group.classic import ClassicGroup
 from kmeta.server.group.manager import GroupMetadataManager
 from kmeta.server.group.offsets import OffsetMetadataManager
 from kmeta.server.group.offsets_expiry import OffsetExpiration, OffsetsConfig
@@ -31,6 +32,12 @@ def offsets_factory(
     def make(groups: GroupMetadataManager) -> OffsetMetadataManager:
         offsets = OffsetMetadataManager()
         offsets.expiration = OffsetExpiration(runtime, partition, settings)
+
+        def group_seen(group_id: str) -> None:
+            if groups.group_or_none(group_id) is None:
+                groups.put_group(ClassicGroup(group_id))  # (Empty, no protocol type: "simple")
+
+        offsets.group_seen = group_seen
         return offsets
 
     return make

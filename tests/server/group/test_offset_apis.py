@@ -77,7 +77,7 @@ def _errors(response: Any) -> set[int]:
 
 
 def commit(group: str, offsets: dict[int, int], version: int = 9, topic: str = TOPIC, **fields: Any) -> oc.OffsetCommitRequest:
-    parts = tuple(oc.OffsetCommitRequestPartition(p, o, 3, f"m{p}") for p, o in offsets.items())
+    parts = tuple(oc.OffsetCommitRequestPartition(p, o, 3, committed_metadata=f"m{p}") for p, o in offsets.items())
     return oc.OffsetCommitRequest(version=version, group_id=group, topics=(oc.OffsetCommitRequestTopic(topic, parts),), **fields)
 
 
@@ -116,7 +116,7 @@ async def test_unknown_topics_partitions_and_metadata_size(broker: Any) -> None:
     got = await call(broker, commit("g", {0: 1}, topic="nope"))
     assert got.topics[0].partitions[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
     big = oc.OffsetCommitRequest(group_id="g", topics=(oc.OffsetCommitRequestTopic(TOPIC, (
-        oc.OffsetCommitRequestPartition(0, 5, -1, "x" * 4097), oc.OffsetCommitRequestPartition(1, 6, -1, None))),))  # fmt: skip
+        oc.OffsetCommitRequestPartition(0, 5, committed_metadata="x" * 4097), oc.OffsetCommitRequestPartition(1, 6, committed_metadata=None))),))  # fmt: skip
     got = await call(broker, big)
     assert [p.error_code for p in got.topics[0].partitions] == [E.OFFSET_METADATA_TOO_LARGE, E.NONE]
     assert committed(await call(broker, fetch("g", (0, 1))))[1][:3] == (6, -1, "")
