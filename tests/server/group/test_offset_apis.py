@@ -103,9 +103,10 @@ async def test_commit_and_fetch_every_version(broker: Any) -> None:
         assert [p.error_code for t in got.topics for p in t.partitions] == [E.NONE, E.NONE], version
     for version in range(10):
         fetched = committed(await call(broker, fetch(f"v{version}", (0, 1, 2), version=min(version, 9))))
-        epoch = 3 if version >= 6 else -1  # (the leader epoch is committed from v6 on)
-        assert fetched[0][0] == 10 + version and fetched[0][2] == "m0" and fetched[2][:2] == (-1, -1), version
-        assert fetched[0][1] == epoch or version < 5
+        # (the leader epoch is committed from v6 on, fetched from v5 on)
+        epoch = 3 if version >= 6 else -1
+        assert fetched[0] == (10 + version, epoch, "m0", E.NONE), version
+        assert fetched[2][:2] == (-1, -1), version
     every = committed(await call(broker, fetch("v9", None)))
     assert sorted(every) == [0, 1]
 
