@@ -99,6 +99,13 @@ class ErrorCode(enum.IntEnum):
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    # the offset APIs' (OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit)
+    OFFSET_METADATA_TOO_LARGE = 12
+    INVALID_COMMIT_OFFSET_SIZE = 28
+    INVALID_PRODUCER_EPOCH = 47
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
+    UNSTABLE_OFFSET_COMMIT = 88
+    STALE_MEMBER_EPOCH = 113
 
     @property
     def message(self) -> str:
@@ -186,6 +193,12 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.MEMBER_ID_REQUIRED: "The group member needs to have a valid member id before actually entering a consumer group.",
     ErrorCode.GROUP_MAX_SIZE_REACHED: "The consumer group has reached its max size.",
     ErrorCode.FENCED_INSTANCE_ID: "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.",
+    ErrorCode.OFFSET_METADATA_TOO_LARGE: "The metadata field of the offset request was too large.",
+    ErrorCode.INVALID_COMMIT_OFFSET_SIZE: "The committing offset data size is not valid.",
+    ErrorCode.INVALID_PRODUCER_EPOCH: "Producer attempted to produce with an old epoch.",
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic.",
+    ErrorCode.UNSTABLE_OFFSET_COMMIT: "There are unstable offsets that need to be cleared.",
+    ErrorCode.STALE_MEMBER_EPOCH: "The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API.",
 }
 
 

@@ -135,6 +135,13 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3_000
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
+    #: offsets.retention.minutes (as milliseconds): a committed offset of a group that is empty
+    #: (since it became so) or nobody joined (since the commit) is removed after this long
+    offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    #: offsets.retention.check.interval.ms: how often each coordinator looks for such offsets
+    offsets_retention_check_interval_ms: int = 600_000
+    #: offset.metadata.max.bytes: longer commit metadata is OFFSET_METADATA_TOO_LARGE
+    offset_metadata_max_bytes: int = 4096
 
     def __post_init__(self) -> None:
         if not self.listeners:
@@ -172,6 +179,10 @@ class BrokerConfig:
             raise ValueError("group min session timeout must be positive and at most the max")
         if self.group_max_size < 1 or self.group_initial_rebalance_delay_ms < 0:
             raise ValueError("group_max_size must be positive, group_initial_rebalance_delay_ms >= 0")
+        if self.offsets_retention_ms <= 0 or self.offsets_retention_check_interval_ms <= 0:
+            raise ValueError("offsets retention and its check interval must be positive")
+        if self.offset_metadata_max_bytes < 0:
+            raise ValueError("offset_metadata_max_bytes must be >= 0")
         if self.max_connections < 0 or self.max_connections_per_ip < 0:
             raise ValueError("connection limits must be >= 0")
         if self.controller_security_protocol not in SECURITY_PROTOCOLS:

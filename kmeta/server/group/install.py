@@ -9,6 +9,7 @@ from kmeta.server.config import BrokerConfig
 from kmeta.server.coordinator.coordinators import Coordinators
 from kmeta.server.coordinator.shard_context import ShardContext
 from kmeta.server.group.context import GroupConfig
+from kmeta.server.group.offsets_install import offsets_factory
 from kmeta.server.group.shard import GroupCoordinatorShard
 
 
@@ -26,6 +27,7 @@ def install(coordinators: Coordinators) -> None:
     runtime = coordinators.groups
 
     def shard(ctx: ShardContext[Any]) -> GroupCoordinatorShard:
-        return GroupCoordinatorShard(ctx.partition, runtime, config)
+        offsets = offsets_factory(coordinators.config, runtime, ctx.partition)
+        return GroupCoordinatorShard(ctx.partition, runtime, config, offsets=offsets)
 
     coordinators.register_group_shards(shard)

@@ -37,6 +37,8 @@ class OffsetsReplayer(Protocol):
 
     def has_offsets(self, group_id: str) -> bool: ...
 
+    def on_loaded(self) -> None: ...  # (the offsets' retention check starts)
+
 
 class ConsumerRecordReplayer(Protocol):
     """kip848's consumer-group records (key versions 3 and up)."""
@@ -78,6 +80,8 @@ class GroupCoordinatorShard:
 
     def on_loaded(self) -> None:
         self.groups.on_loaded()
+        if self.offsets is not None:
+            self.offsets.on_loaded()
 
     def on_unloaded(self) -> None:
         self.groups.on_unloaded()

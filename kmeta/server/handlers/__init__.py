@@ -47,6 +47,10 @@ HANDLER_MODULES: tuple[str, ...] = (
     "list_groups",
     "describe_groups",
     "delete_groups",
+    "offset_commit",
+    "offset_fetch",
+    "offset_delete",
+    "txn_offset_commit",
 )
 
 
