@@ -166,8 +166,7 @@ async def test_a_long_log_loads_in_steps_in_order(monkeypatch: pytest.MonkeyPatc
         assert reloaded.keys == [b"k%d-%d" % (i, j) for i in range(40) for j in range(3)]
 
 
-async def test_a_factory_registered_late_loads_the_partitions_already_led(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kmeta.server.coordinator.coordinators.SHARD_MODULES", ())  # (no shards at start)
+async def test_a_factory_registered_late_loads_the_partitions_already_led() -> None:
     async with coordinator_broker(register=False) as h:
         assert h.runtime.shard_or_error(0) == (None, ErrorCode.NOT_COORDINATOR)
         assert await h.runtime.write(0, [(b"x", b"y")]) == ErrorCode.NOT_COORDINATOR

@@ -39,7 +39,7 @@ PROTOCOLS = (jg.JoinGroupRequestProtocol("range", b"sub"),)
 
 @pytest.fixture
 async def broker() -> AsyncIterator[Harness]:
-    async with coordinator_broker(register=False, **FAST) as h:
+    async with coordinator_broker(register=False, group_shards=True, **FAST) as h:
         for i in range(PARTITIONS):
             await loaded(h, i)
         yield h
@@ -179,7 +179,7 @@ def allow(who: KafkaPrincipal, op: int, rtype: int = ResourceType.GROUP, name: s
 
 async def test_group_acls() -> None:
     authz = AuthorizerConfig(True, parse_super_users("User:ANONYMOUS"))
-    async with coordinator_broker(register=False, authorizer=authz, **FAST) as h:
+    async with coordinator_broker(register=False, group_shards=True, authorizer=authz, **FAST) as h:
         for i in range(PARTITIONS):
             await loaded(h, i)
         assert h.broker.state.authorizer is not None
