@@ -33,7 +33,7 @@ from tests.server.coordinator_broker import PARTITIONS, TOPIC, Harness, coordina
 from tests.server.helpers import PLAINTEXT
 from tests.server.principals import QueuedPrincipals, user
 
-FAST = {"group_initial_rebalance_delay_ms": 100, "group_min_session_timeout_ms": 1_000}
+FAST: dict[str, Any] = {"group_initial_rebalance_delay_ms": 100, "group_min_session_timeout_ms": 1_000}
 PROTOCOLS = (jg.JoinGroupRequestProtocol("range", b"sub"),)
 
 
