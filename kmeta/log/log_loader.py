@@ -1,7 +1,11 @@
 """Recovery of a partition's directory at start (Kafka's ``LogLoader``): every batch of every
 segment walked and CRC-checked; at the first batch that is torn (a crash mid-append), corrupt
 or out of sequence the segment file is cut there and every later segment deleted, as Kafka
-recovers an unflushed log. The leader-epoch cache is read back, topped up from the batches'
+recovers an unflushed log. A compacted log has gaps between batches and between segments; a
+segment starting below the end of the one before it is what a cleaning left when it stopped
+between swapping its merged segment in and deleting the ones merged (their records are in
+the merged one, or were cleaned away): it goes, as do ``.cleaned`` files never swapped in
+(Kafka's ``.cleaned`` and ``.swap`` recovery). The leader-epoch cache is read back, topped up from the batches'
 own epochs, and trimmed to the recovered offsets."""
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from kmeta.log import checkpoints
 from kmeta.log.batch import NO_EPOCH, last_offset, walk_batches
 from kmeta.log.epoch_cache import LeaderEpochFileCache
 from kmeta.log.errors import LogStorageError
-from kmeta.log.local_log import LocalLog
+from kmeta.log.local_log import CLEANED_SUFFIX, LocalLog
 
 _SEGMENT = re.compile(r"^(\d{20})\.log$")
 
@@ -27,7 +31,11 @@ def recover(
     """Load ``dir_path`` into ``local`` and ``epochs``; returns (log start offset, high
     watermark, topic id) as the checkpoints and segments say."""
     epochs.load()
-    names = sorted(n for n in os.listdir(dir_path) if _SEGMENT.match(n))
+    listed = os.listdir(dir_path)
+    for name in listed:
+        if name.endswith(CLEANED_SUFFIX):
+            _unlink(os.path.join(dir_path, name))
+    names = sorted(n for n in listed if _SEGMENT.match(n))
     stop = False
     for name in names:
         path = os.path.join(dir_path, name)
@@ -35,8 +43,7 @@ def recover(
             _unlink(path)
             continue
         base = int(name[:20])
-        if local.segments and base != local.log_end_offset:  # a gap: nothing after it counts
-            stop = True
+        if local.segments and base < local.log_end_offset:  # merged by a cleaning
             _unlink(path)
             continue
         stop = _recover_segment(path, base, local, epochs)

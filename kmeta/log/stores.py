@@ -19,13 +19,17 @@ Buffer = bytes | bytearray | memoryview
 class MemoryAccount:
     """Bytes held in memory by every memory-mode segment of a LogManager (one counter the
     segments update, so checking the broker-wide cap after an append costs nothing), and the
-    size memory-mode segments roll at, at most (so the cap can free part of a log)."""
+    size memory-mode segments roll at, at most (so the cap can free part of a log).
+    ``full``: the last enforcement of the cap (``limit``) could not get under it, so appends
+    that would grow past it are refused until something frees memory."""
 
-    __slots__ = ("bytes", "max_segment_bytes")
+    __slots__ = ("bytes", "full", "limit", "max_segment_bytes")
 
-    def __init__(self, max_segment_bytes: int = 1 << 62) -> None:
+    def __init__(self, max_segment_bytes: int = 1 << 62, limit: int = 1 << 62) -> None:
         self.bytes = 0
         self.max_segment_bytes = max_segment_bytes
+        self.limit = limit
+        self.full = False
 
 
 class MemoryStore:
@@ -125,6 +129,13 @@ class FileStore:
                     os.ftruncate(fd, pos)
             raise LogStorageError(f"Error while appending to {self.path}: {exc}") from exc
         self._dirty = True
+
+    def create(self) -> None:
+        """The file, even with nothing written (an empty cleaned segment)."""
+        try:
+            self._open()
+        except OSError as exc:
+            raise LogStorageError(f"Error while creating {self.path}: {exc}") from exc
 
     def read(self, pos: int, size: int) -> bytes:
         try:
