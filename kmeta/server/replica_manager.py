@@ -18,6 +18,11 @@
 * StopReplica drops a replica (its waiting fetches are answered); with delete its log goes.
 * Retention (``retention.ms`` / ``retention.bytes`` and the broker-wide memory cap) runs every
   ``log_retention_check_interval_ms``, and after an append that takes memory past the cap.
+* The log cleaner (``log_cleaner_enable``) compacts one due log per turn of the loop, and
+  looks again ``log_cleaner_backoff_ms`` later when none is due (Kafka's cleaner thread).
+  Both first bring every log's config up to the metadata's topic configs, so a follower's log
+  or one recovered but not yet served keeps its cleanup.policy (a compacted log is never
+  cut by retention because its config went stale).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias
 
 from kmeta.log.config import LogConfig
@@ -70,6 +75,11 @@ class ReplicaManager:
         #: topic -> its partitions made here (what a LeaderAndIsr of the topic may change)
         self._by_topic: dict[str, set[int]] = {}
         self._retention_timer: asyncio.TimerHandle | None = None
+        self._cleaner_timer: asyncio.TimerHandle | None = None
+        #: topic -> (its configs as the snapshot held them, the LogConfig built from them)
+        self._log_configs: dict[str, tuple[Mapping[str, str] | None, LogConfig]] = {}
+        self.cleaner_enabled = config.log_cleaner_enable
+        self.cleaner_backoff_s = config.log_cleaner_backoff_ms / 1000.0
         #: this broker's epoch as the controller gave it (the broker state sets this; -1: none)
         self.broker_epoch_of: Callable[[], int] = lambda: -1
         #: the fetchers of the partitions this broker follows (kmeta.server.fetcher_manager)
@@ -95,6 +105,8 @@ class ReplicaManager:
         for name, reason in self.log_manager.load_errors:
             log.warning("log %s not loaded: %s", name, reason)
         self._schedule_retention()
+        if self.cleaner_enabled:
+            self._schedule_cleaner(self.cleaner_backoff_s)
         self.isr.start()
         return len(loaded)
 
@@ -104,9 +116,10 @@ class ReplicaManager:
         self.isr.stop()
         self.delayed_fetch.close()
         self.delayed_produce.close()
-        if self._retention_timer is not None:
-            self._retention_timer.cancel()
-            self._retention_timer = None
+        for timer in (self._retention_timer, self._cleaner_timer):
+            if timer is not None:
+                timer.cancel()
+        self._retention_timer = self._cleaner_timer = None
         self._partitions.clear()
         self._by_topic.clear()
         try:
@@ -125,9 +138,54 @@ class ReplicaManager:
         self.enforce_retention()
         self._schedule_retention()
 
+    def _schedule_cleaner(self, delay_s: float) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._cleaner_timer = loop.call_later(delay_s, self._cleaner_tick)
+
+    def _cleaner_tick(self) -> None:
+        cleaned = self.clean_logs()
+        self._schedule_cleaner(0 if cleaned else self.cleaner_backoff_s)
+
+    def clean_logs(self) -> bool:
+        """One cleaning of the compacted log most due for one; True when one was cleaned."""
+        self._refresh_log_configs()
+        try:
+            result = self.log_manager.clean(int(time.time() * 1000))
+        except LogError:
+            log.exception("log cleaning failed")
+            return False
+        if result is None:
+            return False
+        log.info(
+            "cleaned %s: offsets %d-%d, %d -> %d bytes, %d -> %d segments", result.log,
+            result.first_dirty_offset, result.end_offset, result.bytes_before,
+            result.bytes_after, result.segments_before, result.segments_after,
+        )  # fmt: skip
+        return True
+
+    def _refresh_log_configs(self) -> None:
+        """Every log's config from the metadata's topic configs (a leader refreshes at each
+        append; followers and recovered logs only here). A topic the metadata does not know
+        keeps what it has."""
+        snap = self.cache.snapshot
+        built = self._log_configs
+        for plog in self.log_manager.logs():
+            configs = snap.topic_configs.get(plog.topic)
+            if configs is None and snap.topic_id(plog.topic) is None:
+                continue
+            cached = built.get(plog.topic)
+            if cached is None or cached[0] is not configs:  # (an unchanged mapping is shared)
+                cached = built[plog.topic] = (configs, LogConfig.from_topic_configs(configs or {}))
+            if cached[1] != plog.config:
+                plog.update_config(cached[1])
+
     def enforce_retention(self) -> int:
         """``LogManager.cleanupLogs``: bytes freed. (A fetch waiting at a log end the log start
         passed is answered OFFSET_OUT_OF_RANGE when next woken or timed out, as in Kafka.)"""
+        self._refresh_log_configs()
         try:
             return self.log_manager.enforce_retention(int(time.time() * 1000))
         except LogError:
