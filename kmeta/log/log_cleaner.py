@@ -15,7 +15,8 @@ cleaned segments. The algorithm itself is :mod:`kmeta.log.cleaner`.
   segment.bytes (consecutive small segments merge, so a compacted log's segment count stays
   small), each group swapped in as one segment at its first base offset
   (:meth:`~kmeta.log.local_log.LocalLog.replace`). Offsets are kept; the log start and end do
-  not move.
+  not move. It is planned, computed and installed in three steps
+  (:mod:`kmeta.log.clean_task`), so the broker computes off its event loop.
 
 Pure data like the rest of kmeta.log: the broker schedules it (log.cleaner.backoff.ms).
 """
@@ -23,19 +24,12 @@ Pure data like the rest of kmeta.log: the broker schedules it (log.cleaner.backo
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kmeta.log import checkpoints
-from kmeta.log.batch import last_offset
-from kmeta.log.cleaner import (
-    MAX_KEYS,
-    Batch,
-    GroupCleaner,
-    TxnTracker,
-    build_offset_map,
-    scan_producers,
-)
+from kmeta.log.clean_task import CleanTask
+from kmeta.log.cleaner import MAX_KEYS
 from kmeta.log.partition_log import PartitionLog
 from kmeta.log.segment import LogSegment
 
@@ -74,27 +68,14 @@ def _segments_between(plog: PartitionLog, start: int, end: int) -> list[LogSegme
     return out
 
 
-def _batches(segment: LogSegment, start: int = 0, end: int | None = None) -> Iterator[Batch]:
-    """``(bytes, header)`` of each batch of the segment (one read of the whole segment)."""
-    data = memoryview(segment.store.read(0, segment.size)) if segment.size else memoryview(b"")
-    for pos, h in segment.batches_from(0):
-        if last_offset(h) < start:
-            continue
-        if end is not None and h.base_offset >= end:
-            return
-        yield data[pos : pos + h.batch_length + 12], h
-
-
-def _all_batches(segments: Iterable[LogSegment], start: int = 0, end: int | None = None) -> Iterator[Batch]:
-    for segment in segments:
-        yield from _batches(segment, start, end)
-
-
 class LogCleaner:
     def __init__(self, max_keys: int = MAX_KEYS) -> None:
         self.max_keys = max_keys
         self._states: dict[tuple[str, int], CleanerState] = {}
         self.cleanings = 0
+        #: logs a cleaning failed on (records that do not parse): left alone, as Kafka marks
+        #: a partition uncleanable, until the log is deleted or the broker restarts
+        self.uncleanable: set[tuple[str, int]] = set()
 
     def state(self, plog: PartitionLog) -> CleanerState:
         key = (plog.topic, plog.partition)
@@ -110,6 +91,7 @@ class LogCleaner:
 
     def forget(self, topic: str, partition: int) -> None:
         self._states.pop((topic, partition), None)
+        self.uncleanable.discard((topic, partition))
 
     @staticmethod
     def first_uncleanable_offset(plog: PartitionLog, now_ms: int) -> int:
@@ -135,7 +117,7 @@ class LogCleaner:
     def due(self, plog: PartitionLog, now_ms: int) -> float | None:
         """How due the log is (its dirty ratio; past 1.0 when a lag or horizon forces it), or
         None when it is not."""
-        if not plog.config.compact:
+        if not plog.config.compact or (plog.topic, plog.partition) in self.uncleanable:
             return None
         ratio, dirty = self.dirty_ratio(plog, now_ms)
         state = self.state(plog)
@@ -151,70 +133,43 @@ class LogCleaner:
             return ratio
         return None
 
-    def clean_filthiest(self, logs: Iterable[PartitionLog], now_ms: int) -> CleanResult | None:
-        """Clean the most due log, if any (Kafka's ``grabFilthiestCompactedLog``)."""
+    def plan(self, plog: PartitionLog, now_ms: int) -> CleanTask:
+        """A cleaning of ``plog`` to compute (:mod:`kmeta.log.clean_task`)."""
+        start = self.state(plog).first_dirty_offset
+        uncleanable = self.first_uncleanable_offset(plog, now_ms)
+        return CleanTask.plan(plog, now_ms, start, uncleanable, self.max_keys)
+
+    def plan_filthiest(self, logs: Iterable[PartitionLog], now_ms: int) -> CleanTask | None:
+        """A cleaning of the most due log, if any (Kafka's ``grabFilthiestCompactedLog``)."""
         best: tuple[float, PartitionLog] | None = None
         for plog in logs:
             score = self.due(plog, now_ms)
             if score is not None and (best is None or score > best[0]):
                 best = (score, plog)
-        return None if best is None else self.clean(best[1], now_ms)
+        return None if best is None else self.plan(best[1], now_ms)
 
-    def clean(self, plog: PartitionLog, now_ms: int) -> CleanResult:
-        """One cleaning of ``plog`` (Kafka's ``Cleaner.doClean``); raises LogError (a segment
-        that would not swap: the log keeps what it had, nothing half done is served)."""
+    def finish(self, task: CleanTask) -> CleanResult | None:
+        """Install a computed cleaning (None when its log changed meanwhile); raises LogError
+        (a segment that would not swap: the log keeps the groups not swapped yet)."""
+        plog = task.log
+        before, count_before = plog.size_in_bytes, len(plog.local.segments)
+        if task.install() is None:
+            return None
         state = self.state(plog)
-        config = plog.config
-        segments = plog.local.segments
-        before, count_before = plog.size_in_bytes, len(segments)
-        start = state.first_dirty_offset
-        uncleanable = self.first_uncleanable_offset(plog, now_ms)
-        scan = scan_producers(_all_batches(list(segments)))
-        offset_map = build_offset_map(
-            _all_batches(_segments_between(plog, start, uncleanable), start, uncleanable),
-            start, scan.aborted, self.max_keys,
-        )  # fmt: skip
-        end = max(offset_map.end_offset, start)
-        cleaner = GroupCleaner(
-            offset_map, TxnTracker(scan.aborted), scan.active(now_ms), now_ms,
-            config.delete_retention_ms,
-        )  # fmt: skip
-        earliest: int | None = None
-        for group in self._groups(plog, end):
-            cleaned = cleaner.clean(_all_batches(group))
-            plog.local.replace(group, cleaned.data, cleaned.batches, now_ms)
-            if cleaned.earliest_horizon is not None:
-                earliest = min(earliest or cleaned.earliest_horizon, cleaned.earliest_horizon)
-        state.first_dirty_offset = end
-        state.earliest_horizon = earliest
+        state.first_dirty_offset = max(task.end_offset, plog.log_start_offset)
+        state.earliest_horizon = task.earliest_horizon
         if plog.dir is not None and os.path.isdir(plog.dir):
             checkpoints.write_offset(
-                plog.dir, CLEANER_CHECKPOINT_FILE, plog.topic, plog.partition, end
+                plog.dir, CLEANER_CHECKPOINT_FILE, plog.topic, plog.partition, state.first_dirty_offset
             )
         self.cleanings += 1
         return CleanResult(
-            str(plog), start, end, before, plog.size_in_bytes, count_before, len(plog.local.segments)
-        )
+            str(plog), task.start, task.end_offset, before, plog.size_in_bytes, count_before,
+            len(plog.local.segments),
+        )  # fmt: skip
 
-    @staticmethod
-    def _groups(plog: PartitionLog, end: int) -> list[list[LogSegment]]:
-        """The closed segments holding offsets below ``end``, in runs whose bytes fit
-        segment.bytes (Kafka's ``groupSegmentsBySize``)."""
-        local = plog.local
-        limit = plog.config.segment_bytes
-        if local.dir is None and local.account is not None:
-            limit = min(limit, local.account.max_segment_bytes)
-        groups: list[list[LogSegment]] = []
-        size = 0
-        for segment in local.segments[:-1]:
-            if segment.base_offset >= end:
-                break
-            if groups and size + segment.size <= limit and (
-                segment.next_offset - groups[-1][0].base_offset <= (1 << 31) - 1
-            ):
-                groups[-1].append(segment)
-                size += segment.size
-            else:
-                groups.append([segment])
-                size = segment.size
-        return groups
+    def clean(self, plog: PartitionLog, now_ms: int) -> CleanResult:
+        """One cleaning of ``plog``, all three steps here (Kafka's ``Cleaner.doClean``)."""
+        result = self.finish(self.plan(plog, now_ms).compute())
+        assert result is not None  # (nothing ran between the steps)
+        return result

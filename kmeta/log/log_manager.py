@@ -28,6 +28,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 
+from kmeta.log.clean_task import CleanTask
 from kmeta.log.config import LogConfig
 from kmeta.log.errors import LogStorageError
 from kmeta.log.log_cleaner import CleanResult, LogCleaner
@@ -172,13 +173,25 @@ class LogManager:
         self._memory.full = self._memory.bytes > self.memory_max_bytes
         return freed
 
-    def clean(self, now_ms: int) -> CleanResult | None:
-        """One cleaning of the compacted log most due for one (:mod:`kmeta.log.log_cleaner`);
-        None when none is. Memory it freed lifts a refusal of appends at the cap."""
-        result = self.cleaner.clean_filthiest(list(self._logs.values()), now_ms)
+    def plan_clean(self, now_ms: int) -> CleanTask | None:
+        """A cleaning of the compacted log most due for one (:mod:`kmeta.log.log_cleaner`);
+        None when none is. Its ``compute()`` may run anywhere; then :meth:`finish_clean`."""
+        return self.cleaner.plan_filthiest(list(self._logs.values()), now_ms)
+
+    def finish_clean(self, task: CleanTask) -> CleanResult | None:
+        """Install a computed cleaning, unless its log went or changed meanwhile. Memory it
+        freed lifts a refusal of appends at the cap."""
+        if self._logs.get((task.log.topic, task.log.partition)) is not task.log:
+            return None
+        result = self.cleaner.finish(task)
         if result is not None and self._memory.bytes <= self.memory_max_bytes:
             self._memory.full = False
         return result
+
+    def clean(self, now_ms: int) -> CleanResult | None:
+        """Plan, compute and install one cleaning here (tests, tools)."""
+        task = self.plan_clean(now_ms)
+        return None if task is None else self.finish_clean(task.compute())
 
     def flush(self) -> None:
         for log in self._logs.values():

@@ -18,8 +18,10 @@
 * StopReplica drops a replica (its waiting fetches are answered); with delete its log goes.
 * Retention (``retention.ms`` / ``retention.bytes`` and the broker-wide memory cap) runs every
   ``log_retention_check_interval_ms``, and after an append that takes memory past the cap.
-* The log cleaner (``log_cleaner_enable``) compacts one due log per turn of the loop, and
-  looks again ``log_cleaner_backoff_ms`` later when none is due (Kafka's cleaner thread).
+* The log cleaner (``log_cleaner_enable``, Kafka's cleaner thread) compacts one due log at a
+  time: planned and installed on the loop, the cleaned bytes computed in a worker thread
+  (kmeta.log.clean_task), so a large cleaning does not stall requests; it looks again
+  ``log_cleaner_backoff_ms`` later when no log is due.
   Both first bring every log's config up to the metadata's topic configs, so a follower's log
   or one recovered but not yet served keeps its cleanup.policy (a compacted log is never
   cut by retention because its config went stale).
@@ -28,15 +30,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias
 
+from kmeta.log.clean_task import CleaningCancelled, CleanTask
 from kmeta.log.config import LogConfig
 from kmeta.log.errors import LogError
 from kmeta.log.log_manager import LogManager
 from kmeta.log.partition_log import LogAppendInfo
+from kmeta.log.record_set import RecordFormatError
 from kmeta.metadata.cache import MetadataCache
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
@@ -75,7 +80,8 @@ class ReplicaManager:
         #: topic -> its partitions made here (what a LeaderAndIsr of the topic may change)
         self._by_topic: dict[str, set[int]] = {}
         self._retention_timer: asyncio.TimerHandle | None = None
-        self._cleaner_timer: asyncio.TimerHandle | None = None
+        self._cleaner_task: asyncio.Task[None] | None = None
+        self._cleaning: CleanTask | None = None
         #: topic -> (its configs as the snapshot held them, the LogConfig built from them)
         self._log_configs: dict[str, tuple[Mapping[str, str] | None, LogConfig]] = {}
         self.cleaner_enabled = config.log_cleaner_enable
@@ -106,7 +112,8 @@ class ReplicaManager:
             log.warning("log %s not loaded: %s", name, reason)
         self._schedule_retention()
         if self.cleaner_enabled:
-            self._schedule_cleaner(self.cleaner_backoff_s)
+            with contextlib.suppress(RuntimeError):  # (no loop: in-memory tests, no cleaner)
+                self._cleaner_task = asyncio.get_running_loop().create_task(self._cleaner_loop())
         self.isr.start()
         return len(loaded)
 
@@ -116,10 +123,14 @@ class ReplicaManager:
         self.isr.stop()
         self.delayed_fetch.close()
         self.delayed_produce.close()
-        for timer in (self._retention_timer, self._cleaner_timer):
-            if timer is not None:
-                timer.cancel()
-        self._retention_timer = self._cleaner_timer = None
+        if self._retention_timer is not None:
+            self._retention_timer.cancel()
+            self._retention_timer = None
+        if self._cleaning is not None:
+            self._cleaning.cancelled = True  # (its thread stops at its next batch)
+        if self._cleaner_task is not None:
+            self._cleaner_task.cancel()
+            self._cleaner_task = None
         self._partitions.clear()
         self._by_topic.clear()
         try:
@@ -138,27 +149,35 @@ class ReplicaManager:
         self.enforce_retention()
         self._schedule_retention()
 
-    def _schedule_cleaner(self, delay_s: float) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._cleaner_timer = loop.call_later(delay_s, self._cleaner_tick)
+    async def _cleaner_loop(self) -> None:
+        await asyncio.sleep(self.cleaner_backoff_s)
+        while True:
+            if not await self.clean_logs():
+                await asyncio.sleep(self.cleaner_backoff_s)
 
-    def _cleaner_tick(self) -> None:
-        cleaned = self.clean_logs()
-        self._schedule_cleaner(0 if cleaned else self.cleaner_backoff_s)
-
-    def clean_logs(self) -> bool:
+    async def clean_logs(self) -> bool:
         """One cleaning of the compacted log most due for one; True when one was cleaned."""
         self._refresh_log_configs()
+        task = None
         try:
-            result = self.log_manager.clean(int(time.time() * 1000))
-        except LogError:
-            log.exception("log cleaning failed")
+            task = self.log_manager.plan_clean(int(time.time() * 1000))
+            if task is None:
+                return False
+            self._cleaning = task
+            try:
+                await asyncio.to_thread(task.compute)
+            finally:
+                self._cleaning = None
+            result = self.log_manager.finish_clean(task)
+        except CleaningCancelled:
             return False
-        if result is None:
+        except (LogError, RecordFormatError):
+            log.exception("cleaning %s failed: it is not cleaned again", task.log if task else "a log")
+            if task is not None:
+                self.log_manager.cleaner.uncleanable.add((task.log.topic, task.log.partition))
             return False
+        if result is None:  # (the log changed while it was computed: planned afresh next)
+            return True
         log.info(
             "cleaned %s: offsets %d-%d, %d -> %d bytes, %d -> %d segments", result.log,
             result.first_dirty_offset, result.end_offset, result.bytes_before,

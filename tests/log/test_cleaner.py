@@ -250,3 +250,25 @@ def test_segment_ms_rolls_the_active_segment(make: Make) -> None:
     assert len(log.local.segments) == 1
     log.append_as_leader(keyed([(b"k", b"3")], ts=NOW + 1001), 0, NOW)
     assert [s.base_offset for s in log.local.segments] == [0, 2]
+
+
+def test_a_cleaning_computed_aside_is_installed_only_onto_the_log_it_read(
+    make: Make, manager: LogManager
+) -> None:
+    log = make(cleanup_policy="compact", segment_bytes=300)
+    _fill(log)
+    task = manager.plan_clean(NOW)
+    assert task is not None
+    task.compute()
+    put(log, keyed([(b"k1", b"meanwhile")]))  # appends go to the active segment: fine
+    result = manager.finish_clean(task)
+    assert result is not None
+    assert contents(log)[-1] == (20, b"k1", b"meanwhile")
+    _fill(log, rounds=2)
+    again = manager.plan_clean(NOW)
+    assert again is not None
+    again.compute()
+    kept = contents(log)
+    log.truncate_to(log.local.segments[1].base_offset)  # (a follower's truncation meanwhile)
+    assert manager.finish_clean(again) is None
+    assert contents(log) == [r for r in kept if r[0] < log.log_end_offset]
