@@ -10,6 +10,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from kmeta.testing import Cluster
 
@@ -117,3 +118,53 @@ def test_retention_never_cuts_a_compact_only_topic() -> None:
         finally:
             consumer.close()
         assert [o for o, _, _ in _read_all(cluster, "kept")] == list(range(60))
+
+
+def test_committed_offsets_survive_compaction_of_consumer_offsets() -> None:
+    """The reason compacted topics must never lose data: a group's committed offsets live in
+    __consumer_offsets; compacted (segments rolled small), then loaded again by a restarted
+    broker's coordinator, the last commit of each partition is what the group reads back."""
+    with Cluster(1, log_cleaner_backoff_ms=200, offsets_topic_num_partitions=1) as cluster:
+        cluster.create_topic("orders", 2, 1)
+        config = {**cluster.client_config(), "group.id": "g", "enable.auto.commit": False}
+        consumer = Consumer(config)
+        try:
+            deadline = time.monotonic() + 30
+            while True:  # (until __consumer_offsets exists and its coordinator loaded)
+                try:
+                    consumer.commit(offsets=[TopicPartition("orders", 0, 1)], asynchronous=False)
+                    break
+                except Exception:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+            admin = AdminClient(cluster.client_config())
+            small = {"segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
+            resource = ConfigResource(
+                ConfigResource.Type.TOPIC, "__consumer_offsets",
+                incremental_configs=[ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                                     for k, v in small.items()],
+            )  # fmt: skip
+            for future in admin.incremental_alter_configs([resource]).values():
+                future.result(30)
+            for i in range(2, 150):
+                consumer.commit(offsets=[TopicPartition("orders", i % 2, i)], asynchronous=False)
+        finally:
+            consumer.close()
+        deadline = time.monotonic() + 60
+        while len(records := _read_all(cluster, "__consumer_offsets")) > 30:
+            assert time.monotonic() < deadline, f"__consumer_offsets not compacted: {len(records)}"
+            time.sleep(0.5)
+        cluster.restart_broker(1)
+        consumer = Consumer(config)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    got = consumer.committed([TopicPartition("orders", p) for p in (0, 1)], timeout=5)
+                    break
+                except Exception:  # (the coordinator loading after the restart)
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+            assert [(tp.partition, tp.offset) for tp in got] == [(0, 148), (1, 149)]
+        finally:
+            consumer.close()
