@@ -156,6 +156,10 @@ class LocalLog:
         i = next(n for n, s in enumerate(self.segments) if s is old[0])
         if self.segments[i : i + len(old)] != list(old) or self.segments[-1] in old:
             raise ValueError("only consecutive closed segments are replaced")
+        if isinstance(self.active.store, FileStore):
+            # (an active segment rolled but never written has no file yet; were the last
+            # closed batches cleaned away, recovery would find a log end below the real one)
+            self.active.store.create()
         base = old[0].base_offset
         before = sum(s.size for s in old)
         if self.dir is None:
@@ -235,6 +239,7 @@ class LocalLog:
             dropped += segment.size
             self._delete(segment)
         dropped += self.active.truncate_to(offset)
+        self.active.store.unseal()  # (a closed segment may be last now: past a cleaned gap)
         self.log_end_offset = self.active.next_offset
         return dropped
 

@@ -65,6 +65,12 @@ class MemoryStore:
     def seal(self) -> None:
         self._sealed = True
 
+    def unseal(self) -> None:
+        """Appendable again (a truncation left a closed segment last): a new buffer, since
+        views of the sealed one may be out."""
+        if self._sealed:
+            self._buf, self._sealed = bytearray(self._buf), False
+
     def truncate(self, pos: int) -> None:
         if self._account is not None:
             self._account.bytes -= len(self._buf) - pos
@@ -151,6 +157,9 @@ class FileStore:
         return BatchHeader(*HEADER.unpack_from(self._window, at))
 
     def seal(self) -> None:
+        pass
+
+    def unseal(self) -> None:
         pass
 
     def truncate(self, pos: int) -> None:

@@ -272,3 +272,41 @@ def test_a_cleaning_computed_aside_is_installed_only_onto_the_log_it_read(
     log.truncate_to(log.local.segments[1].base_offset)  # (a follower's truncation meanwhile)
     assert manager.finish_clean(again) is None
     assert contents(log) == [r for r in kept if r[0] < log.log_end_offset]
+
+
+def test_truncation_into_a_cleaned_gap_then_appends(make: Make) -> None:
+    log = make(cleanup_policy="compact", segment_bytes=300)
+    for i in range(12):
+        put(log, keyed([(b"k", b"%d" % i)] if i % 4 else [(b"x%d" % i, b"keep")]))
+    log.local.roll()
+    LogCleaner().clean(log, NOW)
+    end = log.local.segments[0].next_offset
+    assert end < log.local.segments[1].base_offset  # a gap at its end
+    view = log.read(0, 1 << 20, None).records  # (a zero-copy view, in memory)
+    log.truncate_to(end + 1)  # inside the gap: the cleaned segment is last
+    assert log.log_end_offset == end
+    put(log, keyed([(b"k", b"again")]))
+    assert contents(log)[-1] == (end, b"k", b"again")
+    assert parse(bytes(view))[0].base_offset == 0
+
+
+def test_a_recovered_log_ends_where_it_did_when_cleaning_emptied_its_tail(tmp_path: Path) -> None:
+    manager = LogManager(str(tmp_path), 1 << 28)
+    config = LogConfig(cleanup_policy="compact", segment_bytes=200, delete_retention_ms=0)
+    log = manager.get_or_create("t", 0, None, config)
+    put(log, keyed([(b"a", b"1")]))
+    put(log, keyed([(b"b", b"1")]))
+    put(log, keyed([(b"a", None)]))
+    put(log, keyed([(b"b", None)]))
+    log.local.roll()  # (the new active segment has no record, so no file of its own yet)
+    cleaner = LogCleaner()
+    cleaner.clean(log, NOW)
+    cleaner.clean(log, NOW + 1)  # the tombstones' horizon passed: the log holds nothing
+    assert contents(log) == []
+    assert log.log_end_offset == 4
+    manager.close()
+    manager = LogManager(str(tmp_path), 1 << 28)
+    manager.load()
+    again = manager.get_or_create("t", 0, None, config)
+    assert again.log_end_offset == 4  # offsets are never handed out twice
+    manager.close()
