@@ -47,18 +47,20 @@ class SegmentSnapshot:
     path: str | None
 
     def bytes(self) -> memoryview:
-        if self.data is None and self.size == 0:  # (an empty segment may have no file yet)
-            self.data = memoryview(b"")
-        if self.data is None:
+        """The segment's bytes as planned: a file is read afresh at each pass and not kept
+        (one segment at a time in memory, not the whole log)."""
+        if self.data is not None:
+            return self.data
+        if self.size == 0:  # (an empty segment may have no file yet)
+            return memoryview(b"")
+        try:
+            fd = os.open(str(self.path), os.O_RDONLY | os.O_CLOEXEC)
             try:
-                fd = os.open(str(self.path), os.O_RDONLY | os.O_CLOEXEC)
-                try:
-                    self.data = memoryview(os.pread(fd, self.size, 0))
-                finally:
-                    os.close(fd)
-            except OSError as exc:
-                raise LogStorageError(f"Error while reading {self.path} to clean it: {exc}") from exc
-        return self.data
+                return memoryview(os.pread(fd, self.size, 0))
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise LogStorageError(f"Error while reading {self.path} to clean it: {exc}") from exc
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[Batch]:
         view = self.bytes()
@@ -156,7 +158,9 @@ class CleanTask:
             for k, i in enumerate(group):
                 snap = self.segments[i]
                 n = live.get(id(snap.segment))
-                if n is None or n == len(local.segments) - 1 or snap.segment.size != snap.size:
+                if n is None or n == len(local.segments) - 1:
+                    return False
+                if (snap.segment.size, snap.segment.next_offset) != (snap.size, snap.next_offset):
                     return False
                 if k and live.get(id(self.segments[group[k - 1]].segment)) != n - 1:
                     return False

@@ -38,7 +38,7 @@ from typing import TypeAlias
 
 from kmeta.log.clean_task import CleaningCancelled, CleanTask
 from kmeta.log.config import LogConfig
-from kmeta.log.errors import LogError
+from kmeta.log.errors import LogError, LogStorageError
 from kmeta.log.log_manager import LogManager
 from kmeta.log.partition_log import LogAppendInfo
 from kmeta.log.record_set import RecordFormatError
@@ -170,6 +170,9 @@ class ReplicaManager:
                 self._cleaning = None
             result = self.log_manager.finish_clean(task)
         except CleaningCancelled:
+            return False
+        except LogStorageError as exc:  # (a segment file went meanwhile, or a disk error)
+            log.warning("cleaning %s stopped: %s", task.log if task else "a log", exc)
             return False
         except (LogError, RecordFormatError):
             log.exception("cleaning %s failed: it is not cleaned again", task.log if task else "a log")
