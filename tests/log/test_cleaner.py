@@ -310,3 +310,16 @@ def test_a_recovered_log_ends_where_it_did_when_cleaning_emptied_its_tail(tmp_pa
     again = manager.get_or_create("t", 0, None, config)
     assert again.log_end_offset == 4  # offsets are never handed out twice
     manager.close()
+
+
+def test_list_offsets_by_time_across_cleaned_gaps(make: Make) -> None:
+    log = make(cleanup_policy="compact", segment_bytes=250, delete_retention_ms=DAY)
+    for i in range(8):  # offset i at timestamp 10_000 + 1000 i; keys a b a b ... , a tombstone at 6
+        put(log, keyed([(b"ab"[i % 2 : i % 2 + 1], None if i == 6 else b"%d" % i)], ts=10_000 + 1000 * i))
+    log.local.roll()
+    LogCleaner().clean(log, NOW)
+    assert [o for o, _, _ in contents(log)] == [6, 7]
+    assert log.offset_for_timestamp(10_000)[:2] == (6, 16_000)  # before the gap: the next record
+    assert log.offset_for_timestamp(16_000)[:2] == (6, 16_000)  # the tombstone, its own time
+    assert log.offset_for_timestamp(16_500)[:2] == (7, 17_000)
+    assert log.offset_for_timestamp(17_001) is None
