@@ -31,6 +31,7 @@ from kmeta.log import checkpoints
 from kmeta.log.clean_task import CleanTask
 from kmeta.log.cleaner import MAX_KEYS
 from kmeta.log.partition_log import PartitionLog
+from kmeta.log.record_set import DELETE_HORIZON_MASK
 from kmeta.log.segment import LogSegment
 
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
@@ -68,6 +69,18 @@ def _segments_between(plog: PartitionLog, start: int, end: int) -> list[LogSegme
     return out
 
 
+def _earliest_horizon(plog: PartitionLog) -> int | None:
+    """The earliest delete horizon an earlier cleaning (another process's, before a
+    restart) wrote into a batch of the log: when it passes, the log is due again."""
+    horizons = [
+        h.base_timestamp
+        for segment in plog.local.segments[:-1]
+        for _, h in segment.batches_from(0)
+        if h.attributes & DELETE_HORIZON_MASK
+    ]
+    return min(horizons) if horizons else None
+
+
 class LogCleaner:
     def __init__(self, max_keys: int = MAX_KEYS) -> None:
         self.max_keys = max_keys
@@ -84,7 +97,7 @@ class LogCleaner:
             saved = None
             if plog.dir is not None:
                 saved = checkpoints.read_offset(plog.dir, CLEANER_CHECKPOINT_FILE)
-            state = self._states[key] = CleanerState(plog, saved or 0)
+            state = self._states[key] = CleanerState(plog, saved or 0, _earliest_horizon(plog))
         if not plog.log_start_offset <= state.first_dirty_offset <= plog.log_end_offset:
             state.first_dirty_offset = plog.log_start_offset  # (truncated, or records deleted)
         return state

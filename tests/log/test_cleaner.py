@@ -323,3 +323,43 @@ def test_list_offsets_by_time_across_cleaned_gaps(make: Make) -> None:
     assert log.offset_for_timestamp(16_000)[:2] == (6, 16_000)  # the tombstone, its own time
     assert log.offset_for_timestamp(16_500)[:2] == (7, 17_000)
     assert log.offset_for_timestamp(17_001) is None
+
+
+def test_a_full_offset_map_cleans_part_and_the_next_cleaning_the_rest(make: Make) -> None:
+    log = make(cleanup_policy="compact", segment_bytes=200)
+    for r in range(2):
+        for k in range(6):
+            put(log, keyed([(b"k%d" % k, b"%d" % r)]))
+    log.local.roll()
+    cleaner = LogCleaner(max_keys=3)
+    first = cleaner.clean(log, NOW)
+    assert first.end_offset == 3  # k0 k1 k2 mapped, then the map was full
+    assert [o for o, _, _ in contents(log)] == list(range(12))  # their later values lie past it
+    second = cleaner.clean(log, NOW)
+    assert (second.first_dirty_offset, second.end_offset) == (3, 6)
+    while cleaner.state(log).first_dirty_offset < log.local.active.base_offset:
+        cleaner.clean(log, NOW)
+    assert cleaner.clean(log, NOW).end_offset == 12
+    assert [(o, k) for o, k, _ in contents(log)] == [(6 + k, b"k%d" % k) for k in range(6)]
+
+
+def test_a_restarted_cleaner_knows_the_horizons_written_before(tmp_path: Path) -> None:
+    config = LogConfig(cleanup_policy="compact", segment_bytes=200, delete_retention_ms=1000,
+                       min_cleanable_dirty_ratio=0.99)  # fmt: skip
+    manager = LogManager(str(tmp_path), 1 << 28)
+    log = manager.get_or_create("t", 0, None, config)
+    put(log, keyed([(b"a", b"1")]))
+    put(log, keyed([(b"a", None)]))
+    put(log, keyed([(b"b", b"1")]))
+    log.local.roll()
+    LogCleaner().clean(log, NOW)
+    manager.close()
+    manager = LogManager(str(tmp_path), 1 << 28)
+    manager.load()
+    again = manager.get_or_create("t", 0, None, config)
+    cleaner = LogCleaner()
+    assert cleaner.due(again, NOW + 999) is None  # clean, and the tombstone's time not come
+    assert cleaner.due(again, NOW + 1000) is not None
+    cleaner.clean(again, NOW + 1000)
+    assert contents(again) == [(2, b"b", b"1")]
+    manager.close()
