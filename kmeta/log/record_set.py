@@ -38,6 +38,9 @@ class Record(NamedTuple):
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    if pos < len(buf) and buf[pos] < 0x80:  # (one byte: most deltas and lengths)
+        b = buf[pos]
+        return (b >> 1) ^ -(b & 1), pos + 1
     result, shift = 0, 0
     while True:
         if pos >= len(buf) or shift > 63:
