@@ -1,12 +1,12 @@
 """Recovery of a partition's directory at start (Kafka's ``LogLoader``): every batch of every
 segment walked and CRC-checked; at the first batch that is torn (a crash mid-append), corrupt
-or out of sequence the segment file is cut there and every later segment deleted, as Kafka
+or out of order the segment file is cut there and every later segment deleted, as Kafka
 recovers an unflushed log. A compacted log has gaps between batches and between segments; a
 segment starting below the end of the one before it is what a cleaning left when it stopped
-between swapping its merged segment in and deleting the ones merged (their records are in
-the merged one, or were cleaned away): it goes, as do ``.cleaned`` files never swapped in
-(Kafka's ``.cleaned`` and ``.swap`` recovery). The leader-epoch cache is read back, topped up from the batches'
-own epochs, and trimmed to the recovered offsets."""
+between swapping its merged segment in and deleting the ones merged (their records are in the
+merged one, or were cleaned away): it goes, as do ``.cleaned`` files never swapped in (Kafka's
+``.cleaned`` and ``.swap`` recovery). The leader-epoch cache is read back, topped up from the
+batches' own epochs, and trimmed to the recovered offsets."""
 
 from __future__ import annotations
 

@@ -159,8 +159,8 @@ class PartitionLog:
     def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
         """Append one client batch (magic 2) at the log end, checked and set as
         :func:`~kmeta.log.validator.validate_leader_batch` says (on a compacted topic every
-        record needs a key); the epoch is recorded in the
-        cache when it starts here. Raises a LogError, nothing stored."""
+        record needs a key); the epoch is recorded in the cache when it starts here. Raises a
+        LogError, nothing stored."""
         v = validate_leader_batch(records, self.config, self.log_end_offset, leader_epoch, now_ms)
         h = v.header
         if self.config.compact:
