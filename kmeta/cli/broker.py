@@ -114,6 +114,20 @@ _DEFAULT_RETENTION_MINUTES = 7 * 24 * 60
     help="log.retention.check.interval.ms: how often retention.ms / retention.bytes are applied.",
 )
 @click.option(
+    "--log-cleaner-enable/--no-log-cleaner-enable",
+    default=_DEFAULTS["log_cleaner_enable"],
+    show_default=True,
+    help="log.cleaner.enable: compact the topics whose cleanup.policy has compact (the latest "
+    "record per key kept); off, they keep every record.",
+)
+@click.option(
+    "--log-cleaner-backoff-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["log_cleaner_backoff_ms"],
+    show_default=True,
+    help="log.cleaner.backoff.ms: how long the cleaner waits when no log is due for a cleaning.",
+)
+@click.option(
     "--replica-lag-time-max-ms",
     type=click.IntRange(min=1),
     default=_DEFAULTS["replica_lag_time_max_ms"],
@@ -178,6 +192,8 @@ def broker_command(
     log_dir: str | None,
     log_memory_max_bytes: int,
     log_retention_check_interval_ms: int,
+    log_cleaner_enable: bool,
+    log_cleaner_backoff_ms: int,
     replica_lag_time_max_ms: int,
     offsets_retention_minutes: float,
     offsets_retention_check_interval_ms: int,
@@ -208,6 +224,8 @@ def broker_command(
             log_dir=log_dir,
             log_memory_max_bytes=log_memory_max_bytes,
             log_retention_check_interval_ms=log_retention_check_interval_ms,
+            log_cleaner_enable=log_cleaner_enable,
+            log_cleaner_backoff_ms=log_cleaner_backoff_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             offsets_retention_ms=max(1, round(offsets_retention_minutes * 60_000)),
             offsets_retention_check_interval_ms=offsets_retention_check_interval_ms,
