@@ -37,6 +37,7 @@ from kmeta.server.replica_states import ReplicaStates
 
 if TYPE_CHECKING:  # (it imports this module)
     from kmeta.server.controller_link import ControllerLink
+    from kmeta.server.txn.coordinator import TransactionCoordinator
 
 
 class BrokerState:
@@ -66,6 +67,8 @@ class BrokerState:
         )
         #: the ControllerLink service when the broker runs with --controller (admin forwarding)
         self.controller_link: ControllerLink | None = None
+        #: the transaction coordinator (kmeta.server.txn), set when the broker starts
+        self.txn_coordinator: TransactionCoordinator | None = None
         #: topics a Metadata request is auto-creating -> the task sending their CreateTopics
         #: (kmeta.server.auto_topic_creation: a creation in flight is not sent twice)
         self.auto_creating: dict[str, asyncio.Task[None]] = {}
