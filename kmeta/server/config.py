@@ -120,6 +120,12 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 30_000
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
+    #: transaction.max.timeout.ms: the longest transaction.timeout.ms a producer may ask for
+    #: (InitProducerId asking for more: INVALID_TRANSACTION_TIMEOUT)
+    transaction_max_timeout_ms: int = 900_000
+    #: transaction.abort.timed.out.transaction.cleanup.interval.ms: how often the transaction
+    #: coordinator aborts the transactions past their timeout
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
 
     def __post_init__(self) -> None:
         if not self.listeners:
@@ -149,6 +155,8 @@ class BrokerConfig:
             raise ValueError("log_memory_max_bytes and log_retention_check_interval_ms must be positive")
         if self.replica_lag_time_max_ms <= 0:
             raise ValueError("replica_lag_time_max_ms must be positive")
+        if self.transaction_max_timeout_ms <= 0 or self.transaction_abort_timed_out_transaction_cleanup_interval_ms <= 0:
+            raise ValueError("the transaction timeouts must be positive")
         if self.max_connections < 0 or self.max_connections_per_ip < 0:
             raise ValueError("connection limits must be >= 0")
         if self.controller_security_protocol not in SECURITY_PROTOCOLS:
