@@ -12,6 +12,7 @@ from kmeta.cli.bind_errors import refuse_busy_port
 from kmeta.cli.config_sources import daemon_settings
 from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
 from kmeta.cli.host_port import host_ports
+from kmeta.cli.internal_topic_options import internal_topic_fields, internal_topic_options
 from kmeta.cli.security_options import (
     authorizer_fields,
     authorizer_options,
@@ -132,6 +133,7 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
     help="How often the transaction coordinator aborts transactions past their timeout.",
 )
 @topic_default_options
+@internal_topic_options
 @daemon_options
 @limit_options
 @tls_options
@@ -197,6 +199,7 @@ def broker_command(
                 "transaction_abort_timed_out_transaction_cleanup_interval_ms"
             ),
             **topic_default_fields(options),
+            **internal_topic_fields(options),
             **limit_fields(options),
             **daemon_fields(options),
             **tls_fields(options),

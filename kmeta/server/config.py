@@ -107,6 +107,14 @@ class BrokerConfig:
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
     default_replication_factor: int = 1
+    #: offsets.topic.num.partitions / offsets.topic.replication.factor: __consumer_offsets as
+    #: the first FindCoordinator creates it (the factor capped at the live brokers)
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    #: transaction.state.log.num.partitions / .replication.factor / .min.isr: __transaction_state
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
     #: --log-dir: the partition logs' segment files (<topic>-<partition>/), recovered at start;
     #: None: logs in memory only, gone with the process (kmeta.log.LogManager)
     log_dir: str | None = None
@@ -151,6 +159,10 @@ class BrokerConfig:
             raise ValueError("request_timeout_ms and write_timeout_ms must be positive")
         if self.num_partitions < 1 or self.default_replication_factor < 1:
             raise ValueError("num_partitions and default_replication_factor must be at least 1")
+        if min(self.offsets_topic_num_partitions, self.offsets_topic_replication_factor,
+               self.transaction_state_log_num_partitions, self.transaction_state_log_replication_factor,
+               self.transaction_state_log_min_isr) < 1:  # fmt: skip
+            raise ValueError("the internal topics' partitions, replication factors and min ISR must be at least 1")
         if self.log_memory_max_bytes <= 0 or self.log_retention_check_interval_ms <= 0:
             raise ValueError("log_memory_max_bytes and log_retention_check_interval_ms must be positive")
         if self.replica_lag_time_max_ms <= 0:

@@ -39,6 +39,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "offset_for_leader_epoch",
     "delete_records",
     "describe_log_dirs",
+    "find_coordinator",
     "add_partitions_to_txn",
     "end_txn",
     "describe_transactions",
