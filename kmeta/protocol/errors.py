@@ -95,6 +95,7 @@ class ErrorCode(enum.IntEnum):
     TRANSACTION_COORDINATOR_FENCED = 52
     PRODUCER_FENCED = 90
     TRANSACTIONAL_ID_NOT_FOUND = 105
+    BROKER_ID_NOT_REGISTERED = 102
 
     @property
     def message(self) -> str:
@@ -178,6 +179,7 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.TRANSACTION_COORDINATOR_FENCED: "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer.",
     ErrorCode.PRODUCER_FENCED: "There is a newer producer with the same transactionalId which fences the current one.",
     ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: "The transactionalId could not be found.",
+    ErrorCode.BROKER_ID_NOT_REGISTERED: "The given broker ID was not registered.",
 }
 
 

@@ -44,6 +44,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "end_txn",
     "describe_transactions",
     "list_transactions",
+    "init_producer_id",
 )
 
 
