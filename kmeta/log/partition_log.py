@@ -19,10 +19,12 @@ from typing import NamedTuple
 from kmeta.log import checkpoints
 from kmeta.log.batch import (
     NO_EPOCH,
+    header_at,
     last_offset,
     walk_batches,
 )
 from kmeta.log.config import LogConfig
+from kmeta.log.control import end_txn_marker_batch, read_end_txn_marker
 from kmeta.log.epoch_cache import CHECKPOINT_FILE, LeaderEpochFileCache
 from kmeta.log.errors import (
     LogStorageError,
@@ -31,6 +33,7 @@ from kmeta.log.errors import (
 from kmeta.log.list_offsets import fetch_offset_by_timestamp
 from kmeta.log.local_log import LocalLog
 from kmeta.log.log_loader import recover
+from kmeta.log.producer_state import AbortedTxn, BatchMetadata, ProducerStateManager
 from kmeta.log.retention import (
     Rule,
     any_segment,
@@ -54,6 +57,12 @@ class LogAppendInfo(NamedTuple):
     log_start_offset: int
     record_count: int
     size_in_bytes: int
+
+    @classmethod
+    def duplicate(cls, meta: BatchMetadata, log_start: int) -> LogAppendInfo:
+        """A retried batch's answer (``UnifiedLog.appendAsLeader`` on a duplicate): the
+        original's offsets, its timestamp as the log append time; nothing appended."""
+        return cls(meta.first_offset, meta.last_offset, meta.timestamp, meta.timestamp, log_start, 0, 0)
 
     @classmethod
     def of(
@@ -86,6 +95,7 @@ class PartitionLog:
         "dir",
         "local",
         "partition",
+        "producer_state",
         "topic",
         "topic_id",
     )
@@ -111,11 +121,16 @@ class PartitionLog:
         )
         self._log_start_offset = 0
         self._high_watermark = 0
+        #: idempotent/transactional producers (rebuilt from the batches at recovery)
+        self.producer_state = ProducerStateManager()
         if self.dir is not None and os.path.isdir(self.dir):
             self._log_start_offset, self._high_watermark, found_id = recover(
-                self.dir, self.local, self._epochs
+                self.dir, self.local, self._epochs, self._recovered_batch
             )
             self.topic_id = self.topic_id or found_id
+            if self.local.log_end_offset == self.local.segments[0].base_offset:
+                self.producer_state.clear()  # (recovery kept no batch)
+            self.producer_state.truncate_head(self._log_start_offset)
         else:
             self.local.start_at(0)
 
@@ -136,7 +151,21 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        return self._high_watermark  # (until transactions land)
+        """``UnifiedLog.lastStableOffset``: the high watermark, or below it the first offset
+        of a transaction not yet complete (or whose marker is not replicated yet)."""
+        hw = self._high_watermark
+        ps = self.producer_state
+        if not ps.ongoing and not ps.unreplicated:
+            return hw
+        first = ps.first_unstable_offset(hw)
+        return hw if first is None else min(first, hw)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed Fetch from ``fetch_offset`` that read
+        up to ``upper_bound`` (excluded) must be told about."""
+        if not self.producer_state.aborted:
+            return []
+        return self.producer_state.aborted_transactions(fetch_offset, upper_bound)
 
     @property
     def size_in_bytes(self) -> int:
@@ -155,14 +184,45 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         self.config = config  # a smaller segment.bytes rolls at the next append
 
-    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+    def append_as_leader(
+        self, records: bytes, leader_epoch: int, now_ms: int, *, coordinator: bool = False
+    ) -> LogAppendInfo:
         """Append one client batch (magic 2) at the log end, checked and set as
         :func:`~kmeta.log.validator.validate_leader_batch` says; the epoch is recorded in the
-        cache when it starts here. Raises a LogError, nothing stored."""
+        cache when it starts here. A batch with a producer id passes the producer state's
+        checks: a client's all of them (a retry is answered with the original's offsets,
+        nothing stored), a ``coordinator``'s own batch (Kafka's origin COORDINATOR) its epoch
+        and transaction only. Raises a LogError, nothing stored."""
         v = validate_leader_batch(records, self.config, self.log_end_offset, leader_epoch, now_ms)
         h = v.header
-        self._store(v.data, v.prefix, [(0, h)], now_ms)
+        if h.producer_id >= 0:  # (the one test a plain producer's batch costs)
+            if coordinator:
+                self.producer_state.check_coordinator_batch(h)
+            elif (duplicate := self.producer_state.check_data_batch(h)) is not None:
+                return LogAppendInfo.duplicate(duplicate, self._log_start_offset)
+            self._store(v.data, v.prefix, [(0, h)], now_ms)
+            self.producer_state.apply(h, None)
+        else:
+            self._store(v.data, v.prefix, [(0, h)], now_ms)
         return LogAppendInfo.of([h], self._log_start_offset, len(v.data), v.log_append_time_ms)
+
+    def append_end_txn_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+        leader_epoch: int, now_ms: int,
+    ) -> LogAppendInfo:  # fmt: skip
+        """WriteTxnMarkers at the leader (Kafka's append with origin COORDINATOR): a COMMIT or
+        ABORT control batch, once its epochs pass ``ProducerStateManager.check_marker``; the
+        transaction completes (an abort enters the index) and the last stable offset moves
+        once the marker is below the high watermark."""
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        data = end_txn_marker_batch(
+            producer_id, producer_epoch, coordinator_epoch, commit, now_ms,
+            self.log_end_offset, leader_epoch,
+        )  # fmt: skip
+        h = header_at(data)
+        self._store(data, None, [(0, h)], now_ms)
+        self.producer_state.apply(h, read_end_txn_marker(data, h))
+        return LogAppendInfo.of([h], self._log_start_offset, len(data))
 
     def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | None:
         """Append batches as a leader's Fetch returned them (offsets and epochs set): each
@@ -175,6 +235,9 @@ class PartitionLog:
             return None
         data = memoryview(records)[: walked.valid_bytes]
         self._store(data, None, walked.batches, int(time.time() * 1000))
+        for pos, h in walked.batches:
+            if h.producer_id >= 0:
+                self._apply_stored(data, pos, h)
         return LogAppendInfo.of(
             [h for _, h in walked.batches], self._log_start_offset, walked.valid_bytes
         )
@@ -192,6 +255,32 @@ class PartitionLog:
             self._epochs.entries = saved
             self.local.truncate_to(batches[0][1].base_offset)
             raise
+
+    def _apply_stored(self, data: Buffer | memoryview, pos: int, h: BatchHeader) -> None:
+        """Producer state from a batch stored as is (replicated, recovered, re-read)."""
+        marker = None
+        if h.is_control:
+            marker = read_end_txn_marker(memoryview(data)[pos : pos + h.size_in_bytes], h)
+        self.producer_state.apply(h, marker)
+
+    def _recovered_batch(self, view: memoryview, pos: int, h: BatchHeader) -> None:
+        if h.producer_id >= 0:
+            self._apply_stored(view, pos, h)
+
+    def _rebuild_producer_state(self) -> None:
+        """Kafka's ``rebuildProducerState`` without snapshots: every batch from the first
+        segment on, read again (headers; a control batch's record)."""
+        self.producer_state.clear()
+        for segment in self.local.segments:
+            for pos, h in segment.batches_from(0):
+                if h.producer_id >= 0:
+                    stored = segment.store.read(pos, h.size_in_bytes) if h.is_control else b""
+                    self._apply_stored(stored, 0, h)
+        self.producer_state.truncate_head(self._log_start_offset)
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """producer.id.expiration.ms: idle producers without an open transaction go."""
+        return self.producer_state.remove_expired(now_ms, expiration_ms)
 
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """A new leader's epoch starts at its log end before it appends anything (Kafka's
@@ -246,6 +335,7 @@ class PartitionLog:
         self._epochs.truncate_from_start(offset)
         self._log_start_offset = offset
         self._high_watermark = max(self._high_watermark, offset)
+        self.producer_state.truncate_head(offset)
 
     def truncate_to(self, offset: int) -> None:
         """Follower truncation: the log ends before ``offset`` (a batch is never split); past
@@ -263,10 +353,13 @@ class PartitionLog:
         if end < self._log_start_offset:
             self._move_log_start(end)
         self._high_watermark = min(self._high_watermark, end)
+        if self.producer_state.touches_from(end):
+            self._rebuild_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment; the log is empty and its next offset is ``offset``."""
         self.local.truncate_fully(offset)
+        self.producer_state.clear()
         self._epochs.clear()
         self._move_log_start(offset)
         self._high_watermark = offset

@@ -53,7 +53,12 @@ class ErrorCode(enum.IntEnum):
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
     INVALID_TXN_STATE = 48
+    TRANSACTION_COORDINATOR_FENCED = 52
+    UNKNOWN_PRODUCER_ID = 59
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     SECURITY_DISABLED = 54
     POLICY_VIOLATION = 44
@@ -88,11 +93,9 @@ class ErrorCode(enum.IntEnum):
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
     # the transaction coordinator's (issue 30)
-    INVALID_PRODUCER_EPOCH = 47
     INVALID_PRODUCER_ID_MAPPING = 49
     INVALID_TRANSACTION_TIMEOUT = 50
     CONCURRENT_TRANSACTIONS = 51
-    TRANSACTION_COORDINATOR_FENCED = 52
     PRODUCER_FENCED = 90
     TRANSACTIONAL_ID_NOT_FOUND = 105
     BROKER_ID_NOT_REGISTERED = 102
@@ -118,7 +121,12 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.NOT_ENOUGH_REPLICAS: "Messages are rejected since there are fewer in-sync replicas than required.",
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "Messages are written to the log, but to fewer in-sync replicas than required.",
     ErrorCode.INVALID_REQUIRED_ACKS: "Produce request specified an invalid value for required acks.",
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: "The broker received an out of order sequence number.",
+    ErrorCode.DUPLICATE_SEQUENCE_NUMBER: "The broker received a duplicate sequence number.",
+    ErrorCode.INVALID_PRODUCER_EPOCH: "Producer attempted to produce with an old epoch.",
     ErrorCode.INVALID_TXN_STATE: "The producer attempted a transactional operation in an invalid state.",
+    ErrorCode.TRANSACTION_COORDINATOR_FENCED: "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer.",
+    ErrorCode.UNKNOWN_PRODUCER_ID: "This exception is raised by the broker if it could not locate the producer metadata associated with the producerId in question. This could happen if, for instance, the producer's records were deleted because their retention time had elapsed. Once the last records of the producerId are removed, the producer's metadata is removed from the broker, and future appends by the producer will return this exception.",
     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
     ErrorCode.UNSUPPORTED_COMPRESSION_TYPE: "The requesting client does not support the compression type of given partition.",
     ErrorCode.INVALID_RECORD: "This record has failed the validation on broker and hence will be rejected.",
@@ -172,11 +180,9 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.INVALID_UPDATE_VERSION: "The given update version was invalid.",
     ErrorCode.INELIGIBLE_REPLICA: "The new ISR contains at least one ineligible replica.",
     ErrorCode.NEW_LEADER_ELECTED: "The AlterPartition request successfully updated the partition state but the leader has changed.",
-    ErrorCode.INVALID_PRODUCER_EPOCH: "Producer attempted to produce with an old epoch.",
     ErrorCode.INVALID_PRODUCER_ID_MAPPING: "The producer attempted to use a producer id which is not currently assigned to its transactional id.",
     ErrorCode.INVALID_TRANSACTION_TIMEOUT: "The transaction timeout is larger than the maximum value allowed by the broker (as configured by transaction.max.timeout.ms).",
     ErrorCode.CONCURRENT_TRANSACTIONS: "The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing.",
-    ErrorCode.TRANSACTION_COORDINATOR_FENCED: "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer.",
     ErrorCode.PRODUCER_FENCED: "There is a newer producer with the same transactionalId which fences the current one.",
     ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: "The transactionalId could not be found.",
     ErrorCode.BROKER_ID_NOT_REGISTERED: "The given broker ID was not registered.",

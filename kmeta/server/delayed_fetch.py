@@ -85,6 +85,8 @@ class LogReadResult(NamedTuple):
     log_start_offset: int = -1
     records: bytes | memoryview = b""
     diverging_epoch: EpochEndOffset | None = None
+    #: read_committed: the aborted transactions the records overlap (producer id, first offset)
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def failed(cls, error: ErrorCode) -> LogReadResult:

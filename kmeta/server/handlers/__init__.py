@@ -45,6 +45,8 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_transactions",
     "list_transactions",
     "init_producer_id",
+    "write_txn_markers",
+    "describe_producers",
 )
 
 
