@@ -41,6 +41,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_log_dirs",
     "find_coordinator",
     "add_partitions_to_txn",
+    "add_offsets_to_txn",
     "end_txn",
     "describe_transactions",
     "list_transactions",

@@ -79,8 +79,6 @@ async def _transaction(
     if refused:
         return {tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
     coordinator = ctx.state.txn_coordinator
-    if coordinator is None:
-        return dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if verify_only:
         verified = coordinator.verify_partitions(txn_id, producer_id, producer_epoch, wanted)
         if isinstance(verified, dict):

@@ -25,9 +25,6 @@ def handle(ctx: BrokerContext, request: dt.DescribeTransactionsRequest) -> dt.De
         if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
             states.append(dt.TransactionState(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, txn_id))
             continue
-        if coordinator is None:
-            states.append(dt.TransactionState(ErrorCode.COORDINATOR_NOT_AVAILABLE, txn_id))
-            continue
         _, shard, error = coordinator.lookup(txn_id)
         metadata = None if shard is None else shard.transactions.get(txn_id)
         if shard is None or metadata is None:

@@ -31,8 +31,6 @@ async def handle(ctx: BrokerContext, request: et.EndTxnRequest) -> et.EndTxnResp
     if not allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     coordinator = ctx.state.txn_coordinator
-    if coordinator is None:
-        return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return answer(
         await coordinator.end_txn(
             request.transactional_id, request.producer_id, request.producer_epoch, request.committed

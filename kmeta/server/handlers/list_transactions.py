@@ -23,8 +23,6 @@ from kmeta.server.txn.metadata import TransactionState
 
 def handle(ctx: BrokerContext, request: lt.ListTransactionsRequest) -> lt.ListTransactionsResponse:
     coordinator = ctx.state.txn_coordinator
-    if coordinator is None:
-        return lt.ListTransactionsResponse(version=request.version, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     known = {name: TransactionState.from_name(name) for name in request.state_filters}
     unknown = tuple(name for name, state in known.items() if state is None)
     wanted_states = {state for state in known.values() if state is not None}

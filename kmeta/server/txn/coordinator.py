@@ -32,11 +32,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
+from kmeta.metadata.cache import MetadataCache
 from kmeta.protocol.errors import ErrorCode
+from kmeta.server.config import BrokerConfig
+from kmeta.server.coordinator.coordinators import Coordinators
+from kmeta.server.coordinator.runtime import CoordinatorRuntime
+from kmeta.server.coordinator.shard_context import ShardContext
+from kmeta.server.producer_id_manager import ProducerIdManager, ProducerIdUnavailable
 from kmeta.server.txn.markers import TransactionMarkerSender
 from kmeta.server.txn.metadata import (
     COMPLETED,
@@ -60,15 +65,7 @@ _COMPLETE_RETRY_S = 0.2
 _TIMEOUT_SCAN = "txn-abort-timed-out"
 
 
-class TxnRuntime(Protocol):
-    """What the coordinator uses of ``CoordinatorRuntime[TransactionStateShard]``."""
-
-    def partition_for(self, key: str) -> int: ...
-    def shard_or_error(self, partition: int) -> tuple[TransactionStateShard | None, ErrorCode]: ...
-    def leader_epoch(self, partition: int) -> int | None: ...
-    def led_partitions(self) -> list[int]: ...
-    async def write(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> ErrorCode: ...
-    def schedule(self, partition: int, key: str, delay_s: float, fn: Callable[[], Awaitable[None]]) -> None: ...
+TxnRuntime = CoordinatorRuntime[TransactionStateShard]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +75,13 @@ class TxnConfig:
     #: transaction.abort.timed.out.transaction.cleanup.interval.ms
     abort_timed_out_interval_ms: int = 10_000
 
+    @classmethod
+    def of(cls, config: BrokerConfig) -> TxnConfig:
+        return cls(
+            config.transaction_max_timeout_ms,
+            config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        )
+
 
 def _now_ms() -> int:
     return int(time.time() * 1000)  # (wall clock: the records carry it, as Kafka's)
@@ -85,17 +89,35 @@ def _now_ms() -> int:
 
 class TransactionCoordinator:
     def __init__(
-        self, runtime: TxnRuntime, generate_producer_id: Callable[[], Awaitable[int | ErrorCode]],
+        self, runtime: TxnRuntime, producer_ids: ProducerIdManager,
         markers: TransactionMarkerSender, config: TxnConfig = TxnConfig(),
     ) -> None:  # fmt: skip
         self.runtime = runtime
-        self.generate_producer_id = generate_producer_id
+        self.producer_ids = producer_ids
         self.markers = markers
         self.config = config
 
-    def make_shard(self, partition: int) -> TransactionStateShard:
-        """The runtime's shard factory (given the partition of the context it is handed)."""
-        return TransactionStateShard(partition, self._shard_loaded)
+    @classmethod
+    def install(
+        cls, config: BrokerConfig, cache: MetadataCache, coordinators: Coordinators, producer_ids: ProducerIdManager
+    ) -> TransactionCoordinator:
+        """The broker's coordinator, its shards registered with the transactions' runtime."""
+        coordinator = cls(coordinators.transactions, producer_ids, TransactionMarkerSender(config, cache), TxnConfig.of(config))
+        coordinators.register_transaction_shards(coordinator.make_shard)
+        return coordinator
+
+    def make_shard(self, ctx: ShardContext[TransactionStateShard]) -> TransactionStateShard:
+        """The runtime's shard factory."""
+        return TransactionStateShard(ctx.partition, self._shard_loaded)
+
+    def close(self) -> None:
+        self.markers.close()
+
+    async def generate_producer_id(self) -> int | ErrorCode:
+        try:
+            return await self.producer_ids.generate()
+        except ProducerIdUnavailable as exc:
+            return exc.error
 
     # -- lookups -----------------------------------------------------------------------------
     def lookup(self, transactional_id: str) -> tuple[int, TransactionStateShard | None, ErrorCode]:
