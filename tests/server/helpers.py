@@ -144,6 +144,17 @@ class ConnectionPair:
         assert len(frames) == 1, frames
         return self.decode(request, frames[0])
 
+    async def request_awaited(self, request: Any, timeout_s: float = 5.0) -> Any:
+        """As :meth:`request`, for a handler that answers later (it awaits something)."""
+        before = len(self.transport.written)
+        self.server.data_received(self.encode(request))
+        async with asyncio.timeout(timeout_s):
+            while len(self.transport.written) == before:
+                await asyncio.sleep(0.001)
+        frames = [f for chunk in self.transport.written[before:] for f in FrameSplitter().feed(chunk)]
+        assert len(frames) == 1, frames
+        return self.decode(request, frames[0])
+
     def close(self) -> None:
         self.server.connection_lost(None)
 

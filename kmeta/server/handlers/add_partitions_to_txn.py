@@ -1,4 +1,4 @@
-"""AddPartitionsToTxn (api key 24): versions 0-5, client listeners; answered by the
+"""AddPartitionsToTxn (api key 24): versions 0-5, client and control listeners; answered by the
 transaction coordinator (:mod:`kmeta.server.txn.coordinator`).
 
 Behaviour (Kafka's ``KafkaApis.handleAddPartitionsToTxnRequest``):
@@ -96,4 +96,5 @@ def _topic_results(errors: dict[TopicPartition, ErrorCode]) -> tuple[ap.AddParti
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(ap.API, handle, on_control=False)
+    # (v4+ come from brokers verifying a transaction, over the inter-broker control listener)
+    registry.register(ap.API, handle)

@@ -42,6 +42,7 @@ from kmeta.server.coordinator.coordinators import Coordinators
 from kmeta.server.coordinator.runtime import CoordinatorRuntime
 from kmeta.server.coordinator.shard_context import ShardContext
 from kmeta.server.producer_id_manager import ProducerIdManager, ProducerIdUnavailable
+from kmeta.server.txn.channel import BrokerChannel
 from kmeta.server.txn.markers import TransactionMarkerSender
 from kmeta.server.txn.metadata import (
     COMPLETED,
@@ -89,12 +90,14 @@ def _now_ms() -> int:
 
 class TransactionCoordinator:
     def __init__(
-        self, runtime: TxnRuntime, producer_ids: ProducerIdManager,
-        markers: TransactionMarkerSender, config: TxnConfig = TxnConfig(),
+        self, runtime: TxnRuntime, producer_ids: ProducerIdManager, channel: BrokerChannel,
+        config: TxnConfig = TxnConfig(),
     ) -> None:  # fmt: skip
         self.runtime = runtime
         self.producer_ids = producer_ids
-        self.markers = markers
+        #: connections to the other brokers (markers, transaction verification)
+        self.channel = channel
+        self.markers = TransactionMarkerSender(channel)
         self.config = config
 
     @classmethod
@@ -102,7 +105,8 @@ class TransactionCoordinator:
         cls, config: BrokerConfig, cache: MetadataCache, coordinators: Coordinators, producer_ids: ProducerIdManager
     ) -> TransactionCoordinator:
         """The broker's coordinator, its shards registered with the transactions' runtime."""
-        coordinator = cls(coordinators.transactions, producer_ids, TransactionMarkerSender(config, cache), TxnConfig.of(config))
+        channel = BrokerChannel(config, cache, f"kmeta-txn-coordinator-{config.broker_id}")
+        coordinator = cls(coordinators.transactions, producer_ids, channel, TxnConfig.of(config))
         coordinators.register_transaction_shards(coordinator.make_shard)
         return coordinator
 
@@ -111,7 +115,7 @@ class TransactionCoordinator:
         return TransactionStateShard(ctx.partition, self._shard_loaded)
 
     def close(self) -> None:
-        self.markers.close()
+        self.channel.close()
 
     async def generate_producer_id(self) -> int | ErrorCode:
         try:

@@ -2,10 +2,9 @@
 every partition it touched (Kafka's ``TransactionMarkerChannelManager``), with WriteTxnMarkers
 to each partition's leader.
 
-The connections go to the leaders' control listener, authenticated as the replica fetcher's
-(TLS and the cluster credential as that listener's protocol says): it is kmeta's inter-broker
-listener, and WriteTxnMarkers needs CLUSTER_ACTION. One connection per broker, shared by the
-transactions completing at once (requests are pipelined on it).
+The requests go over the coordinator's :class:`~kmeta.server.txn.channel.BrokerChannel` (the
+leaders' control listener; WriteTxnMarkers needs CLUSTER_ACTION), shared by the transactions
+completing at once.
 
 Per partition, as ``TransactionMarkerRequestCompletionHandler`` decides:
 
@@ -25,21 +24,14 @@ transaction (its __transaction_state partition moved): the new leader resends on
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
-from ssl import SSLContext
 
-from kmeta.metadata.cache import MetadataCache
-from kmeta.net.connection import KafkaConnection
-from kmeta.net.security.sasl_client import ClientCredential
-from kmeta.net.tls import uses_sasl, uses_tls
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import write_txn_markers as wtm
-from kmeta.protocol.registry import highest_common
-from kmeta.server.config import BrokerConfig
-from kmeta.server.controller_connection import NET_ERRORS, call, open_connection
+from kmeta.server.controller_connection import NET_ERRORS
+from kmeta.server.txn.channel import BrokerChannel
 
 log = logging.getLogger("kmeta.server.txn.markers")
 
@@ -56,15 +48,9 @@ _SUPERSEDED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION
 
 
 class TransactionMarkerSender:
-    def __init__(self, config: BrokerConfig, cache: MetadataCache) -> None:
-        self.cache = cache
-        self.client_id = f"kmeta-txn-markers-{config.broker_id}"
-        self.listener = config.control_listener_name
-        protocol = config.security_protocol(self.listener)
-        self.ssl: SSLContext | None = config.tls.client_context() if uses_tls(protocol) else None
-        self.sasl: ClientCredential | None = config.cluster_credential if uses_sasl(protocol) else None
-        self._conns: dict[int, tuple[KafkaConnection, int]] = {}
-        self._opening: dict[int, asyncio.Lock] = {}
+    def __init__(self, channel: BrokerChannel) -> None:
+        self.channel = channel
+        self.cache = channel.cache
         #: markers written (partitions), for status and tests
         self.written = 0
 
@@ -113,17 +99,17 @@ class TransactionMarkerSender:
         topics: dict[str, list[int]] = {}
         for topic, partition in tps:
             topics.setdefault(topic, []).append(partition)
+        marker = wtm.WritableTxnMarker(
+            producer_id, producer_epoch, commit,
+            tuple(wtm.WritableTxnMarkerTopic(t, tuple(ps)) for t, ps in topics.items()),
+            coordinator_epoch,
+        )  # fmt: skip
         try:
-            conn, version = await self._connection(broker)
-            marker = wtm.WritableTxnMarker(
-                producer_id, producer_epoch, commit,
-                tuple(wtm.WritableTxnMarkerTopic(t, tuple(ps)) for t, ps in topics.items()),
-                coordinator_epoch,
-            )  # fmt: skip
-            answer = await call(conn, wtm.WriteTxnMarkersRequest(version=version, markers=(marker,)))
+            answer = await self.channel.send(
+                broker, ApiKey.WRITE_TXN_MARKERS, lambda v: wtm.WriteTxnMarkersRequest(version=v, markers=(marker,))
+            )
         except NET_ERRORS as exc:
             log.debug("WriteTxnMarkers to broker %d: %r; retrying", broker, exc)
-            self._drop(broker)
             return {}
         out: dict[TopicPartition, ErrorCode] = {}
         for result in answer.markers:
@@ -134,30 +120,3 @@ class TransactionMarkerSender:
                     except ValueError:
                         out[(answered.name, p.partition_index)] = ErrorCode.UNKNOWN_SERVER_ERROR
         return out
-
-    async def _connection(self, broker: int) -> tuple[KafkaConnection, int]:
-        lock = self._opening.setdefault(broker, asyncio.Lock())
-        async with lock:
-            held = self._conns.get(broker)
-            if held is not None and held[0].is_open:
-                return held
-            node = self.cache.snapshot.alive_node(broker, self.listener)
-            if node is None:
-                raise ConnectionError(f"broker {broker} has no {self.listener} listener alive")
-            conn, versions = await open_connection(node.host, node.port, self.client_id, self.ssl, self.sasl)
-            version = highest_common(versions, ApiKey.WRITE_TXN_MARKERS)
-            if version is None:
-                conn.close()
-                raise ConnectionError(f"broker {broker} does not serve WriteTxnMarkers")
-            self._conns[broker] = (conn, version)
-            return conn, version
-
-    def _drop(self, broker: int) -> None:
-        held = self._conns.pop(broker, None)
-        if held is not None:
-            held[0].close()
-
-    def close(self) -> None:
-        for broker in list(self._conns):
-            with contextlib.suppress(Exception):
-                self._drop(broker)
