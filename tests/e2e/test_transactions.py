@@ -327,3 +327,22 @@ def test_the_coordinators_answers_to_raw_requests() -> None:
         assert init(60_000, pid, 0).error_code == ErrorCode.PRODUCER_FENCED
         assert init(60_000, pid + 1, 2).error_code == ErrorCode.PRODUCER_FENCED
         assert consume(cluster, "rv", "read_committed") == [b"a", b"b"]
+
+
+def test_an_ongoing_transaction_whose_coordinator_died_is_aborted_at_its_timeout() -> None:
+    """Nobody comes back for it: the new coordinator loaded it as Ongoing and its timeout scan
+    aborts it (Kafka's: PrepareX is resent at load, Ongoing waits for its timeout)."""
+    with Cluster(3, transaction_state_log_num_partitions=TXN_PARTITIONS) as cluster:
+        cluster.create_topic("orphan", 1, 3, configs={"min.insync.replicas": "2"})
+        p = producer(cluster, "orphan-1", **{"transaction.timeout.ms": 2000, "message.timeout.ms": 2000})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("orphan", b"x", partition=0)
+        assert p.flush(30) == 0
+        coordinator = coordinator_of(cluster, "orphan-1")
+        cluster.kill_broker(coordinator)
+        state = await_state(cluster, "orphan-1", "CompleteAbort", 60)
+        assert state.producer_epoch == 1
+        assert coordinator_of(cluster, "orphan-1") != coordinator
+        assert consume(cluster, "orphan", "read_committed") == []
+        assert consume(cluster, "orphan", "read_uncommitted") == [b"x"]

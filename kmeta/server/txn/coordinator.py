@@ -355,7 +355,7 @@ class TransactionCoordinator:
         """The loaded shards here, and whether some partition led here is still loading."""
         shards: list[TransactionStateShard] = []
         loading = False
-        for partition in self.runtime.led_partitions():
+        for partition in range(self.runtime.num_partitions):
             shard, error = self.runtime.shard_or_error(partition)
             if shard is not None:
                 shards.append(shard)
