@@ -21,7 +21,15 @@ from kmeta.server.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoo
 from kmeta.server.txn.metadata import TransactionState, TxnTransit
 from kmeta.server.txn.records import decode_key, decode_value, encode_key, encode_value
 from kmeta.server.txn.shard import TransactionStateShard
-from tests.server.helpers import CONTROL, PLAINTEXT, live_broker, loopback_config, partition, topic_id, update_metadata
+from tests.server.helpers import (
+    CONTROL,
+    PLAINTEXT,
+    live_broker,
+    loopback_config,
+    partition,
+    topic_id,
+    update_metadata,
+)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
