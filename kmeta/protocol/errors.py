@@ -98,6 +98,25 @@ class ErrorCode(enum.IntEnum):
     CONCURRENT_TRANSACTIONS = 51
     PRODUCER_FENCED = 90
     TRANSACTIONAL_ID_NOT_FOUND = 105
+    # the group coordinator's (issue 31)
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    MEMBER_ID_REQUIRED = 79
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
+    # the offset APIs' (OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit)
+    OFFSET_METADATA_TOO_LARGE = 12
+    INVALID_COMMIT_OFFSET_SIZE = 28
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
+    UNSTABLE_OFFSET_COMMIT = 88
+    STALE_MEMBER_EPOCH = 113
+    # producer ids (issue 30: AllocateProducerIds)
     BROKER_ID_NOT_REGISTERED = 102
 
     @property
@@ -185,6 +204,22 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.CONCURRENT_TRANSACTIONS: "The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing.",
     ErrorCode.PRODUCER_FENCED: "There is a newer producer with the same transactionalId which fences the current one.",
     ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: "The transactionalId could not be found.",
+    ErrorCode.ILLEGAL_GENERATION: "Specified group generation id is not valid.",
+    ErrorCode.INCONSISTENT_GROUP_PROTOCOL: "The group member's supported protocols are incompatible with those of existing members or first group member tried to join with empty protocol type or empty protocol list.",
+    ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
+    ErrorCode.UNKNOWN_MEMBER_ID: "The coordinator is not aware of this member.",
+    ErrorCode.INVALID_SESSION_TIMEOUT: "The session timeout is not within the range allowed by the broker (as configured by group.min.session.timeout.ms and group.max.session.timeout.ms).",
+    ErrorCode.REBALANCE_IN_PROGRESS: "The group is rebalancing, so a rejoin is needed.",
+    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
+    ErrorCode.MEMBER_ID_REQUIRED: "The group member needs to have a valid member id before actually entering a consumer group.",
+    ErrorCode.GROUP_MAX_SIZE_REACHED: "The consumer group has reached its max size.",
+    ErrorCode.FENCED_INSTANCE_ID: "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.",
+    ErrorCode.OFFSET_METADATA_TOO_LARGE: "The metadata field of the offset request was too large.",
+    ErrorCode.INVALID_COMMIT_OFFSET_SIZE: "The committing offset data size is not valid.",
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic.",
+    ErrorCode.UNSTABLE_OFFSET_COMMIT: "There are unstable offsets that need to be cleared.",
+    ErrorCode.STALE_MEMBER_EPOCH: "The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API.",
     ErrorCode.BROKER_ID_NOT_REGISTERED: "The given broker ID was not registered.",
 }
 

@@ -13,7 +13,7 @@ import pytest
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import init_producer_id as ip
 from kmeta.server.broker import Broker
-from kmeta.server.producer_id_manager import ProducerIdUnavailable
+from kmeta.server.producer_id_manager import ProducerIdManager, ProducerIdUnavailable
 from tests.controller.helpers import InProcessCluster, start_cluster, wait_until
 from tests.server.helpers import loopback_config
 
@@ -89,3 +89,20 @@ async def test_without_a_controller_the_answer_is_retriable(tmp_path: Path) -> N
         assert refused.value.error == E.COORDINATOR_LOAD_IN_PROGRESS
     finally:
         await broker.stop()
+
+
+async def test_blocks_that_are_no_next_block_are_refused() -> None:
+    """Kafka's checks of an AllocateProducerIds answer: a block before the current one's end,
+    or outside the int64 range, is not used (and the next id asks again after a backoff)."""
+    from kmeta.protocol.messages import allocate_producer_ids as api
+
+    manager = ProducerIdManager(1, lambda: 5)
+    manager._answered(api.AllocateProducerIdsResponse(producer_id_start=2000, producer_id_len=1000))
+    assert await manager.generate() == 2000
+    for start, length, error in ((1000, 1000, 0), (-5, 1000, 0), (2**63 - 10, 1000, 0), (5000, 0, 0),
+                                 (5000, 1000, E.STALE_BROKER_EPOCH)):  # fmt: skip
+        manager._answered(api.AllocateProducerIdsResponse(error_code=error, producer_id_start=start, producer_id_len=length))
+        assert manager.blocks == 1
+    manager._answered(api.AllocateProducerIdsResponse(producer_id_start=3000, producer_id_len=1000))
+    assert [await manager.generate() for _ in range(1000)][-2:] == [2999, 3000]
+    manager.close()

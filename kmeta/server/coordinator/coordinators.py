@@ -33,7 +33,7 @@ from kmeta.server.replica_manager import ReplicaManager
 
 #: modules whose ``install(coordinators)`` registers a shard factory (the group and the
 #: transaction coordinators add theirs here)
-SHARD_MODULES: tuple[str, ...] = ()
+SHARD_MODULES: tuple[str, ...] = ("kmeta.server.group.install",)
 
 #: FindCoordinator's key types (Kafka's ``FindCoordinatorRequest.CoordinatorType``)
 GROUP, TRANSACTION = 0, 1
@@ -46,6 +46,7 @@ class Coordinators:
     ) -> None:  # fmt: skip
         """``forwarder``: the controller link's ``forward`` (None while the broker has no
         controller link)."""
+        self.config = config  # (the shard factories read their settings from it)
         self.creator = TopicCreator(cache, forwarder)
         self.groups: CoordinatorRuntime[Any] = CoordinatorRuntime(
             group_metadata_topic(config), replica_manager, cache, self.creator
@@ -56,9 +57,9 @@ class Coordinators:
         self._by_topic = {GROUP_METADATA_TOPIC: self.groups, TRANSACTION_STATE_TOPIC: self.transactions}
         replica_manager.on_high_watermark = self.high_watermark_moved
 
-    def install(self, modules: tuple[str, ...] = SHARD_MODULES) -> None:
-        """Let each of ``modules`` register its shards."""
-        for name in modules:
+    def install(self, modules: tuple[str, ...] | None = None) -> None:
+        """Let each of ``modules`` (default: SHARD_MODULES, as it is now) register its shards."""
+        for name in SHARD_MODULES if modules is None else modules:
             importlib.import_module(name).install(self)
 
     def register_group_shards(self, factory: ShardFactory[Any]) -> None:

@@ -48,6 +48,17 @@ HANDLER_MODULES: tuple[str, ...] = (
     "init_producer_id",
     "write_txn_markers",
     "describe_producers",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
+    "offset_commit",
+    "offset_fetch",
+    "offset_delete",
+    "txn_offset_commit",
 )
 
 
