@@ -346,3 +346,58 @@ def test_an_ongoing_transaction_whose_coordinator_died_is_aborted_at_its_timeout
         assert coordinator_of(cluster, "orphan-1") != coordinator
         assert consume(cluster, "orphan", "read_committed") == []
         assert consume(cluster, "orphan", "read_uncommitted") == [b"x"]
+
+
+def _consume_group(consumer: Consumer, want: int, timeout_s: float = 60.0) -> list[Any]:
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want:
+        assert time.monotonic() < deadline, f"{len(got)} of {want} records"
+        for m in consumer.consume(want - len(got), 0.5):
+            assert m.error() is None, m.error()
+            got.append(m)
+    return got
+
+
+def test_consume_transform_produce_commits_the_offsets_with_the_transaction() -> None:
+    """send_offsets_to_transaction: AddOffsetsToTxn puts the group's __consumer_offsets
+    partition in the transaction, TxnOffsetCommit writes the offsets there, and the marker makes
+    them the group's committed offsets with the output records, or neither (abort)."""
+    with Cluster(3, transaction_state_log_num_partitions=TXN_PARTITIONS, offsets_topic_num_partitions=3) as cluster:
+        cluster.create_topic("in", 1, 3, configs={"min.insync.replicas": "2"})
+        cluster.create_topic("out", 1, 3, configs={"min.insync.replicas": "2"})
+        plain = Producer({**cluster.client_config(), "acks": "all"})
+        for i in range(15):
+            plain.produce("in", b"%d" % i, partition=0)
+        assert plain.flush(30) == 0
+        consumer = Consumer({
+            **cluster.client_config(), "group.id": "ctp", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+        })  # fmt: skip
+        p = producer(cluster, "ctp-1")
+        try:
+            p.init_transactions(30)
+            consumer.subscribe(["in"])
+
+            def round_trip(n: int, commit: bool) -> None:
+                records = _consume_group(consumer, n)
+                p.begin_transaction()
+                for m in records:
+                    p.produce("out", b"x" + m.value(), partition=0)
+                p.send_offsets_to_transaction(consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30)
+                if commit:
+                    p.commit_transaction(30)
+                else:
+                    assert p.flush(30) == 0  # (in the log, then aborted)
+                    p.abort_transaction(30)
+
+            round_trip(10, commit=True)
+            [committed] = consumer.committed([TopicPartition("in", 0)], 30)
+            assert committed.offset == 10
+            round_trip(5, commit=False)
+            [committed] = consumer.committed([TopicPartition("in", 0)], 30)
+            assert committed.offset == 10  # (the aborted transaction's offsets never count)
+        finally:
+            consumer.close()
+        assert consume(cluster, "out", "read_committed") == [b"x%d" % i for i in range(10)]
+        assert len(consume(cluster, "out", "read_uncommitted")) == 15
