@@ -313,6 +313,10 @@ def test_the_coordinators_answers_to_raw_requests() -> None:
         listed = ask(cluster, coordinator, lt.ListTransactionsRequest(version=1, state_filters=("Ongoing",)))
         assert [(s.transactional_id, s.producer_id) for s in listed.transaction_states] == [("raw-1", pid)]
         assert ask(cluster, coordinator, lt.ListTransactionsRequest(state_filters=("Empty",))).transaction_states == ()
+        # v1's duration filter: running longer than 0 ms, yes; than an hour, no
+        for duration_ms, want in ((0, ["raw-1"]), (3_600_000, [])):
+            listed = ask(cluster, coordinator, lt.ListTransactionsRequest(version=1, duration_filter=duration_ms))
+            assert [s.transactional_id for s in listed.transaction_states] == want
         # the producer's epoch moved on (a retry after KIP-360): the old epoch is fenced
         end = et.EndTxnRequest(version=3, transactional_id="raw-1", producer_id=pid, producer_epoch=1, committed=True)
         assert ask(cluster, coordinator, end).error_code == ErrorCode.PRODUCER_FENCED
