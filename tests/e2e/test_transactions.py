@@ -14,6 +14,17 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
@@ -405,3 +416,46 @@ def test_consume_transform_produce_commits_the_offsets_with_the_transaction() ->
             consumer.close()
         assert consume(cluster, "out", "read_committed") == [b"x%d" % i for i in range(10)]
         assert len(consume(cluster, "out", "read_uncommitted")) == 15
+
+
+def _initialised(config: dict[str, Any], timeout_s: float) -> Producer:
+    """A producer whose init_transactions succeeded (a new user and its ACLs reach every
+    broker with the next UpdateMetadata: until then it is refused)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        p = Producer(config)
+        try:
+            p.init_transactions(10)
+            return p
+        except KafkaException as exc:
+            error = exc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"init_transactions: {error}")
+        time.sleep(0.5)
+
+
+def test_a_secure_cluster_checks_the_transactional_id_and_its_brokers_authenticate_to_each_other() -> None:
+    """SASL everywhere and the ACL authorizer on: the markers and the transaction verification
+    go between brokers over their control listeners with the cluster's credential; a user
+    needs WRITE on its TransactionalId (and on the topic) to run a transaction."""
+    with Cluster(3, secure=True, transaction_state_log_num_partitions=TXN_PARTITIONS) as cluster:
+        cluster.create_topic("sec", 1, 3, configs={"min.insync.replicas": "2"})
+        admin = AdminClient(cluster.client_config())
+        alice = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-secret")
+        admin.alter_user_scram_credentials([alice])["alice"].result(15)
+        grants = [
+            AclBinding(ResourceType.TOPIC, "sec", ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.WRITE, AclPermissionType.ALLOW),
+            AclBinding(ResourceType.TRANSACTIONAL_ID, "alice-", ResourcePatternType.PREFIXED, "User:alice", "*", AclOperation.WRITE, AclPermissionType.ALLOW),
+        ]  # fmt: skip
+        for future in admin.create_acls(grants).values():
+            future.result(15)
+        as_alice = {**cluster.client_config(), "sasl.username": "alice", "sasl.password": "alice-secret"}
+        p = _initialised({**as_alice, "transactional.id": "alice-1"}, 30)
+        p.begin_transaction()
+        p.produce("sec", b"s0", partition=0)
+        p.commit_transaction(30)
+        refused = Producer({**as_alice, "transactional.id": "bobs-1"})
+        with pytest.raises(KafkaException) as raised:
+            refused.init_transactions(10)
+        assert raised.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert consume(cluster, "sec", "read_committed") == [b"s0"]
