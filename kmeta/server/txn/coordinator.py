@@ -29,20 +29,18 @@ replays it; a failed write leaves the state as it was. The answers, per request,
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from kmeta.metadata.cache import MetadataCache
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.config import BrokerConfig
 from kmeta.server.coordinator.coordinators import Coordinators
-from kmeta.server.coordinator.runtime import CoordinatorRuntime
 from kmeta.server.coordinator.shard_context import ShardContext
 from kmeta.server.producer_id_manager import ProducerIdManager, ProducerIdUnavailable
 from kmeta.server.txn.channel import BrokerChannel
+from kmeta.server.txn.completion import TRANSACTION_STATE_TOPIC as TRANSACTION_STATE_TOPIC
+from kmeta.server.txn.completion import TransactionCompletion, TxnConfig, TxnRuntime, now_ms
 from kmeta.server.txn.markers import TransactionMarkerSender
 from kmeta.server.txn.metadata import (
     COMPLETED,
@@ -55,50 +53,22 @@ from kmeta.server.txn.metadata import (
     TxnTransit,
     is_epoch_exhausted,
 )
-from kmeta.server.txn.records import encode_key, encode_value
 from kmeta.server.txn.shard import TransactionStateShard
 
 log = logging.getLogger("kmeta.server.txn")
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-#: retry.backoff for a CompleteX record whose write failed while this broker still leads
-_COMPLETE_RETRY_S = 0.2
-_TIMEOUT_SCAN = "txn-abort-timed-out"
-
-
-TxnRuntime = CoordinatorRuntime[TransactionStateShard]
-
-
-@dataclass(frozen=True, slots=True)
-class TxnConfig:
-    #: transaction.max.timeout.ms
-    max_timeout_ms: int = 900_000
-    #: transaction.abort.timed.out.transaction.cleanup.interval.ms
-    abort_timed_out_interval_ms: int = 10_000
-
-    @classmethod
-    def of(cls, config: BrokerConfig) -> TxnConfig:
-        return cls(
-            config.transaction_max_timeout_ms,
-            config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
-        )
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)  # (wall clock: the records carry it, as Kafka's)
-
-
 class TransactionCoordinator:
     def __init__(
         self, runtime: TxnRuntime, producer_ids: ProducerIdManager, channel: BrokerChannel,
-        config: TxnConfig = TxnConfig(),
+        config: TxnConfig,
     ) -> None:  # fmt: skip
         self.runtime = runtime
         self.producer_ids = producer_ids
         #: connections to the other brokers (markers, transaction verification)
         self.channel = channel
-        self.markers = TransactionMarkerSender(channel)
         self.config = config
+        #: the writes, the markers, completing on load, the timeouts
+        self.completion = TransactionCompletion(runtime, TransactionMarkerSender(channel), config)
 
     @classmethod
     def install(
@@ -112,7 +82,7 @@ class TransactionCoordinator:
 
     def make_shard(self, ctx: ShardContext[TransactionStateShard]) -> TransactionStateShard:
         """The runtime's shard factory."""
-        return TransactionStateShard(ctx.partition, self._shard_loaded)
+        return TransactionStateShard(ctx.partition, self.completion.shard_loaded)
 
     def close(self) -> None:
         self.channel.close()
@@ -128,18 +98,6 @@ class TransactionCoordinator:
         partition = self.runtime.partition_for(transactional_id)
         shard, error = self.runtime.shard_or_error(partition)
         return partition, shard, error
-
-    def _owns(self, partition: int, shard: TransactionStateShard) -> bool:
-        return not shard.unloaded and self.runtime.shard_or_error(partition)[0] is shard
-
-    async def _write(
-        self, partition: int, metadata: TransactionMetadata, transit: TxnTransit
-    ) -> ErrorCode:
-        """Write a prepared transition; on failure it is dropped (the state stays)."""
-        error = await self.runtime.write(partition, [(encode_key(metadata.transactional_id), encode_value(transit))])
-        if error != ErrorCode.NONE and metadata.pending is transit:
-            metadata.abort_transition()
-        return error
 
     # -- InitProducerId ----------------------------------------------------------------------
     async def init_producer_id(
@@ -159,12 +117,12 @@ class TransactionCoordinator:
             new_id = await self.generate_producer_id()
             if isinstance(new_id, ErrorCode):
                 return new_id, -1, -1
-            if not self._owns(partition, shard):
+            if not self.completion.owns(partition, shard):
                 return ErrorCode.NOT_COORDINATOR, -1, -1
             # (in memory only until its first record, as Kafka's putTransactionStateIfNotExists)
             metadata = shard.transactions.setdefault(
                 transactional_id,
-                TransactionMetadata(transactional_id, new_id, txn_timeout_ms=timeout_ms, txn_last_update_timestamp_ms=_now_ms()),
+                TransactionMetadata(transactional_id, new_id, txn_timeout_ms=timeout_ms, txn_last_update_timestamp_ms=now_ms()),
             )
         return await self._init_existing(partition, shard, metadata, timeout_ms, expected)
 
@@ -181,7 +139,7 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if state == TransactionState.ONGOING:
             # abort it with the epoch bumped; the client retries and gets a second bump
-            error = await self._prepare_end(partition, shard, metadata, metadata.prepare_epoch_fence_abort(_now_ms()))
+            error = await self.completion.prepare_end(partition, shard, metadata, metadata.prepare_epoch_fence_abort(now_ms()))
             return (ErrorCode.CONCURRENT_TRANSACTIONS if error == ErrorCode.NONE else error), -1, -1
         if state != TransactionState.EMPTY and state not in COMPLETED:
             return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1  # (Dead: the id is going away)
@@ -190,16 +148,16 @@ class TransactionCoordinator:
             new_id = await self.generate_producer_id()
             if isinstance(new_id, ErrorCode):
                 return new_id, -1, -1
-            if metadata.pending_transition_in_progress or not self._owns(partition, shard):
+            if metadata.pending_transition_in_progress or not self.completion.owns(partition, shard):
                 return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
-            transit = metadata.prepare_producer_id_rotation(new_id, timeout_ms, _now_ms(), expected is not None)
+            transit = metadata.prepare_producer_id_rotation(new_id, timeout_ms, now_ms(), expected is not None)
         else:
             transit = metadata.prepare_increment_producer_epoch(
-                timeout_ms, None if expected is None else expected[1], _now_ms()
+                timeout_ms, None if expected is None else expected[1], now_ms()
             )
             if isinstance(transit, ErrorCode):
                 return transit, -1, -1
-        error = await self._write(partition, metadata, transit)
+        error = await self.completion.write(partition, metadata, transit)
         if error != ErrorCode.NONE:
             return error, -1, -1
         return ErrorCode.NONE, transit.producer_id, transit.producer_epoch
@@ -232,11 +190,11 @@ class TransactionCoordinator:
         if metadata.state == TransactionState.ONGOING and wanted <= metadata.topic_partitions:
             return ErrorCode.NONE
         try:
-            transit = metadata.prepare_add_partitions(wanted, _now_ms())
+            transit = metadata.prepare_add_partitions(wanted, now_ms())
         except IllegalTransition as exc:
             log.error("%s", exc)
             return ErrorCode.INVALID_TXN_STATE
-        return await self._write(partition, metadata, transit)
+        return await self.completion.write(partition, metadata, transit)
 
     def verify_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
@@ -272,7 +230,7 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         state = metadata.state
         if state == TransactionState.ONGOING:
-            return await self._prepare_end(partition, shard, metadata, metadata.prepare_abort_or_commit(commit, _now_ms()))
+            return await self.completion.prepare_end(partition, shard, metadata, metadata.prepare_abort_or_commit(commit, now_ms()))
         done = TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT
         preparing = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
         if state == done:
@@ -280,75 +238,6 @@ class TransactionCoordinator:
         if state == preparing:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return ErrorCode.INVALID_TXN_STATE
-
-    async def _prepare_end(
-        self, partition: int, shard: TransactionStateShard, metadata: TransactionMetadata,
-        transit: TxnTransit,
-    ) -> ErrorCode:  # fmt: skip
-        """Write PrepareCommit / PrepareAbort; once written, the markers and the completion
-        go on in the background (the caller answers at once, as Kafka)."""
-        error = await self._write(partition, metadata, transit)
-        if error == ErrorCode.NONE and self._owns(partition, shard):
-            self._complete_later(partition, shard, metadata)
-        return error
-
-    def _complete_later(self, partition: int, shard: TransactionStateShard, metadata: TransactionMetadata) -> None:
-        shard.spawn(self._complete(partition, shard, metadata), f"txn-complete-{metadata.transactional_id}")
-
-    async def _complete(self, partition: int, shard: TransactionStateShard, metadata: TransactionMetadata) -> None:
-        """Write the markers of a prepared transaction, then CompleteCommit / CompleteAbort."""
-        if metadata.state not in PREPARED:
-            return
-        commit = metadata.state == TransactionState.PREPARE_COMMIT
-        epoch = self.runtime.leader_epoch(partition)
-        written = await self.markers.write_markers(
-            metadata.producer_id, metadata.producer_epoch, commit, -1 if epoch is None else epoch,
-            tuple(metadata.topic_partitions), lambda: self._owns(partition, shard),
-        )  # fmt: skip
-        while written and self._owns(partition, shard) and metadata.state in PREPARED:
-            if metadata.pending_transition_in_progress:
-                return
-            error = await self._write(partition, metadata, metadata.prepare_complete(_now_ms()))
-            if error in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR):
-                return
-            log.info("%s: completing failed (%s); retrying", metadata.transactional_id, error.name)
-            await asyncio.sleep(_COMPLETE_RETRY_S)
-
-    # -- loading and timeouts ----------------------------------------------------------------
-    def _shard_loaded(self, shard: TransactionStateShard) -> None:
-        """A shard was loaded here: complete what was prepared, and scan for timeouts."""
-        for metadata in list(shard.transactions.values()):
-            if metadata.state in PREPARED:
-                self._complete_later(shard.partition, shard, metadata)
-        self._schedule_scan(shard)
-
-    def _schedule_scan(self, shard: TransactionStateShard) -> None:
-        interval_s = self.config.abort_timed_out_interval_ms / 1000
-
-        async def scan() -> None:
-            if not self._owns(shard.partition, shard):
-                return
-            await self.abort_timed_out(shard)
-            self._schedule_scan(shard)
-
-        self.runtime.schedule(shard.partition, _TIMEOUT_SCAN, interval_s, scan)
-
-    async def abort_timed_out(self, shard: TransactionStateShard) -> None:
-        """Abort, with the epoch bumped, every ongoing transaction past its timeout
-        (``TransactionStateManager.timedOutTransactions``)."""
-        now = _now_ms()
-        for metadata in list(shard.transactions.values()):
-            if (
-                metadata.state == TransactionState.ONGOING
-                and not metadata.pending_transition_in_progress
-                and metadata.txn_start_timestamp_ms + metadata.txn_timeout_ms < now
-                and metadata.producer_epoch < 32767
-            ):
-                log.info("%s: aborting, past its timeout of %d ms", metadata.transactional_id, metadata.txn_timeout_ms)
-                transit = metadata.prepare_epoch_fence_abort(now)
-                error = await self._prepare_end(shard.partition, shard, metadata, transit)
-                if error != ErrorCode.NONE:
-                    log.info("%s: timeout abort not written: %s", metadata.transactional_id, error.name)
 
     # -- DescribeTransactions / ListTransactions ---------------------------------------------
     def led_shards(self) -> tuple[list[TransactionStateShard], bool]:

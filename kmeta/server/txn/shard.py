@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from kmeta.protocol.errors import CorruptMessageError
 from kmeta.server.txn.metadata import TransactionMetadata
@@ -73,13 +74,11 @@ class TransactionStateShard:
         for metadata in self.transactions.values():
             metadata.pending = None
 
-    def spawn(self, coro: object, name: str) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         """Run ``coro`` as this shard's background task (cancelled at unload)."""
         if self.unloaded:
-            close = getattr(coro, "close", None)
-            if close is not None:
-                close()
+            coro.close()
             return
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

@@ -22,7 +22,8 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import add_partitions_to_txn as ap
 from kmeta.server.controller_connection import NET_ERRORS
-from kmeta.server.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
+from kmeta.server.txn.completion import TRANSACTION_STATE_TOPIC
+from kmeta.server.txn.coordinator import TransactionCoordinator
 from kmeta.server.txn.metadata import TopicPartition
 
 log = logging.getLogger("kmeta.server.txn.verification")
@@ -61,7 +62,7 @@ async def _ask(
     if shard is not None or error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
         found = coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
         return found if isinstance(found, dict) else dict.fromkeys(partitions, found)
-    state = coordinator.markers.cache.snapshot.partition(TRANSACTION_STATE_TOPIC, index)
+    state = coordinator.channel.cache.snapshot.partition(TRANSACTION_STATE_TOPIC, index)
     if state is None or state.leader < 0 or state.leader == broker_id:
         return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     topics: dict[str, list[int]] = {}

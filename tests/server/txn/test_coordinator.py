@@ -143,7 +143,7 @@ async def test_a_prepared_commit_left_by_a_dead_coordinator_is_completed_by_the_
         metadata = shard.transactions[txn_id]
         assert (metadata.state, metadata.producer_epoch, metadata.topic_partitions) == (S.COMPLETE_COMMIT, 0, set())
         assert data.last_stable_offset == data.log.high_watermark == 3  # (two records, the marker)
-        assert h.coordinator.markers.written == 1
+        assert h.coordinator.completion.markers.written == 1
         # the log holds Kafka's records: the id's key and each state's value, in order
         stored = [(decode_key(r.key), decode_value(r.value).state) for r in h.stored(index) if r.value is not None]
         assert stored == [(txn_id, S.ONGOING), (txn_id, S.PREPARE_COMMIT), (txn_id, S.COMPLETE_COMMIT)]
@@ -160,7 +160,7 @@ async def test_an_ongoing_transaction_past_its_timeout_is_aborted_with_its_produ
         assert isinstance(appended, LogAppendInfo), appended
         ongoing = TxnTransit(88, -1, 4, -1, 1_000, S.ONGOING, frozenset({(DATA, 0)}), 1_000, 1_000)  # (1970: long past)
         assert await runtime.write(index, [(encode_key(txn_id), encode_value(ongoing))]) == ErrorCode.NONE
-        await h.coordinator.abort_timed_out(shard)
+        await h.coordinator.completion.abort_timed_out(shard)
         for _ in range(500):
             if shard.transactions[txn_id].state == S.COMPLETE_ABORT:
                 break
