@@ -132,6 +132,13 @@ async def test_a_prepared_commit_left_by_a_dead_coordinator_is_completed_by_the_
         prepared = TxnTransit(77, -1, 0, -1, 60_000, S.PREPARE_COMMIT, frozenset({(DATA, 0)}), 1_000, 2_000)
         key = encode_key(txn_id)
         assert await runtime.write(index, [(key, encode_value(ongoing)), (key, encode_value(prepared))]) == ErrorCode.NONE
+        # while it is being completed, the producer's next steps wait (CONCURRENT_TRANSACTIONS)
+        coordinator = h.coordinator
+        assert await coordinator.init_producer_id(txn_id, 60_000, None) == (ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1)
+        assert await coordinator.add_partitions(txn_id, 77, 0, [(DATA, 0)]) == ErrorCode.CONCURRENT_TRANSACTIONS
+        assert await coordinator.end_txn(txn_id, 77, 0, True) == ErrorCode.CONCURRENT_TRANSACTIONS
+        assert await coordinator.end_txn(txn_id, 77, 0, False) == ErrorCode.INVALID_TXN_STATE
+        assert await coordinator.end_txn(txn_id, 78, 0, True) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
         # the leader moves away and back (a new epoch): the shard is loaded from the log again
         await h.lead(TRANSACTION_STATE_TOPIC, index, 2, 2)
         await h.lead(TRANSACTION_STATE_TOPIC, index, 1, 3)
@@ -147,6 +154,10 @@ async def test_a_prepared_commit_left_by_a_dead_coordinator_is_completed_by_the_
         # the log holds Kafka's records: the id's key and each state's value, in order
         stored = [(decode_key(r.key), decode_value(r.value).state) for r in h.stored(index) if r.value is not None]
         assert stored == [(txn_id, S.ONGOING), (txn_id, S.PREPARE_COMMIT), (txn_id, S.COMPLETE_COMMIT)]
+        # completed: the producer (KIP-360: naming its id and epoch) gets its epoch bumped
+        assert await coordinator.init_producer_id(txn_id, 60_000, (77, 0)) == (ErrorCode.NONE, 77, 1)
+        assert await coordinator.init_producer_id(txn_id, 60_000, (77, 0)) == (ErrorCode.NONE, 77, 1)  # (a retry)
+        assert await coordinator.init_producer_id(txn_id, 0, None) == (ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1)
 
 
 async def test_an_ongoing_transaction_past_its_timeout_is_aborted_with_its_producer_fenced() -> None:
