@@ -24,7 +24,7 @@ from kmeta.log.batch import (
     walk_batches,
 )
 from kmeta.log.config import LogConfig
-from kmeta.log.control import end_txn_marker_batch, read_end_txn_marker
+from kmeta.log.control import end_txn_marker_batch
 from kmeta.log.epoch_cache import CHECKPOINT_FILE, LeaderEpochFileCache
 from kmeta.log.errors import (
     LogStorageError,
@@ -33,7 +33,8 @@ from kmeta.log.errors import (
 from kmeta.log.list_offsets import fetch_offset_by_timestamp
 from kmeta.log.local_log import LocalLog
 from kmeta.log.log_loader import recover
-from kmeta.log.producer_state import AbortedTxn, BatchMetadata, ProducerStateManager
+from kmeta.log.producer_replay import apply_stored, replay
+from kmeta.log.producer_state import BatchMetadata, ProducerStateManager
 from kmeta.log.retention import (
     Rule,
     any_segment,
@@ -128,8 +129,6 @@ class PartitionLog:
                 self.dir, self.local, self._epochs, self._recovered_batch
             )
             self.topic_id = self.topic_id or found_id
-            if self.local.log_end_offset == self.local.segments[0].base_offset:
-                self.producer_state.clear()  # (recovery kept no batch)
             self.producer_state.truncate_head(self._log_start_offset)
         else:
             self.local.start_at(0)
@@ -151,21 +150,8 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """``UnifiedLog.lastStableOffset``: the high watermark, or below it the first offset
-        of a transaction not yet complete (or whose marker is not replicated yet)."""
-        hw = self._high_watermark
-        ps = self.producer_state
-        if not ps.ongoing and not ps.unreplicated:
-            return hw
-        first = ps.first_unstable_offset(hw)
-        return hw if first is None else min(first, hw)
-
-    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """The aborted transactions a read_committed Fetch from ``fetch_offset`` that read
-        up to ``upper_bound`` (excluded) must be told about."""
-        if not self.producer_state.aborted:
-            return []
-        return self.producer_state.aborted_transactions(fetch_offset, upper_bound)
+        """``UnifiedLog.lastStableOffset`` (:meth:`ProducerStateManager.last_stable_offset`)."""
+        return self.producer_state.last_stable_offset(self._high_watermark)
 
     @property
     def size_in_bytes(self) -> int:
@@ -189,10 +175,9 @@ class PartitionLog:
     ) -> LogAppendInfo:
         """Append one client batch (magic 2) at the log end, checked and set as
         :func:`~kmeta.log.validator.validate_leader_batch` says; the epoch is recorded in the
-        cache when it starts here. A batch with a producer id passes the producer state's
-        checks: a client's all of them (a retry is answered with the original's offsets,
-        nothing stored), a ``coordinator``'s own batch (Kafka's origin COORDINATOR) its epoch
-        and transaction only. Raises a LogError, nothing stored."""
+        cache when it starts here; a producer id's batch passes the producer state's checks (a
+        ``coordinator``'s, Kafka's origin COORDINATOR, only its epoch and transaction's), a
+        retry answered with the original's offsets. Raises a LogError, nothing stored."""
         v = validate_leader_batch(records, self.config, self.log_end_offset, leader_epoch, now_ms)
         h = v.header
         if h.producer_id >= 0:  # (the one test a plain producer's batch costs)
@@ -200,28 +185,21 @@ class PartitionLog:
                 self.producer_state.check_coordinator_batch(h)
             elif (duplicate := self.producer_state.check_data_batch(h)) is not None:
                 return LogAppendInfo.duplicate(duplicate, self._log_start_offset)
-            self._store(v.data, v.prefix, [(0, h)], now_ms)
-            self.producer_state.apply(h, None)
-        else:
-            self._store(v.data, v.prefix, [(0, h)], now_ms)
+        self._store(v.data, v.prefix, [(0, h)], now_ms)
         return LogAppendInfo.of([h], self._log_start_offset, len(v.data), v.log_append_time_ms)
 
     def append_end_txn_marker(
         self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
         leader_epoch: int, now_ms: int,
     ) -> LogAppendInfo:  # fmt: skip
-        """WriteTxnMarkers at the leader (Kafka's append with origin COORDINATOR): a COMMIT or
-        ABORT control batch, once its epochs pass ``ProducerStateManager.check_marker``; the
-        transaction completes (an abort enters the index) and the last stable offset moves
-        once the marker is below the high watermark."""
+        """WriteTxnMarkers at the leader: a COMMIT or ABORT control batch once its epochs pass
+        ``ProducerStateManager.check_marker``; it completes the producer's transaction."""
         self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         data = end_txn_marker_batch(
-            producer_id, producer_epoch, coordinator_epoch, commit, now_ms,
-            self.log_end_offset, leader_epoch,
-        )  # fmt: skip
+            producer_id, producer_epoch, coordinator_epoch, commit, now_ms, self.log_end_offset, leader_epoch
+        )
         h = header_at(data)
         self._store(data, None, [(0, h)], now_ms)
-        self.producer_state.apply(h, read_end_txn_marker(data, h))
         return LogAppendInfo.of([h], self._log_start_offset, len(data))
 
     def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | None:
@@ -235,16 +213,14 @@ class PartitionLog:
             return None
         data = memoryview(records)[: walked.valid_bytes]
         self._store(data, None, walked.batches, int(time.time() * 1000))
-        for pos, h in walked.batches:
-            if h.producer_id >= 0:
-                self._apply_stored(data, pos, h)
         return LogAppendInfo.of(
             [h for _, h in walked.batches], self._log_start_offset, walked.valid_bytes
         )
 
     def _store(self, data: Buffer, prefix: bytes | None, batches: Batches, now_ms: int) -> None:
         """Write, then record the epochs the batches start; a failed epoch checkpoint takes
-        the write back, so an append is all or nothing."""
+        the write back, so an append is all or nothing. Then the batches with a producer id
+        update the producer state (checked before, by the leader's append)."""
         saved = list(self._epochs.entries)
         self.local.append(data, prefix, batches, now_ms, self.config.segment_bytes)
         try:
@@ -255,32 +231,13 @@ class PartitionLog:
             self._epochs.entries = saved
             self.local.truncate_to(batches[0][1].base_offset)
             raise
-
-    def _apply_stored(self, data: Buffer | memoryview, pos: int, h: BatchHeader) -> None:
-        """Producer state from a batch stored as is (replicated, recovered, re-read)."""
-        marker = None
-        if h.is_control:
-            marker = read_end_txn_marker(memoryview(data)[pos : pos + h.size_in_bytes], h)
-        self.producer_state.apply(h, marker)
+        for pos, h in batches:
+            if h.producer_id >= 0:
+                apply_stored(self.producer_state, data, pos, h)
 
     def _recovered_batch(self, view: memoryview, pos: int, h: BatchHeader) -> None:
         if h.producer_id >= 0:
-            self._apply_stored(view, pos, h)
-
-    def _rebuild_producer_state(self) -> None:
-        """Kafka's ``rebuildProducerState`` without snapshots: every batch from the first
-        segment on, read again (headers; a control batch's record)."""
-        self.producer_state.clear()
-        for segment in self.local.segments:
-            for pos, h in segment.batches_from(0):
-                if h.producer_id >= 0:
-                    stored = segment.store.read(pos, h.size_in_bytes) if h.is_control else b""
-                    self._apply_stored(stored, 0, h)
-        self.producer_state.truncate_head(self._log_start_offset)
-
-    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
-        """producer.id.expiration.ms: idle producers without an open transaction go."""
-        return self.producer_state.remove_expired(now_ms, expiration_ms)
+            apply_stored(self.producer_state, view, pos, h)
 
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """A new leader's epoch starts at its log end before it appends anything (Kafka's
@@ -353,8 +310,11 @@ class PartitionLog:
         if end < self._log_start_offset:
             self._move_log_start(end)
         self._high_watermark = min(self._high_watermark, end)
-        if self.producer_state.touches_from(end):
-            self._rebuild_producer_state()
+        start = self.producer_state.truncate(end)
+        if start is not None:  # (Kafka's rebuildProducerState, from a snapshot)
+            replay(self.producer_state, self.local.segments, start)
+            if start < 0:
+                self.producer_state.truncate_head(self._log_start_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment; the log is empty and its next offset is ``offset``."""

@@ -55,7 +55,6 @@ class ErrorCode(enum.IntEnum):
     INVALID_REQUEST = 42
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     DUPLICATE_SEQUENCE_NUMBER = 46
-    INVALID_PRODUCER_EPOCH = 47
     INVALID_TXN_STATE = 48
     TRANSACTION_COORDINATOR_FENCED = 52
     UNKNOWN_PRODUCER_ID = 59
@@ -113,6 +112,7 @@ class ErrorCode(enum.IntEnum):
     # the offset APIs' (OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit)
     OFFSET_METADATA_TOO_LARGE = 12
     INVALID_COMMIT_OFFSET_SIZE = 28
+    INVALID_PRODUCER_EPOCH = 47
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     UNSTABLE_OFFSET_COMMIT = 88
     STALE_MEMBER_EPOCH = 113
@@ -142,7 +142,6 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.INVALID_REQUIRED_ACKS: "Produce request specified an invalid value for required acks.",
     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: "The broker received an out of order sequence number.",
     ErrorCode.DUPLICATE_SEQUENCE_NUMBER: "The broker received a duplicate sequence number.",
-    ErrorCode.INVALID_PRODUCER_EPOCH: "Producer attempted to produce with an old epoch.",
     ErrorCode.INVALID_TXN_STATE: "The producer attempted a transactional operation in an invalid state.",
     ErrorCode.TRANSACTION_COORDINATOR_FENCED: "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current coordinator for a given producer.",
     ErrorCode.UNKNOWN_PRODUCER_ID: "This exception is raised by the broker if it could not locate the producer metadata associated with the producerId in question. This could happen if, for instance, the producer's records were deleted because their retention time had elapsed. Once the last records of the producerId are removed, the producer's metadata is removed from the broker, and future appends by the producer will return this exception.",
@@ -217,6 +216,7 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.FENCED_INSTANCE_ID: "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.",
     ErrorCode.OFFSET_METADATA_TOO_LARGE: "The metadata field of the offset request was too large.",
     ErrorCode.INVALID_COMMIT_OFFSET_SIZE: "The committing offset data size is not valid.",
+    ErrorCode.INVALID_PRODUCER_EPOCH: "Producer attempted to produce with an old epoch.",
     ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic.",
     ErrorCode.UNSTABLE_OFFSET_COMMIT: "There are unstable offsets that need to be cleared.",
     ErrorCode.STALE_MEMBER_EPOCH: "The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API.",

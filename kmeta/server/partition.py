@@ -108,7 +108,7 @@ class Partition:
         return self.log.last_stable_offset
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        return self.log.aborted_transactions(fetch_offset, upper_bound)
+        return self.log.producer_state.aborted_transactions(fetch_offset, upper_bound)
 
     def write_txn_marker(
         self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool

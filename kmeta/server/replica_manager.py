@@ -133,7 +133,7 @@ class ReplicaManager:
     def remove_expired_producers(self, now_ms: int) -> int:
         """producer.id.expiration.ms over every log (Kafka's removeExpiredProducers task)."""
         return sum(
-            plog.remove_expired_producers(now_ms, self.producer_id_expiration_ms)
+            plog.producer_state.remove_expired(now_ms, self.producer_id_expiration_ms)
             for plog in self.log_manager.logs()
         )
 

@@ -110,7 +110,7 @@ def _aborted(plog: PartitionLog, fetch_offset: int, records: bytes | memoryview)
         last = h
     if last is None:
         return ()
-    found = plog.aborted_transactions(fetch_offset, last_offset(last) + 1)
+    found = plog.producer_state.aborted_transactions(fetch_offset, last_offset(last) + 1)
     return tuple((t.producer_id, t.first_offset) for t in found)
 
 def fetch_messages(rm: ReplicaManager, params: FetchParams, partitions: Sequence[FetchPartitionInfo], callback: FetchCallback

@@ -104,9 +104,9 @@ def test_transactions_move_the_last_stable_offset(make: Make) -> None:
     marker(log, commit=True, pid=2)
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == log.high_watermark == 6
-    assert log.aborted_transactions(0, 6) == [AbortedTxn(PID, 1, 4, 3)]
-    assert log.aborted_transactions(5, 6) == []  # ended before the fetch offset
-    assert log.aborted_transactions(0, 1) == []  # starts at the bound
+    assert log.producer_state.aborted_transactions(0, 6) == [AbortedTxn(PID, 1, 4, 3)]
+    assert log.producer_state.aborted_transactions(5, 6) == []  # ended before the fetch offset
+    assert log.producer_state.aborted_transactions(0, 1) == []  # starts at the bound
     # the next transaction continues the sequence of the same epoch
     log.append_as_leader(idem(2, txn=True), 0, 1)
     assert log.last_stable_offset == 6
@@ -213,3 +213,44 @@ def test_a_coordinators_own_batches_are_not_sequence_checked(make: Make) -> None
     # a client's batch with the same sequence is a retry (of the first kept, as Kafka's findFirst)
     assert log.append_as_leader(idem(0, txn=True, epoch=1), 0, 1).first_offset == 0
     assert log.log_end_offset == 3
+
+
+def _state(log: PartitionLog) -> tuple[object, ...]:
+    ps = log.producer_state
+    producers = {
+        pid: (e.producer_epoch, e.batches, e.coordinator_epoch, e.current_txn_first_offset, e.last_offset)
+        for pid, e in ps.producers.items()
+    }
+    return producers, dict(ps.ongoing), list(ps.aborted), log.last_stable_offset
+
+
+def test_truncation_replays_from_a_snapshot_to_the_state_a_full_rebuild_gives(make: Make) -> None:
+    """Thousands of producer batches (snapshots every 1000): truncated at offsets between
+    and at snapshots, the state is the one a replica that replicated only what is left has."""
+    log = make(segment_bytes=64 * 1024)
+    seqs = dict.fromkeys((1, 2, 3), 0)
+    for i in range(3200):
+        pid = 1 + i % 3
+        txn = pid == 3
+        log.append_as_leader(idem(seqs[pid], 2, pid=pid, txn=txn), 0, 1)
+        seqs[pid] += 2
+        if txn and i % 9 == 8:
+            marker(log, commit=i % 2 == 0, pid=3)
+    marker(log, commit=True, pid=3)
+    opened = log.log_end_offset  # a transaction opened after the last snapshot, truncated away
+    log.append_as_leader(idem(0, 2, pid=9, txn=True), 0, 1)
+    log.append_as_leader(idem(seqs[1], 2, pid=1), 0, 1)
+    log.update_high_watermark(log.log_end_offset)
+    assert len(log.producer_state._snapshots) >= 2
+    assert log.producer_state.ongoing == {9: opened}
+    for end in (opened, opened - 3, 6001, 4000, 2999, 1500, 10):
+        log.truncate_to(end)
+        log.update_high_watermark(log.log_end_offset)
+        # (the first is replayed from a snapshot near the end, not from the start)
+        assert end < 6000 or log.producer_state._snapshots[-1].offset > 5000
+        chunks = [bytes(s.store.read(0, s.size)) for s in log.local.segments]
+        fresh = make()
+        for chunk in chunks:
+            fresh.append_as_follower(chunk)
+        fresh.update_high_watermark(fresh.log_end_offset)
+        assert _state(log) == _state(fresh), end

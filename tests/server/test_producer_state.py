@@ -5,6 +5,8 @@ DescribeProducers. Batches from kafka-python's encoder."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import warnings
 from typing import Any
 
@@ -136,6 +138,141 @@ async def test_markers_read_committed_and_describe_producers() -> None:
         assert past.aborted_transactions == ()  # (the abort ended before offset 5)
         assert only(await client.request(fetch([("orders", 0, 0)]), 10)).aborted_transactions is None
         assert (await client.request(latest(1), 10)).topics[0].partitions[0].offset == 6
+    finally:
+        client.close()
+        control.close()
+        await broker.stop()
+
+
+def _consume(bootstrap: str, isolation: str, want_end: int) -> list[bytes]:
+    """confluent-kafka's consumer (librdkafka) from offset 0 until its position passes
+    ``want_end``: the values it hands the application."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
+        "isolation.level": isolation, "log_level": 0,
+    })  # fmt: skip
+    try:
+        consumer.assign([TopicPartition("orders", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for m in consumer.consume(100, 0.2):
+                if m.error() is None:
+                    got.append(m.value())
+            if consumer.position([TopicPartition("orders", 0)])[0].offset >= want_end:
+                break
+        return got
+    finally:
+        consumer.close()
+
+
+def _kafka_python(bootstrap: str, isolation: str) -> list[bytes]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, consumer_timeout_ms=3000)
+    try:
+        consumer.assign([TopicPartition("orders", 0)])
+        consumer.seek(TopicPartition("orders", 0), 0)
+        return [m.value for m in consumer]
+    finally:
+        consumer.close()
+
+
+async def test_real_consumers_skip_aborted_records_under_read_committed() -> None:
+    """The aborted-transactions list and the control batches as librdkafka and kafka-python
+    read them: read_committed hands over committed and plain records only, read_uncommitted
+    every data record; neither hands over a marker."""
+    broker = await started_broker(TOPICS)
+    _, control = await _open(broker)
+    rm = broker.state.replica_manager
+    try:
+        partition, _ = rm.leader_partition_or_error("orders", 0)
+        assert partition is not None
+        rm.append_records(partition, records(0, 2, txn=True, pid=500), -1, 1)  # r0 r1, aborted
+        rm.append_records(partition, records(0, 1, txn=True, pid=600), -1, 1)  # r0, committed
+        rm.append_records(partition, records(7, 1, pid=700), -1, 1)  # r7, plain idempotent
+        rm.append_records(partition, records(2, 1, txn=True, pid=500), -1, 1)  # r2, aborted
+        answer = await control.request(markers((500, 0, False, 0, [0]), (600, 0, True, 0, [0])), 10)
+        assert marker_errors(answer) == [{0: E.NONE}, {0: E.NONE}]
+        bootstrap = f"127.0.0.1:{broker.port(PLAINTEXT)}"
+        committed = await asyncio.to_thread(_consume, bootstrap, "read_committed", 7)
+        assert committed == [b"r0", b"r7"]  # (pid 600's r0, then the plain r7)
+        uncommitted = await asyncio.to_thread(_consume, bootstrap, "read_uncommitted", 7)
+        assert uncommitted == [b"r0", b"r1", b"r0", b"r7", b"r2"]
+        assert await asyncio.to_thread(_kafka_python, bootstrap, "read_committed") == [b"r0", b"r7"]
+    finally:
+        control.close()
+        await broker.stop()
+
+
+async def test_internal_topics_take_their_coordinators_batches_without_sequence_checks() -> None:
+    """The coordinator runtime's transactional writes (TxnOffsetCommit's records) all carry
+    sequence 0: on an internal topic the replica manager appends them as Kafka's origin
+    COORDINATOR, epoch-checked only; the same batches on a client's topic are retries."""
+    topics: dict[str, list[Part]] = {**TOPICS, "__consumer_offsets": [(0, 1, (1,), (1,), 1)]}
+    broker = await started_broker(topics)
+    rm = broker.state.replica_manager
+    try:
+        internal, _ = rm.leader_partition_or_error("__consumer_offsets", 0)
+        plain, _ = rm.leader_partition_or_error("orders", 0)
+        assert internal is not None
+        assert plain is not None
+        assert [rm.append_records(internal, records(0, txn=True), -1, 1).first_offset for _ in range(3)] == [0, 1, 2]
+        assert [rm.append_records(plain, records(0, txn=True), -1, 1).first_offset for _ in range(3)] == [0, 0, 0]
+        assert rm.append_records(internal, records(0, txn=True, epoch=-1), -1, 1)[0] == E.INVALID_PRODUCER_EPOCH
+    finally:
+        await broker.stop()
+
+
+async def test_a_read_committed_long_poll_is_answered_when_the_commit_lands() -> None:
+    broker = await started_broker(TOPICS)
+    client, control = await _open(broker)
+    rm = broker.state.replica_manager
+    try:
+        partition, _ = rm.leader_partition_or_error("orders", 0)
+        assert partition is not None
+        rm.append_records(partition, records(0, 3, txn=True), -1, 1)
+        waiting = asyncio.ensure_future(
+            client.request(fetch([("orders", 0, 0)], isolation_level=1, max_wait_ms=20_000), 30)
+        )
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # (the transaction is open: nothing committed to read)
+        started = time.monotonic()
+        assert marker_errors(await control.request(markers((500, 0, True, 0, [0])), 10)) == [{0: E.NONE}]
+        part = only(await asyncio.wait_for(waiting, 10))
+        assert time.monotonic() - started < 5  # (woken by the commit, not the 20 s timer)
+        assert (part.last_stable_offset, part.aborted_transactions) == (4, ())
+        assert len(bytes(part.records)) > 0
+    finally:
+        client.close()
+        control.close()
+        await broker.stop()
+
+
+async def test_read_committed_past_the_last_stable_offset_waits_for_the_transaction() -> None:
+    """A read_committed consumer whose position is past the last stable offset (below the
+    high watermark: a group offset a read_uncommitted consumer committed) waits, as Kafka's
+    DelayedFetch does, instead of being answered empty at once in a busy loop."""
+    broker = await started_broker(TOPICS)
+    client, control = await _open(broker)
+    rm = broker.state.replica_manager
+    try:
+        partition, _ = rm.leader_partition_or_error("orders", 0)
+        assert partition is not None
+        rm.append_records(partition, records(0, 3, txn=True), -1, 1)  # offsets 0-2, open
+        rm.append_records(partition, records(0, 1, pid=700), -1, 1)  # offset 3
+        waiting = asyncio.ensure_future(
+            client.request(fetch([("orders", 0, 3)], isolation_level=1, max_wait_ms=20_000), 30)
+        )
+        await asyncio.sleep(0.5)
+        assert not waiting.done()
+        assert marker_errors(await control.request(markers((500, 0, False, 0, [0])), 10)) == [{0: E.NONE}]
+        part = only(await asyncio.wait_for(waiting, 10))
+        assert (part.last_stable_offset, len(bytes(part.records)) > 0) == (5, True)
+        # (the abort's marker, at 4, is in what was read: the consumer is told)
+        assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(500, 0)]
     finally:
         client.close()
         control.close()
