@@ -124,7 +124,11 @@ class TransactionCoordinator:
                 transactional_id,
                 TransactionMetadata(transactional_id, new_id, txn_timeout_ms=timeout_ms, txn_last_update_timestamp_ms=now_ms()),
             )
-        return await self._init_existing(partition, shard, metadata, timeout_ms, expected)
+        try:
+            return await self._init_existing(partition, shard, metadata, timeout_ms, expected)
+        except IllegalTransition as exc:  # (an exhausted epoch a stale producer names: fenced)
+            log.warning("InitProducerId of %s: %s", transactional_id, exc)
+            return ErrorCode.PRODUCER_FENCED, -1, -1
 
     async def _init_existing(
         self, partition: int, shard: TransactionStateShard, metadata: TransactionMetadata,

@@ -160,6 +160,18 @@ async def test_a_prepared_commit_left_by_a_dead_coordinator_is_completed_by_the_
         assert await coordinator.init_producer_id(txn_id, 0, None) == (ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1)
 
 
+async def test_an_exhausted_epoch_named_by_a_stale_producer_is_fenced_not_a_failure() -> None:
+    async with txn_broker() as h:
+        txn_id = "old-1"
+        index = h.coordinator.runtime.partition_for(txn_id)
+        await h.shard(index)
+        exhausted = TxnTransit(90, -1, 32766, -1, 60_000, S.COMPLETE_COMMIT, frozenset(), 1_000, 1_000)
+        assert await h.coordinator.runtime.write(index, [(encode_key(txn_id), encode_value(exhausted))]) == ErrorCode.NONE
+        assert await h.coordinator.init_producer_id(txn_id, 60_000, (90, 5)) == (ErrorCode.PRODUCER_FENCED, -1, -1)
+        shard = await h.shard(index)
+        assert shard.transactions[txn_id].pending is None
+
+
 async def test_an_ongoing_transaction_past_its_timeout_is_aborted_with_its_producer_fenced() -> None:
     async with txn_broker() as h:
         runtime = h.coordinator.runtime
