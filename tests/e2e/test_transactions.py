@@ -42,6 +42,7 @@ with warnings.catch_warnings():
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KpTopicPartition
     from kafka.record.default_records import DefaultRecordBatchBuilder
+    from kafka.structs import OffsetAndMetadata
 
 pytestmark = pytest.mark.e2e
 
@@ -180,6 +181,40 @@ def _kafka_python_read(cluster: Cluster, topic: str, isolation: str, want: int, 
         return got
     finally:
         consumer.close()
+
+
+def test_kafka_python_consume_transform_produce_with_send_offsets_to_transaction() -> None:
+    with Cluster(3, transaction_state_log_num_partitions=TXN_PARTITIONS, offsets_topic_num_partitions=3) as cluster:
+        cluster.create_topic("kin", 1, 3, configs={"min.insync.replicas": "2"})
+        cluster.create_topic("kout", 1, 3, configs={"min.insync.replicas": "2"})
+        plain = Producer({**cluster.client_config(), "acks": "all"})
+        for i in range(6):
+            plain.produce("kin", b"%d" % i, partition=0)
+        assert plain.flush(30) == 0
+        consumer = KafkaConsumer(
+            "kin", **cluster.client_config(kafka_python=True), group_id="kctp", enable_auto_commit=False,
+            auto_offset_reset="earliest", isolation_level="read_committed",
+        )  # fmt: skip
+        p = KafkaProducer(**cluster.client_config(kafka_python=True), transactional_id="kctp-1")
+        try:
+            p.init_transactions()
+            got: list[Any] = []
+            deadline = time.monotonic() + 60
+            while len(got) < 6:
+                assert time.monotonic() < deadline, got
+                for records in consumer.poll(500).values():
+                    got += records
+            p.begin_transaction()
+            for r in got:
+                p.send("kout", b"k" + r.value, partition=0)
+            tp = KpTopicPartition("kin", 0)
+            p.send_offsets_to_transaction({tp: OffsetAndMetadata(6, "", -1)}, consumer.group_metadata())
+            p.commit_transaction()
+            assert consumer.committed(tp) == 6
+        finally:
+            p.close()
+            consumer.close()
+        assert consume(cluster, "kout", "read_committed") == [b"k%d" % i for i in range(6)]
 
 
 def test_kafka_python_transactional_producer_commits_and_aborts() -> None:
