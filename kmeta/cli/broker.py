@@ -136,6 +136,20 @@ _DEFAULT_RETENTION_MINUTES = 7 * 24 * 60
     "leaves the ISR (the leader asks the controller by AlterPartition).",
 )
 @click.option(
+    "--transaction-max-timeout-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["transaction_max_timeout_ms"],
+    show_default=True,
+    help="transaction.max.timeout.ms: the longest transaction timeout a producer may ask for.",
+)
+@click.option(
+    "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["transaction_abort_timed_out_transaction_cleanup_interval_ms"],
+    show_default=True,
+    help="How often the transaction coordinator aborts transactions past their timeout.",
+)
+@click.option(
     "--offsets-retention-minutes",
     type=click.FloatRange(min=0, min_open=True),
     default=_DEFAULT_RETENTION_MINUTES,
@@ -231,6 +245,10 @@ def broker_command(
             offsets_retention_check_interval_ms=offsets_retention_check_interval_ms,
             offset_metadata_max_bytes=offset_metadata_max_bytes,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
+            transaction_max_timeout_ms=options.pop("transaction_max_timeout_ms"),
+            transaction_abort_timed_out_transaction_cleanup_interval_ms=options.pop(
+                "transaction_abort_timed_out_transaction_cleanup_interval_ms"
+            ),
             **topic_default_fields(options),
             **internal_topic_fields(options),
             **group_fields(options),
