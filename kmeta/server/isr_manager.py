@@ -13,6 +13,12 @@ PendingShrinkIsr / PendingExpandIsr: one in flight per partition; the high water
 a replica being added, and still the one being dropped). The ISR changes here only when the
 controller's answer (or the LeaderAndIsr that follows it) says so; an error clears the
 pending change and the next check proposes again. Without a controller nothing is proposed.
+
+Each outcome is an ``isr_change`` line in the broker's state-change log (when it has one), one
+per partition, as Kafka's Partition logs "ISR updated to ..." / "Failed to alter partition":
+what was asked (``name`` Shrink or Expand), the ISR before and after (the one asked for when
+refused), the partition epoch, the error (REQUEST_TIMED_OUT when the controller never
+answered) and how long the AlterPartition took. ``kmeta pipeline analyze`` summarises them.
 """
 
 from __future__ import annotations
@@ -21,9 +27,10 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from kmeta.net.state_change_log import StateChangeLog
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, UnsupportedVersionError
 from kmeta.protocol.messages import alter_partition as ap
@@ -51,6 +58,9 @@ class Proposal(NamedTuple):
     new_isr: tuple[int, ...]
     leader_epoch: int
     partition_epoch: int
+    #: the ISR it changes, and when it was proposed (monotonic s), for the state-change log
+    isr: tuple[int, ...]
+    proposed_s: float
 
 
 class IsrManager:
@@ -67,6 +77,8 @@ class IsrManager:
         #: ISR changes the controller accepted (Kafka's IsrShrinksPerSec / IsrExpandsPerSec)
         self.shrinks = 0
         self.expands = 0
+        #: the broker's state-change log (the broker state sets it; None: not written)
+        self.state_log: StateChangeLog | None = None
 
     def start(self) -> None:
         try:
@@ -115,7 +127,9 @@ class IsrManager:
         if state is None or self.channel() is None or time.monotonic() < self._quiet_until:
             return
         partition.pending_isr = new_isr
-        self._queued[partition.key] = Proposal(partition, new_isr, state.leader_epoch, state.partition_epoch)
+        self._queued[partition.key] = Proposal(
+            partition, new_isr, state.leader_epoch, state.partition_epoch, tuple(state.isr), time.monotonic()
+        )
         if not self._flushing:  # (every proposal of this loop turn in one request)
             self._flushing = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -168,11 +182,16 @@ class IsrManager:
         except (ForwardTimedOut, UnsupportedVersionError, *NET_ERRORS) as exc:
             log.warning("AlterPartition for %d partitions not answered: %r", len(batch), exc)
             self._quiet_until = time.monotonic() + RETRY_BACKOFF_S
-            self._clear(batch)
+            unanswered = (
+                ErrorCode.UNSUPPORTED_VERSION
+                if isinstance(exc, UnsupportedVersionError)
+                else ErrorCode.REQUEST_TIMED_OUT
+            )
+            self._clear(batch, unanswered)
             return
         if response.error_code != ErrorCode.NONE:
             log.warning("AlterPartition refused: %s", ErrorCode(response.error_code).name)
-            self._clear(batch)
+            self._clear(batch, ErrorCode(response.error_code))
             return
         names = {i: n for n, i in self.rm.cache.snapshot.topic_ids.items()}
         answered: set[Key] = set()
@@ -184,19 +203,46 @@ class IsrManager:
                 if proposal is not None:
                     answered.add(key)
                     self._apply(proposal, p)
-        self._clear({k: v for k, v in batch.items() if k not in answered})
+        self._clear({k: v for k, v in batch.items() if k not in answered}, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
-    @staticmethod
-    def _clear(batch: dict[Key, Proposal]) -> None:
+    def _clear(self, batch: dict[Key, Proposal], error: ErrorCode) -> None:
+        """Proposals that got no answer of their own (``error`` says why): pending no more."""
         for p in batch.values():
             if p.partition.pending_isr == p.new_isr:
                 p.partition.pending_isr = None
+            self._log(p, p.new_isr, p.partition_epoch, error)
+        self._flush_log()
+
+    def _log(self, proposal: Proposal, isr: Sequence[int], partition_epoch: int, error: int) -> None:
+        """One ``isr_change`` line: the proposal's outcome (``isr`` as committed, or as asked)."""
+        if self.state_log is None:
+            return
+        self.state_log.write(
+            "isr_change",
+            name="Shrink" if len(proposal.new_isr) < len(proposal.isr) else "Expand",
+            topic=proposal.partition.topic,
+            partition=proposal.partition.index,
+            isr=list(proposal.isr),
+            new_isr=list(isr),
+            leader_epoch=proposal.leader_epoch,
+            partition_epoch=partition_epoch,
+            error_code=int(error),
+            alter_ms=round((time.monotonic() - proposal.proposed_s) * 1000.0, 3),
+        )
+
+    def _flush_log(self) -> None:
+        if self.state_log is not None:
+            self.state_log.flush()
 
     def _apply(self, proposal: Proposal, answer: ap.PartitionDataResponse) -> None:
         """``Partition.handleAlterPartitionUpdate``: the committed ISR becomes ours when it
         is newer than what we hold; an error leaves ours (the LeaderAndIsr that follows the
         change someone else made brings the news)."""
         partition = proposal.partition
+        if answer.error_code != ErrorCode.NONE:
+            self._log(proposal, proposal.new_isr, proposal.partition_epoch, answer.error_code)
+        elif answer.partition_epoch > proposal.partition_epoch:  # (committed, whatever we hold)
+            self._log(proposal, answer.isr, answer.partition_epoch, ErrorCode.NONE)
         if partition.pending_isr != proposal.new_isr:
             return  # (a LeaderAndIsr came meanwhile)
         partition.pending_isr = None
