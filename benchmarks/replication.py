@@ -12,7 +12,8 @@ moves absolute figures, much less a ratio measured within minutes). The issue's 
 * ``throughput_mb_s``: a real producer (confluent-kafka, librdkafka) in a process of its own
   sends ``--mb`` MiB of ``--record-bytes`` records (``linger.ms`` 5, ``batch.size`` 1 MiB, no
   compression, idempotence off), from the first ``produce()`` to the end of ``flush()`` (every
-  record acknowledged). acks=all ÷ acks=1 >= 0.5.
+  record acknowledged). Each repeat runs acks=1, acks=all, acks=1, acks=all and takes each
+  one's better run as its peak (the other's load moves both alike). acks=all ÷ acks=1 >= 0.5.
 * ``ack_ms``: a producer at half the acks=1 peak rate (records/s, the same rate for both) for
   ``--latency-s`` s, each value carrying its send time: produce() -> delivery report, p50 /
   p99. The acks=all p99 <= 2x the acks=1 p99. Half the acks=1 peak is most of the acks=all
@@ -241,8 +242,11 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         view = cluster.metadata(1)
         leaders = {p: view.leader(TOPIC, p) for p in range(PARTITIONS)}
         for _ in range(a.repeat):
-            one = throughput(bootstrap, "1", a)
-            every = throughput(bootstrap, "all", a)
+            runs = [(acks, throughput(bootstrap, acks, a)) for _ in range(2) for acks in ("1", "all")]
+            one = max((r for acks, r in runs if acks == "1"), key=lambda r: r["mb_s"])
+            every = max((r for acks, r in runs if acks == "all"), key=lambda r: r["mb_s"])
+            one["runs_mb_s"] = [r["mb_s"] for acks, r in runs if acks == "1"]
+            every["runs_mb_s"] = [r["mb_s"] for acks, r in runs if acks == "all"]
             rate = one["records_s"] / 2
             lat_one = latency(cluster, leaders, "1", rate, a)
             lat_all = latency(cluster, leaders, "all", rate, a)
