@@ -66,5 +66,7 @@ def test_alter_partition_bench_times_the_controller_loop_alone() -> None:
         assert (burst["partitions"], burst["requests"]) == (300, 2)  # (one per leader but 3)
         assert len(burst["event_process_ms"]) == 2
         assert min(burst["event_process_ms"]) > 0
+        assert len(burst["event_cpu_ms"]) == 2
+        assert 0 < max(burst["event_cpu_ms"]) <= burst["loop_held_max_cpu_ms"] + 1
         assert burst["slowest_answer_ms"] > 0
         assert burst["loop_held_max_ms"] >= burst["loop_held_max_cpu_ms"] - 0.5  # (CPU <= wall)
