@@ -29,6 +29,8 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages.update_metadata import KmetaScramCredential
 from kmeta.server.config import BrokerConfig
 from kmeta.server.control_order import ControlOrder
+from kmeta.server.coordinator.coordinators import Coordinators
+from kmeta.server.producer_id_manager import ProducerIdManager
 from kmeta.server.replica_manager import ReplicaManager
 from kmeta.server.replica_states import FOLLOWER as FOLLOWER
 from kmeta.server.replica_states import LEADER as LEADER
@@ -55,6 +57,19 @@ class BrokerState:
         self.replica_manager.broker_epoch_of = lambda: self.broker_epoch
         #: ISR changes go to the controller over the link's forwarding connection
         self.replica_manager.isr.channel = lambda: (
+            None if self.controller_link is None else self.controller_link.forwarding
+        )
+        #: the group and transaction coordinator runtimes (kmeta.server.coordinator): shards
+        #: of the internal topics' partitions this broker leads
+        self.coordinators = Coordinators(
+            config, self.replica_manager, self.cache,
+            lambda: None if self.controller_link is None else self.controller_link.forward,
+        )  # fmt: skip
+        self.coordinators.install()
+        #: producer ids (InitProducerId, the transaction coordinator), from blocks the
+        #: controller hands out over the link's forwarding connection
+        self.producer_ids = ProducerIdManager(config.broker_id, lambda: self.broker_epoch)
+        self.producer_ids.channel = lambda: (
             None if self.controller_link is None else self.controller_link.forwarding
         )
         #: error name -> partitions of Produce requests answered with it (NONE: acknowledged)
@@ -113,9 +128,11 @@ class BrokerState:
     def topic_replicas_changed(self, topic: str) -> None:
         """A LeaderAndIsr applied ``topic``'s partition states (the replica manager follows)."""
         self.replica_manager.topic_replicas_changed(topic)
+        self.coordinators.topic_replicas_changed(topic)
 
     def replica_stopped(self, topic: str, partition: int, delete: bool) -> None:
         """StopReplica dropped a replica's state (``delete``: its log goes too)."""
+        self.coordinators.topic_replicas_changed(topic)
         self.replica_manager.stop_replica(topic, partition, delete)
 
     def metadata_applied(self, full: bool) -> None:
@@ -126,6 +143,8 @@ class BrokerState:
                 self.on_full_metadata()
 
     def close(self) -> None:
+        self.coordinators.close()
+        self.producer_ids.close()
         if self.state_log is not None:
             self.state_log.close()
 
