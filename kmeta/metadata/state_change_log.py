@@ -46,10 +46,11 @@ FIELDS: Final[dict[str, FieldType]] = {
     "controller_id": "int",
     "snapshot_version": "long",
     "apply_ms": "double",
-    # broker "isr_change": one partition's AlterPartition outcome on its leader (name Shrink or
-    # Expand; error_code 0: committed, new_isr as the controller answered; else new_isr asked)
+    # broker "isr_change": the outcome of one AlterPartition on its leader for the partitions
+    # of one topic that had the same change (name Shrink or Expand; error_code 0: committed,
+    # new_isr as the controller answered; else new_isr as asked)
     "topic": "string",
-    "partition": "int",
+    "partition_indexes": "array<int>",
     "isr": "array<int>",
     "new_isr": "array<int>",
     "leader_epoch": "int",
@@ -60,12 +61,12 @@ COMMON_FIELDS: Final = ("ts_ms", "component", "node_id", "controller_epoch", "ev
 #: the fields each kind of line needs (besides the common ones) to be joined up: a controller
 #: request's lines by (target_broker, controller_epoch, correlation_id), its batch by update_id,
 #: a broker's apply to the send by (node_id, controller_epoch, correlation_id), a broker's ISR
-#: change to the partition's others by (topic, partition) and its members
+#: change to its partitions' other changes by (topic, partition index) and the members
 JOIN_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "send": ("target_broker", "correlation_id", "update_id"),
     "enqueue": ("target_broker", "correlation_id", "update_id"),
     "ack": ("target_broker", "correlation_id", "update_id"),
     "event": ("update_id",),
     "apply": ("correlation_id",),
-    "isr_change": ("name", "topic", "partition", "isr", "new_isr", "error_code"),
+    "isr_change": ("name", "topic", "partition_indexes", "isr", "new_isr", "error_code"),
 }

@@ -1,11 +1,12 @@
 """Transforms for ``analyze``: the ISR's changes, from the leaders' ``isr_change`` lines.
 
-A partition's leader writes one ``isr_change`` line per AlterPartition outcome
-(docs/state-change-log.md): committed (``error_code`` 0, ``new_isr`` as the controller answered)
-or refused (the error, ``new_isr`` as asked). The controller's ``isr`` lines count what each
+A partition's leader writes an ``isr_change`` line per AlterPartition outcome for the partitions
+of a topic that had the same change (docs/state-change-log.md): committed (``error_code`` 0,
+``new_isr`` as the controller answered) or refused (the error, ``new_isr`` as asked). The controller's ``isr`` lines count what each
 AlterPartition committed; they are the cross-check of the leaders' count.
 
-* change: one leader line, with the replicas it ``removed`` from the ISR and ``added`` to it.
+* change: one partition of a leader line, with the replicas it ``removed`` from the ISR and
+  ``added`` to it.
   A committed change that removes a replica is a shrink, one that adds one an expansion
   (Kafka's IsrShrinksPerSec / IsrExpandsPerSec count partitions the same way: a change may
   be both).
@@ -41,7 +42,8 @@ def changes(events: DataFrame) -> DataFrame:
         "ts_ms",
         F.col("node_id").alias("leader"),
         "controller_epoch",
-        *_PARTITION,
+        "topic",
+        F.explode("partition_indexes").alias("partition"),
         "name",
         "isr",
         "new_isr",

@@ -23,19 +23,20 @@ pytestmark = pytest.mark.spark
 T0 = 1_700_000_000_000.0
 LOG_END = T0 + 5000
 
-#: (ms after T0, leader, partition, name, isr, new isr, error): t-0 led by broker 1 loses 3
-#: for 1 s, then 2 for good; t-1 led by broker 2 is refused twice, loses 3 for 1.2 s
+#: (ms after T0, leader, partitions, name, isr, new isr, error): t-0 led by broker 1 loses 3
+#: for 1 s, then 2 for good; t-2 (same leader, in the same line) loses 3 for good; t-1 led by
+#: broker 2 is refused twice, loses 3 for 1.2 s
 CHANGES = [
-    (0, 1, 0, "Shrink", [1, 2, 3], [1, 2], 0),
-    (500, 2, 1, "Shrink", [2, 1, 3], [2, 1], 95),  # INVALID_UPDATE_VERSION
-    (600, 2, 1, "Shrink", [2, 1, 3], [2, 1], 0),
-    (800, 2, 1, "Expand", [2, 1], [2, 1, 3], 7),  # REQUEST_TIMED_OUT (never answered)
-    (1000, 1, 0, "Expand", [1, 2], [1, 2, 3], 0),
-    (1800, 2, 1, "Expand", [2, 1], [2, 1, 3], 0),
-    (2000, 1, 0, "Shrink", [1, 2, 3], [1, 3], 0),
+    (0, 1, [0, 2], "Shrink", [1, 2, 3], [1, 2], 0),
+    (500, 2, [1], "Shrink", [2, 1, 3], [2, 1], 95),  # INVALID_UPDATE_VERSION
+    (600, 2, [1], "Shrink", [2, 1, 3], [2, 1], 0),
+    (800, 2, [1], "Expand", [2, 1], [2, 1, 3], 7),  # REQUEST_TIMED_OUT (never answered)
+    (1000, 1, [0], "Expand", [1, 2], [1, 2, 3], 0),
+    (1800, 2, [1], "Expand", [2, 1], [2, 1, 3], 0),
+    (2000, 1, [0], "Shrink", [1, 2, 3], [1, 3], 0),
 ]
 #: the controller's isr lines: (ms after T0, sender, shrinks, expands)
-COMMITS = [(0, 1, 1, 0), (600, 2, 1, 0), (1000, 1, 0, 1), (1800, 2, 0, 1), (2000, 1, 1, 0)]
+COMMITS = [(0, 1, 2, 0), (600, 2, 1, 0), (1000, 1, 0, 1), (1800, 2, 0, 1), (2000, 1, 1, 0)]
 
 
 #: the time each line written should carry, per file, in order
@@ -60,13 +61,13 @@ def write_isr_logs(directory: Path) -> None:
     controller = StateChangeLog(directory / "controller.log", 100, component="controller")
     for log in (*brokers.values(), controller):
         log.controller_epoch = 4
-    for at, leader, partition, name, before, after, error in CHANGES:
-        _write(brokers[leader], at, "isr_change", name=name, topic="t", partition=partition,
+    for at, leader, indexes, name, before, after, error in CHANGES:
+        _write(brokers[leader], at, "isr_change", name=name, topic="t", partition_indexes=indexes,
                isr=before, new_isr=after, leader_epoch=2, partition_epoch=at // 100,
                error_code=error, alter_ms=3.5 if error != 7 else 10_000.0)  # fmt: skip
     for at, sender, shrinks, expands in COMMITS:
         _write(controller, at, "isr", name="AlterPartition", target_broker=sender, topics=["t"],
-               partitions=1, isr_shrinks=shrinks, isr_expands=expands)  # fmt: skip
+               partitions=shrinks + expands, isr_shrinks=shrinks, isr_expands=expands)  # fmt: skip
     # the last line of the logs (its time is the end of the logs)
     _write(controller, LOG_END - T0, "event", name="BrokerChange", queue_ms=0.1, process_ms=0.2, update_id=9)
     for log in (*brokers.values(), controller):
@@ -99,6 +100,7 @@ def test_times_out_of_the_isr_pair_each_removal_with_the_rejoin(tables: Any) -> 
             Row(topic="t", partition=0, replica=3, leader=1, out_ms=1000.0, rejoined=True, still_out=False),
             Row(topic="t", partition=0, replica=2, leader=1, out_ms=3000.0, rejoined=False, still_out=True),
             Row(topic="t", partition=1, replica=3, leader=2, out_ms=1200.0, rejoined=True, still_out=False),
+            Row(topic="t", partition=2, replica=3, leader=1, out_ms=5000.0, rejoined=False, still_out=True),
         ],
     )
 
@@ -110,6 +112,7 @@ def test_shrinks_expands_and_refusals_per_partition_and_broker(tables: Any) -> N
             "partition", "shrinks", "expands", "refused", "leaders", "out_of_isr_ms", "replicas_still_out"
         ),
         [
+            Row(partition=2, shrinks=1, expands=0, refused=0, leaders=[1], out_of_isr_ms=5000.0, replicas_still_out=[3]),
             Row(partition=0, shrinks=2, expands=1, refused=0, leaders=[1], out_of_isr_ms=4000.0, replicas_still_out=[2]),
             Row(partition=1, shrinks=1, expands=1, refused=2, leaders=[2], out_of_isr_ms=1200.0, replicas_still_out=[]),
         ],
@@ -121,11 +124,11 @@ def test_shrinks_expands_and_refusals_per_partition_and_broker(tables: Any) -> N
             "out_of_isr_ms", "out_of_isr_max_ms",
         ),
         [
+            Row(broker=3, shrinks=0, expands=0, refused=0, times_out=3, rejoined=2, still_out=1,
+                out_of_isr_ms=7200.0, out_of_isr_max_ms=5000.0),
             Row(broker=2, shrinks=1, expands=1, refused=2, times_out=1, rejoined=0, still_out=1,
                 out_of_isr_ms=3000.0, out_of_isr_max_ms=3000.0),
-            Row(broker=3, shrinks=0, expands=0, refused=0, times_out=2, rejoined=2, still_out=0,
-                out_of_isr_ms=2200.0, out_of_isr_max_ms=1200.0),
-            Row(broker=1, shrinks=2, expands=1, refused=0, times_out=0, rejoined=0, still_out=0,
+            Row(broker=1, shrinks=3, expands=1, refused=0, times_out=0, rejoined=0, still_out=0,
                 out_of_isr_ms=0.0, out_of_isr_max_ms=None),
         ],
         checkRowOrder=True,
@@ -135,23 +138,23 @@ def test_shrinks_expands_and_refusals_per_partition_and_broker(tables: Any) -> N
 def test_summary_counts_both_sides_and_the_report_says_it(spark: Any, logs: Path, tmp_path: Path) -> None:
     summary = run_analyze(spark, AnalyzeConfig(logs=str(logs), out=str(tmp_path / "out"), format="json"))
     s = summary["isr"]
-    assert (s["changes"], s["shrinks"], s["expands"], s["refused"]) == (7, 3, 2, 2)
+    assert (s["changes"], s["shrinks"], s["expands"], s["refused"]) == (8, 4, 2, 2)
     assert s["refused_by_error"] == {"INVALID_UPDATE_VERSION": 1, "REQUEST_TIMED_OUT": 1}
-    assert s["partitions_changed"] == 2
-    assert s["controller"] == {"alter_partitions": 5, "isr_shrinks": 3, "isr_expands": 2}
+    assert s["partitions_changed"] == 3
+    assert s["controller"] == {"alter_partitions": 5, "isr_shrinks": 4, "isr_expands": 2}
     out = s["out_of_isr_ms"]
-    assert (out["samples"], out["p50"], out["max"], out["total"]) == (3, 1200.0, 3000.0, 5200.0)
-    assert out["p95"] is None  # (3 samples: a p95 would only be the maximum)
-    assert (s["rejoined"], s["replicas_still_out"]) == (2, 1)
-    assert [b["broker"] for b in summary["isr_brokers"]] == [2, 3, 1]
+    assert (out["samples"], out["p50"], out["max"], out["total"]) == (4, 2100.0, 5000.0, 10200.0)
+    assert out["p95"] is None  # (4 samples: a p95 would only be the maximum)
+    assert (s["rejoined"], s["replicas_still_out"]) == (2, 2)
+    assert [b["broker"] for b in summary["isr_brokers"]] == [3, 2, 1]
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## ISR changes" in report
-    assert "3 shrink(s), 2 expansion(s) committed over 2 partition(s); 2 refused" in report
-    assert "the controller committed 5 AlterPartition(s): 3 shrink(s), 2 expansion(s)" in report
+    assert "4 shrink(s), 2 expansion(s) committed over 3 partition(s); 2 refused" in report
+    assert "the controller committed 5 AlterPartition(s): 4 shrink(s), 2 expansion(s)" in report
     for table in ("isr_changes", "out_of_isr", "isr_partitions", "isr_brokers"):
         assert list((tmp_path / "out" / table).glob("part-*")), table
     saved = [json.loads(line) for p in (tmp_path / "out" / "out_of_isr").glob("part-*") for line in p.read_text().splitlines()]
-    assert sorted(r["out_ms"] for r in saved) == [1000.0, 1200.0, 3000.0]
+    assert sorted(r["out_ms"] for r in saved) == [1000.0, 1200.0, 3000.0, 5000.0]
 
 
 def test_logs_without_isr_lines_say_so(spark: Any, tmp_path: Path) -> None:
