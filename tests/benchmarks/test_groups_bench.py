@@ -48,3 +48,14 @@ def test_groups_scenario_times_rebalances_and_commits_beside_the_mock(tmp_path: 
     assert ratios["rebalance_2_kmeta_over_mock"] > 0
     assert ratios["rebalance_3_kmeta_over_mock"] > 0
     assert ratios["commits_s_kmeta_over_mock"] > 0
+    report = tmp_path / "report.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kmeta", "bench", "report", str(out), "--out", str(report)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = report.read_text()
+    assert "## Consumer groups: rebalance time and offset commits" in text
+    assert "| rebalance, 3 members: last join -> all assigned (ms, median of 1) |" in text
+    assert "| sync offset commits/s, 2 members |" in text
+    assert (tmp_path / "benchmarks" / "charts" / "groups.png").is_file()
