@@ -138,6 +138,7 @@ class Feed:
         self.stop.set()
         self.thread.join(30)
         assert self.producer.flush(60) == 0
+        del self.producer  # (destroyed now, not after the cluster it would keep calling)
 
 
 class Group:
