@@ -1,5 +1,5 @@
 """Metadata drives a classic group's rebalances (issue 31, point 5), with confluent-kafka
-members: partitions added to a subscribed topic (CreatePartitions) and a topic matching a regex
+members (and a kafka-python one for the pattern): partitions added to a subscribed topic (CreatePartitions) and a topic matching a regex
 subscription created or deleted. In the classic protocol the coordinator knows nothing of
 subscriptions; the members see the change in their Metadata refresh
 (``topic.metadata.refresh.interval.ms``, set low here), rejoin, and the leader's assignment
@@ -9,6 +9,7 @@ what joined, so the new partitions are not only assigned but served."""
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -153,3 +154,43 @@ def test_a_regex_subscription_takes_in_a_created_topic_and_lets_go_of_a_deleted_
     finally:
         for m in members:
             m.consumer.close()
+
+
+def test_kafka_python_pattern_subscription_follows_topics_created_and_deleted(
+    cluster: Cluster,
+) -> None:
+    """The same with kafka-python's KafkaConsumer (its own Metadata refresh,
+    ``metadata_max_age_ms``, and its own leader-side assignor)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import KafkaConsumer
+
+    cluster.create_topic("ledger-a", 2, 1)
+    kc = KafkaConsumer(
+        group_id="kp-pattern", enable_auto_commit=False, auto_offset_reset="earliest",
+        session_timeout_ms=6000, heartbeat_interval_ms=300, metadata_max_age_ms=500,
+        **cluster.client_config(kafka_python=True),
+    )  # fmt: skip
+    kc.subscribe(pattern="^ledger-.*")
+
+    def assigned_becomes(expected: Parts) -> None:
+        deadline = time.monotonic() + SETTLE_S
+        while {(tp.topic, tp.partition) for tp in kc.assignment()} != expected:
+            assert time.monotonic() < deadline, kc.assignment()
+            kc.poll(timeout_ms=100)
+
+    try:
+        assigned_becomes(every("ledger-a", 2))
+        cluster.create_topic("ledger-b", 3, 1)
+        assigned_becomes(every("ledger-a", 2) | every("ledger-b", 3))
+        sent = produce(cluster, every("ledger-b", 3), b"kp")
+        seen: dict[tuple[str, int], set[bytes]] = {}
+        deadline = time.monotonic() + SETTLE_S
+        while seen != sent:
+            assert time.monotonic() < deadline, seen.keys()
+            for tp, records in kc.poll(timeout_ms=100).items():
+                seen.setdefault((tp.topic, tp.partition), set()).update(r.value for r in records)
+        cluster.delete_topic("ledger-a")
+        assigned_becomes(every("ledger-b", 3))
+    finally:
+        kc.close()
