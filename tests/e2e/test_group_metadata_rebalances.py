@@ -1,10 +1,10 @@
 """Metadata drives a classic group's rebalances (issue 31, point 5), with confluent-kafka
-members (and a kafka-python one for the pattern): partitions added to a subscribed topic (CreatePartitions) and a topic matching a regex
-subscription created or deleted. In the classic protocol the coordinator knows nothing of
-subscriptions; the members see the change in their Metadata refresh
-(``topic.metadata.refresh.interval.ms``, set low here), rejoin, and the leader's assignment
-takes the new partitions in (or leaves the deleted topic out). Each test also consumes from
-what joined, so the new partitions are not only assigned but served."""
+members (and a kafka-python one for a pattern): partitions added to a subscribed topic
+(CreatePartitions) and a topic matching a regex subscription created or deleted. In the
+classic protocol the coordinator knows nothing of subscriptions; the members see the change in
+their Metadata refresh (``topic.metadata.refresh.interval.ms``, set low here), rejoin, and the
+leader's assignment takes the new partitions in (or leaves the deleted topic out). Each test
+also consumes from what joined, so the new partitions are not only assigned but served."""
 
 from __future__ import annotations
 
