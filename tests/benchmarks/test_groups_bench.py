@@ -59,3 +59,15 @@ def test_groups_scenario_times_rebalances_and_commits_beside_the_mock(tmp_path: 
     assert "| rebalance, 3 members: last join -> all assigned (ms, median of 1) |" in text
     assert "| sync offset commits/s, 2 members |" in text
     assert (tmp_path / "benchmarks" / "charts" / "groups.png").is_file()
+
+
+def test_groups_scenario_is_bounded_in_time() -> None:
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "groups.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--members", "3", "--rounds", "1", "--no-peer",
+         "--time-limit-s", "0.5"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    error = json.loads(proc.stdout.strip().splitlines()[-1])["error"]
+    assert error.startswith("timed out: --time-limit-s reached during: "), error
