@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from fuzz.coordinator_seeds import SESSION_MS, coordinator_frames
 from fuzz.data_plane_seeds import data_plane_frames, seed_leader_and_isr
 from kmeta.net.connection import api_of_instance
 from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
@@ -37,9 +38,11 @@ from kmeta.protocol.header import (
 )
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import fetch as fe
+from kmeta.protocol.messages import join_group as jg
 from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import produce as pr
+from kmeta.protocol.messages import sync_group as sg
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.server.config import BrokerConfig, ListenerSpec
 from kmeta.server.handlers import build_registry
@@ -47,6 +50,8 @@ from kmeta.server.state import BrokerState
 
 PLAINTEXT, CONTROL = "PLAINTEXT", "CONTROL"
 SEED_TOPIC = "fuzz-seed"
+#: the coordinators' topics, one partition each, led by the seeded broker (in memory only)
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 #: small enough that "giant" declared sizes are refused from the prefix, as in production
 MAX_FRAME_SIZE = 1 << 20
 
@@ -114,8 +119,9 @@ def encode_request(request: Any, correlation_id: int, client_id: str = "fuzz") -
     return frame(out)
 
 
-def seed_update_metadata(broker_id: int = 1) -> Any:
-    """What the controller would push: this broker alive, one topic of two partitions."""
+def seed_update_metadata(broker_id: int = 1, internal: bool = False) -> Any:
+    """What the controller would push: this broker alive, one topic of two partitions (and
+    ``internal``: the coordinators' topics of one partition each)."""
     brokers = (
         um.UpdateMetadataBroker(
             id=broker_id,
@@ -129,13 +135,17 @@ def seed_update_metadata(broker_id: int = 1) -> Any:
         )
         for p in range(2)
     )  # fmt: skip
-    topic = um.UpdateMetadataTopicState(
+    topics = [um.UpdateMetadataTopicState(
         topic_name=SEED_TOPIC, topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, SEED_TOPIC),
         partition_states=parts,
-    )  # fmt: skip
+    )]  # fmt: skip
+    for name in INTERNAL_TOPICS if internal else ():
+        topics.append(um.UpdateMetadataTopicState(
+            topic_name=name, topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, name), partition_states=parts[:1],
+        ))  # fmt: skip
     return um.UpdateMetadataRequest(
         version=8, controller_id=3000, controller_epoch=1, broker_epoch=-1,
-        topic_states=(topic,), live_brokers=brokers,
+        topic_states=tuple(topics), live_brokers=brokers,
     )  # fmt: skip
 
 
@@ -144,9 +154,30 @@ def _health_request() -> bytes:
     return encode_request(req, 7)
 
 
-_SEED = encode_request(seed_update_metadata(), 1)
-_SEED_LEADERS = encode_request(seed_leader_and_isr(SEED_TOPIC), 2)
+def _internal_leaders() -> Any:
+    """The seeded broker leads partition 0 of each coordinator topic."""
+    request = seed_leader_and_isr(SEED_TOPIC)
+    states = tuple(
+        seed_leader_and_isr(name).topic_states[0]._replace(
+            partition_states=seed_leader_and_isr(name).topic_states[0].partition_states[:1]
+        )
+        for name in INTERNAL_TOPICS
+    )
+    return request._replace(topic_states=request.topic_states + states)
+
+
+_SEED = encode_request(seed_update_metadata(internal=True), 1)
+_SEED_LEADERS = encode_request(_internal_leaders(), 2)
 _HEALTH = _health_request()
+
+
+async def _coordinators_loaded(state: BrokerState, timeout_s: float = 10.0) -> None:
+    runtimes = (state.coordinators.groups, state.coordinators.transactions)
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while any(r.shard_or_error(0)[0] is None for r in runtimes):
+        if asyncio.get_running_loop().time() > deadline:
+            raise RuntimeError("the coordinator shards did not load")
+        await asyncio.sleep(0.01)
 
 
 class RequestPath:
@@ -170,7 +201,15 @@ class RequestPath:
     # -- states ---------------------------------------------------------------------------------
     def _config(self) -> BrokerConfig:
         listeners = (ListenerSpec(PLAINTEXT, "127.0.0.1", 0), ListenerSpec(CONTROL, "127.0.0.1", 0))
-        return BrokerConfig(broker_id=1, listeners=listeners, cluster_id="kmeta-fuzz")
+        return BrokerConfig(
+            broker_id=1, listeners=listeners, cluster_id="kmeta-fuzz",
+            # one partition per coordinator topic, led here; joins that complete within the
+            # settle time (no initial delay, the seeds' short session timeouts are valid)
+            offsets_topic_num_partitions=1, offsets_topic_replication_factor=1,
+            transaction_state_log_num_partitions=1, transaction_state_log_replication_factor=1,
+            transaction_state_log_min_isr=1, group_initial_rebalance_delay_ms=0,
+            group_min_session_timeout_ms=SESSION_MS,
+        )  # fmt: skip
 
     def _seeded_state(self) -> BrokerState:
         state = BrokerState(self._config())
@@ -181,6 +220,7 @@ class RequestPath:
         self.loop.run_until_complete(self._run(state, True, _SEED_LEADERS, len(_SEED_LEADERS)))
         if (SEED_TOPIC, 0) not in state.replicas:
             raise RuntimeError("the seed LeaderAndIsr was not applied")
+        self.loop.run_until_complete(_coordinators_loaded(state))
         return state
 
     # -- one input ------------------------------------------------------------------------------
@@ -217,7 +257,7 @@ class RequestPath:
             waiting = False  # (a Fetch that rightly waits longer: its answer and later ones)
             while conn.in_flight and not transport.closed:
                 if self.loop.time() > deadline:
-                    if not _may_wait(data, int(self.settle_s * 1000)):
+                    if not _may_wait(data, int(self.settle_s * 1000), state):
                         raise RequestPathFailure(f"{conn.in_flight} requests still pending (hang)")
                     waiting = True
                     break
@@ -262,10 +302,11 @@ def _answered(frame_: bytes) -> bool:
         return True
 
 
-def _may_wait(data: bytes, settle_ms: int) -> bool:
+def _may_wait(data: bytes, settle_ms: int, state: BrokerState) -> bool:
     """Whether a request in ``data`` may rightly stay pending past the settle time: a Fetch
     asking for bytes (min_bytes > 0) and to wait longer than that for them (max_wait_ms), as
-    Kafka's delayed fetch waits."""
+    Kafka's delayed fetch waits; a JoinGroup or SyncGroup of a group whose rebalance may take
+    longer (its own or a member's rebalance timeout), as Kafka's delayed join and sync wait."""
     for frame_ in _request_frames(data):
         try:
             header, pos = decode_request_header(frame_)
@@ -273,9 +314,26 @@ def _may_wait(data: bytes, settle_ms: int) -> bool:
                 fetch = fe.REQUEST.decode(frame_, header.api_version, pos)
                 if fetch.max_wait_ms > settle_ms and fetch.min_bytes > 0:
                     return True
+            elif header.api_key == jg.API.key:
+                join = jg.REQUEST.decode(frame_, header.api_version, pos)
+                own = max(join.rebalance_timeout_ms, join.session_timeout_ms)
+                if max(own, _rebalance_ms(state, join.group_id)) > settle_ms:
+                    return True
+            elif header.api_key == sg.API.key:
+                sync = sg.REQUEST.decode(frame_, header.api_version, pos)
+                if _rebalance_ms(state, sync.group_id) > settle_ms:
+                    return True
         except Exception:
             continue  # (one that does not decode closes the connection)
     return False
+
+
+def _rebalance_ms(state: BrokerState, group_id: str) -> int:
+    """The longest rebalance timeout of ``group_id``'s members (0: no such classic group)."""
+    shard, _ = state.coordinators.groups.shard_or_error(0)
+    group = None if shard is None else shard.groups.group_or_none(group_id)
+    members = getattr(group, "members", None) or {}
+    return max((m.rebalance_timeout_ms for m in members.values()), default=0)
 
 
 def _check_answers(data: bytes, written: bytes, closed: bool) -> int:
@@ -357,3 +415,4 @@ def valid_requests() -> Iterator[tuple[str, bool, bytes]]:
     )  # fmt: skip
     yield "create-topics-v7", False, encode_request(create, 5)
     yield from data_plane_frames(SEED_TOPIC, encode_request)
+    yield from coordinator_frames(SEED_TOPIC, encode_request)
