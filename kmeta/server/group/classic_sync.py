@@ -106,6 +106,9 @@ class ClassicSync:
         for member in group.members.values():
             member.assignment = assignments.get(member.member_id, b"")
             member.answer_sync(SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment))
+            # (Kafka's propagateAssignment: every session runs from here, as a member whose
+            # session ran out while it awaited the assignment was kept alive)
+            self.rebalancer.schedule_heartbeat(group, member.member_id, member.session_timeout_ms)
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
         group = self._group(group_id)

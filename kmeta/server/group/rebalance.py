@@ -56,6 +56,12 @@ class Rebalancer:
     def heartbeat_expired(self, group_id: str, member_id: str) -> None:
         group = self.ctx.groups.get(group_id)
         if isinstance(group, ClassicGroup) and group.state != GroupState.DEAD and member_id in group.members:
+            member = group.members[member_id]
+            if member.sync_waiter is not None and not member.is_new:
+                # Kafka's hasSatisfiedHeartbeat: a member awaiting its SyncGroup answer is alive;
+                # its session runs again once the assignment is propagated, or the sync timeout
+                # starts a rebalance (whose join removes it unless it rejoins)
+                return
             self.remove_member_and_update(group, member_id, f"session timeout of {member_id} expired")
 
     # -- rebalancing --------------------------------------------------------------------------
