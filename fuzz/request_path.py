@@ -196,6 +196,7 @@ class RequestPath:
         self.answers = 0
 
     def close(self) -> None:
+        self.client_state.close()
         logging.getLogger("kmeta").removeHandler(self.errors)
 
     # -- states ---------------------------------------------------------------------------------
@@ -229,7 +230,11 @@ class RequestPath:
         then a Metadata request through another one on the same state."""
         self.inputs += 1
         state = self._seeded_state() if control else self.client_state
-        self.loop.run_until_complete(self._input_then_health(state, control, data, chunk))
+        try:
+            self.loop.run_until_complete(self._input_then_health(state, control, data, chunk))
+        finally:
+            if state is not self.client_state:
+                state.close()  # (its coordinators' shards and timers go with it)
 
     async def _input_then_health(
         self, state: BrokerState, control: bool, data: bytes, chunk: int
