@@ -160,3 +160,36 @@ async def test_a_member_that_joins_and_vanishes_is_removed_and_the_group_goes_on
     finally:
         stays.close()
         vanishes.close()
+
+
+async def test_a_flood_of_new_groups_is_cleaned_up_however_many_there_are() -> None:
+    """Groups a client created and left empty (each a JoinGroup whose member id never came
+    back) go at the retention check, as Kafka's cleanupGroupMetadata deletes empty groups
+    without offsets. Their tombstones outgrow one __consumer_offsets message: the check writes
+    them in several batches (it wrote one, which failed for good, and kept every group)."""
+    config = {**FAST, "group_initial_rebalance_delay_ms": 0, "offsets_retention_check_interval_ms": 3_000}
+    async with coordinator_broker(register=False, group_shards=True, **config) as h:
+        shards = []
+        for index in range(PARTITIONS):
+            for _ in range(500):
+                shard, _ = h.runtime.shard_or_error(index)
+                if shard is not None:
+                    shards.append(shard)
+                    break
+                await asyncio.sleep(0.01)
+        conn = await KafkaConnection.open("127.0.0.1", h.broker.port(PLAINTEXT))
+        try:
+            names = [f"flood-{i:05}".ljust(1_000, "x") for i in range(2_500)]  # (~2.5 MB of ids)
+            answers = await asyncio.gather(*(conn.request(join(name), 30) for name in names))
+            assert {a.error_code for a in answers} == {ErrorCode.MEMBER_ID_REQUIRED}
+            # (each was a group, in memory; the first check may already have run meanwhile)
+            loop = asyncio.get_running_loop()
+            end = loop.time() + 20
+            while sum(len(s.groups.ctx.groups) for s in shards) and loop.time() < end:  # noqa: ASYNC110
+                await asyncio.sleep(0.1)  # (the broker's retention check, not an event to wait on)
+            assert sum(len(s.groups.ctx.groups) for s in shards) == 0
+            # and the coordinator goes on
+            first = await conn.request(join("after"), 10)
+            assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+        finally:
+            conn.close()

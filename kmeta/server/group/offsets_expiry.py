@@ -38,21 +38,42 @@ class OffsetsConfig:
     metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
 
 
-def expired_records(shard: GroupCoordinatorShard, now_ms: int, retention_ms: int) -> tuple[list[Record], list[str]]:
-    """The tombstones of one retention check, and the groups they delete."""
+#: the most one retention check writes (its tombstones are one batch, which must fit
+#: __consumer_offsets' max.message.bytes, 1 MiB by default): what is left is the next check's,
+#: which runs at once. (A check that wrote everything in one batch would fail for good once
+#: that batch is too large, and the groups and offsets it should delete would stay forever.)
+CHECK_BUDGET_BYTES = 512 * 1024
+#: a record's overhead in a batch beyond its key and value (length, attributes, deltas, headers)
+_RECORD_OVERHEAD = 24
+
+
+def expired_records(
+    shard: GroupCoordinatorShard, now_ms: int, retention_ms: int, budget: int = CHECK_BUDGET_BYTES
+) -> tuple[list[Record], list[str], bool]:
+    """The tombstones of one retention check, the groups they delete, and whether more is left
+    for the next check (the budget ran out; a group's tombstones stay in one check, and the
+    first group's are taken whatever their size, so every check makes progress)."""
     groups, offsets = shard.groups, offsets_of(shard)
     records: list[Record] = []
     emptied: list[str] = []
+    size = 0
     for group_id in sorted(offsets.group_ids() | set(groups.ctx.groups)):
         view = offsets_group(shard, group_id)
         expired, all_expired = expired_offset_records(
             offsets, group_id, view.offset_expiration_base(), view.is_subscribed_to_topic, now_ms, retention_ms
         )
-        records += expired
-        if all_expired and groups.group_or_none(group_id) is not None and groups.deletable(group_id) is ErrorCode.NONE:
-            records += groups.delete_records(group_id)
+        delete = all_expired and groups.group_or_none(group_id) is not None and groups.deletable(group_id) is ErrorCode.NONE
+        group_records = expired + (groups.delete_records(group_id) if delete else [])
+        if not group_records:
+            continue
+        cost = sum(len(key) + len(value or b"") + _RECORD_OVERHEAD for key, value in group_records)
+        if records and size + cost > budget:
+            return records, emptied, True
+        records += group_records
+        size += cost
+        if delete:
             emptied.append(group_id)
-    return records, emptied
+    return records, emptied, False
 
 
 class OffsetExpiration:
@@ -65,16 +86,22 @@ class OffsetExpiration:
         self.partition = partition
         self.config = config
 
-    def start(self) -> None:
-        self.runtime.schedule(self.partition, EXPIRATION_KEY, self.config.retention_check_interval_ms / 1000, self.run)
+    def start(self, delay_ms: int | None = None) -> None:
+        delay = self.config.retention_check_interval_ms if delay_ms is None else delay_ms
+        self.runtime.schedule(self.partition, EXPIRATION_KEY, delay / 1000, self.run)
 
     async def run(self) -> None:
+        more = False
+
         def op(shard: GroupCoordinatorShard) -> tuple[list[Record], tuple[GroupCoordinatorShard, list[str], int]]:
-            records, emptied = expired_records(shard, now_ms(), self.config.retention_ms)
+            nonlocal more
+            records, emptied, more = expired_records(shard, now_ms(), self.config.retention_ms)
             return records, (shard, emptied, len(records))
 
+        again = False
         try:
             error, result = await self.runtime.write_op(self.partition, op)
+            again = more and error is ErrorCode.NONE
             if result is not None and result[2] and error is ErrorCode.NONE:
                 shard, emptied, count = result
                 for group_id in emptied:
@@ -84,4 +111,6 @@ class OffsetExpiration:
             elif result is not None and result[2]:
                 log.warning("__consumer_offsets-%d: the expired offsets' tombstones failed: %s", self.partition, error.name)
         finally:
-            self.start()  # (the next check, as Kafka's timer reschedules itself)
+            # (the next check, as Kafka's timer reschedules itself; at once when this one left
+            # expired records for it)
+            self.start(0 if again else None)
