@@ -8,10 +8,10 @@ A large frame (at least :data:`GATHER_FROM` bytes: a Produce of ~1 MiB batches, 
 answer) arrives over several reads. It is gathered as the reads' own bytes objects and joined
 once when whole: one copy into a bytes of the exact size, where the buffer took two (appended
 to a growing bytearray, resized as it grows, then copied out) and the fresh pages of both
-faulted in. Measured (issue 28) with perf on the broker under ``benchmarks/data_plane.py``'s
-produce (64 MiB of 1 KiB records, ~1 MB batches, 4 partitions a request): the two copies and
-their page faults were ~15 % of the broker's cycles; see BENCHMARKS.md's Data plane section
-for the broker CPU per MB before and after.
+faulted in. Measured (issue 28): ``benchmarks/frame_split.py --vs-tree <main>``, four ~4 MB
+frames in 256 KiB reads, CPU per MB of ``feed``: 0.18-0.26 ms gathered, 0.37-0.51 ms through
+the bytearray (three runs, load 7-8); perf on the broker under ``benchmarks/data_plane.py``'s
+produce put the two copies and their page faults at ~27 % of its cycles, the join at ~5 %.
 """
 
 from __future__ import annotations
