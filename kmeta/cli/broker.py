@@ -150,6 +150,21 @@ _DEFAULT_RETENTION_MINUTES = 7 * 24 * 60
     help="How often the transaction coordinator aborts transactions past their timeout.",
 )
 @click.option(
+    "--transactional-id-expiration-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["transactional_id_expiration_ms"],
+    show_default=True,
+    help="transactional.id.expiration.ms: a transactional id with no transaction open and no "
+    "request for this long is forgotten (its producer id too).",
+)
+@click.option(
+    "--transaction-remove-expired-transaction-cleanup-interval-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["transaction_remove_expired_transaction_cleanup_interval_ms"],
+    show_default=True,
+    help="How often the transaction coordinator removes expired transactional ids.",
+)
+@click.option(
     "--offsets-retention-minutes",
     type=click.FloatRange(min=0, min_open=True),
     default=_DEFAULT_RETENTION_MINUTES,
@@ -248,6 +263,10 @@ def broker_command(
             transaction_max_timeout_ms=options.pop("transaction_max_timeout_ms"),
             transaction_abort_timed_out_transaction_cleanup_interval_ms=options.pop(
                 "transaction_abort_timed_out_transaction_cleanup_interval_ms"
+            ),
+            transactional_id_expiration_ms=options.pop("transactional_id_expiration_ms"),
+            transaction_remove_expired_transaction_cleanup_interval_ms=options.pop(
+                "transaction_remove_expired_transaction_cleanup_interval_ms"
             ),
             **topic_default_fields(options),
             **internal_topic_fields(options),

@@ -6,6 +6,7 @@ taken up by the next leader, and the coordinator's records are Kafka's."""
 from __future__ import annotations
 
 import asyncio
+import time
 import warnings
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -198,3 +199,50 @@ async def test_an_ongoing_transaction_past_its_timeout_is_aborted_with_its_produ
         assert await h.coordinator.end_txn(txn_id, 88, 4, True) == ErrorCode.PRODUCER_FENCED
         assert await h.coordinator.end_txn(txn_id, 88, 5, False) == ErrorCode.NONE  # (already aborted)
         assert await h.coordinator.end_txn(txn_id, 88, 5, True) == ErrorCode.INVALID_TXN_STATE
+
+
+async def test_ids_idle_past_their_expiration_get_a_tombstone_and_start_afresh() -> None:
+    """transactional.id.expiration.ms (7 days by default): an Empty or completed id last
+    updated before it is removed by a tombstone; an ongoing one, or a recent one, stays (a new
+    InitProducerId after it: tests/e2e/test_transactions.py, which has a controller)."""
+    async with txn_broker() as h:
+        runtime, completion = h.coordinator.runtime, h.coordinator.completion
+        ids = {"idle-empty": S.EMPTY, "idle-done": S.COMPLETE_COMMIT, "idle-aborted": S.COMPLETE_ABORT, "busy": S.ONGOING}
+        index = runtime.partition_for("idle-empty")
+        same = [t for t in ids if runtime.partition_for(t) == index]
+        shard = await h.shard(index)
+        for pid, (txn_id, state) in enumerate(ids.items(), 100):
+            parts = frozenset({(DATA, 0)}) if state == S.ONGOING else frozenset()
+            old = TxnTransit(pid, -1, 7, -1, 60_000, state, parts, 1_000, 1_000)  # (1970: long idle)
+            part = runtime.partition_for(txn_id)
+            await h.shard(part)
+            assert await runtime.write(part, [(encode_key(txn_id), encode_value(old))]) == ErrorCode.NONE
+        recent = TxnTransit(200, -1, 0, -1, 60_000, S.EMPTY, frozenset(), -1, int(time.time() * 1000))
+        assert await runtime.write(index, [(encode_key("recent"), encode_value(recent))]) == ErrorCode.NONE
+        expired = {t for t in same if ids[t] != S.ONGOING}
+        assert await completion.remove_expired(shard) == len(expired)
+        assert set(shard.transactions) == (set(same) - expired) | {"recent"}
+        # the tombstones are in the log, after the records they remove
+        tombstones = [decode_key(r.key) for r in h.stored(index) if r.value is None]
+        assert sorted(tombstones) == sorted(expired)
+        assert await completion.remove_expired(shard) == 0  # (nothing left to expire)
+        # a shard loaded from the log again does not bring them back
+        await h.lead(TRANSACTION_STATE_TOPIC, index, 2, 2)
+        await h.lead(TRANSACTION_STATE_TOPIC, index, 1, 3)
+        shard = await h.shard(index)
+        assert set(shard.transactions) == (set(same) - expired) | {"recent"}
+
+
+async def test_an_id_whose_tombstone_is_not_written_stays_as_it_was() -> None:
+    async with txn_broker() as h:
+        runtime, completion = h.coordinator.runtime, h.coordinator.completion
+        txn_id = "idle-1"
+        index = runtime.partition_for(txn_id)
+        shard = await h.shard(index)
+        old = TxnTransit(90, -1, 3, -1, 60_000, S.COMPLETE_ABORT, frozenset(), 1_000, 1_000)
+        assert await runtime.write(index, [(encode_key(txn_id), encode_value(old))]) == ErrorCode.NONE
+        # this broker is no longer the leader: the tombstone cannot be written
+        await h.lead(TRANSACTION_STATE_TOPIC, index, 2, 2)
+        assert await completion.remove_expired(shard) == 0
+        metadata = shard.transactions[txn_id]
+        assert (metadata.state, metadata.pending, metadata.producer_id) == (S.COMPLETE_ABORT, None, 90)
