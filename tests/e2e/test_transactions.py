@@ -568,3 +568,59 @@ def test_a_transactional_id_idle_past_its_expiration_is_removed_and_starts_afres
         with pytest.raises(KafkaException):
             p.commit_transaction(30)
         assert consume(cluster, "ex", "read_committed") == [b"kept", b"new"]
+
+
+_RETRIABLE_INIT = {
+    ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.CONCURRENT_TRANSACTIONS,
+}  # fmt: skip
+
+
+def _init(cluster: Cluster, txn_id: str, held: tuple[int, int] = (-1, -1), timeout_s: float = 60.0) -> Any:
+    """InitProducerId v4 from ``txn_id``'s coordinator, retried as a client retries (the
+    coordinator moving, loading); the first other answer."""
+    deadline = time.monotonic() + timeout_s
+    request = ip.InitProducerIdRequest(
+        version=4, transactional_id=txn_id, transaction_timeout_ms=60_000, producer_id=held[0], producer_epoch=held[1]
+    )
+    while True:
+        try:
+            answer = ask(cluster, coordinator_of(cluster, txn_id), request)
+        except OSError:
+            answer = None
+        if answer is not None and answer.error_code not in _RETRIABLE_INIT:
+            return answer
+        assert time.monotonic() < deadline, f"InitProducerId of {txn_id}: {answer}"
+        time.sleep(0.2)
+
+
+def test_a_retried_epoch_bump_across_a_coordinator_kill_is_answered_as_kafka_answers_it() -> None:
+    """KIP-360: a producer naming its id and epoch gets the epoch bumped; a retry (the answer
+    lost) naming the same epoch again gets the same bump back, from the coordinator's memory
+    (the epoch before the bump). Kafka 3.9 does not write that epoch, nor the previous producer
+    id, to ``__transaction_state`` (TransactionLogValue v0, or v1 with no tagged fields once
+    transaction.version >= 1; its reader sets both to -1), so after the coordinator's broker
+    is killed -9 the new coordinator knows only the current id and epoch: the retry is
+    PRODUCER_FENCED (as Kafka's), the producer id and bumped epoch survive, and the producer
+    naming them goes on."""
+    with Cluster(3, transaction_state_log_num_partitions=TXN_PARTITIONS) as cluster:
+        first = _init(cluster, "retry-1")
+        assert (first.error_code, first.producer_epoch) == (ErrorCode.NONE, 0)
+        pid = first.producer_id
+        bumped = _init(cluster, "retry-1", (pid, 0))
+        assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (ErrorCode.NONE, pid, 1)
+        retry = _init(cluster, "retry-1", (pid, 0))  # (the same coordinator: from its memory)
+        assert (retry.error_code, retry.producer_id, retry.producer_epoch) == (ErrorCode.NONE, pid, 1)
+        old = coordinator_of(cluster, "retry-1")
+        cluster.kill_broker(old)
+        deadline = time.monotonic() + 60
+        while coordinator_of(cluster, "retry-1") == old:
+            assert time.monotonic() < deadline, "the coordinator did not move"
+            time.sleep(0.2)
+        assert _init(cluster, "retry-1", (pid, 0)).error_code == ErrorCode.PRODUCER_FENCED
+        state = describe(cluster, "retry-1")
+        assert (state.transaction_state, state.producer_id, state.producer_epoch) == ("Empty", pid, 1)
+        after = _init(cluster, "retry-1", (pid, 1))
+        assert (after.error_code, after.producer_id, after.producer_epoch) == (ErrorCode.NONE, pid, 2)
+        again = _init(cluster, "retry-1", (pid, 1))  # (the new coordinator answers its own retry)
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (ErrorCode.NONE, pid, 2)
