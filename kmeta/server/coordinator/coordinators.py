@@ -57,9 +57,9 @@ class Coordinators:
         self._by_topic = {GROUP_METADATA_TOPIC: self.groups, TRANSACTION_STATE_TOPIC: self.transactions}
         replica_manager.on_high_watermark = self.high_watermark_moved
 
-    def install(self, modules: tuple[str, ...] = SHARD_MODULES) -> None:
-        """Let each of ``modules`` register its shards."""
-        for name in modules:
+    def install(self, modules: tuple[str, ...] | None = None) -> None:
+        """Let each of ``modules`` (default: SHARD_MODULES, as it is now) register its shards."""
+        for name in SHARD_MODULES if modules is None else modules:
             importlib.import_module(name).install(self)
 
     def register_group_shards(self, factory: ShardFactory[Any]) -> None:

@@ -81,4 +81,4 @@ async def handle(ctx: BrokerContext, request: oc.OffsetCommitRequest) -> oc.Offs
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(oc.API, handle)
+    registry.register(oc.API, handle, on_control=False)
