@@ -14,7 +14,13 @@ import warnings
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 with warnings.catch_warnings():  # kafka-python uses importlib.resources' legacy API
