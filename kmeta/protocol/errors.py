@@ -106,6 +106,8 @@ class ErrorCode(enum.IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     UNSTABLE_OFFSET_COMMIT = 88
     STALE_MEMBER_EPOCH = 113
+    # producer ids (issue 30: AllocateProducerIds)
+    BROKER_ID_NOT_REGISTERED = 102
 
     @property
     def message(self) -> str:
@@ -199,6 +201,7 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic.",
     ErrorCode.UNSTABLE_OFFSET_COMMIT: "There are unstable offsets that need to be cleared.",
     ErrorCode.STALE_MEMBER_EPOCH: "The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API.",
+    ErrorCode.BROKER_ID_NOT_REGISTERED: "The given broker ID was not registered.",
 }
 
 
