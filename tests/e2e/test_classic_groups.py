@@ -235,3 +235,33 @@ def test_the_group_carries_on_after_its_coordinator_is_killed() -> None:
         assert split(current(members), [3, 3])
         for c, _ in members:
             c.close()
+
+
+def test_kafka_python_admin_lists_describes_removes_members_and_deletes(cluster: Cluster) -> None:
+    """kafka-consumer-groups.sh's paths through kafka-python's admin client: ListGroups with a
+    states filter, DescribeGroups, LeaveGroup v3+ by instance id (a closed static member sends
+    no LeaveGroup and keeps its place), DeleteGroups refused while members remain."""
+    from kafka.admin import KafkaAdminClient, MemberToRemove
+
+    members = [consumer(cluster, "managed", extra={"group.instance.id": f"i{i}"}) for i in range(2)]
+    settle(members, lambda: split(current(members), [3, 3]))
+    admin = KafkaAdminClient(**cluster.client_config(kafka_python=True))
+    try:
+        listed = admin.list_groups(states_filter=["stable"])
+        assert {(g["group_id"], g["group_state"], g["group_type"]) for g in listed} >= {("managed", "Stable", "classic")}
+        (described,) = admin.describe_groups(["managed"]).values()
+        assert (described["group_state"], described["protocol_data"]) == ("Stable", "range")
+        assert sorted(m["group_instance_id"] for m in described["members"]) == ["i0", "i1"]
+        assignments = [p for m in described["members"] for a in m["member_assignment"]["assigned_partitions"] for p in a["partitions"]]
+        assert sorted(assignments) == list(range(PARTITIONS))
+        members[0][0].close()  # (static: its place waits for its session)
+        assert admin.delete_groups(["managed"]) == {"managed": "NonEmptyGroupError"}
+        removed = admin.remove_group_members("managed", [MemberToRemove(group_instance_id="i0")])
+        assert list(removed) == ["i0"]
+        settle(members[1:], lambda: current(members[1:]) == [list(range(PARTITIONS))])
+        members[1][0].close()
+        admin.remove_group_members("managed", [MemberToRemove(group_instance_id="i1")])
+        assert admin.delete_groups(["managed"]) == {"managed": "OK"}
+        assert "managed" not in {g["group_id"] for g in admin.list_groups()}
+    finally:
+        admin.close()
