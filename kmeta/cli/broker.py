@@ -113,6 +113,20 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
     help="log.retention.check.interval.ms: how often retention.ms / retention.bytes are applied.",
 )
 @click.option(
+    "--log-cleaner-enable/--no-log-cleaner-enable",
+    default=_DEFAULTS["log_cleaner_enable"],
+    show_default=True,
+    help="log.cleaner.enable: compact the topics whose cleanup.policy has compact (the latest "
+    "record per key kept); off, they keep every record.",
+)
+@click.option(
+    "--log-cleaner-backoff-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["log_cleaner_backoff_ms"],
+    show_default=True,
+    help="log.cleaner.backoff.ms: how long the cleaner waits when no log is due for a cleaning.",
+)
+@click.option(
     "--replica-lag-time-max-ms",
     type=click.IntRange(min=1),
     default=_DEFAULTS["replica_lag_time_max_ms"],
@@ -155,6 +169,8 @@ def broker_command(
     log_dir: str | None,
     log_memory_max_bytes: int,
     log_retention_check_interval_ms: int,
+    log_cleaner_enable: bool,
+    log_cleaner_backoff_ms: int,
     replica_lag_time_max_ms: int,
     **options: Any,
 ) -> None:
@@ -182,6 +198,8 @@ def broker_command(
             log_dir=log_dir,
             log_memory_max_bytes=log_memory_max_bytes,
             log_retention_check_interval_ms=log_retention_check_interval_ms,
+            log_cleaner_enable=log_cleaner_enable,
+            log_cleaner_backoff_ms=log_cleaner_backoff_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
             **topic_default_fields(options),

@@ -126,6 +126,11 @@ class BrokerConfig:
     #: producer.id.expiration.ms: an idempotent producer idle this long (no open
     #: transaction) is forgotten by the partitions it wrote to, checked with retention
     producer_id_expiration_ms: int = 86_400_000
+    #: log.cleaner.enable: compact the logs whose cleanup.policy has "compact"
+    #: (kmeta.log.log_cleaner); off, compacted topics keep every record
+    log_cleaner_enable: bool = True
+    #: log.cleaner.backoff.ms: how long the cleaner sleeps when no log is due for a cleaning
+    log_cleaner_backoff_ms: int = 15_000
     #: replica.lag.time.max.ms: a follower not caught up with the leader's log end for this
     #: long leaves the ISR (AlterPartition to the controller); the check runs every half of it
     replica_lag_time_max_ms: int = 30_000
@@ -174,6 +179,8 @@ class BrokerConfig:
                self.transaction_state_log_num_partitions, self.transaction_state_log_replication_factor,
                self.transaction_state_log_min_isr) < 1:  # fmt: skip
             raise ValueError("the internal topics' partitions, replication factors and min ISR must be at least 1")
+        if self.log_cleaner_backoff_ms <= 0:
+            raise ValueError("log_cleaner_backoff_ms must be positive")
         if self.log_memory_max_bytes <= 0 or self.log_retention_check_interval_ms <= 0:
             raise ValueError("log_memory_max_bytes and log_retention_check_interval_ms must be positive")
         if self.replica_lag_time_max_ms <= 0:
