@@ -134,6 +134,20 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
     help="replica.lag.time.max.ms: a follower not caught up with its leader for this long "
     "leaves the ISR (the leader asks the controller by AlterPartition).",
 )
+@click.option(
+    "--transaction-max-timeout-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["transaction_max_timeout_ms"],
+    show_default=True,
+    help="transaction.max.timeout.ms: the longest transaction timeout a producer may ask for.",
+)
+@click.option(
+    "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["transaction_abort_timed_out_transaction_cleanup_interval_ms"],
+    show_default=True,
+    help="How often the transaction coordinator aborts transactions past their timeout.",
+)
 @topic_default_options
 @internal_topic_options
 @group_options
@@ -202,6 +216,10 @@ def broker_command(
             log_cleaner_backoff_ms=log_cleaner_backoff_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
+            transaction_max_timeout_ms=options.pop("transaction_max_timeout_ms"),
+            transaction_abort_timed_out_transaction_cleanup_interval_ms=options.pop(
+                "transaction_abort_timed_out_transaction_cleanup_interval_ms"
+            ),
             **topic_default_fields(options),
             **internal_topic_fields(options),
             **group_fields(options),

@@ -143,6 +143,12 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3_000
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
+    #: transaction.max.timeout.ms: the longest transaction.timeout.ms a producer may ask for
+    #: (InitProducerId asking for more: INVALID_TRANSACTION_TIMEOUT)
+    transaction_max_timeout_ms: int = 900_000
+    #: transaction.abort.timed.out.transaction.cleanup.interval.ms: how often the transaction
+    #: coordinator aborts the transactions past their timeout
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     #: offsets.retention.minutes (as milliseconds): a committed offset of a group that is empty
     #: (since it became so) or nobody joined (since the commit) is removed after this long
     offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
@@ -185,6 +191,8 @@ class BrokerConfig:
             raise ValueError("log_memory_max_bytes and log_retention_check_interval_ms must be positive")
         if self.replica_lag_time_max_ms <= 0:
             raise ValueError("replica_lag_time_max_ms must be positive")
+        if self.transaction_max_timeout_ms <= 0 or self.transaction_abort_timed_out_transaction_cleanup_interval_ms <= 0:
+            raise ValueError("the transaction timeouts must be positive")
         if not 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
             raise ValueError("group min session timeout must be positive and at most the max")
         if self.group_max_size < 1 or self.group_initial_rebalance_delay_ms < 0:

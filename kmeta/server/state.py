@@ -36,6 +36,7 @@ from kmeta.server.replica_states import FOLLOWER as FOLLOWER
 from kmeta.server.replica_states import LEADER as LEADER
 from kmeta.server.replica_states import ReplicaState as ReplicaState
 from kmeta.server.replica_states import ReplicaStates
+from kmeta.server.txn.coordinator import TransactionCoordinator
 
 if TYPE_CHECKING:  # (it imports this module)
     from kmeta.server.controller_link import ControllerLink
@@ -72,6 +73,9 @@ class BrokerState:
         self.producer_ids.channel = lambda: (
             None if self.controller_link is None else self.controller_link.forwarding
         )
+        #: the transaction coordinator (kmeta.server.txn): a shard per __transaction_state
+        #: partition led here, on the runtime; producer ids from the manager above
+        self.txn_coordinator = TransactionCoordinator.install(config, self.cache, self.coordinators, self.producer_ids)
         #: error name -> partitions of Produce requests answered with it (NONE: acknowledged)
         self.produce_results: collections.Counter[str] = collections.Counter()
         #: the ACL authorizer (--authorizer acl), holding the ACLs the controller pushed;
@@ -102,6 +106,7 @@ class BrokerState:
             if config.state_change_log
             else None
         )
+        self.replica_manager.isr.state_log = self.state_log
 
     def fence(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         """The error for a control request with these epochs; NONE accepts (and records) it."""
@@ -110,6 +115,8 @@ class BrokerState:
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         self.controller_epoch = controller_epoch
+        if self.state_log is not None:  # (the epoch its own lines, e.g. isr_change, carry)
+            self.state_log.controller_epoch = controller_epoch
         return ErrorCode.NONE
 
     def apply_credentials(self, pushed: Sequence[KmetaScramCredential] | None) -> None:
@@ -141,6 +148,7 @@ class BrokerState:
 
     def close(self) -> None:
         self.coordinators.close()
+        self.txn_coordinator.close()
         self.producer_ids.close()
         if self.state_log is not None:
             self.state_log.close()

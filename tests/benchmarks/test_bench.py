@@ -145,6 +145,7 @@ def test_bench_lists_every_scenario() -> None:
         "fixture",
         "scale",
         "data-plane",
+        "groups",
         "report",
     ):
         assert name in res.output
