@@ -11,6 +11,7 @@ them, for reading only from outside.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -33,7 +34,8 @@ from kmeta.log.errors import (
 from kmeta.log.list_offsets import fetch_offset_by_timestamp
 from kmeta.log.local_log import LocalLog
 from kmeta.log.log_loader import recover
-from kmeta.log.producer_replay import apply_stored, replay
+from kmeta.log.producer_replay import ProducerRecovery, apply_stored, rebuild, replay
+from kmeta.log.producer_snapshot import ProducerSnapshotFiles
 from kmeta.log.producer_state import BatchMetadata, ProducerStateManager
 from kmeta.log.retention import (
     Rule,
@@ -92,11 +94,13 @@ class PartitionLog:
         "_epochs",
         "_high_watermark",
         "_log_start_offset",
+        "_producer_files",
         "config",
         "dir",
         "local",
         "partition",
         "producer_state",
+        "recovery_warnings",
         "topic",
         "topic_id",
     )
@@ -122,14 +126,19 @@ class PartitionLog:
         )
         self._log_start_offset = 0
         self._high_watermark = 0
-        #: idempotent/transactional producers (rebuilt from the batches at recovery)
+        #: idempotent/transactional producers (from the latest snapshot file and the batches
+        #: after it at recovery: kmeta.log.producer_replay)
         self.producer_state = ProducerStateManager()
-        if self.dir is not None and os.path.isdir(self.dir):
+        self._producer_files = ProducerSnapshotFiles(self.dir, self.local.ensure_dir) if self.dir else None
+        #: what recovery ignored (a corrupt snapshot file): the owner logs it
+        self.recovery_warnings: list[str] = []
+        if self._producer_files is not None and os.path.isdir(self._producer_files.dir):
+            producers = ProducerRecovery(self.producer_state, self._producer_files)
             self._log_start_offset, self._high_watermark, found_id = recover(
-                self.dir, self.local, self._epochs, self._recovered_batch
+                self._producer_files.dir, self.local, self._epochs, producers.on_batch
             )
             self.topic_id = self.topic_id or found_id
-            self.producer_state.truncate_head(self._log_start_offset)
+            self.recovery_warnings = producers.finish(self.local.segments, self._log_start_offset)
         else:
             self.local.start_at(0)
 
@@ -222,7 +231,10 @@ class PartitionLog:
         the write back, so an append is all or nothing. Then the batches with a producer id
         update the producer state (checked before, by the leader's append)."""
         saved = list(self._epochs.entries)
+        active = self.local.active
         self.local.append(data, prefix, batches, now_ms, self.config.segment_bytes)
+        if self.local.active is not active:  # (rolled: the state before the new segment)
+            self._take_producer_snapshot(self.local.active.base_offset)
         try:
             for _, h in batches:
                 if h.partition_leader_epoch != NO_EPOCH:
@@ -235,9 +247,13 @@ class PartitionLog:
             if h.producer_id >= 0:
                 apply_stored(self.producer_state, data, pos, h)
 
-    def _recovered_batch(self, view: memoryview, pos: int, h: BatchHeader) -> None:
-        if h.producer_id >= 0:
-            apply_stored(self.producer_state, view, pos, h)
+    def _take_producer_snapshot(self, offset: int) -> None:
+        """Kafka's ``takeSnapshot`` at a roll or a clean shutdown (when there are producers).
+        One that cannot be written is skipped (it only makes the next recovery replay more):
+        the append that rolled has been stored."""
+        if self._producer_files is not None and self.producer_state.producers:
+            with contextlib.suppress(LogStorageError):
+                self._producer_files.write(offset, self.producer_state.producers.values())
 
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """A new leader's epoch starts at its log end before it appends anything (Kafka's
@@ -310,16 +326,20 @@ class PartitionLog:
         if end < self._log_start_offset:
             self._move_log_start(end)
         self._high_watermark = min(self._high_watermark, end)
+        if self._producer_files is not None:
+            self._producer_files.delete_above(end)
         start = self.producer_state.truncate(end)
-        if start is not None:  # (Kafka's rebuildProducerState, from a snapshot)
+        if start is not None and start >= 0:  # (Kafka's rebuildProducerState, from a snapshot)
             replay(self.producer_state, self.local.segments, start)
-            if start < 0:
-                self.producer_state.truncate_head(self._log_start_offset)
+        elif start is not None:  # (below every in-memory one: from a snapshot file or the start)
+            rebuild(self.producer_state, self._producer_files, self.local.segments, end, self._log_start_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment; the log is empty and its next offset is ``offset``."""
         self.local.truncate_fully(offset)
         self.producer_state.clear()
+        if self._producer_files is not None:
+            self._producer_files.delete_below(1 << 63)
         self._epochs.clear()
         self._move_log_start(offset)
         self._high_watermark = offset
@@ -350,10 +370,14 @@ class PartitionLog:
             return 0
         if count == len(self.local.segments):
             self.local.roll()  # a log always has an active segment
+            self._take_producer_snapshot(self.log_end_offset)
         new_start = self.local.segments[count].base_offset
         if new_start > self._log_start_offset:
             self._move_log_start(new_start)
-        return self.local.delete_oldest(count)
+        freed = self.local.delete_oldest(count)
+        if self._producer_files is not None:  # (the snapshots of the segments that went)
+            self._producer_files.delete_below(new_start)
+        return freed
 
     def _dir_created(self) -> None:
         if self.dir is not None and self.topic_id is not None:
@@ -371,12 +395,16 @@ class PartitionLog:
             self._checkpoint(checkpoints.HIGH_WATERMARK_FILE, self._high_watermark)
 
     def close(self) -> None:
+        """Flush, then a producer snapshot at the log end (a clean restart replays nothing)."""
         try:
             self.flush()
+            self._take_producer_snapshot(self.log_end_offset)
         finally:
             self.local.close()
 
     def delete_files(self) -> None:
         """Close and drop everything this log holds (its directory is the caller's)."""
         self.local.truncate_fully(self.log_end_offset)
+        if self._producer_files is not None:
+            self._producer_files.delete_below(1 << 63)
         self.local.close()

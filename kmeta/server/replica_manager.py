@@ -98,6 +98,8 @@ class ReplicaManager:
         loaded = self.log_manager.load()
         for name, reason in self.log_manager.load_errors:
             log.warning("log %s not loaded: %s", name, reason)
+        for name, what in self.log_manager.load_warnings:
+            log.warning("log %s: %s", name, what)
         self._schedule_retention()
         self.isr.start()
         return len(loaded)
