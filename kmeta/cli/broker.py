@@ -107,6 +107,15 @@ _DEFAULT_RETENTION_MINUTES = 7 * 24 * 60
     "segments are dropped as retention would (their log start offset moves).",
 )
 @click.option(
+    "--producer-id-expiration-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["producer_id_expiration_ms"],
+    show_default=True,
+    help="producer.id.expiration.ms: a producer id with no open transaction that wrote nothing "
+    "to a partition for this long is forgotten there (checked with retention; its next batch "
+    "may then start at any sequence).",
+)
+@click.option(
     "--log-retention-check-interval-ms",
     type=click.IntRange(min=1),
     default=_DEFAULTS["log_retention_check_interval_ms"],
@@ -207,6 +216,7 @@ def broker_command(
             zero_copy=zero_copy,
             log_dir=log_dir,
             log_memory_max_bytes=log_memory_max_bytes,
+            producer_id_expiration_ms=options.pop("producer_id_expiration_ms"),
             log_retention_check_interval_ms=log_retention_check_interval_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             offsets_retention_ms=max(1, round(offsets_retention_minutes * 60_000)),

@@ -75,6 +75,8 @@ class ClusterConfig:
     log_memory_max_bytes: int | None = None
     #: each broker's --replica-lag-time-max-ms (None: Kafka's 30 s)
     replica_lag_time_max_ms: int | None = None
+    #: each broker's --producer-id-expiration-ms (None: Kafka's 1 day)
+    producer_id_expiration_ms: int | None = None
     #: each broker's --offsets-topic-num-partitions / --transaction-state-log-num-partitions
     #: (None: Kafka's 50)
     offsets_topic_num_partitions: int | None = None
@@ -259,6 +261,7 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         "--log-dir", str(data_dir / f"broker-{i}" / "logs"),
         *(("--log-memory-max-bytes", str(m)) if (m := cfg.log_memory_max_bytes) else ()),
         *(("--replica-lag-time-max-ms", str(m)) if (m := cfg.replica_lag_time_max_ms) else ()),
+        *(("--producer-id-expiration-ms", str(m)) if (m := cfg.producer_id_expiration_ms) else ()),
         *(("--offsets-topic-num-partitions", str(n)) if (n := cfg.offsets_topic_num_partitions) else ()),
         *(("--transaction-state-log-num-partitions", str(n))
           if (n := cfg.transaction_state_log_num_partitions) else ()),
