@@ -6,14 +6,13 @@ serialises calls and decides what the high watermark is; this class keeps the in
 ``log_start_offset <= high_watermark <= log_end_offset`` and that whatever raises leaves the
 log as it was. Segments live in memory, or in files under ``<log dir>/<topic>-<partition>/``
 recovered at start (:mod:`kmeta.log.log_loader`); ``local`` (Kafka's ``localLog``) holds
-them, for reading only from outside.
+them, for reading only from outside. The replication side (a follower's appends, truncation,
+the epoch queries) is :class:`~kmeta.log.replica_log.ReplicaLog`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
 import uuid
 from typing import NamedTuple
 
@@ -22,7 +21,6 @@ from kmeta.log.batch import (
     NO_EPOCH,
     header_at,
     last_offset,
-    walk_batches,
 )
 from kmeta.log.config import LogConfig
 from kmeta.log.control import end_txn_marker_batch
@@ -34,9 +32,9 @@ from kmeta.log.errors import (
 from kmeta.log.list_offsets import fetch_offset_by_timestamp
 from kmeta.log.local_log import LocalLog
 from kmeta.log.log_loader import recover
-from kmeta.log.producer_replay import ProducerRecovery, apply_stored, rebuild, replay
-from kmeta.log.producer_snapshot import ProducerSnapshotFiles
-from kmeta.log.producer_state import BatchMetadata, ProducerStateManager
+from kmeta.log.log_producers import LogProducers
+from kmeta.log.producer_state import BatchMetadata
+from kmeta.log.replica_log import ReplicaLog
 from kmeta.log.retention import (
     Rule,
     any_segment,
@@ -84,17 +82,12 @@ class FetchDataInfo(NamedTuple):
     fetch_offset: int
 
 
-class EpochEndOffset(NamedTuple):
-    leader_epoch: int  # -1 when unknown
-    end_offset: int  # -1 when unknown
-
-
-class PartitionLog:
+class PartitionLog(ReplicaLog):
     __slots__ = (
         "_epochs",
         "_high_watermark",
         "_log_start_offset",
-        "_producer_files",
+        "_producers",
         "config",
         "dir",
         "local",
@@ -126,19 +119,17 @@ class PartitionLog:
         )
         self._log_start_offset = 0
         self._high_watermark = 0
-        #: idempotent/transactional producers (from the latest snapshot file and the batches
-        #: after it at recovery: kmeta.log.producer_replay)
-        self.producer_state = ProducerStateManager()
-        self._producer_files = ProducerSnapshotFiles(self.dir, self.local.ensure_dir) if self.dir else None
+        #: idempotent/transactional producers and their snapshot files (kmeta.log.log_producers)
+        self._producers = LogProducers(self.dir, self.local.ensure_dir)
+        self.producer_state = self._producers.state
         #: what recovery ignored (a corrupt snapshot file): the owner logs it
         self.recovery_warnings: list[str] = []
-        if self._producer_files is not None and os.path.isdir(self._producer_files.dir):
-            producers = ProducerRecovery(self.producer_state, self._producer_files)
+        if self.dir is not None and (recovery := self._producers.recovery()) is not None:
             self._log_start_offset, self._high_watermark, found_id = recover(
-                self._producer_files.dir, self.local, self._epochs, producers.on_batch
+                self.dir, self.local, self._epochs, recovery.on_batch
             )
             self.topic_id = self.topic_id or found_id
-            self.recovery_warnings = producers.finish(self.local.segments, self._log_start_offset)
+            self.recovery_warnings = recovery.finish(self.local.segments, self._log_start_offset)
         else:
             self.local.start_at(0)
 
@@ -189,11 +180,10 @@ class PartitionLog:
         retry answered with the original's offsets. Raises a LogError, nothing stored."""
         v = validate_leader_batch(records, self.config, self.log_end_offset, leader_epoch, now_ms)
         h = v.header
-        if h.producer_id >= 0:  # (the one test a plain producer's batch costs)
-            if coordinator:
-                self.producer_state.check_coordinator_batch(h)
-            elif (duplicate := self.producer_state.check_data_batch(h)) is not None:
-                return LogAppendInfo.duplicate(duplicate, self._log_start_offset)
+        # (h.producer_id: the one test a plain producer's batch costs)
+        duplicate = self._producers.check_leader_batch(h, coordinator) if h.producer_id >= 0 else None
+        if duplicate is not None:
+            return LogAppendInfo.duplicate(duplicate, self._log_start_offset)
         self._store(v.data, v.prefix, [(0, h)], now_ms)
         return LogAppendInfo.of([h], self._log_start_offset, len(v.data), v.log_append_time_ms)
 
@@ -211,21 +201,6 @@ class PartitionLog:
         self._store(data, None, [(0, h)], now_ms)
         return LogAppendInfo.of([h], self._log_start_offset, len(data))
 
-    def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | None:
-        """Append batches as a leader's Fetch returned them (offsets and epochs set): each
-        CRC-checked, the first at the log end, each following the one before; a trailing
-        partial batch is ignored. None when there is no whole batch."""
-        walked = walk_batches(records, self.log_end_offset)
-        if walked.problem is not None:
-            raise walked.problem
-        if not walked.batches:
-            return None
-        data = memoryview(records)[: walked.valid_bytes]
-        self._store(data, None, walked.batches, int(time.time() * 1000))
-        return LogAppendInfo.of(
-            [h for _, h in walked.batches], self._log_start_offset, walked.valid_bytes
-        )
-
     def _store(self, data: Buffer, prefix: bytes | None, batches: Batches, now_ms: int) -> None:
         """Write, then record the epochs the batches start; a failed epoch checkpoint takes
         the write back, so an append is all or nothing. Then the batches with a producer id
@@ -234,7 +209,7 @@ class PartitionLog:
         active = self.local.active
         self.local.append(data, prefix, batches, now_ms, self.config.segment_bytes)
         if self.local.active is not active:  # (rolled: the state before the new segment)
-            self._take_producer_snapshot(self.local.active.base_offset)
+            self._producers.take_snapshot(self.local.active.base_offset)
         try:
             for _, h in batches:
                 if h.partition_leader_epoch != NO_EPOCH:
@@ -243,22 +218,10 @@ class PartitionLog:
             self._epochs.entries = saved
             self.local.truncate_to(batches[0][1].base_offset)
             raise
-        for pos, h in batches:
-            if h.producer_id >= 0:
-                apply_stored(self.producer_state, data, pos, h)
+        self._producers.stored(data, batches)
 
-    def _take_producer_snapshot(self, offset: int) -> None:
-        """Kafka's ``takeSnapshot`` at a roll or a clean shutdown (when there are producers).
-        One that cannot be written is skipped (it only makes the next recovery replay more):
-        the append that rolled has been stored."""
-        if self._producer_files is not None and self.producer_state.producers:
-            with contextlib.suppress(LogStorageError):
-                self._producer_files.write(offset, self.producer_state.producers.values())
-
-    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
-        """A new leader's epoch starts at its log end before it appends anything (Kafka's
-        ``Partition.makeLeader``), so OffsetForLeaderEpoch answers right at once."""
-        self._epochs.assign(leader_epoch, start_offset)
+    def _appended(self, batches: list[BatchHeader], size: int) -> LogAppendInfo:
+        return LogAppendInfo.of(batches, self._log_start_offset, size)
 
     def read(
         self, fetch_offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool = True
@@ -285,11 +248,6 @@ class PartitionLog:
             timestamp, self.local, self._epochs, self._log_start_offset
         )
 
-    def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
-        """OffsetForLeaderEpoch (Kafka's ``LeaderEpochFileCache.endOffsetFor``)."""
-        epoch, offset = self._epochs.end_offset_for(leader_epoch, self.log_end_offset)
-        return EpochEndOffset(-1, -1) if offset == -1 else EpochEndOffset(epoch, offset)
-
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: the log start moves up to ``offset`` (at most the high watermark,
         else OffsetOutOfRangeError), whole segments below it go; returns the log start."""
@@ -309,40 +267,6 @@ class PartitionLog:
         self._log_start_offset = offset
         self._high_watermark = max(self._high_watermark, offset)
         self.producer_state.truncate_head(offset)
-
-    def truncate_to(self, offset: int) -> None:
-        """Follower truncation: the log ends before ``offset`` (a batch is never split); past
-        its end an epoch begun there goes (Kafka's truncateTo). Below the first segment: afresh."""
-        if offset < 0:
-            raise OffsetOutOfRangeError(f"Cannot truncate {self} to a negative offset ({offset})")
-        if offset >= self.log_end_offset:
-            return self._epochs.truncate_from_end(self.log_end_offset)
-        if offset < self.local.segments[0].base_offset:
-            self.truncate_fully_and_start_at(offset)
-            return
-        self.local.truncate_to(offset)
-        end = self.log_end_offset
-        self._epochs.truncate_from_end(end)
-        if end < self._log_start_offset:
-            self._move_log_start(end)
-        self._high_watermark = min(self._high_watermark, end)
-        if self._producer_files is not None:
-            self._producer_files.delete_above(end)
-        start = self.producer_state.truncate(end)
-        if start is not None and start >= 0:  # (Kafka's rebuildProducerState, from a snapshot)
-            replay(self.producer_state, self.local.segments, start)
-        elif start is not None:  # (below every in-memory one: from a snapshot file or the start)
-            rebuild(self.producer_state, self._producer_files, self.local.segments, end, self._log_start_offset)
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Drop every segment; the log is empty and its next offset is ``offset``."""
-        self.local.truncate_fully(offset)
-        self.producer_state.clear()
-        if self._producer_files is not None:
-            self._producer_files.delete_below(1 << 63)
-        self._epochs.clear()
-        self._move_log_start(offset)
-        self._high_watermark = offset
 
     def enforce_retention(self, now_ms: int) -> int:
         """Kafka's ``deleteOldSegments``: segments wholly below the log start, then the oldest
@@ -370,13 +294,12 @@ class PartitionLog:
             return 0
         if count == len(self.local.segments):
             self.local.roll()  # a log always has an active segment
-            self._take_producer_snapshot(self.log_end_offset)
+            self._producers.take_snapshot(self.log_end_offset)
         new_start = self.local.segments[count].base_offset
         if new_start > self._log_start_offset:
             self._move_log_start(new_start)
         freed = self.local.delete_oldest(count)
-        if self._producer_files is not None:  # (the snapshots of the segments that went)
-            self._producer_files.delete_below(new_start)
+        self._producers.segments_deleted(new_start)
         return freed
 
     def _dir_created(self) -> None:
@@ -398,13 +321,12 @@ class PartitionLog:
         """Flush, then a producer snapshot at the log end (a clean restart replays nothing)."""
         try:
             self.flush()
-            self._take_producer_snapshot(self.log_end_offset)
+            self._producers.take_snapshot(self.log_end_offset)
         finally:
             self.local.close()
 
     def delete_files(self) -> None:
         """Close and drop everything this log holds (its directory is the caller's)."""
         self.local.truncate_fully(self.log_end_offset)
-        if self._producer_files is not None:
-            self._producer_files.delete_below(1 << 63)
+        self._producers.clear()
         self.local.close()

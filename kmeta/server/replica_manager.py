@@ -9,8 +9,9 @@
 * :meth:`get_partition_or_error` is Kafka's ``getPartitionOrError``: a replica held here, else
   NOT_LEADER_OR_FOLLOWER when the topic partition exists elsewhere, else
   UNKNOWN_TOPIC_OR_PARTITION; a log that cannot be opened is KAFKA_STORAGE_ERROR.
-* Appends (:meth:`append_records`) go to the leader's log; the high watermark follows
-  :meth:`Partition.maybe_increment_leader_hw`, and a move wakes the fetch purgatory.
+* Appends (:meth:`append_records`, :mod:`kmeta.server.replica_appends`) go to the leader's
+  log; the high watermark follows :meth:`Partition.maybe_increment_leader_hw`, and a move
+  wakes the fetch purgatory.
 * Reads (:meth:`read_from_log`, :meth:`fetch_messages`) follow ``readFromLog`` /
   ``fetchMessages``: the first non-empty partition's first batch is returned whole, later ones
   only within what is left of the request's max bytes; a fetch that finds too little waits in
@@ -26,16 +27,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeAlias
 
 from kmeta.log.config import LogConfig
 from kmeta.log.errors import LogError
 from kmeta.log.log_manager import LogManager
-from kmeta.log.partition_log import LogAppendInfo
 from kmeta.metadata.cache import MetadataCache
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server import replica_reads
+from kmeta.server import replica_appends, replica_reads
 from kmeta.server.config import BrokerConfig
 from kmeta.server.delayed_fetch import FetchCallback, FetchParams, FetchPartitionInfo, LogReadResult
 from kmeta.server.delayed_produce import DelayedProduce, ProduceCallback, ProducePending
@@ -44,18 +43,13 @@ from kmeta.server.follower_reads import unmade_read
 from kmeta.server.isr_manager import IsrManager
 from kmeta.server.partition import Partition
 from kmeta.server.purgatory import DelayedOperationPurgatory
+from kmeta.server.replica_appends import AppendResult
 from kmeta.server.replica_states import LEADER, ReplicaState, ReplicaStates
 
 log = logging.getLogger("kmeta.server.replica_manager")
 
 #: Kafka's fetch.max.bytes: the most one Fetch answer carries, whatever the request asks
 FETCH_MAX_BYTES = 57_671_680
-
-#: the internal topics, written by their coordinators only (clients may not produce to them)
-COORDINATOR_TOPICS = frozenset(("__consumer_offsets", "__transaction_state"))
-
-#: an append's outcome: the log's answer, or the error (and its message)
-AppendResult: TypeAlias = LogAppendInfo | tuple[ErrorCode, str | None]
 
 
 class ReplicaManager:
@@ -267,56 +261,20 @@ class ReplicaManager:
             except LogError:
                 log.exception("cannot delete the log of %s-%d", topic, index)
 
-    # -- appends ------------------------------------------------------------------------------
+    # -- appends (kmeta.server.replica_appends) ----------------------------------------------
     def append_records(
         self, partition: Partition, records: bytes, acks: int, min_insync_replicas: int,
         coordinator: bool | None = None,
     ) -> AppendResult:  # fmt: skip
-        """``Partition.appendRecordsToLeader``: one checked batch onto the leader's log.
-        ``coordinator`` (Kafka's AppendOrigin.COORDINATOR: no sequence checks, no duplicates)
-        defaults to whether the topic is an internal one, which only coordinators write."""
-        state = partition.state
-        if state is None or state.role != LEADER:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
-        if acks == -1 and len(state.isr) < min_insync_replicas:
-            return ErrorCode.NOT_ENOUGH_REPLICAS, None
-        partition.refresh_config(self.cache.snapshot.topic_configs.get(partition.topic))
-        try:
-            if coordinator is None:
-                coordinator = partition.topic in COORDINATOR_TOPICS
-            info = partition.log.append_as_leader(
-                records, state.leader_epoch, int(time.time() * 1000), coordinator=coordinator
-            )
-        except LogError as exc:
-            return exc.error, str(exc) or None
-        return self._appended(partition, state, info)
+        return replica_appends.append_records(self, partition, records, acks, min_insync_replicas, coordinator)
 
     def append_txn_marker(
         self, partition: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int,
         commit: bool, min_insync_replicas: int,
     ) -> AppendResult:  # fmt: skip
-        """WriteTxnMarkers' append (Kafka's appendRecords with origin COORDINATOR, acks=-1):
-        one control batch onto the leader's log (:meth:`Partition.write_txn_marker`)."""
-        state = partition.state
-        if state is None or state.role != LEADER:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
-        if len(state.isr) < min_insync_replicas:
-            return ErrorCode.NOT_ENOUGH_REPLICAS, None
-        info = partition.write_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
-        if not isinstance(info, LogAppendInfo):
-            return info
-        return self._appended(partition, state, info)
-
-    def _appended(self, partition: Partition, state: ReplicaState, info: LogAppendInfo) -> AppendResult:
-        self.bytes_in += info.size_in_bytes
-        self.messages_in += info.record_count
-        if partition.maybe_increment_leader_hw(state):
-            self.high_watermark_moved(partition)
-        else:  # (followers long-polling at the old log end read the batch now)
-            self.delayed_fetch.check_and_complete(partition.key)
-        if self.log_manager.memory_bytes > self.memory_max_bytes:
-            self.enforce_retention()
-        return info
+        return replica_appends.append_txn_marker(
+            self, partition, producer_id, producer_epoch, coordinator_epoch, commit, min_insync_replicas
+        )
 
     def await_replication(
         self, pending: dict[tuple[str, int], ProducePending], timeout_ms: int, callback: ProduceCallback
@@ -339,29 +297,3 @@ class ReplicaManager:
     def unmade_read(self, params: FetchParams, part: FetchPartitionInfo) -> LogReadResult | None:
         """:func:`kmeta.server.follower_reads.unmade_read`: a follower's read of a log not made."""
         return unmade_read(self, params, part)
-
-    # -- status -------------------------------------------------------------------------------
-    def under_replicated(self) -> tuple[int, int]:
-        """(led partitions whose ISR is smaller than their replicas, those whose ISR is
-        smaller than their min.insync.replicas): over the partitions made here."""
-        under = under_min = 0
-        configs = self.cache.snapshot.topic_configs
-        for partition in self.led_partitions():
-            state = partition.state
-            if state is None:
-                continue
-            under += len(state.isr) < len(state.replicas)
-            try:
-                min_isr = int(configs.get(partition.topic, {}).get("min.insync.replicas", 1))
-            except ValueError:
-                min_isr = 1
-            under_min += len(state.isr) < min_isr
-        return under, under_min
-
-    def log_totals(self) -> tuple[int, int, int]:
-        """(logs held, their bytes, bytes held in memory): broker-wide, for /metrics."""
-        count = size = 0
-        for plog in self.log_manager.logs():
-            count += 1
-            size += plog.size_in_bytes
-        return count, size, self.log_manager.memory_bytes
