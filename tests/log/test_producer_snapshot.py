@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kmeta.log import LogConfig, PartitionLog
+from kmeta.log import LogConfig, LogManager, PartitionLog
 from kmeta.log.producer_snapshot import (
     CorruptSnapshotError,
     ProducerSnapshotFiles,
@@ -248,3 +248,21 @@ def test_truncation_below_the_in_memory_snapshots_reloads_a_snapshot_file(tmp_pa
     assert error_of(log, idem(3)) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert log.append_as_leader(idem(2, 2), 0, 1).first_offset == cut + 2
     log.close()
+
+
+def test_the_log_manager_collects_what_recovery_ignored(tmp_path: Path) -> None:
+    """The broker says these at WARN at start (ReplicaManager.startup)."""
+    log = _open(tmp_path, segment_bytes=500)
+    log.append_as_leader(idem(0, 2), 0, 1)
+    log.close()
+    [name] = _snapshots(tmp_path)
+    (tmp_path / "t-0" / name).write_bytes(b"\x00\x01garbage")
+    manager = LogManager(str(tmp_path), 1 << 20)
+    assert manager.load() == [("t", 0)]
+    [(where, what)] = manager.load_warnings
+    assert where == "t-0"
+    assert "ignored" in what
+    loaded = manager.get("t", 0)
+    assert loaded is not None
+    assert loaded.producer_state.producers[PID].last_seq == 1  # (from the log)
+    manager.close()
