@@ -39,9 +39,15 @@ HANDLER_MODULES: tuple[str, ...] = (
     "offset_for_leader_epoch",
     "delete_records",
     "describe_log_dirs",
+    "find_coordinator",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "describe_transactions",
+    "list_transactions",
+    "init_producer_id",
     "write_txn_markers",
     "describe_producers",
-    "find_coordinator",
     "join_group",
     "sync_group",
     "heartbeat",
@@ -53,7 +59,6 @@ HANDLER_MODULES: tuple[str, ...] = (
     "offset_fetch",
     "offset_delete",
     "txn_offset_commit",
-    "init_producer_id",
 )
 
 
