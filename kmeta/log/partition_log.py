@@ -7,7 +7,8 @@ serialises calls and decides what the high watermark is; this class keeps the in
 log as it was. Segments live in memory, or in files under ``<log dir>/<topic>-<partition>/``
 recovered at start (:mod:`kmeta.log.log_loader`); ``local`` (Kafka's ``localLog``) holds
 them, for reading only from outside. The replication side (a follower's appends, truncation,
-the epoch queries) is :class:`~kmeta.log.replica_log.ReplicaLog`'s.
+the epoch queries) is :class:`~kmeta.log.replica_log.ReplicaLog`'s, what goes from its start
+(DeleteRecords, retention, the memory cap) :class:`~kmeta.log.retention.LogRetention`'s.
 """
 
 from __future__ import annotations
@@ -36,14 +37,7 @@ from kmeta.log.log_producers import LogProducers
 from kmeta.log.producer_state import BatchMetadata
 from kmeta.log.record_set import check_keys
 from kmeta.log.replica_log import ReplicaLog
-from kmeta.log.retention import (
-    Rule,
-    any_segment,
-    below_log_start,
-    over_retention_bytes,
-    over_retention_ms,
-)
-from kmeta.log.segment import LogSegment
+from kmeta.log.retention import LogRetention
 from kmeta.log.stores import Buffer, MemoryAccount
 from kmeta.log.validator import validate_leader_batch
 from kmeta.protocol.record_batch import BatchHeader
@@ -83,7 +77,7 @@ class FetchDataInfo(NamedTuple):
     fetch_offset: int
 
 
-class PartitionLog(ReplicaLog):
+class PartitionLog(ReplicaLog, LogRetention):
     __slots__ = (
         "_epochs",
         "_high_watermark",
@@ -252,66 +246,12 @@ class PartitionLog(ReplicaLog):
             timestamp, self.local, self._epochs, self._log_start_offset
         )
 
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: the log start moves up to ``offset`` (at most the high watermark,
-        else OffsetOutOfRangeError), whole segments below it go; returns the log start."""
-        if offset > self._high_watermark:
-            raise OffsetOutOfRangeError(
-                f"Cannot increment the log start offset to {offset} of partition {self} "
-                f"since it is larger than the high watermark {self._high_watermark}"
-            )
-        if offset > self._log_start_offset:
-            self._move_log_start(offset)
-            self._delete_old(below_log_start(self._log_start_offset))
-        return self._log_start_offset
-
     def _move_log_start(self, offset: int) -> None:
         self._checkpoint(checkpoints.LOG_START_FILE, offset)
         self._epochs.truncate_from_start(offset)
         self._log_start_offset = offset
         self._high_watermark = max(self._high_watermark, offset)
         self.producer_state.truncate_head(offset)
-
-    def enforce_retention(self, now_ms: int) -> int:
-        """Kafka's ``deleteOldSegments``: segments wholly below the log start, then, when
-        cleanup.policy has ``delete``, the oldest while the log exceeds retention.bytes (never
-        below it), then those whose newest timestamp is older than retention.ms; never past
-        the high watermark. A compact-only log keeps its records whatever their age or size:
-        the cleaner keeps it small. Bytes freed."""
-        freed = self._delete_old(below_log_start(self._log_start_offset))
-        if not self.config.delete:
-            return freed
-        for rules in (over_retention_bytes, over_retention_ms):
-            rule = rules(self.config, self.size_in_bytes, now_ms)
-            if rule is not None:
-                freed += self._delete_old(rule)
-        return freed
-
-    def oldest_deletable_segment(self) -> LogSegment | None:
-        """The segment a memory cap would drop next (the oldest, if retention could); never
-        one of a log whose cleanup.policy lacks ``delete``."""
-        if not self.config.delete:
-            return None
-        deletable = self.local.deletable(any_segment, self._high_watermark)
-        return self.local.segments[0] if deletable else None
-
-    def delete_oldest_segment(self) -> int:
-        """Drop the oldest segment as retention would (the log start moves); bytes freed."""
-        return self._delete_old(any_segment, limit=1)
-
-    def _delete_old(self, rule: Rule, limit: int | None = None) -> int:
-        count = min(self.local.deletable(rule, self._high_watermark), limit or 1 << 62)
-        if count == 0:
-            return 0
-        if count == len(self.local.segments):
-            self.local.roll()  # a log always has an active segment
-            self._producers.take_snapshot(self.log_end_offset)
-        new_start = self.local.segments[count].base_offset
-        if new_start > self._log_start_offset:
-            self._move_log_start(new_start)
-        freed = self.local.delete_oldest(count)
-        self._producers.segments_deleted(new_start)
-        return freed
 
     def _dir_created(self) -> None:
         if self.dir is not None and self.topic_id is not None:
