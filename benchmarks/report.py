@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common
 import report_data_plane
+import report_groups
 
 ORDER = (
     "metadata-load",
@@ -35,6 +36,7 @@ ORDER = (
     "fixture",
     "scale",
     "data-plane",
+    "groups",
 )
 COLORS = {"kmeta": "tab:blue", "echo": "tab:gray", "librdkafka-mock": "tab:orange"}
 
@@ -480,6 +482,10 @@ SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any], Charts], str]]] = {
     "data-plane": (
         "Data plane: produce and fetch beside librdkafka's mock cluster and the echo ceiling",
         lambda doc, charts: report_data_plane.section(doc, charts, table),
+    ),
+    "groups": (
+        "Consumer groups: rebalance time and offset commits beside librdkafka's mock cluster",
+        lambda doc, charts: report_groups.section(doc, charts, table),
     ),
 }
 

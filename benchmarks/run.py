@@ -22,6 +22,9 @@ generators run in processes of their own):
                      clients against kmeta and librdkafka's mock, Fetch against the echo ceiling,
                      the broker's RSS against the bytes it holds (--mb, --record-bytes,
                      --latency-s; --no-peer)
+* ``groups``         groups.py: classic consumer groups of confluent-kafka consumers against
+                     kmeta and librdkafka's mock: rebalance time at each of --members (default
+                     3,10,50; --rounds), sync offset commits/s (--commit-consumers; --duration s)
 * ``scale``          scale.py at each of --partitions N[,N...] (default 10000): create, memory,
                      Metadata, broker and controller kill -9 (--session-timeout-ms,
                      --phase-timeout-s; --phases create stops after the create)
@@ -49,7 +52,7 @@ import common
 
 SCENARIOS = (
     "codec", "metadata-load", "cache-update", "propagation", "client-await", "pipeline-plan", "soak",
-    "fixture", "scale", "data-plane",
+    "fixture", "scale", "data-plane", "groups",
 )  # fmt: skip
 
 
@@ -335,6 +338,20 @@ def plan_data_plane(a: argparse.Namespace) -> Plan:
     return params, steps, with_median
 
 
+def plan_groups(a: argparse.Namespace) -> Plan:
+    members = a.members or [3, 10, 50]
+    args = ["--members", ",".join(map(str, members)), "--rounds", str(a.rounds), "--commit-consumers",
+            str(a.commit_consumers), "--commit-s", str(a.duration)] + (["--no-peer"] if a.no_peer else [])  # fmt: skip
+    estimate = 2 * (10 + sum(members) / 5 + a.rounds * len(members) * 6 + a.duration)
+    steps = repeated(
+        "groups.py", estimate, a.repeat,
+        lambda: common.run_script("groups.py", *args, timeout_s=960),
+    )  # fmt: skip
+    params = {"members": members, "rounds": a.rounds, "commit_consumers": a.commit_consumers,
+              "commit_s": a.duration, "peer": not a.no_peer}  # fmt: skip
+    return params, steps, with_median
+
+
 def plan_scale(a: argparse.Namespace) -> Plan:
     sizes = a.partitions or [10_000]
     args = ("--partitions", ",".join(map(str, sizes)), "--session-timeout-ms", str(a.session_timeout_ms),
@@ -360,7 +377,7 @@ PLANS: dict[str, Callable[[argparse.Namespace], Plan]] = {
     "codec": plan_codec, "metadata-load": plan_metadata_load, "cache-update": plan_cache_update,
     "propagation": plan_propagation, "client-await": plan_client_await,
     "pipeline-plan": plan_pipeline_plan, "soak": plan_soak, "fixture": plan_fixture,
-    "scale": plan_scale, "data-plane": plan_data_plane,
+    "scale": plan_scale, "data-plane": plan_data_plane, "groups": plan_groups,
 }  # fmt: skip
 
 
@@ -436,6 +453,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--latency-s", type=float, default=5.0, help="data-plane: seconds of the latency run"
     )
+    ap.add_argument("--members", type=ints, default=None, help="groups: group sizes (3,10,50)")
+    ap.add_argument("--rounds", type=int, default=3, help="groups: rebalances per size")
+    ap.add_argument("--commit-consumers", type=int, default=4, help="groups: committing members")
     ap.add_argument("--runs", type=int, default=10, help="fixture: clusters started (median)")
     ap.add_argument("--brokers", type=int, default=3, help="fixture: brokers per cluster")
     return ap

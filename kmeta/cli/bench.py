@@ -19,7 +19,7 @@ import kmeta
 
 SCENARIOS = (
     "codec", "metadata-load", "cache-update", "propagation", "client-await", "pipeline-plan", "soak",
-    "fixture", "scale", "data-plane",
+    "fixture", "scale", "data-plane", "groups",
 )  # fmt: skip
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_extra_args": True}

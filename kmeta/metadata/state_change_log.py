@@ -15,7 +15,8 @@ COMPONENTS: Final = ("controller", "broker")
 
 #: every field of a line and its type, as the analysis reads it ("long": an int that may pass
 #: 2**31, e.g. a counter); unknown fields are ignored by readers
-FIELDS: Final[dict[str, Literal["double", "int", "long", "string", "array<string>"]]] = {
+FieldType = Literal["double", "int", "long", "string", "array<string>", "array<int>"]
+FIELDS: Final[dict[str, FieldType]] = {
     # on every line
     "ts_ms": "double",  # wall clock (time.time() * 1000), so processes can be compared
     "component": "string",
@@ -45,15 +46,27 @@ FIELDS: Final[dict[str, Literal["double", "int", "long", "string", "array<string
     "controller_id": "int",
     "snapshot_version": "long",
     "apply_ms": "double",
+    # broker "isr_change": the outcome of one AlterPartition on its leader for the partitions
+    # of one topic that had the same change (name Shrink or Expand; error_code 0: committed,
+    # new_isr as the controller answered; else new_isr as asked)
+    "topic": "string",
+    "partition_indexes": "array<int>",
+    "isr": "array<int>",
+    "new_isr": "array<int>",
+    "leader_epoch": "int",
+    "partition_epoch": "int",
+    "alter_ms": "double",
 }
 COMMON_FIELDS: Final = ("ts_ms", "component", "node_id", "controller_epoch", "event")
 #: the fields each kind of line needs (besides the common ones) to be joined up: a controller
 #: request's lines by (target_broker, controller_epoch, correlation_id), its batch by update_id,
-#: a broker's apply to the send by (node_id, controller_epoch, correlation_id)
+#: a broker's apply to the send by (node_id, controller_epoch, correlation_id), a broker's ISR
+#: change to its partitions' other changes by (topic, partition index) and the members
 JOIN_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "send": ("target_broker", "correlation_id", "update_id"),
     "enqueue": ("target_broker", "correlation_id", "update_id"),
     "ack": ("target_broker", "correlation_id", "update_id"),
     "event": ("update_id",),
     "apply": ("correlation_id",),
+    "isr_change": ("name", "topic", "partition_indexes", "isr", "new_isr", "error_code"),
 }

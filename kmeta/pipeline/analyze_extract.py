@@ -28,6 +28,7 @@ _SPARK_TYPES: dict[str, T.DataType] = {
     "long": T.LongType(),
     "string": T.StringType(),
     "array<string>": T.ArrayType(T.StringType()),
+    "array<int>": T.ArrayType(T.IntegerType()),
 }
 EVENT_SCHEMA = T.StructType([T.StructField(f, _SPARK_TYPES[t]) for f, t in FIELDS.items()])
 _PARSE_SCHEMA = T.StructType([*EVENT_SCHEMA.fields, T.StructField(_CORRUPT, T.StringType())])

@@ -3,6 +3,7 @@
 Output directory:
 
     updates/ deliveries/ broker_lag/ disagreements/ malformed/ [bench/]   Parquet, JSON or CSV
+    isr_changes/ isr_partitions/ isr_brokers/ out_of_isr/                  (kmeta.pipeline.analyze_isr)
     convergence.png broker_lag.png report.md summary.json
 """
 
@@ -20,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kmeta.pipeline import analyze_extract as ex
+from kmeta.pipeline import analyze_isr as isr
 from kmeta.pipeline import analyze_report as rep
 from kmeta.pipeline import analyze_transform as tr
 from kmeta.pipeline.config import AnalyzeConfig
@@ -81,6 +83,16 @@ def run_analyze(
     write_table(updates.orderBy("first_send_ts"), out / "updates", config.format)
     write_table(lag, out / "broker_lag", config.format)
     write_table(windows, out / "disagreements", config.format)
+    isr_changes = isr.changes(events).persist(StorageLevel.MEMORY_AND_DISK)
+    out_of_isr = isr.out_of_isr(isr_changes, counts["log_end"]).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    isr_partitions = isr.partitions(isr_changes, out_of_isr)
+    isr_brokers = isr.brokers(isr_changes, out_of_isr)
+    write_table(isr_changes.orderBy("ts_ms"), out / "isr_changes", config.format)
+    write_table(out_of_isr.orderBy("out_ts"), out / "out_of_isr", config.format)
+    write_table(isr_partitions, out / "isr_partitions", config.format)
+    write_table(isr_brokers, out / "isr_brokers", config.format)
     stages.done("tables")
 
     conv = updates.agg(
@@ -115,6 +127,12 @@ def run_analyze(
         .limit(1)
     )
     bad_rows = _rows(malformed.limit(config.report_malformed_limit))
+    isr_report = {
+        "summary": isr.summary(isr_changes, out_of_isr, isr.controller_commits(events)),
+        "brokers": _rows(isr_brokers),
+        "partitions": _rows(isr_partitions.limit(isr.REPORT_ROWS)),
+        "intervals": _rows(out_of_isr.orderBy(F.col("out_ms").desc()).limit(isr.REPORT_ROWS)),
+    }
 
     bench, bench_bad = ex.read_bench(list(config.bench))
     if bench:
@@ -146,6 +164,8 @@ def run_analyze(
         "bench_files": len(config.bench),
         "bench_metrics": len(bench),
         "bench_malformed_lines": len(bench_bad),
+        "isr": isr_report["summary"],
+        "isr_brokers": isr_report["brokers"],
     }
     charts = [
         name
@@ -157,13 +177,13 @@ def run_analyze(
     ]
     shown_bad = [{**r, "file": os.path.basename(r["file"])} for r in bad_rows + bench_bad]
     (out / "report.md").write_text(
-        rep.markdown(summary, brokers, window_rows, shown_bad, bench, charts)
+        rep.markdown(summary, brokers, window_rows, shown_bad, bench, charts, isr_report)
     )
     stages.done("report")
     summary["stage_seconds"] = stages.seconds
     summary["malformed_examples"] = bad_rows + bench_bad
     summary["seconds"] = round(time.monotonic() - started, 3)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    for df in (updates, deliveries, events, parsed):
+    for df in (out_of_isr, isr_changes, updates, deliveries, events, parsed):
         df.unpersist()
     return summary

@@ -127,6 +127,7 @@ def markdown(
     malformed: Sequence[dict[str, Any]],
     bench: Sequence[dict[str, Any]],
     charts: Sequence[str],
+    isr: dict[str, Any] | None = None,
 ) -> str:
     c = summary["convergence_ms"]
     minimums = {"p95": MIN_SAMPLES_P95, "p99": MIN_SAMPLES_P99}
@@ -194,9 +195,56 @@ def markdown(
         windows,
         ["start_utc", "start_offset_s", "duration_ms", "updates", "brokers_behind"],
     )
+    if isr is not None:
+        lines += isr_section(isr)
     lines += [f"## Malformed lines ({summary['malformed_lines']}; first {len(malformed)})", ""]
     lines += _table(malformed, ["file", "line", "reason", "text"])
     if bench:
         lines += ["## Benchmark results", ""]
         lines += _table(bench, ["file", "metric", "value"])
     return "\n".join(lines) + "\n"
+
+
+def isr_section(isr: dict[str, Any]) -> list[str]:
+    """The ISR's changes (kmeta.pipeline.analyze_isr): totals, then per broker, the partitions
+    whose replicas were out longest, and the longest single times out."""
+    s = isr["summary"]
+    lines = ["## ISR changes", ""]
+    if not s["changes"] and not s["controller"]["alter_partitions"]:
+        return [*lines, "(no ISR change in these logs)", ""]
+    refused = ", ".join(f"{name} {n}" for name, n in s["refused_by_error"].items())
+    out = s["out_of_isr_ms"]
+    alter = s["alter_partition_ms"]
+    ctl = s["controller"]
+    lines += [
+        f"- leaders' lines: {s['shrinks']} shrink(s), {s['expands']} expansion(s) committed over "
+        f"{s['partitions_changed']} partition(s); {s['refused']} refused"
+        + (f" ({refused})" if refused else ""),
+        f"- AlterPartition, asked -> answered, ms: p50 {_fmt(alter['p50'])}, p99 "
+        f"{_fmt(alter['p99'])}, max {_fmt(alter['max'])}",
+        f"- the controller committed {ctl['alter_partitions']} AlterPartition(s): "
+        f"{ctl['isr_shrinks']} shrink(s), {ctl['isr_expands']} expansion(s)",
+        f"- replicas out of an ISR {out['samples']} time(s), {s['rejoined']} rejoined, "
+        f"{s['replicas_still_out']} still out at the end of the logs; time out, ms: "
+        + _percentiles(out, {"p95": MIN_SAMPLES_P95, "p99": MIN_SAMPLES_P99}),
+        "",
+        "### Brokers: as leader (changes asked) and as follower (times out of an ISR)",
+        "",
+    ]
+    lines += _table(
+        isr["brokers"],
+        ["broker", "shrinks", "expands", "refused", "alter_p50_ms", "times_out", "rejoined",
+         "still_out", "out_of_isr_ms", "out_p99_ms", "out_of_isr_max_ms"],
+    )  # fmt: skip
+    lines += [f"### Partitions by time out of the ISR (first {len(isr['partitions'])})", ""]
+    lines += _table(
+        isr["partitions"],
+        ["topic", "partition", "shrinks", "expands", "refused", "leaders", "out_of_isr_ms",
+         "replicas_still_out"],
+    )  # fmt: skip
+    lines += [f"### Longest times out of the ISR (first {len(isr['intervals'])})", ""]
+    lines += _table(
+        isr["intervals"],
+        ["topic", "partition", "replica", "leader", "out_ms", "rejoined", "still_out"],
+    )
+    return lines

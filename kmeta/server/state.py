@@ -106,6 +106,7 @@ class BrokerState:
             if config.state_change_log
             else None
         )
+        self.replica_manager.isr.state_log = self.state_log
 
     def fence(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         """The error for a control request with these epochs; NONE accepts (and records) it."""
@@ -114,6 +115,8 @@ class BrokerState:
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         self.controller_epoch = controller_epoch
+        if self.state_log is not None:  # (the epoch its own lines, e.g. isr_change, carry)
+            self.state_log.controller_epoch = controller_epoch
         return ErrorCode.NONE
 
     def apply_credentials(self, pushed: Sequence[KmetaScramCredential] | None) -> None:

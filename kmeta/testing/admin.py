@@ -37,6 +37,29 @@ class ClusterAdmin:
         self._processes = processes
         self._controllers = controllers
 
+    def client_config(self, *, kafka_python: bool = False) -> dict[str, str]:
+        """What a Kafka client needs to connect: ``bootstrap.servers``, ``security.protocol``
+        and, with ``secure``, ``sasl.mechanism`` / ``sasl.username`` / ``sasl.password`` as the
+        admin user (confluent-kafka's keys; ``kafka_python``: kafka-python's keyword names).
+        With ``ssl`` its cafile is ``ssl.ca.location`` (``ssl_cafile``)."""
+        p = self._processes
+        cfg = p.config
+        settings = {
+            "bootstrap.servers": p.bootstrap_servers,
+            "security.protocol": cfg.client_listener,
+        }
+        if (credential := p.sasl_credential) is not None:
+            settings["sasl.mechanism"] = credential.mechanism
+            settings["sasl.username"] = credential.username
+            settings["sasl.password"] = credential.password
+        if cfg.ssl is not None and cfg.ssl.cafile:
+            settings["ssl.ca.location"] = cfg.ssl.cafile
+        if not kafka_python:
+            return settings
+        names = {"sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+                 "ssl.ca.location": "ssl_cafile"}  # fmt: skip
+        return {names.get(k, k.replace(".", "_")): v for k, v in settings.items()}
+
     def call(self, fn: Callable[..., Awaitable[T]], *args: object) -> T:
         """An admin request through a live broker. In a quorum, NOT_CONTROLLER while a
         controller runs (a failover, or a broker not yet connected to the new active one) is
@@ -71,7 +94,12 @@ class ClusterAdmin:
     def move_leader(
         self, topic: str, partition: int, broker_id: int, timeout_s: float = 10.0
     ) -> None:
-        """Reassign with ``broker_id`` first, wait for the reassignment, elect it preferred."""
+        """Make ``broker_id`` the partition's leader the way a Kafka operator does:
+        ``kafka-reassign-partitions.sh`` with that broker first in the replica list
+        (AlterPartitionReassignments; if it was no replica, it replaces the last one, keeping
+        the replication factor), wait until the reassignment completed, then
+        ``kafka-leader-election.sh --election-type PREFERRED`` for the partition (ElectLeaders).
+        The leader epoch rises; clients routing to the old leader must refresh their metadata."""
         self._processes.check_id(broker_id)
         state = self.served_partitions(topic, "move_leader").get(partition)
         if state is None:  # as AlterPartitionReassignments answers for it
@@ -93,8 +121,11 @@ class ClusterAdmin:
     def elect_preferred(
         self, topic: str | None = None, partitions: Sequence[int] | None = None
     ) -> list[TopicPartitionKey]:
-        """ElectLeaders PREFERRED; the partitions whose leader changed (KafkaRequestError for
-        one that could not be elected)."""
+        """ElectLeaders PREFERRED, as ``kafka-leader-election.sh --election-type PREFERRED``
+        (or ``auto.leader.rebalance.enable`` doing it on its own): each partition's first
+        assigned replica becomes leader again if it is alive and in the ISR. For every partition
+        (default), one topic's, or some of them; returns the partitions whose leader changed.
+        KafkaRequestError if one could not be elected (e.g. its preferred replica is down)."""
         asked: dict[str, list[int]] | None = None
         if topic is not None:
             if partitions is None:
@@ -113,7 +144,10 @@ class ClusterAdmin:
         return run_sync(lambda: fetch_view(broker_id, address, security))
 
     def wait_converged(self, timeout_s: float = 10.0) -> None:
-        """Until the controller and every running broker agree (TimeoutError with the difference)."""
+        """Wait until the cluster settled after a change: the active controller (if any) sees
+        exactly the running brokers alive with nothing unacknowledged, and every running broker
+        serves the same metadata listing exactly the running brokers. TimeoutError (with the
+        difference) if not; under a ``drop`` fault it does not settle."""
         deadline = time.monotonic() + timeout_s
         why = ""
         while True:

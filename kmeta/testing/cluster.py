@@ -8,11 +8,13 @@ event each method imitates.
 
 The handle is made of parts, each in its module: its processes
 (:class:`~kmeta.testing.processes.ClusterProcesses`: the data dir, the daemons, where each
-listens), its controllers (:class:`~kmeta.testing.controllers.ClusterControllers`: which is
+listens), its brokers (:class:`~kmeta.testing.brokers.ClusterBrokers`: crash, stop, start),
+its controllers (:class:`~kmeta.testing.controllers.ClusterControllers`: which is
 active; stop, kill, start), its faults (:class:`~kmeta.testing.faults.ClusterFaults`) and the
 requests it sends through the brokers (:class:`~kmeta.testing.admin.ClusterAdmin`: admin
 requests, Metadata reads, convergence). :class:`Cluster` is what a test holds: it starts and
-ends them together and gives each method its Kafka meaning.
+ends them together; a method that is one part's is that part's method (its docstring says
+its Kafka meaning), read through the handle.
 """
 
 from __future__ import annotations
@@ -20,24 +22,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import Any, Generic, Self, TypeVar, overload
+from types import MethodType, TracebackType
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, cast, overload
 
 from kmeta.cli.cluster_config import ClusterConfig
-from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.tls import TlsConfig
 from kmeta.testing import requests
 from kmeta.testing.admin import ClusterAdmin
+from kmeta.testing.brokers import ClusterBrokers
 from kmeta.testing.controllers import ClusterControllers, until
 from kmeta.testing.faults import ClusterFaults
 from kmeta.testing.processes import ClusterProcesses
-from kmeta.testing.requests import BrokerView
 
 #: what the admin user of ``secure`` authenticates with (its credential is SCRAM-SHA-512)
 SASL_MECHANISMS = ("SCRAM-SHA-512", "PLAIN")
 T = TypeVar("T")
+P_ = TypeVar("P_")
+Params = ParamSpec("Params")
+R = TypeVar("R")
 
 
 class _OfProcesses(Generic[T]):
@@ -54,6 +57,28 @@ class _OfProcesses(Generic[T]):
     def __get__(self, handle: Cluster, owner: type[Any] | None = None) -> T: ...
     def __get__(self, handle: Cluster | None, owner: type[Any] | None = None) -> T | Self:
         return self if handle is None else self._get(handle._processes)
+
+
+class _OfPart(Generic[P_, Params, R]):
+    """A method of the handle that is one of its parts' (the part's method, with its signature
+    and docstring: read on the class, it is that method)."""
+
+    __slots__ = ("_method", "_part")
+
+    def __init__(self, part: str, method: Callable[Concatenate[P_, Params], R]) -> None:
+        self._part = part
+        self._method = method
+
+    @overload
+    def __get__(self, handle: None, owner: type[Any] | None = None) -> Callable[Concatenate[P_, Params], R]: ...
+    @overload
+    def __get__(self, handle: Cluster, owner: type[Any] | None = None) -> Callable[Params, R]: ...
+    def __get__(
+        self, handle: Cluster | None, owner: type[Any] | None = None
+    ) -> Callable[Params, R] | Callable[Concatenate[P_, Params], R]:
+        if handle is None:
+            return self._method
+        return cast(Callable[Params, R], MethodType(self._method, getattr(handle, self._part)))
 
 
 class Cluster:
@@ -138,6 +163,7 @@ class Cluster:
         self._controllers = ClusterControllers(self._processes)
         self._faults = ClusterFaults(self._processes, self._controllers)
         self._admin = ClusterAdmin(self._processes, self._controllers)
+        self._brokers = ClusterBrokers(self._processes, self._controllers)
 
     def start(self) -> Cluster:
         """Start every daemon and return once each broker serves the whole cluster (a quorum:
@@ -257,122 +283,30 @@ class Cluster:
         """CreatePartitions up to ``total``, as ``kafka-topics.sh --alter --partitions``."""
         self._admin.call(requests.add_partitions, name, total, assignment)
 
-    def move_leader(
-        self, topic: str, partition: int, broker_id: int, timeout_s: float = 10.0
-    ) -> None:
-        """Make ``broker_id`` the partition's leader the way a Kafka operator does:
-        ``kafka-reassign-partitions.sh`` with that broker first in the replica list
-        (AlterPartitionReassignments; if it was no replica, it replaces the last one, keeping
-        the replication factor), wait until the reassignment completed, then
-        ``kafka-leader-election.sh --election-type PREFERRED`` for the partition (ElectLeaders).
-        The leader epoch rises; clients routing to the old leader must refresh their metadata."""
-        self._admin.move_leader(topic, partition, broker_id, timeout_s)
-
-    def elect_preferred(
-        self, topic: str | None = None, partitions: Sequence[int] | None = None
-    ) -> list[TopicPartitionKey]:
-        """ElectLeaders PREFERRED, as ``kafka-leader-election.sh --election-type PREFERRED``
-        (or ``auto.leader.rebalance.enable`` doing it on its own): each partition's first
-        assigned replica becomes leader again if it is alive and in the ISR. For every partition
-        (default), one topic's, or some of them; returns the partitions whose leader changed.
-        KafkaRequestError if one could not be elected (e.g. its preferred replica is down)."""
-        return self._admin.elect_preferred(topic, partitions)
+    move_leader = _OfPart("_admin", ClusterAdmin.move_leader)
+    elect_preferred = _OfPart("_admin", ClusterAdmin.elect_preferred)
 
     # -- clients ------------------------------------------------------------------------------
-    def client_config(self, *, kafka_python: bool = False) -> dict[str, str]:
-        """What a Kafka client needs to connect: ``bootstrap.servers``, ``security.protocol``
-        and, with ``secure``, ``sasl.mechanism`` / ``sasl.username`` / ``sasl.password`` as the
-        admin user (confluent-kafka's keys; ``kafka_python``: kafka-python's keyword names).
-        With ``ssl`` its cafile is ``ssl.ca.location`` (``ssl_cafile``)."""
-        cfg = self.config
-        settings = {
-            "bootstrap.servers": self.bootstrap_servers,
-            "security.protocol": cfg.client_listener,
-        }
-        if (credential := self.sasl_credential) is not None:
-            settings["sasl.mechanism"] = credential.mechanism
-            settings["sasl.username"] = credential.username
-            settings["sasl.password"] = credential.password
-        if cfg.ssl is not None and cfg.ssl.cafile:
-            settings["ssl.ca.location"] = cfg.ssl.cafile
-        if not kafka_python:
-            return settings
-        names = {"sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
-                 "ssl.ca.location": "ssl_cafile"}  # fmt: skip
-        return {names.get(k, k.replace(".", "_")): v for k, v in settings.items()}
+    client_config = _OfPart("_admin", ClusterAdmin.client_config)
 
-    # -- brokers ----------------------------------------------------------------------------------
-    def kill_broker(self, broker_id: int) -> None:
-        """SIGKILL: a broker crash or power loss. No ControlledShutdown: the controller fences
-        it when its session times out (``session_timeout_ms``), then moves its leaderships to
-        other ISR members and shrinks the ISRs, as Kafka does on a broker's death. Started
-        again before that, it registers at once (its state dir says the old process is
-        gone: :mod:`kmeta.server.state_dir`), and the old incarnation is failed then."""
-        self._processes.end(f"broker-{self._processes.check_id(broker_id)}", signal.SIGKILL)
-
-    def stop_broker(self, broker_id: int) -> None:
-        """SIGTERM: ``kafka-server-stop.sh``. The broker sends ControlledShutdown, the
-        controller moves its leaderships away first, then the broker exits."""
-        self._processes.end(f"broker-{self._processes.check_id(broker_id)}", signal.SIGTERM)
-
-    def start_broker(self, broker_id: int, *, wait: bool = True) -> None:
-        """Start a stopped broker again (same id, ports and cluster id) and wait until every
-        running broker lists every running broker: it registered with a new broker epoch and
-        got the full metadata, as a Kafka broker that rejoins. ``wait=False``: return once the
-        process is started (the caller watches the rejoin itself, as a benchmark does)."""
-        name = f"broker-{self._processes.check_id(broker_id)}"
-        if self.running(name):
-            raise RuntimeError(f"{name} is running")
-        self._processes.spawn(name)
-        if wait and self.active_controller() is not None:
-            self._processes.await_serving(self.live_brokers)
-
-    def advertise_control(self, broker_id: int, port: int) -> None:
-        """Restart the broker (controlled) advertising its CONTROL listener on ``port`` of
-        the cluster's host: a TCP proxy in front of it (:mod:`kmeta.testing.tcp_proxy`). The
-        controller and the other brokers (its followers) reach it there, so stopping the
-        proxy cuts those links, while its own links to the controller stay up."""
-        self.stop_broker(broker_id)
-        self._processes.advertise_control(broker_id, port)
-        self.start_broker(broker_id)
-
-    def restart_broker(self, broker_id: int, *, kill: bool = False) -> None:
-        """A rolling restart of one broker: controlled stop (or SIGKILL with ``kill``), start."""
-        (self.kill_broker if kill else self.stop_broker)(broker_id)
-        self.start_broker(broker_id)
+    # -- brokers (the ClusterBrokers part) -------------------------------------------------------
+    kill_broker = _OfPart("_brokers", ClusterBrokers.kill)
+    stop_broker = _OfPart("_brokers", ClusterBrokers.stop)
+    start_broker = _OfPart("_brokers", ClusterBrokers.start)
+    advertise_control = _OfPart("_brokers", ClusterBrokers.advertise_control)
+    restart_broker = _OfPart("_brokers", ClusterBrokers.restart)
 
     # -- controllers (the ClusterControllers part) ----------------------------------------------
-    def active_controller(self) -> int | None:
-        """The active controller's node id (3000 alone; 3001.. in a quorum), or None when none
-        acts: no controller process runs, or (quorum) ``/controller`` is empty or names one whose
-        process is gone (a killed controller's znode lasts until its ZooKeeper session expires)."""
-        return self._controllers.active()
+    active_controller = _OfPart("_controllers", ClusterControllers.active)
+    standbys = _OfPart("_controllers", ClusterControllers.standbys)
+    controller_status = _OfPart("_controllers", ClusterControllers.status)
+    stop_controller = _OfPart("_controllers", ClusterControllers.stop)
+    kill_controller = _OfPart("_controllers", ClusterControllers.kill)
 
     @property
     def controller(self) -> int | None:
         """The active controller's node id (see :meth:`active_controller`)."""
         return self._controllers.active()
-
-    def standbys(self) -> list[int]:
-        """Quorum members standing by (a live ZooKeeper session, not active); [] alone."""
-        return self._controllers.standbys()
-
-    def controller_status(self) -> dict[str, Any]:
-        """The active controller's ``GET /status`` (epochs, liveness, lag per broker, faults);
-        ConnectionRefusedError while no controller is active."""
-        return self._controllers.status()
-
-    def stop_controller(self, node_id: int | None = None, *, wait: bool = True) -> None:
-        """SIGTERM the active controller (or ``node_id``): it resigns. Alone: no controller until
-        :meth:`start_controller`. In a quorum a standby is elected at once; ``wait``: return once
-        it is active and every running broker registered with it."""
-        self._controllers.end(node_id, signal.SIGTERM, wait)
-
-    def kill_controller(self, node_id: int | None = None, *, wait: bool = True) -> None:
-        """SIGKILL the active controller (or ``node_id``): a crash. Alone: what it committed is
-        kept on disk. In a quorum its ZooKeeper session expires after
-        ``zookeeper_session_timeout_ms``, then a standby is elected (``wait``: as for stop)."""
-        self._controllers.end(node_id, signal.SIGKILL, wait)
 
     def start_controller(self, node_id: int | None = None, *, wait: bool = True) -> None:
         """Start the stopped controllers (or ``node_id``) again on their data dirs. With another
@@ -392,28 +326,9 @@ class Cluster:
             until(self._controllers.brokers_registered, timeout_s, "brokers did not register")
 
     # -- faults (the ClusterFaults part) ---------------------------------------------------------
-    def fault(
-        self, broker_id: int, *, delay: float | None = None, drop: bool = False, pause: bool = False
-    ) -> None:
-        """Delay (seconds), drop or pause the controller's UpdateMetadata, LeaderAndIsr and
-        StopReplica to one broker (a broker lagging behind the controller). Returns once the
-        active controller applies it; see docs/testing.md (with the barrier, pause blocks admin
-        calls: use ``barrier=False``)."""
-        self._faults.set(broker_id, delay=delay, drop=drop, pause=pause)
-
-    def clear_faults(self, broker_id: int | None = None) -> None:
-        """End one broker's fault, or every fault: paused updates go out in order, a dropped
-        broker gets the full state again (as after a registration)."""
-        self._faults.clear(broker_id)
+    fault = _OfPart("_faults", ClusterFaults.set)
+    clear_faults = _OfPart("_faults", ClusterFaults.clear)
 
     # -- what brokers serve, and convergence (the ClusterAdmin part) -----------------------------
-    def metadata(self, broker_id: int) -> BrokerView:
-        """What that broker serves now: its Metadata answer for every topic."""
-        return self._admin.metadata(broker_id)
-
-    def wait_converged(self, timeout_s: float = 10.0) -> None:
-        """Wait until the cluster settled after a change: the active controller (if any) sees
-        exactly the running brokers alive with nothing unacknowledged, and every running broker
-        serves the same metadata listing exactly the running brokers. TimeoutError (with the
-        difference) if not; under a ``drop`` fault it does not settle."""
-        self._admin.wait_converged(timeout_s)
+    metadata = _OfPart("_admin", ClusterAdmin.metadata)
+    wait_converged = _OfPart("_admin", ClusterAdmin.wait_converged)

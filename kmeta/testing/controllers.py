@@ -80,7 +80,8 @@ class ClusterControllers:
         return [int(n) for n in standbys]
 
     def status(self) -> dict[str, Any]:
-        """The active controller's ``GET /status``; ConnectionRefusedError while none is active."""
+        """The active controller's ``GET /status`` (epochs, liveness, lag per broker, faults);
+        ConnectionRefusedError while no controller is active."""
         node = self.active()
         if node is None:
             raise ConnectionRefusedError("no active controller")
@@ -100,6 +101,18 @@ class ClusterControllers:
         return alive == self._processes.live_brokers
 
     # -- stop, kill, start -------------------------------------------------------------------------
+    def stop(self, node_id: int | None = None, *, wait: bool = True) -> None:
+        """SIGTERM the active controller (or ``node_id``): it resigns. Alone: no controller until
+        :meth:`~kmeta.testing.Cluster.start_controller`. In a quorum a standby is elected at
+        once; ``wait``: return once it is active and every running broker registered with it."""
+        self.end(node_id, signal.SIGTERM, wait)
+
+    def kill(self, node_id: int | None = None, *, wait: bool = True) -> None:
+        """SIGKILL the active controller (or ``node_id``): a crash. Alone: what it committed is
+        kept on disk. In a quorum its ZooKeeper session expires after
+        ``zookeeper_session_timeout_ms``, then a standby is elected (``wait``: as for stop)."""
+        self.end(node_id, signal.SIGKILL, wait)
+
     def end(self, node_id: int | None, sig: signal.Signals, wait: bool) -> None:
         """``sig`` to the active controller (or ``node_id``); ``wait``: with others running,
         until one of them is active and every running broker registered with it."""

@@ -32,8 +32,10 @@ class ClusterFaults:
     def set(
         self, broker_id: int, *, delay: float | None = None, drop: bool = False, pause: bool = False
     ) -> None:
-        """Exactly one of ``delay`` (seconds), ``drop``, ``pause`` for ``broker_id``; returns
-        once the active controller applied it."""
+        """Delay (seconds), drop or pause the controller's UpdateMetadata, LeaderAndIsr and
+        StopReplica to one broker (a broker lagging behind the controller). Returns once the
+        active controller applies it; see docs/testing.md (with the barrier, pause blocks admin
+        calls: use ``barrier=False``)."""
         chosen = [s for s, on in ((f"delay={delay}s", delay is not None), ("drop", drop), ("pause", pause)) if on]  # fmt: skip
         if len(chosen) != 1:
             raise ValueError("give exactly one of delay=<seconds>, drop=True, pause=True")
@@ -41,7 +43,8 @@ class ClusterFaults:
         self._apply()
 
     def clear(self, broker_id: int | None = None) -> None:
-        """End one broker's fault, or every fault."""
+        """End one broker's fault, or every fault: paused updates go out in order, a dropped
+        broker gets the full state again (as after a registration)."""
         if broker_id is None:
             self._faults.clear()
         else:

@@ -5,6 +5,7 @@ killed -9 under a producer stream (benchmarks/durability.py runs the same rounds
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -121,9 +122,20 @@ def test_a_stopped_follower_leaves_the_isr_and_rejoins_after_sigcont() -> None:
             time.sleep(0.5)
             assert len(stream.acknowledged) > acked  # (acks=all with the two left)
             os.kill(pid, signal.SIGCONT)
-            stopped = None
+            stopped_id, stopped = stopped, None
             rejoined = _await_isr(cluster, "lag", [1, 2, 3], 15, asking=asking)
             print(f"left the ISR after {left:.1f} s stopped, rejoined {rejoined:.1f} s after SIGCONT")
+            # the leader's state-change log says both, as committed (docs/state-change-log.md)
+            assert cluster.data_dir is not None
+            lines = (cluster.data_dir / f"broker-{leader}.state-change.log").read_text().splitlines()
+            changes = [
+                (e["name"], sorted(e["isr"]), sorted(e["new_isr"]), e["error_code"])
+                for e in map(json.loads, lines)
+                if e["event"] == "isr_change" and e["topic"] == "lag"
+            ]
+            rest = sorted(set(cluster.broker_ids) - {stopped_id})
+            assert ("Shrink", [1, 2, 3], rest, 0) in changes, changes
+            assert ("Expand", rest, [1, 2, 3], 0) in changes, changes
         finally:
             left_pid = None if stopped is None else cluster.pid(f"broker-{stopped}")
             if left_pid is not None:

@@ -18,17 +18,20 @@ _SAMPLES: dict[str, Any] = {
     "long": 2**40,
     "string": "orders",
     "array<string>": ["orders", "payments"],
+    "array<int>": [1, 3],
 }
 _OWN = {"event": ("name", "queue_ms", "process_ms")}
 
 
 def _fields(kind: str) -> dict[str, Any]:
     names = [*JOIN_FIELDS[kind], *_OWN.get(kind, ())]
-    if kind != "event":
+    if kind == "isr_change":
+        names += ["leader_epoch", "partition_epoch", "alter_ms"]
+    elif kind != "event":
         names += ["api_key", "topics", "partitions", "error_code"]
     if kind == "apply":
         names += ["controller_id", "snapshot_version", "apply_ms"]
-    return {n: _SAMPLES[FIELDS[n]] for n in names}
+    return {n: _SAMPLES[FIELDS[n]] for n in dict.fromkeys(names)}
 
 
 def test_every_line_the_writers_write_is_read_back_whole(spark: Any, tmp_path: Path) -> None:
@@ -39,6 +42,8 @@ def test_every_line_the_writers_write_is_read_back_whole(spark: Any, tmp_path: P
     controller.close()
     broker = StateChangeLog(tmp_path / "broker.log", 1, component="broker")
     broker.write("apply", controller_epoch=5, **_fields("apply"))
+    broker.controller_epoch = 5  # (a broker's own lines carry the epoch it last accepted)
+    broker.write("isr_change", **_fields("isr_change"))
     # a line without a field its kind is joined on is refused, with the field named
     broker.write("apply", controller_epoch=5)
     broker.close()
@@ -47,6 +52,7 @@ def test_every_line_the_writers_write_is_read_back_whole(spark: Any, tmp_path: P
     read = {(r.component, r.event): r.asDict() for r in ex.events(parsed).collect()}
     assert sorted(read) == [
         ("broker", "apply"),
+        ("broker", "isr_change"),
         ("controller", "ack"),
         ("controller", "enqueue"),
         ("controller", "event"),
@@ -59,6 +65,6 @@ def test_every_line_the_writers_write_is_read_back_whole(spark: Any, tmp_path: P
         assert {n: row[n] for n in _fields(kind)} == _fields(kind), kind
     bad = [r.asDict() for r in ex.malformed(parsed).collect()]
     assert [(Path(r["file"]).name, r["line"], r["reason"]) for r in bad] == [
-        ("broker.log", 2, "missing correlation_id")
+        ("broker.log", 3, "missing correlation_id")
     ]
     assert json.loads(bad[0]["text"])["component"] == "broker"

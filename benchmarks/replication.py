@@ -1,0 +1,296 @@
+"""Replication's cost, acks=all against acks=1 on replication factor 3, in one run (issue 29).
+
+    .venv/bin/python benchmarks/replication.py [--mb 32] [--record-bytes 1024]
+        [--latency-s 8] [--repeat 2] [--sample-ms 10]
+
+A cluster of 3 brokers and a controller (kmeta.testing.Cluster: processes of their own, file
+logs), one topic of 4 partitions, RF 3, min.insync.replicas 2, leaders spread over the brokers.
+Every figure is measured for acks=1 and for acks=all in the same run, one after the other,
+``--repeat`` times; a ratio is the median of the repeats' ratios (a shared, loaded machine
+moves absolute figures, much less a ratio measured within minutes). The issue's goals:
+
+* ``throughput_mb_s``: a real producer (confluent-kafka, librdkafka) in a process of its own
+  sends ``--mb`` MiB of ``--record-bytes`` records (``linger.ms`` 5, ``batch.size`` 1 MiB, no
+  compression, idempotence off), from the first ``produce()`` to the end of ``flush()`` (every
+  record acknowledged). Each repeat runs acks=1, acks=all, acks=1, acks=all and takes each
+  one's better run as its peak (the other's load moves both alike). acks=all ÷ acks=1 >= 0.5.
+* ``ack_ms``: a producer at half the acks=1 peak rate (records/s, the same rate for both) for
+  ``--latency-s`` s, each value carrying its send time: produce() -> delivery report, p50 /
+  p99. The acks=all p99 <= 2x the acks=1 p99. Half the acks=1 peak is most of the acks=all
+  peak when their throughput ratio is near 0.5, so acks=all is also measured at half its own
+  peak (``acks_all_at_half_its_peak``: the cost of waiting for the followers, without the
+  queueing of a producer near saturation).
+* ``follower_lag``: during each latency run the script asks every broker for its own log end
+  of every partition every ``--sample-ms`` (ListOffsets latest as Kafka's debugging replica
+  id -2, which a follower answers too). A follower's lag at a sample is how long ago the
+  leader's log end first passed the follower's (0 when it holds all the leader had; the
+  resolution is the sampling interval), and in records the leader's log end minus its own:
+  p50 / p99 / max over the samples taken while records were arriving.
+
+Prints one JSON object, with the load average at start and end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import json
+import multiprocessing
+import os
+import statistics
+import struct
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kmeta.net.connection import KafkaConnection
+from kmeta.protocol.messages import list_offsets as lo
+from kmeta.testing import Cluster
+
+TOPIC = "replicated"
+PARTITIONS = 4
+#: ListOffsetsRequest.DEBUGGING_REPLICA_ID: a follower answers with its own log end
+DEBUGGING_REPLICA_ID = -2
+
+
+def _producer(bootstrap: str, acks: str) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer({
+        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 1 << 20,
+        "compression.type": "none", "enable.idempotence": False,
+        "queue.buffering.max.kbytes": 256 * 1024, "log_level": 0,
+    })  # fmt: skip
+
+
+def throughput_process(conn: Connection, bootstrap: str, acks: str, mb: int, record_bytes: int) -> None:
+    """Send ``mb`` MiB as fast as the producer takes them; MB/s to the last acknowledgement."""
+    producer = _producer(bootstrap, acks)
+    value = os.urandom(record_bytes)
+    count = (mb << 20) // record_bytes
+    failed = 0
+
+    def report(err: Any, _msg: Any) -> None:
+        nonlocal failed
+        failed += err is not None
+
+    producer.list_topics(TOPIC, timeout=10)
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(TOPIC, value, partition=i % PARTITIONS, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    left = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    conn.send({
+        "records": count, "seconds": round(elapsed, 3),
+        "mb_s": round(count * record_bytes / elapsed / 1e6, 1), "records_s": round(count / elapsed),
+        "failed": failed + left,
+    })  # fmt: skip
+
+
+def latency_process(conn: Connection, bootstrap: str, acks: str, rate: float, seconds: float, record_bytes: int) -> None:
+    """Produce at ``rate`` records/s with the send time in each value; each delivery report
+    gives one ack latency. Reports the percentiles in ms."""
+    producer = _producer(bootstrap, acks)
+    producer.list_topics(TOPIC, timeout=10)
+    acked: list[float] = []
+    failed = 0
+
+    def report(err: Any, msg: Any) -> None:
+        nonlocal failed
+        if err is not None:
+            failed += 1
+        else:
+            acked.append((time.perf_counter() - struct.unpack_from(">d", msg.value(), 1)[0]) * 1000)
+
+    pad = os.urandom(max(0, record_bytes - 9))
+    conn.send("started")
+    start = time.perf_counter()
+    sent = 0
+    while (now := time.perf_counter()) - start < seconds:
+        due = int((now - start) * rate)
+        while sent < due:
+            value = b"L" + struct.pack(">d", time.perf_counter()) + pad
+            try:
+                producer.produce(TOPIC, value, partition=sent % PARTITIONS, on_delivery=report)
+            except BufferError:
+                break
+            sent += 1
+        producer.poll(0.001)
+    left = producer.flush(60)
+    acked.sort()
+    conn.send({
+        "rate_records_s": round(rate), "sent": sent, "acknowledged": len(acked),
+        "failed": failed + left, "p50": round(pct(acked, 50), 2), "p99": round(pct(acked, 99), 2),
+        "max": round(acked[-1], 2) if acked else None,
+    })  # fmt: skip
+
+
+def pct(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, max(0, round(q / 100 * (len(sorted_values) - 1))))]
+
+
+# -- follower lag ------------------------------------------------------------------------------
+async def _log_ends(conn: KafkaConnection) -> tuple[float, dict[int, int]]:
+    request = lo.ListOffsetsRequest(
+        version=4, replica_id=DEBUGGING_REPLICA_ID,
+        topics=(lo.ListOffsetsTopic(TOPIC, tuple(lo.ListOffsetsPartition(p, -1, -1) for p in range(PARTITIONS))),),
+    )  # fmt: skip
+    answer = await conn.request(request, 10.0)
+    at = time.perf_counter()
+    return at, {p.partition_index: p.offset for t in answer.topics for p in t.partitions if p.error_code == 0}
+
+
+async def sample_log_ends(
+    cluster: Cluster, leaders: dict[int, int], sample_s: float, done: Connection
+) -> dict[str, Any]:
+    """Every broker's log ends every ``sample_s`` until ``done`` has something to read; the
+    followers' lag behind their leaders over the samples taken while records arrived."""
+    conns = {b: await KafkaConnection.open(*cluster.address(b)) for b in cluster.broker_ids}
+    # per partition: the leader's (time, log end) history, and (time, follower, log end)
+    leader_ends: dict[int, list[tuple[float, int]]] = {p: [] for p in leaders}
+    follower_ends: dict[int, list[tuple[float, int]]] = {p: [] for p in leaders}
+    try:
+        while not done.poll(0):
+            answers = await asyncio.gather(*(_log_ends(c) for c in conns.values()))
+            for broker, (at, ends) in zip(conns, answers, strict=True):
+                for p, end in ends.items():
+                    (leader_ends if leaders[p] == broker else follower_ends)[p].append((at, end))
+            await asyncio.sleep(sample_s)
+    finally:
+        for c in conns.values():
+            c.close()
+    lag_ms: list[float] = []
+    lag_records: list[int] = []
+    for p, history in leader_ends.items():
+        moved = [t for (t, e), (_, before) in zip(history[1:], history, strict=False) if e > before]
+        if not moved:
+            continue
+        first, last = moved[0], moved[-1]
+        times = [t for t, _ in history]
+        ends = [e for _, e in history]
+        for at, end in follower_ends[p]:
+            if not first <= at <= last:
+                continue
+            latest = ends[max(0, bisect.bisect_right(times, at) - 1)]
+            lag_records.append(max(0, latest - end))
+            # when the leader's log end first passed this follower's (ends only grow)
+            passed = bisect.bisect_right(ends, end)
+            lag_ms.append(max(0.0, (at - times[passed]) * 1000) if passed < len(times) and times[passed] <= at else 0.0)
+    lag_ms.sort()
+    lag_records.sort()
+    return {
+        "samples": len(lag_ms),
+        "lag_ms": {"p50": round(pct(lag_ms, 50), 2), "p99": round(pct(lag_ms, 99), 2), "max": round(lag_ms[-1], 2) if lag_ms else None},
+        "lag_records": {"p50": pct(lag_records, 50), "p99": pct(lag_records, 99), "max": lag_records[-1] if lag_records else None},
+    }  # fmt: skip
+
+
+# -- the run -----------------------------------------------------------------------------------
+def _spawn(target: Any, *args: Any) -> tuple[Any, Connection]:
+    parent, child = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("spawn").Process(target=target, args=(child, *args), daemon=True)
+    proc.start()
+    return proc, parent
+
+
+def _result(proc: Any, parent: Connection, timeout_s: float) -> Any:
+    try:
+        if not parent.poll(timeout_s):
+            raise TimeoutError(f"no result in {timeout_s} s")
+        return parent.recv()
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+
+
+def throughput(bootstrap: str, acks: str, a: argparse.Namespace) -> dict[str, Any]:
+    proc, parent = _spawn(throughput_process, bootstrap, acks, a.mb, a.record_bytes)
+    return dict(_result(proc, parent, 600))
+
+
+def latency(cluster: Cluster, leaders: dict[int, int], acks: str, rate: float, a: argparse.Namespace) -> dict[str, Any]:
+    bootstrap = cluster.client_config()["bootstrap.servers"]
+    proc, parent = _spawn(latency_process, bootstrap, acks, rate, a.latency_s, a.record_bytes)
+    if not parent.poll(60) or parent.recv() != "started":
+        raise TimeoutError("the latency producer did not start")
+    lag = asyncio.run(sample_log_ends(cluster, leaders, a.sample_ms / 1000, parent))
+    return {"ack_ms": _result(proc, parent, a.latency_s + 120), "follower_lag": lag}
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if not a or not b else round(a / b, 3)
+
+
+def run(a: argparse.Namespace) -> dict[str, Any]:
+    repeats: list[dict[str, Any]] = []
+    with Cluster(3, log_level="WARNING") as cluster:
+        cluster.create_topic(TOPIC, PARTITIONS, 3, configs={"min.insync.replicas": "2"})
+        bootstrap = cluster.client_config()["bootstrap.servers"]
+        view = cluster.metadata(1)
+        leaders = {p: view.leader(TOPIC, p) for p in range(PARTITIONS)}
+        for _ in range(a.repeat):
+            runs = [(acks, throughput(bootstrap, acks, a)) for _ in range(2) for acks in ("1", "all")]
+            one = max((r for acks, r in runs if acks == "1"), key=lambda r: r["mb_s"])
+            every = max((r for acks, r in runs if acks == "all"), key=lambda r: r["mb_s"])
+            one["runs_mb_s"] = [r["mb_s"] for acks, r in runs if acks == "1"]
+            every["runs_mb_s"] = [r["mb_s"] for acks, r in runs if acks == "all"]
+            rate = one["records_s"] / 2
+            lat_one = latency(cluster, leaders, "1", rate, a)
+            lat_all = latency(cluster, leaders, "all", rate, a)
+            lat_own = latency(cluster, leaders, "all", every["records_s"] / 2, a)
+            repeats.append({
+                "throughput": {"acks_1": one, "acks_all": every},
+                "latency_at_half_peak": {"acks_1": lat_one, "acks_all": lat_all, "acks_all_at_half_its_peak": lat_own},
+                "ratios": {
+                    "throughput_all_vs_1": ratio(every["mb_s"], one["mb_s"]),
+                    "ack_p99_all_vs_1": ratio(lat_all["ack_ms"]["p99"], lat_one["ack_ms"]["p99"]),
+                    "ack_p99_all_at_half_its_peak_vs_1": ratio(lat_own["ack_ms"]["p99"], lat_one["ack_ms"]["p99"]),
+                },
+            })  # fmt: skip
+    def median(key: str) -> float | None:
+        values = [r["ratios"][key] for r in repeats if r["ratios"][key] is not None]
+        return round(statistics.median(values), 3) if values else None
+
+    return {
+        "parameters": {k: getattr(a, k) for k in ("mb", "record_bytes", "latency_s", "repeat", "sample_ms")},
+        "leaders": leaders,
+        "repeats": repeats,
+        "ratios": {
+            "throughput_all_vs_1": median("throughput_all_vs_1"),  # goal >= 0.5
+            "ack_p99_all_vs_1": median("ack_p99_all_vs_1"),  # goal <= 2
+            "ack_p99_all_at_half_its_peak_vs_1": median("ack_p99_all_at_half_its_peak_vs_1"),
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mb", type=int, default=32)
+    parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--latency-s", type=float, default=8.0)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--sample-ms", type=float, default=10.0)
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    result = run(args)
+    result["seconds"] = round(time.monotonic() - started, 1)
+    result["load_average"] = {"start": load_before, "end": os.getloadavg()}
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
