@@ -106,6 +106,15 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
     "segments are dropped as retention would (their log start offset moves).",
 )
 @click.option(
+    "--producer-id-expiration-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["producer_id_expiration_ms"],
+    show_default=True,
+    help="producer.id.expiration.ms: a producer id with no open transaction that wrote nothing "
+    "to a partition for this long is forgotten there (checked with retention; its next batch "
+    "may then start at any sequence).",
+)
+@click.option(
     "--log-retention-check-interval-ms",
     type=click.IntRange(min=1),
     default=_DEFAULTS["log_retention_check_interval_ms"],
@@ -211,6 +220,7 @@ def broker_command(
             zero_copy=zero_copy,
             log_dir=log_dir,
             log_memory_max_bytes=log_memory_max_bytes,
+            producer_id_expiration_ms=options.pop("producer_id_expiration_ms"),
             log_retention_check_interval_ms=log_retention_check_interval_ms,
             log_cleaner_enable=log_cleaner_enable,
             log_cleaner_backoff_ms=log_cleaner_backoff_ms,
