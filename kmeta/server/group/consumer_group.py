@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import NamedTuple
 
 from kmeta.metadata.snapshot import MetadataSnapshot
+from kmeta.protocol.errors import ErrorCode
 from kmeta.server.group import consumer_records as rec
 from kmeta.server.group.assignors import EMPTY_ASSIGNMENT, Assignment
 from kmeta.server.group.consumer_member import (
@@ -52,6 +53,10 @@ def member_topic_names(member: ConsumerGroupMember, snap: MetadataSnapshot) -> s
     if member.subscribed_topic_regex:
         names |= matching_topics(member.subscribed_topic_regex, snap.topic_ids.keys())
     return names
+
+
+def _commit_time(commit_timestamp_ms: int) -> int:
+    return commit_timestamp_ms
 
 
 class ConsumerGroup:
@@ -87,6 +92,10 @@ class ConsumerGroup:
         return STABLE
 
     @property
+    def state_name(self) -> str:
+        return self.state
+
+    @property
     def generation_id(self) -> int:
         """The group epoch: OffsetCommit from a consumer member carries its member epoch."""
         return self.group_epoch
@@ -101,6 +110,37 @@ class ConsumerGroup:
     def static_member(self, instance_id: str | None) -> ConsumerGroupMember | None:
         member_id = None if instance_id is None else self.static_members.get(instance_id)
         return None if member_id is None else self.members.get(member_id)
+
+    # -- the offset APIs' checks (Kafka's ConsumerGroup.validateOffsetCommit and friends) ------
+    def validate_offset_commit(
+        self, member_id: str, group_instance_id: str | None, member_epoch: int, transactional: bool, api_version: int
+    ) -> ErrorCode:
+        if member_epoch < 0 and not self.members:
+            return ErrorCode.NONE  # the admin client, or a consumer outside the group
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if not transactional and api_version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION  # a KIP-848 member commits with v9+
+        return ErrorCode.NONE if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.NONE
+        member = None if member_id is None else self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH
+
+    def validate_offset_delete(self) -> ErrorCode:
+        return ErrorCode.NONE
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return self.subscribed_topic_names.get(topic, 0) > 0 or topic in self.subscription_metadata
+
+    def offset_expiration_base(self) -> Callable[[int], int] | None:
+        """Offsets of a consumer group expire counting from their commit (Kafka's condition)."""
+        return _commit_time
 
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get(topic_id, {}).get(partition, -1)

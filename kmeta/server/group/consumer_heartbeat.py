@@ -97,8 +97,10 @@ def validate(request: cgh.ConsumerGroupHeartbeatRequest, assignors: Sequence[str
             raise GroupError(ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
         if request.topic_partitions is None or request.topic_partitions:
             raise GroupError(ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
-        if not request.subscribed_topic_names:
-            raise GroupError(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+        if request.subscribed_topic_names is None:  # (an empty list is a subscription to nothing)
+            raise GroupError(
+                ErrorCode.INVALID_REQUEST, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+            )
     elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         if empty(request.member_id):
             raise GroupError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")

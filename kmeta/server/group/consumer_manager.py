@@ -7,8 +7,9 @@ returns an :class:`Outcome` whose records the coordinator writes (see consumer_h
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.protocol.errors import CorruptMessageError, ErrorCode, UnsupportedVersionError
@@ -47,30 +48,41 @@ class ConsumerGroupManager:
         self,
         config: ConsumerGroupConfig | None = None,
         offered: dict[str, PartitionAssignor] | None = None,
-        other_group_type: Callable[[str], str | None] = lambda group_id: None,
+        groups: dict[str, Any] | None = None,
     ) -> None:
         self.config = config or ConsumerGroupConfig()
         self.assignors = offered if offered is not None else assignors()
-        self.groups: dict[str, ConsumerGroup] = {}
-        #: the type of a group of another kind with this id (the classic groups' manager)
-        self.other_group_type = other_group_type
+        #: group id -> group: the shard's one map of classic and consumer groups (one id
+        #: names one group of either kind)
+        self.groups: dict[str, Any] = {} if groups is None else groups
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
+
+    def other_group_type(self, group_id: str) -> str | None:
+        """The type of a group of another kind with this id (a classic group)."""
+        group = self.groups.get(group_id)
+        return None if group is None or isinstance(group, ConsumerGroup) else str(group.group_type)
 
     # -- replay --------------------------------------------------------------------------------
     def replay(self, key: bytes, value: bytes | None) -> None:
         """A committed consumer-group record (key versions 3-8)."""
         try:
             version, group_id, member_id = rec.decode_key(key)
-            group = self.groups.get(group_id)
+            group = self.consumer_group(group_id)
             if group is None:
                 if value is None:
                     return
+                # (a classic group of that id before these records is replaced, as Kafka's
+                # loader converts it)
                 group = self.groups[group_id] = ConsumerGroup(group_id)
             group.replay(version, member_id, value)
         except (CorruptMessageError, UnsupportedVersionError) as exc:
             log.error("skipping a consumer group record that does not decode: %s", exc)
             return
         if version == rec.GROUP_METADATA and value is None:
-            del self.groups[group_id]  # DeleteGroups wrote the group's tombstones
+            self.groups.pop(group_id, None)  # DeleteGroups wrote the group's tombstones
 
     # -- heartbeat -----------------------------------------------------------------------------
     def heartbeat(
@@ -88,7 +100,7 @@ class ConsumerGroupManager:
             return Outcome(response=response)
 
     def _group(self, group_id: str, create: bool) -> ConsumerGroup:
-        group = self.groups.get(group_id)
+        group = self.consumer_group(group_id)
         if group is not None:
             return group
         if self.other_group_type(group_id) is not None:
@@ -213,7 +225,7 @@ class ConsumerGroupManager:
     def expire(self, group_id: str, member_id: str, snap: MetadataSnapshot, revoking_epoch: int | None = None) -> Outcome | None:
         """A session timeout (or, with ``revoking_epoch``, a rebalance timeout: the member did
         not revoke in time at that epoch) fences the member; None when there is nothing to do."""
-        group = self.groups.get(group_id)
+        group = self.consumer_group(group_id)
         member = None if group is None else group.members.get(member_id)
         if group is None or member is None:
             return None
@@ -231,7 +243,7 @@ class ConsumerGroupManager:
         changed = None if topics is None else set(topics)
         stale = []
         for group_id, group in self.groups.items():
-            if not group.members:
+            if not isinstance(group, ConsumerGroup) or not group.members:
                 continue
             if changed is not None and not group.subscribed_regexes and not (
                 changed & (set(group.subscribed_topic_names) | set(group.subscription_metadata))
@@ -245,7 +257,7 @@ class ConsumerGroupManager:
     def refresh(self, group_id: str, snap: MetadataSnapshot) -> Outcome | None:
         """Metadata changed under a group: new subscription metadata, a group epoch bump and a
         new target assignment (None: nothing changed for it after all)."""
-        group = self.groups.get(group_id)
+        group = self.consumer_group(group_id)
         if group is None or group_id not in self.stale_groups(snap):
             return None
         d = Decision(group, snap, self.assignors)
@@ -254,7 +266,7 @@ class ConsumerGroupManager:
 
     # -- describe ------------------------------------------------------------------------------
     def describe(self, group_id: str, snap: MetadataSnapshot) -> cgd.DescribedGroup:
-        group = self.groups.get(group_id)
+        group = self.consumer_group(group_id)
         if group is None:
             message = (
                 f"Group {group_id} is not a consumer group."

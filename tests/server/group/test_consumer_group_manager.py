@@ -151,7 +151,9 @@ def test_kafkas_errors() -> None:
         r = coord.heartbeat(**fields)
         assert r.error_code == code, (fields, r)
         assert r.error_message
-    Consumer(coord, ["t"]).heartbeat()
+    nothing = Consumer(coord, [])  # a subscription to no topic is one (Kafka 4)
+    assert nothing.heartbeat().error_code == ErrorCode.NONE
+    assert nothing.owned == {}
     third = Consumer(coord, ["t"])
     assert third.heartbeat().error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
     # the previous epoch is accepted when the member owns a subset of its assignment (a lost
@@ -211,3 +213,21 @@ def test_describe() -> None:
     assert {tp.topic_name for m in described.members if m.assignment for tp in m.assignment.topic_partitions} == {"t"}
     missing = coord.manager.describe("nope", cluster.snap)
     assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_offset_commits_are_checked_against_member_epochs() -> None:
+    _cluster, coord = setup()
+    a = Consumer(coord, ["t"])
+    converge([a])
+    group = coord.manager.groups["g"]
+    assert group.validate_offset_commit(a.member_id, None, a.epoch, False, 9) == ErrorCode.NONE
+    assert group.validate_offset_commit(a.member_id, None, a.epoch - 1, False, 9) == ErrorCode.STALE_MEMBER_EPOCH
+    assert group.validate_offset_commit(a.member_id, None, a.epoch, False, 8) == ErrorCode.UNSUPPORTED_VERSION
+    assert group.validate_offset_commit("other", None, a.epoch, False, 9) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert group.validate_offset_commit("", None, -1, False, 9) == ErrorCode.UNKNOWN_MEMBER_ID  # not empty
+    assert group.validate_offset_fetch(None, -1) == ErrorCode.NONE
+    assert group.validate_offset_fetch(a.member_id, a.epoch + 1) == ErrorCode.STALE_MEMBER_EPOCH
+    assert group.is_subscribed_to_topic("t")
+    assert not group.is_subscribed_to_topic("u")
+    a.leave()
+    assert group.validate_offset_commit("", None, -1, False, 2) == ErrorCode.NONE

@@ -85,5 +85,5 @@ def test_a_regex_member_gets_the_partitions_of_topics_created_later() -> None:
     group = coord.manager.groups["g"]
     assert set(group.subscription_metadata) == {"orders-a", "orders-b"}
     assert group.target_of("m") == {cluster.ids["orders-a"]: frozenset({0, 1}), cluster.ids["orders-b"]: frozenset({0, 1, 2})}
-    r = coord.heartbeat(member_id="m", member_epoch=0, rebalance_timeout_ms=1000, subscribed_topic_names=[], topic_partitions=())
+    r = coord.heartbeat(member_id="m", member_epoch=0, rebalance_timeout_ms=1000, topic_partitions=())
     assert r.error_code == ErrorCode.INVALID_REQUEST  # v0 has no regex field: a join names topics

@@ -1,0 +1,169 @@
+"""The consumer groups of one group shard on the coordinator runtime: each decision of
+ConsumerGroupManager is written, committed and replayed before its answer goes out, and the
+timers it names are set (Kafka's ``GroupMetadataManager`` timers on the runtime's timer).
+
+* One decision per group at a time (a lock per group held across decide, write, replay), so
+  a heartbeat always decides from what the previous one committed.
+* Timers (per shard, cancelled when the shard unloads): the session timeout
+  (``group.consumer.session.timeout.ms``) restarts at every heartbeat and fences a member that
+  stops heartbeating; the rebalance timeout (the member's ``rebalance_timeout_ms``) starts
+  when a member is asked to revoke and fences it if it has not by then.
+* Metadata (``metadata_changed``, after each applied UpdateMetadata): a group whose subscribed
+  topics' partitions differ from what it recorded (partitions added, a topic its regex
+  matches created or deleted) gets a new group epoch and target assignment at once; members
+  pick it up at their next heartbeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Protocol
+
+from kmeta.metadata.snapshot import MetadataSnapshot
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import consumer_group_describe as cgd
+from kmeta.protocol.messages import consumer_group_heartbeat as cgh
+from kmeta.server.group.consumer_group import ConsumerGroup
+from kmeta.server.group.consumer_heartbeat import ConsumerGroupConfig, Outcome
+from kmeta.server.group.consumer_manager import ConsumerGroupManager
+from kmeta.server.group.consumer_member import MemberState
+from kmeta.server.group.consumer_records import Record
+
+log = logging.getLogger(__name__)
+
+#: a failed write as a group member sees it (Kafka's ``handleOperationException``)
+_WRITE_ERRORS = {
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+class ShardServices(Protocol):
+    """What a group shard lends its consumer groups (kmeta.server.group.context.ShardContext)."""
+
+    partition: int
+    groups: dict[str, Any]
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+    def schedule(self, key: str, delay_s: float, fn: Callable[[], Awaitable[None]]) -> None: ...
+
+    def cancel(self, key: str) -> None: ...
+
+
+class Writer(Protocol):
+    async def write(self, partition: int, records: Sequence[Record]) -> ErrorCode: ...
+
+
+def session_key(group_id: str, member_id: str) -> str:
+    return f"consumer-group-session-timeout-{group_id}-{member_id}"
+
+
+def rebalance_key(group_id: str, member_id: str) -> str:
+    return f"consumer-group-rebalance-timeout-{group_id}-{member_id}"
+
+
+class ConsumerGroupCoordinator:
+    def __init__(
+        self,
+        ctx: ShardServices,
+        writer: Writer,
+        snapshot: Callable[[], MetadataSnapshot],
+        config: ConsumerGroupConfig | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.writer = writer
+        self.snapshot = snapshot
+        self.manager = ConsumerGroupManager(config, groups=ctx.groups)
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    # -- the shard's seam ----------------------------------------------------------------------
+    def replay(self, offset: int, key_version: int, key: bytes, value: bytes | None) -> None:
+        self.manager.replay(key, value)
+
+    def on_loaded(self) -> None:
+        """Every loaded member gets a session (and a member that was revoking, its rebalance
+        timeout): one that never heartbeats the new coordinator goes (Kafka's ``onLoaded``)."""
+        for group in list(self.ctx.groups.values()):
+            if not isinstance(group, ConsumerGroup):
+                continue
+            for member in group.members.values():
+                self._start_session(group.group_id, member.member_id)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._start_rebalance(group.group_id, member.member_id, member.member_epoch, member.rebalance_timeout_ms)
+
+    # -- requests ------------------------------------------------------------------------------
+    async def heartbeat(
+        self, request: cgh.ConsumerGroupHeartbeatRequest, client_id: str, client_host: str
+    ) -> cgh.ConsumerGroupHeartbeatResponse:
+        async with self._lock(request.group_id):
+            out = self.manager.heartbeat(request, client_id, client_host, self.snapshot())
+            error = await self._write(out)
+            if error != ErrorCode.NONE:
+                return cgh.ConsumerGroupHeartbeatResponse(version=request.version, error_code=error)
+            return out.response
+
+    def describe(self, group_id: str) -> cgd.DescribedGroup:
+        return self.manager.describe(group_id, self.snapshot())
+
+    # -- metadata ------------------------------------------------------------------------------
+    def metadata_changed(self) -> None:
+        """An UpdateMetadata was applied: refresh the groups it changed (in the background)."""
+        for group_id in self.manager.stale_groups(self.snapshot()):
+            self.ctx.spawn(self._refresh(group_id))
+
+    async def _refresh(self, group_id: str) -> None:
+        async with self._lock(group_id):
+            out = self.manager.refresh(group_id, self.snapshot())
+            if out is not None:
+                await self._write(out)
+
+    # -- timers --------------------------------------------------------------------------------
+    def _start_session(self, group_id: str, member_id: str) -> None:
+        async def expired() -> None:
+            log.info("[GroupId %s] Member %s fenced from the group because its session expired.", group_id, member_id)
+            await self._expire(group_id, member_id, None)
+
+        self.ctx.schedule(session_key(group_id, member_id), self.manager.config.session_timeout_ms / 1000, expired)
+
+    def _start_rebalance(self, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
+        async def expired() -> None:
+            log.info("[GroupId %s] Member %s fenced from the group because it failed to revoke partitions within %d ms.", group_id, member_id, timeout_ms)
+            await self._expire(group_id, member_id, epoch)
+
+        self.ctx.schedule(rebalance_key(group_id, member_id), max(timeout_ms, 0) / 1000, expired)
+
+    async def _expire(self, group_id: str, member_id: str, revoking_epoch: int | None) -> None:
+        async with self._lock(group_id):
+            out = self.manager.expire(group_id, member_id, self.snapshot(), revoking_epoch)
+            if out is not None:
+                await self._write(out)
+
+    # -- writes --------------------------------------------------------------------------------
+    async def _write(self, out: Outcome) -> ErrorCode:
+        if out.records:
+            error = await self.writer.write(self.ctx.partition, out.records)
+            if error != ErrorCode.NONE:
+                return _WRITE_ERRORS.get(error, error)
+        if out.session is not None:
+            self._start_session(*out.session)
+        if out.rebalance is not None:
+            self._start_rebalance(*out.rebalance)
+        if out.cancel_rebalance is not None:
+            self.ctx.cancel(rebalance_key(*out.cancel_rebalance))
+        if out.cancel_all is not None:
+            self.ctx.cancel(session_key(*out.cancel_all))
+            self.ctx.cancel(rebalance_key(*out.cancel_all))
+        return ErrorCode.NONE
+
+    def _lock(self, group_id: str) -> asyncio.Lock:
+        lock = self._locks.get(group_id)
+        if lock is None:
+            lock = self._locks[group_id] = asyncio.Lock()
+        return lock
