@@ -11,7 +11,9 @@ import click
 from kmeta.cli.bind_errors import refuse_busy_port
 from kmeta.cli.config_sources import daemon_settings
 from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_logging
+from kmeta.cli.group_options import group_fields, group_options
 from kmeta.cli.host_port import host_ports
+from kmeta.cli.internal_topic_options import internal_topic_fields, internal_topic_options
 from kmeta.cli.security_options import (
     authorizer_fields,
     authorizer_options,
@@ -27,6 +29,8 @@ from kmeta.server.controller_link import controller_link
 from kmeta.server.state_dir import StateDir, StateDirError
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
+#: offsets.retention.minutes: Kafka's 10080 (7 days)
+_DEFAULT_RETENTION_MINUTES = 7 * 24 * 60
 
 
 @click.command("broker", context_settings=daemon_settings("broker"))
@@ -117,7 +121,32 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
     help="replica.lag.time.max.ms: a follower not caught up with its leader for this long "
     "leaves the ISR (the leader asks the controller by AlterPartition).",
 )
+@click.option(
+    "--offsets-retention-minutes",
+    type=click.FloatRange(min=0, min_open=True),
+    default=_DEFAULT_RETENTION_MINUTES,
+    show_default=True,
+    help="offsets.retention.minutes: a committed offset of an empty group (counted from when it "
+    "became empty) or of a standalone consumer (from the commit) is removed after this long. "
+    "Fractions are allowed (0.05 is 3 s).",
+)
+@click.option(
+    "--offsets-retention-check-interval-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["offsets_retention_check_interval_ms"],
+    show_default=True,
+    help="offsets.retention.check.interval.ms: how often each group coordinator removes expired offsets.",
+)
+@click.option(
+    "--offset-metadata-max-bytes",
+    type=click.IntRange(min=0),
+    default=_DEFAULTS["offset_metadata_max_bytes"],
+    show_default=True,
+    help="offset.metadata.max.bytes: longer commit metadata is refused (OFFSET_METADATA_TOO_LARGE).",
+)
 @topic_default_options
+@internal_topic_options
+@group_options
 @daemon_options
 @limit_options
 @tls_options
@@ -150,6 +179,9 @@ def broker_command(
     log_memory_max_bytes: int,
     log_retention_check_interval_ms: int,
     replica_lag_time_max_ms: int,
+    offsets_retention_minutes: float,
+    offsets_retention_check_interval_ms: int,
+    offset_metadata_max_bytes: int,
     **options: Any,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT."""
@@ -177,8 +209,13 @@ def broker_command(
             log_memory_max_bytes=log_memory_max_bytes,
             log_retention_check_interval_ms=log_retention_check_interval_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
+            offsets_retention_ms=max(1, round(offsets_retention_minutes * 60_000)),
+            offsets_retention_check_interval_ms=offsets_retention_check_interval_ms,
+            offset_metadata_max_bytes=offset_metadata_max_bytes,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
             **topic_default_fields(options),
+            **internal_topic_fields(options),
+            **group_fields(options),
             **limit_fields(options),
             **daemon_fields(options),
             **tls_fields(options),

@@ -75,6 +75,15 @@ class ClusterConfig:
     log_memory_max_bytes: int | None = None
     #: each broker's --replica-lag-time-max-ms (None: Kafka's 30 s)
     replica_lag_time_max_ms: int | None = None
+    #: each broker's --offsets-topic-num-partitions / --transaction-state-log-num-partitions
+    #: (None: Kafka's 50)
+    offsets_topic_num_partitions: int | None = None
+    transaction_state_log_num_partitions: int | None = None
+    #: each broker's --group-initial-rebalance-delay-ms (None: Kafka's 3 s)
+    group_initial_rebalance_delay_ms: int | None = None
+    #: more flags for every broker (kmeta.testing's ``broker_args``: e.g. a short
+    #: --offsets-retention-minutes)
+    broker_args: tuple[str, ...] = ()
     #: (broker id, port): that broker advertises its CONTROL listener on this port of ``host``
     #: (a proxy in front of it: kmeta.testing cuts the links to it there)
     advertised_control: tuple[tuple[int, int], ...] = ()
@@ -250,6 +259,12 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         "--log-dir", str(data_dir / f"broker-{i}" / "logs"),
         *(("--log-memory-max-bytes", str(m)) if (m := cfg.log_memory_max_bytes) else ()),
         *(("--replica-lag-time-max-ms", str(m)) if (m := cfg.replica_lag_time_max_ms) else ()),
+        *(("--offsets-topic-num-partitions", str(n)) if (n := cfg.offsets_topic_num_partitions) else ()),
+        *(("--transaction-state-log-num-partitions", str(n))
+          if (n := cfg.transaction_state_log_num_partitions) else ()),
+        *(("--group-initial-rebalance-delay-ms", str(d))
+          if (d := cfg.group_initial_rebalance_delay_ms) is not None else ()),
+        *cfg.broker_args,
         *(arg for b, port in cfg.advertised_control if b == i
           for arg in ("--advertised-listeners", f"CONTROL://{cfg.host}:{port}")),
         *_closed_broker_args(cfg, data_dir),

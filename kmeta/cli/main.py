@@ -24,7 +24,7 @@ import click
 from kmeta import __version__
 
 #: modules that each define ``register(group)``; listed here so `kmeta --help` shows them all
-COMMAND_MODULES: tuple[str, ...] = ("broker", "controller", "cluster", "topics", "client_cmds", "pipeline", "bench", "status", "config_cmd", "storage", "configs", "acls", "users")
+COMMAND_MODULES: tuple[str, ...] = ("broker", "controller", "cluster", "topics", "groups", "client_cmds", "pipeline", "bench", "status", "config_cmd", "storage", "configs", "acls", "users")
 #: the module of each command name a module registers under another name than its own (a name
 #: missing here is found by importing every module; tests/cli/test_lazy_cli.py checks this)
 COMMAND_HOMES: dict[str, str] = {

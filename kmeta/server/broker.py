@@ -223,6 +223,7 @@ class Broker:
             await self.metrics_server.stop()
         if self.loop_lag is not None:
             await self.loop_lag.stop()
+        self.state.coordinators.close()  # (shards unload while their logs are open)
         self.state.replica_manager.shutdown()
         self.state.close()
         log.info("broker %d stopped", self.config.broker_id)

@@ -107,6 +107,14 @@ class BrokerConfig:
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
     default_replication_factor: int = 1
+    #: offsets.topic.num.partitions / offsets.topic.replication.factor: __consumer_offsets as
+    #: the first FindCoordinator creates it (the factor capped at the live brokers)
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    #: transaction.state.log.num.partitions / .replication.factor / .min.isr: __transaction_state
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
     #: --log-dir: the partition logs' segment files (<topic>-<partition>/), recovered at start;
     #: None: logs in memory only, gone with the process (kmeta.log.LogManager)
     log_dir: str | None = None
@@ -118,8 +126,22 @@ class BrokerConfig:
     #: replica.lag.time.max.ms: a follower not caught up with the leader's log end for this
     #: long leaves the ISR (AlterPartition to the controller); the check runs every half of it
     replica_lag_time_max_ms: int = 30_000
+    #: the classic group coordinator's group.* settings (Kafka's names and defaults):
+    #: group.min/max.session.timeout.ms bound a member's session timeout, group.max.size its
+    #: members, group.initial.rebalance.delay.ms how long an empty group waits for more joins
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
+    group_initial_rebalance_delay_ms: int = 3_000
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
+    #: offsets.retention.minutes (as milliseconds): a committed offset of a group that is empty
+    #: (since it became so) or nobody joined (since the commit) is removed after this long
+    offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    #: offsets.retention.check.interval.ms: how often each coordinator looks for such offsets
+    offsets_retention_check_interval_ms: int = 600_000
+    #: offset.metadata.max.bytes: longer commit metadata is OFFSET_METADATA_TOO_LARGE
+    offset_metadata_max_bytes: int = 4096
 
     def __post_init__(self) -> None:
         if not self.listeners:
@@ -145,10 +167,22 @@ class BrokerConfig:
             raise ValueError("request_timeout_ms and write_timeout_ms must be positive")
         if self.num_partitions < 1 or self.default_replication_factor < 1:
             raise ValueError("num_partitions and default_replication_factor must be at least 1")
+        if min(self.offsets_topic_num_partitions, self.offsets_topic_replication_factor,
+               self.transaction_state_log_num_partitions, self.transaction_state_log_replication_factor,
+               self.transaction_state_log_min_isr) < 1:  # fmt: skip
+            raise ValueError("the internal topics' partitions, replication factors and min ISR must be at least 1")
         if self.log_memory_max_bytes <= 0 or self.log_retention_check_interval_ms <= 0:
             raise ValueError("log_memory_max_bytes and log_retention_check_interval_ms must be positive")
         if self.replica_lag_time_max_ms <= 0:
             raise ValueError("replica_lag_time_max_ms must be positive")
+        if not 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
+            raise ValueError("group min session timeout must be positive and at most the max")
+        if self.group_max_size < 1 or self.group_initial_rebalance_delay_ms < 0:
+            raise ValueError("group_max_size must be positive, group_initial_rebalance_delay_ms >= 0")
+        if self.offsets_retention_ms <= 0 or self.offsets_retention_check_interval_ms <= 0:
+            raise ValueError("offsets retention and its check interval must be positive")
+        if self.offset_metadata_max_bytes < 0:
+            raise ValueError("offset_metadata_max_bytes must be >= 0")
         if self.max_connections < 0 or self.max_connections_per_ip < 0:
             raise ValueError("connection limits must be >= 0")
         if self.controller_security_protocol not in SECURITY_PROTOCOLS:

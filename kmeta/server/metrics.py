@@ -25,6 +25,10 @@ Read at scrape time from the current snapshot (nothing is counted on the request
   ``kmeta_broker_isr_expands_total`` (ISR changes the controller accepted from this leader,
   IsrShrinksPerSec / IsrExpandsPerSec); ``kmeta_broker_followed_partitions`` and
   ``kmeta_broker_replica_fetchers`` (one per leader broker followed).
+* consumer lag (issue 31) of the groups this broker coordinates, per group / topic / partition:
+  ``kmeta_broker_group_committed_offset`` and ``kmeta_broker_group_lag`` (the local replica's
+  high watermark minus the committed offset, :mod:`kmeta.server.group.offsets_lag` says why),
+  and ``kmeta_broker_group_lag_unknown_partitions`` (committed partitions with no replica here).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from prometheus_client.registry import Collector
 
 from kmeta.net.metrics import DaemonMetrics, plain_histogram_family
 from kmeta.net.metrics_http import MetricsServer
+from kmeta.server.group.offsets_lag import group_lags
 
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker
@@ -140,6 +145,7 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily("kmeta_broker_isr_expands", "ISR expansions the controller accepted", value=rm.isr.expands)
         yield _gauge("kmeta_broker_followed_partitions", "Partitions fetched from their leader", rm.fetchers.following())
         yield _gauge("kmeta_broker_replica_fetchers", "Fetchers (one per leader broker)", len(rm.fetchers.fetchers))
+        yield from _group_lag(state)
         yield plain_histogram_family(
             "kmeta_broker_update_apply_seconds",
             "Time to apply one UpdateMetadata to the cache",
@@ -153,6 +159,20 @@ class BrokerCollector(Collector):
                 [([], self.loop_lag.lag)],
                 [],
             )
+
+
+def _group_lag(state: BrokerState) -> Iterator[Metric]:
+    labels = ["group", "topic", "partition"]
+    committed = GaugeMetricFamily("kmeta_broker_group_committed_offset", "Committed offset of a group coordinated here", labels=labels)
+    lag = GaugeMetricFamily("kmeta_broker_group_lag", "High watermark minus the committed offset (local replica)", labels=labels)
+    lags, unknown = group_lags(state)
+    for g in lags:
+        key = [g.group, g.topic, str(g.partition)]
+        committed.add_metric(key, g.committed)
+        lag.add_metric(key, g.lag)
+    yield committed
+    yield lag
+    yield _gauge("kmeta_broker_group_lag_unknown_partitions", "Committed partitions with no replica here to read the log end of", unknown)
 
 
 def broker_metrics(broker: Broker) -> tuple[DaemonMetrics, MetricsServer]:

@@ -79,6 +79,8 @@ class ReplicaManager:
             config, cache, replicas, lambda key: self.get_partition_or_error(*key)[0],
             self._partitions.get, lambda: self.broker_epoch_of(),
         )  # fmt: skip
+        #: told after every high watermark move (the coordinator runtimes replay what committed)
+        self.on_high_watermark: Callable[[Partition], None] | None = None
         #: broker-wide totals for /metrics (Kafka's BytesInPerSec, MessagesInPerSec, BytesOutPerSec)
         self.bytes_in = 0
         self.messages_in = 0
@@ -210,6 +212,8 @@ class ReplicaManager:
         produces (Kafka's ``tryCompleteDelayedRequests``)."""
         self.delayed_fetch.check_and_complete(partition.key)
         self.delayed_produce.check_and_complete(partition.key)
+        if self.on_high_watermark is not None:
+            self.on_high_watermark(partition)
 
     def topic_replicas_changed(self, topic: str) -> None:
         """A LeaderAndIsr changed ``topic``'s replica states: the partitions made here follow

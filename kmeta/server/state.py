@@ -29,6 +29,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages.update_metadata import KmetaScramCredential
 from kmeta.server.config import BrokerConfig
 from kmeta.server.control_order import ControlOrder
+from kmeta.server.coordinator.coordinators import Coordinators
 from kmeta.server.replica_manager import ReplicaManager
 from kmeta.server.replica_states import FOLLOWER as FOLLOWER
 from kmeta.server.replica_states import LEADER as LEADER
@@ -57,6 +58,13 @@ class BrokerState:
         self.replica_manager.isr.channel = lambda: (
             None if self.controller_link is None else self.controller_link.forwarding
         )
+        #: the group and transaction coordinator runtimes (kmeta.server.coordinator): shards
+        #: of the internal topics' partitions this broker leads
+        self.coordinators = Coordinators(
+            config, self.replica_manager, self.cache,
+            lambda: None if self.controller_link is None else self.controller_link.forward,
+        )  # fmt: skip
+        self.coordinators.install()
         #: error name -> partitions of Produce requests answered with it (NONE: acknowledged)
         self.produce_results: collections.Counter[str] = collections.Counter()
         #: the ACL authorizer (--authorizer acl), holding the ACLs the controller pushed;
@@ -110,9 +118,11 @@ class BrokerState:
     def topic_replicas_changed(self, topic: str) -> None:
         """A LeaderAndIsr applied ``topic``'s partition states (the replica manager follows)."""
         self.replica_manager.topic_replicas_changed(topic)
+        self.coordinators.topic_replicas_changed(topic)
 
     def replica_stopped(self, topic: str, partition: int, delete: bool) -> None:
         """StopReplica dropped a replica's state (``delete``: its log goes too)."""
+        self.coordinators.topic_replicas_changed(topic)
         self.replica_manager.stop_replica(topic, partition, delete)
 
     def metadata_applied(self, full: bool) -> None:
@@ -123,6 +133,7 @@ class BrokerState:
                 self.on_full_metadata()
 
     def close(self) -> None:
+        self.coordinators.close()
         if self.state_log is not None:
             self.state_log.close()
 

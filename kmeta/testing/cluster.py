@@ -64,7 +64,11 @@ class Cluster:
     ``session_timeout_ms``, ``zookeeper_session_timeout_ms``, ``log_level``, ``keep``,
     ``parent_dir``, ``closed_control_plane``, ``log_memory_max_bytes`` (each broker's cap
     on the record bytes its logs hold in memory), ``replica_lag_time_max_ms`` (each broker's
-    replica.lag.time.max.ms: how long a follower may lag before it leaves the ISR). Each broker keeps its partition logs in its
+    replica.lag.time.max.ms: how long a follower may lag before it leaves the ISR),
+    ``offsets_topic_num_partitions`` / ``transaction_state_log_num_partitions`` (the internal
+    topics' partitions; Kafka's 50 when None), ``group_initial_rebalance_delay_ms`` (each
+    broker's group.initial.rebalance.delay.ms), ``broker_args`` (more ``kmeta broker`` flags
+    for every broker, e.g. ``("--offsets-retention-minutes", "0.05")``). Each broker keeps its partition logs in its
     state dir (``<data dir>/broker-<id>/logs``), so a restarted broker keeps its records."""
 
     def __init__(
@@ -91,6 +95,10 @@ class Cluster:
         closed_control_plane: bool = False,
         log_memory_max_bytes: int | None = None,
         replica_lag_time_max_ms: int | None = None,
+        offsets_topic_num_partitions: int | None = None,
+        transaction_state_log_num_partitions: int | None = None,
+        group_initial_rebalance_delay_ms: int | None = None,
+        broker_args: Sequence[str] = (),
     ) -> None:
         if controllers < 1:
             raise ValueError("a cluster needs at least one controller")
@@ -109,6 +117,10 @@ class Cluster:
             zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
             log_memory_max_bytes=log_memory_max_bytes,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
+            offsets_topic_num_partitions=offsets_topic_num_partitions,
+            transaction_state_log_num_partitions=transaction_state_log_num_partitions,
+            group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
+            broker_args=tuple(broker_args),
         )  # fmt: skip
         self._processes = ClusterProcesses(
             base, start_timeout_s=start_timeout_s, keep=keep, parent_dir=parent_dir,

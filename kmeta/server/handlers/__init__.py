@@ -39,6 +39,18 @@ HANDLER_MODULES: tuple[str, ...] = (
     "offset_for_leader_epoch",
     "delete_records",
     "describe_log_dirs",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
+    "offset_commit",
+    "offset_fetch",
+    "offset_delete",
+    "txn_offset_commit",
 )
 
 

@@ -1,0 +1,39 @@
+"""The group coordinator's flags of ``kmeta broker``, named as Kafka's broker configs.
+
+Tests set ``--group-initial-rebalance-delay-ms`` low (Kafka's 3 s delay lets an empty group's
+first members arrive together before the first rebalance) and the session bounds as they need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: (flag, BrokerConfig field, default, lowest, what it is)
+_OPTIONS = (
+    ("--group-min-session-timeout-ms", "group_min_session_timeout_ms", 6_000, 1,
+     "group.min.session.timeout.ms: the shortest session timeout a member may ask for."),
+    ("--group-max-session-timeout-ms", "group_max_session_timeout_ms", 1_800_000, 1,
+     "group.max.session.timeout.ms: the longest session timeout a member may ask for."),
+    ("--group-max-size", "group_max_size", 2**31 - 1, 1,
+     "group.max.size: the most members a classic group takes (GROUP_MAX_SIZE_REACHED past it)."),
+    ("--group-initial-rebalance-delay-ms", "group_initial_rebalance_delay_ms", 3_000, 0,
+     "group.initial.rebalance.delay.ms: an empty group's first rebalance waits this long for more members."),
+)  # fmt: skip
+
+FIELDS = tuple(field for _, field, _, _, _ in _OPTIONS)
+
+
+def group_options(fn: F) -> F:
+    for flag, _, default, lowest, text in reversed(_OPTIONS):
+        fn = click.option(flag, type=click.IntRange(min=lowest), default=default, show_default=True, help=text)(fn)
+    return fn
+
+
+def group_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """The BrokerConfig fields of those flags (taken out of ``options``)."""
+    return {name: options.pop(name) for name in FIELDS}

@@ -1,0 +1,91 @@
+"""Coordinators: the broker's two coordinator runtimes, ``groups`` on ``__consumer_offsets``
+and ``transactions`` on ``__transaction_state`` (``BrokerState.coordinators``).
+
+The broker tells it what changed: a LeaderAndIsr or StopReplica of an internal topic
+(:meth:`Coordinators.topic_replicas_changed`), a high watermark that moved
+(:meth:`Coordinators.high_watermark_moved`, from the replica manager), shutdown
+(:meth:`Coordinators.close`). The shards come from the packages that own them: each module
+named in :data:`SHARD_MODULES` has ``install(coordinators)``, which registers its factory
+(``coordinators.register_group_shards(factory)`` /
+``coordinators.register_transaction_shards(factory)``), as a handler module registers its API
+key in ``kmeta.server.handlers.HANDLER_MODULES``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from kmeta.metadata.cache import MetadataCache
+from kmeta.server.config import BrokerConfig
+from kmeta.server.coordinator.internal_topics import (
+    GROUP_METADATA_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    Forward,
+    TopicCreator,
+    group_metadata_topic,
+    transaction_state_topic,
+)
+from kmeta.server.coordinator.runtime import CoordinatorRuntime, ShardFactory
+from kmeta.server.partition import Partition
+from kmeta.server.replica_manager import ReplicaManager
+
+#: modules whose ``install(coordinators)`` registers a shard factory (the group and the
+#: transaction coordinators add theirs here)
+SHARD_MODULES: tuple[str, ...] = ("kmeta.server.group.install",)
+
+#: FindCoordinator's key types (Kafka's ``FindCoordinatorRequest.CoordinatorType``)
+GROUP, TRANSACTION = 0, 1
+
+
+class Coordinators:
+    def __init__(
+        self, config: BrokerConfig, replica_manager: ReplicaManager, cache: MetadataCache,
+        forwarder: Callable[[], Forward | None],
+    ) -> None:  # fmt: skip
+        """``forwarder``: the controller link's ``forward`` (None while the broker has no
+        controller link)."""
+        self.config = config  # (the shard factories read their settings from it)
+        self.creator = TopicCreator(cache, forwarder)
+        self.groups: CoordinatorRuntime[Any] = CoordinatorRuntime(
+            group_metadata_topic(config), replica_manager, cache, self.creator
+        )
+        self.transactions: CoordinatorRuntime[Any] = CoordinatorRuntime(
+            transaction_state_topic(config), replica_manager, cache, self.creator
+        )
+        self._by_topic = {GROUP_METADATA_TOPIC: self.groups, TRANSACTION_STATE_TOPIC: self.transactions}
+        replica_manager.on_high_watermark = self.high_watermark_moved
+
+    def install(self, modules: tuple[str, ...] = SHARD_MODULES) -> None:
+        """Let each of ``modules`` register its shards."""
+        for name in modules:
+            importlib.import_module(name).install(self)
+
+    def register_group_shards(self, factory: ShardFactory[Any]) -> None:
+        self.groups.register_shards(factory)
+
+    def register_transaction_shards(self, factory: ShardFactory[Any]) -> None:
+        self.transactions.register_shards(factory)
+
+    def runtime_for(self, key_type: int) -> CoordinatorRuntime[Any] | None:
+        """The runtime answering FindCoordinator's ``key_type`` (None: not one Kafka has)."""
+        return self.groups if key_type == GROUP else self.transactions if key_type == TRANSACTION else None
+
+    def topic_replicas_changed(self, topic: str) -> None:
+        runtime = self._by_topic.get(topic)
+        if runtime is not None:
+            runtime.partitions_changed()
+
+    def high_watermark_moved(self, partition: Partition) -> None:
+        runtime = self._by_topic.get(partition.topic)
+        if runtime is not None:
+            runtime.high_watermark_moved(partition.index)
+
+    def close(self) -> None:
+        self.creator.close()
+        self.groups.close()
+        self.transactions.close()
+
+
+__all__ = ["GROUP", "SHARD_MODULES", "TRANSACTION", "Coordinators", "Forward"]
