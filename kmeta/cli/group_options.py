@@ -23,6 +23,12 @@ _OPTIONS = (
      "group.max.size: the most members a classic group takes (GROUP_MAX_SIZE_REACHED past it)."),
     ("--group-initial-rebalance-delay-ms", "group_initial_rebalance_delay_ms", 3_000, 0,
      "group.initial.rebalance.delay.ms: an empty group's first rebalance waits this long for more members."),
+    ("--group-consumer-session-timeout-ms", "group_consumer_session_timeout_ms", 45_000, 1,
+     "group.consumer.session.timeout.ms: a KIP-848 consumer member that does not heartbeat for this long is removed."),
+    ("--group-consumer-heartbeat-interval-ms", "group_consumer_heartbeat_interval_ms", 5_000, 1,
+     "group.consumer.heartbeat.interval.ms: how often KIP-848 consumer members are told to heartbeat."),
+    ("--group-consumer-max-size", "group_consumer_max_size", 2**31 - 1, 1,
+     "group.consumer.max.size: the most members a KIP-848 consumer group takes (GROUP_MAX_SIZE_REACHED past it)."),
 )  # fmt: skip
 
 FIELDS = tuple(field for _, field, _, _, _ in _OPTIONS)

@@ -82,21 +82,10 @@ class ErrorCode(enum.IntEnum):
     INCONSISTENT_CLUSTER_ID = 104
     MISMATCHED_ENDPOINT_TYPE = 114
     UNSUPPORTED_ENDPOINT_TYPE = 115
-    # the group coordinator's (classic and KIP-848 consumer groups)
-    COORDINATOR_LOAD_IN_PROGRESS = 14
-    COORDINATOR_NOT_AVAILABLE = 15
-    NOT_COORDINATOR = 16
-    INVALID_GROUP_ID = 24
-    UNKNOWN_MEMBER_ID = 25
-    GROUP_AUTHORIZATION_FAILED = 30
-    NON_EMPTY_GROUP = 68
-    GROUP_ID_NOT_FOUND = 69
-    GROUP_MAX_SIZE_REACHED = 81
-    FENCED_INSTANCE_ID = 82
+    # KIP-848 consumer groups' (ConsumerGroupHeartbeat)
     FENCED_MEMBER_EPOCH = 110
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
-    STALE_MEMBER_EPOCH = 113
     # AlterPartition's (KIP-497, KIP-841)
     OPERATION_NOT_ATTEMPTED = 55
     INVALID_UPDATE_VERSION = 95
@@ -193,12 +182,8 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.INCONSISTENT_CLUSTER_ID: "The clusterId in the request does not match that found on the server.",
     ErrorCode.MISMATCHED_ENDPOINT_TYPE: "The request was sent to an endpoint of the wrong type.",
     ErrorCode.UNSUPPORTED_ENDPOINT_TYPE: "This endpoint type is not supported yet.",
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
-    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
     ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
     ErrorCode.UNKNOWN_MEMBER_ID: "The coordinator is not aware of this member.",
-    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
     ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
     ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
     ErrorCode.GROUP_MAX_SIZE_REACHED: "The consumer group has reached its max size.",
@@ -213,21 +198,14 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.NEW_LEADER_ELECTED: "The AlterPartition request successfully updated the partition state but the leader has changed.",
     ErrorCode.ILLEGAL_GENERATION: "Specified group generation id is not valid.",
     ErrorCode.INCONSISTENT_GROUP_PROTOCOL: "The group member's supported protocols are incompatible with those of existing members or first group member tried to join with empty protocol type or empty protocol list.",
-    ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
-    ErrorCode.UNKNOWN_MEMBER_ID: "The coordinator is not aware of this member.",
     ErrorCode.INVALID_SESSION_TIMEOUT: "The session timeout is not within the range allowed by the broker (as configured by group.min.session.timeout.ms and group.max.session.timeout.ms).",
     ErrorCode.REBALANCE_IN_PROGRESS: "The group is rebalancing, so a rejoin is needed.",
-    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
-    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
     ErrorCode.MEMBER_ID_REQUIRED: "The group member needs to have a valid member id before actually entering a consumer group.",
-    ErrorCode.GROUP_MAX_SIZE_REACHED: "The consumer group has reached its max size.",
-    ErrorCode.FENCED_INSTANCE_ID: "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.",
     ErrorCode.OFFSET_METADATA_TOO_LARGE: "The metadata field of the offset request was too large.",
     ErrorCode.INVALID_COMMIT_OFFSET_SIZE: "The committing offset data size is not valid.",
     ErrorCode.INVALID_PRODUCER_EPOCH: "Producer attempted to produce with an old epoch.",
     ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic.",
     ErrorCode.UNSTABLE_OFFSET_COMMIT: "There are unstable offsets that need to be cleared.",
-    ErrorCode.STALE_MEMBER_EPOCH: "The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API.",
 }
 
 

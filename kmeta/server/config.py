@@ -133,6 +133,10 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
     group_initial_rebalance_delay_ms: int = 3_000
+    #: KIP-848 consumer groups' group.consumer.* settings (Kafka's names and defaults)
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2**31 - 1
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
     #: offsets.retention.minutes (as milliseconds): a committed offset of a group that is empty
@@ -177,6 +181,8 @@ class BrokerConfig:
             raise ValueError("replica_lag_time_max_ms must be positive")
         if not 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
             raise ValueError("group min session timeout must be positive and at most the max")
+        if min(self.group_consumer_session_timeout_ms, self.group_consumer_heartbeat_interval_ms, self.group_consumer_max_size) < 1:
+            raise ValueError("group.consumer.* settings must be positive")
         if self.group_max_size < 1 or self.group_initial_rebalance_delay_ms < 0:
             raise ValueError("group_max_size must be positive, group_initial_rebalance_delay_ms >= 0")
         if self.offsets_retention_ms <= 0 or self.offsets_retention_check_interval_ms <= 0:

@@ -2,8 +2,8 @@
 ConsumerGroupManager is written, committed and replayed before its answer goes out, and the
 timers it names are set (Kafka's ``GroupMetadataManager`` timers on the runtime's timer).
 
-* One decision per group at a time (a lock per group held across decide, write, replay), so
-  a heartbeat always decides from what the previous one committed.
+* Each decision runs as a write operation of the runtime (``write_op``): once every earlier
+  write to the partition is committed and replayed, so it decides from what they left.
 * Timers (per shard, cancelled when the shard unloads): the session timeout
   (``group.consumer.session.timeout.ms``) restarts at every heartbeat and fences a member that
   stops heartbeating; the rebalance timeout (the member's ``rebalance_timeout_ms``) starts
@@ -16,7 +16,6 @@ timers it names are set (Kafka's ``GroupMetadataManager`` timers on the runtime'
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
@@ -30,19 +29,10 @@ from kmeta.server.group.consumer_heartbeat import ConsumerGroupConfig, Outcome
 from kmeta.server.group.consumer_manager import ConsumerGroupManager
 from kmeta.server.group.consumer_member import MemberState
 from kmeta.server.group.consumer_records import Record
+from kmeta.server.group.lookup import group_shard
+from kmeta.server.state import BrokerContext
 
 log = logging.getLogger(__name__)
-
-#: a failed write as a group member sees it (Kafka's ``handleOperationException``)
-_WRITE_ERRORS = {
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
-
 
 class ShardServices(Protocol):
     """What a group shard lends its consumer groups (kmeta.server.group.context.ShardContext)."""
@@ -58,7 +48,11 @@ class ShardServices(Protocol):
 
 
 class Writer(Protocol):
-    async def write(self, partition: int, records: Sequence[Record]) -> ErrorCode: ...
+    """The coordinator runtime's ``write_op`` (Kafka's ``scheduleWriteOperation``)."""
+
+    async def write_op(
+        self, partition: int, op: Callable[[Any], tuple[Sequence[Record], Outcome]]
+    ) -> tuple[ErrorCode, Outcome | None]: ...
 
 
 def session_key(group_id: str, member_id: str) -> str:
@@ -81,7 +75,6 @@ class ConsumerGroupCoordinator:
         self.writer = writer
         self.snapshot = snapshot
         self.manager = ConsumerGroupManager(config, groups=ctx.groups)
-        self._locks: dict[str, asyncio.Lock] = {}
 
     # -- the shard's seam ----------------------------------------------------------------------
     def replay(self, offset: int, key_version: int, key: bytes, value: bytes | None) -> None:
@@ -102,12 +95,10 @@ class ConsumerGroupCoordinator:
     async def heartbeat(
         self, request: cgh.ConsumerGroupHeartbeatRequest, client_id: str, client_host: str
     ) -> cgh.ConsumerGroupHeartbeatResponse:
-        async with self._lock(request.group_id):
-            out = self.manager.heartbeat(request, client_id, client_host, self.snapshot())
-            error = await self._write(out)
-            if error != ErrorCode.NONE:
-                return cgh.ConsumerGroupHeartbeatResponse(version=request.version, error_code=error)
-            return out.response
+        out = await self._run(lambda: self.manager.heartbeat(request, client_id, client_host, self.snapshot()))
+        if isinstance(out, ErrorCode):
+            return cgh.ConsumerGroupHeartbeatResponse(version=request.version, error_code=out)
+        return out.response
 
     def describe(self, group_id: str) -> cgd.DescribedGroup:
         return self.manager.describe(group_id, self.snapshot())
@@ -119,38 +110,36 @@ class ConsumerGroupCoordinator:
             self.ctx.spawn(self._refresh(group_id))
 
     async def _refresh(self, group_id: str) -> None:
-        async with self._lock(group_id):
-            out = self.manager.refresh(group_id, self.snapshot())
-            if out is not None:
-                await self._write(out)
+        await self._run(lambda: self.manager.refresh(group_id, self.snapshot()))
 
     # -- timers --------------------------------------------------------------------------------
     def _start_session(self, group_id: str, member_id: str) -> None:
         async def expired() -> None:
             log.info("[GroupId %s] Member %s fenced from the group because its session expired.", group_id, member_id)
-            await self._expire(group_id, member_id, None)
+            await self._run(lambda: self.manager.expire(group_id, member_id, self.snapshot()))
 
         self.ctx.schedule(session_key(group_id, member_id), self.manager.config.session_timeout_ms / 1000, expired)
 
     def _start_rebalance(self, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
         async def expired() -> None:
             log.info("[GroupId %s] Member %s fenced from the group because it failed to revoke partitions within %d ms.", group_id, member_id, timeout_ms)
-            await self._expire(group_id, member_id, epoch)
+            await self._run(lambda: self.manager.expire(group_id, member_id, self.snapshot(), epoch))
 
         self.ctx.schedule(rebalance_key(group_id, member_id), max(timeout_ms, 0) / 1000, expired)
 
-    async def _expire(self, group_id: str, member_id: str, revoking_epoch: int | None) -> None:
-        async with self._lock(group_id):
-            out = self.manager.expire(group_id, member_id, self.snapshot(), revoking_epoch)
-            if out is not None:
-                await self._write(out)
-
     # -- writes --------------------------------------------------------------------------------
-    async def _write(self, out: Outcome) -> ErrorCode:
-        if out.records:
-            error = await self.writer.write(self.ctx.partition, out.records)
-            if error != ErrorCode.NONE:
-                return _WRITE_ERRORS.get(error, error)
+    async def _run(self, decide: Callable[[], Outcome | None]) -> Outcome | ErrorCode:
+        """Decide once every earlier write to the partition is replayed, write the records,
+        then set the timers the decision names; the error of a write that failed."""
+        nothing = Outcome()
+
+        def op(_shard: Any) -> tuple[Sequence[Record], Outcome]:
+            out = decide() or nothing
+            return out.records, out
+
+        error, out = await self.writer.write_op(self.ctx.partition, op)
+        if out is None or error != ErrorCode.NONE:
+            return error  # (the runtime maps a failed write as Kafka's coordinators do)
         if out.session is not None:
             self._start_session(*out.session)
         if out.rebalance is not None:
@@ -160,10 +149,16 @@ class ConsumerGroupCoordinator:
         if out.cancel_all is not None:
             self.ctx.cancel(session_key(*out.cancel_all))
             self.ctx.cancel(rebalance_key(*out.cancel_all))
-        return ErrorCode.NONE
+        return out
 
-    def _lock(self, group_id: str) -> asyncio.Lock:
-        lock = self._locks.get(group_id)
-        if lock is None:
-            lock = self._locks[group_id] = asyncio.Lock()
-        return lock
+
+def coordinator_for(ctx: BrokerContext, group_id: str) -> tuple[ConsumerGroupCoordinator | None, ErrorCode]:
+    """The consumer groups of the shard coordinating ``group_id`` on this broker, or the error
+    to answer (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
+    shard = group_shard(ctx, group_id)
+    if isinstance(shard, ErrorCode):
+        return None, shard
+    consumer = shard.consumer_records
+    if not isinstance(consumer, ConsumerGroupCoordinator):
+        return None, ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return consumer, ErrorCode.NONE

@@ -111,6 +111,20 @@ class ConsumerGroup:
         member_id = None if instance_id is None else self.static_members.get(instance_id)
         return None if member_id is None else self.members.get(member_id)
 
+    def tombstones(self) -> list[tuple[bytes, bytes | None]]:
+        """DeleteGroups' records (Kafka's ``createGroupTombstoneRecords``): every member's
+        assignment, target and metadata, the target epoch, the subscription metadata, the
+        group epoch last (its tombstone drops the group on replay)."""
+        g = self.group_id
+        records: list[tuple[bytes, bytes | None]] = []
+        records += [(rec.encode_key(rec.CURRENT_MEMBER_ASSIGNMENT, g, m), None) for m in self.members]
+        records += [(rec.encode_key(rec.TARGET_ASSIGNMENT_MEMBER, g, m), None) for m in self.members]
+        records.append((rec.encode_key(rec.TARGET_ASSIGNMENT_METADATA, g), None))
+        records += [(rec.encode_key(rec.MEMBER_METADATA, g, m), None) for m in self.members]
+        records.append((rec.encode_key(rec.PARTITION_METADATA, g), None))
+        records.append((rec.encode_key(rec.GROUP_METADATA, g), None))
+        return records
+
     # -- the offset APIs' checks (Kafka's ConsumerGroup.validateOffsetCommit and friends) ------
     def validate_offset_commit(
         self, member_id: str, group_instance_id: str | None, member_epoch: int, transactional: bool, api_version: int

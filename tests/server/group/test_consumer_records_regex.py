@@ -87,3 +87,16 @@ def test_a_regex_member_gets_the_partitions_of_topics_created_later() -> None:
     assert group.target_of("m") == {cluster.ids["orders-a"]: frozenset({0, 1}), cluster.ids["orders-b"]: frozenset({0, 1, 2})}
     r = coord.heartbeat(member_id="m", member_epoch=0, rebalance_timeout_ms=1000, topic_partitions=())
     assert r.error_code == ErrorCode.INVALID_REQUEST  # v0 has no regex field: a join names topics
+
+
+def test_an_empty_groups_tombstones_drop_it_on_replay() -> None:
+    cluster = Cluster()
+    cluster.set_topic("t", 2)
+    coord = Coordinator(cluster)
+    r = coord.heartbeat(member_id="", member_epoch=0, rebalance_timeout_ms=1000, subscribed_topic_names=["t"], topic_partitions=())
+    coord.heartbeat(member_id=r.member_id, member_epoch=-1)
+    group = coord.manager.groups["g"]
+    assert group.state_name == "Empty"
+    for key, value in group.tombstones():
+        coord.manager.replay(key, value)
+    assert "g" not in coord.manager.groups
