@@ -38,6 +38,7 @@ from kmeta.server.group.consumer_member import (
     reconcile,
 )
 from kmeta.server.group.consumer_records import Record
+from kmeta.server.group.consumer_regex import InvalidRegexError, compile_regex
 from kmeta.server.group.consumer_target import preferred_assignor, target_assignment
 
 
@@ -88,6 +89,8 @@ def validate(request: cgh.ConsumerGroupHeartbeatRequest, assignors: Sequence[str
         raise GroupError(ErrorCode.INVALID_REQUEST, "InstanceId can't be empty.")
     if empty(request.rack_id):
         raise GroupError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
+    if request.version >= 1 and not request.member_id.strip():  # (v1: the client makes it, KIP-1082)
+        raise GroupError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
     epoch = request.member_epoch
     if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
         if empty(request.member_id):
@@ -97,7 +100,8 @@ def validate(request: cgh.ConsumerGroupHeartbeatRequest, assignors: Sequence[str
             raise GroupError(ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
         if request.topic_partitions is None or request.topic_partitions:
             raise GroupError(ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
-        if request.subscribed_topic_names is None:  # (an empty list is a subscription to nothing)
+        if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+            # (an empty list, or an empty regex, is a subscription to nothing)
             raise GroupError(
                 ErrorCode.INVALID_REQUEST, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
             )
@@ -108,6 +112,11 @@ def validate(request: cgh.ConsumerGroupHeartbeatRequest, assignors: Sequence[str
             raise GroupError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
     else:
         raise GroupError(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
+    if request.subscribed_topic_regex:
+        try:
+            compile_regex(request.subscribed_topic_regex)
+        except InvalidRegexError as exc:
+            raise GroupError(ErrorCode.INVALID_REGULAR_EXPRESSION, str(exc)) from None
     if request.server_assignor is not None and request.server_assignor not in assignors:
         raise GroupError(
             ErrorCode.UNSUPPORTED_ASSIGNOR,
@@ -248,6 +257,11 @@ def joined(member: ConsumerGroupMember, request: cgh.ConsumerGroupHeartbeatReque
             request.rebalance_timeout_ms if request.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms
         ),
         server_assignor=request.server_assignor if request.server_assignor is not None else member.server_assignor,
+        subscribed_topic_regex=(
+            request.subscribed_topic_regex
+            if request.subscribed_topic_regex is not None
+            else member.subscribed_topic_regex
+        ),
         subscribed_topic_names=(
             tuple(sorted(set(request.subscribed_topic_names)))
             if request.subscribed_topic_names is not None

@@ -1,4 +1,4 @@
-"""ConsumerGroupHeartbeat (api key 68): version 0, client listeners (KIP-848).
+"""ConsumerGroupHeartbeat (api key 68): versions 0-1, client listeners (KIP-848).
 
 Kafka 4.x broker semantics (``KafkaApis.handleConsumerGroupHeartbeat``,
 ``GroupMetadataManager.consumerGroupHeartbeat``):
@@ -13,10 +13,13 @@ Kafka 4.x broker semantics (``KafkaApis.handleConsumerGroupHeartbeat``,
   GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
   FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, each with Kafka's message. The answer goes out
   once the records it depends on are committed.
-* v0 has no SubscribedTopicRegex (v1, KIP-848's regexes, is not in this spec); a member joins
-  with an empty member id and gets one (v1 clients make their own, KIP-1082).
+* A v1 member subscribes by name or by SubscribedTopicRegex (RE2/J syntax, the whole topic
+  name matches: kmeta.server.group.consumer_regex; INVALID_REGULAR_EXPRESSION when it is not
+  one) and makes its own member id (KIP-1082: an empty one is INVALID_REQUEST); a v0 member
+  joins with an empty member id and is given one.
 
-Versions: v0 first version, flexible.
+Versions: v0 first version, flexible; v1 SubscribedTopicRegex, client-generated member ids
+(Kafka 4.0).
 """
 
 from __future__ import annotations

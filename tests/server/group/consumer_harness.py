@@ -58,7 +58,7 @@ class Coordinator:
         return out
 
     def heartbeat(self, **fields: Any) -> cgh.ConsumerGroupHeartbeatResponse:
-        request = cgh.ConsumerGroupHeartbeatRequest(**{"group_id": "g", **fields})
+        request = cgh.ConsumerGroupHeartbeatRequest(**{"group_id": "g", "version": 0, **fields})
         out = self.manager.heartbeat(request, "client", "/127.0.0.1", self.cluster.snap)
         self.apply(out)
         return out.response

@@ -86,7 +86,29 @@ def test_a_regex_member_gets_the_partitions_of_topics_created_later() -> None:
     assert set(group.subscription_metadata) == {"orders-a", "orders-b"}
     assert group.target_of("m") == {cluster.ids["orders-a"]: frozenset({0, 1}), cluster.ids["orders-b"]: frozenset({0, 1, 2})}
     r = coord.heartbeat(member_id="m", member_epoch=0, rebalance_timeout_ms=1000, topic_partitions=())
-    assert r.error_code == ErrorCode.INVALID_REQUEST  # v0 has no regex field: a join names topics
+    assert r.error_code == ErrorCode.INVALID_REQUEST  # a join names topics or a regex
+
+
+def test_v1_joins_with_a_regex_and_a_member_id_of_its_own() -> None:
+    cluster = Cluster()
+    cluster.set_topic("logs-a", 2)
+    cluster.set_topic("metrics", 2)
+    coord = Coordinator(cluster)
+    join = {"version": 1, "member_epoch": 0, "rebalance_timeout_ms": 1000, "topic_partitions": ()}
+    assert coord.heartbeat(member_id="", subscribed_topic_regex="logs-.*", **join).error_code == ErrorCode.INVALID_REQUEST
+    bad = coord.heartbeat(member_id="m1", subscribed_topic_regex="logs-(?=x)", **join)
+    assert bad.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert bad.error_message
+    r = coord.heartbeat(member_id="m1", subscribed_topic_regex="logs-.*", **join)
+    assert r.error_code == ErrorCode.NONE
+    assert r.member_id == "m1"
+    assert r.assignment is not None
+    assert {tp.topic_id for tp in r.assignment.topic_partitions} == {cluster.ids["logs-a"]}
+    cluster.set_topic("logs-b", 1)
+    coord.apply(coord.manager.refresh("g", cluster.snap))
+    again = coord.heartbeat(version=1, member_id="m1", member_epoch=r.member_epoch, topic_partitions=r.assignment.topic_partitions)
+    assert again.assignment is not None
+    assert {tp.topic_id for tp in again.assignment.topic_partitions} == {cluster.ids["logs-a"], cluster.ids["logs-b"]}
 
 
 def test_an_empty_groups_tombstones_drop_it_on_replay() -> None:

@@ -1,0 +1,118 @@
+"""KIP-848 consumer groups with librdkafka (confluent-kafka, ``group.protocol=consumer``) over
+loopback: the server-side assignor splits a 6-partition topic between three members (each
+partition once), a member leaving hands its partitions on, partitions added to the topic are
+assigned by the coordinator without any client Metadata refresh, and
+AdminClient.describe_consumer_groups (ConsumerGroupDescribe) reports the group."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupType, Producer
+from confluent_kafka.admin import AdminClient
+
+from kmeta.testing import Cluster
+
+pytestmark = pytest.mark.e2e
+
+PARTITIONS = 6
+SETTLE_S = 60.0
+Member = tuple[Consumer, list[list[int]]]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with Cluster(
+        1, offsets_topic_num_partitions=3,
+        broker_args=("--group-consumer-heartbeat-interval-ms", "300", "--group-consumer-session-timeout-ms", "6000"),
+    ) as c:  # fmt: skip
+        yield c
+
+
+def consumer(cluster: Cluster, group: str, topic: str, **extra: Any) -> Member:
+    """A KIP-848 member subscribed to ``topic``; the list gets each assignment it is given."""
+    assignments: list[list[int]] = []
+    c = Consumer({
+        **cluster.client_config(), "group.id": group, "group.protocol": "consumer",
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        # (no periodic refresh: new partitions must come from the coordinator)
+        "topic.metadata.refresh.interval.ms": -1, **extra,
+    })  # fmt: skip
+    c.subscribe([topic], on_assign=lambda _c, parts: assignments.append(sorted(p.partition for p in parts)))
+    return c, assignments
+
+
+def current(members: list[Member]) -> list[list[int]]:
+    return [sorted(p.partition for p in c.assignment()) for c, _ in members]
+
+
+def settle(members: list[Member], until: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + SETTLE_S
+    while not until():
+        assert time.monotonic() < deadline, current(members)
+        for c, _ in members:
+            c.poll(0.05)
+
+
+def split(assignments: list[list[int]], partitions: int, sizes: list[int]) -> bool:
+    flat = sorted(p for a in assignments for p in a)
+    return flat == list(range(partitions)) and sorted(len(a) for a in assignments) == sorted(sizes)
+
+
+def describe(cluster: Cluster, group: str) -> Any:
+    admin = AdminClient(cluster.client_config())
+    return admin.describe_consumer_groups([group])[group].result(30)
+
+
+def test_three_members_split_six_partitions_then_one_leaves(cluster: Cluster) -> None:
+    cluster.create_topic("kip848", PARTITIONS, 1)
+    members = [consumer(cluster, "g848", "kip848") for _ in range(3)]
+    settle(members, lambda: split(current(members), PARTITIONS, [2, 2, 2]))
+    described = describe(cluster, "g848")
+    assert described.type == ConsumerGroupType.CONSUMER
+    assert str(described.state).endswith("STABLE")
+    assert len(described.members) == 3
+    owned = sorted(tp.partition for m in described.members for tp in m.assignment.topic_partitions)
+    assert owned == list(range(PARTITIONS))
+    # records are consumed once each by the group
+    producer = Producer({**cluster.client_config(), "acks": "all"})
+    values = [b"v-%d" % i for i in range(120)]
+    for i, v in enumerate(values):
+        producer.produce("kip848", v, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    seen: Counter[bytes] = Counter()
+    deadline = time.monotonic() + SETTLE_S
+    while len(seen) < len(values):
+        assert time.monotonic() < deadline, len(seen)
+        for c, _ in members:
+            for message in c.consume(50, 0.05):
+                assert message.error() is None, message.error()
+                seen[message.value()] += 1
+    assert set(seen.values()) == {1}
+    leaving = members.pop()
+    leaving[0].close()  # ConsumerGroupHeartbeat with epoch -1
+    settle(members, lambda: split(current(members), PARTITIONS, [3, 3]))
+    assert len(describe(cluster, "g848").members) == 2
+    for c, _ in members:
+        c.close()
+
+
+def test_added_partitions_are_assigned_without_a_metadata_refresh(cluster: Cluster) -> None:
+    cluster.create_topic("grows", 2, 1)
+    members = [consumer(cluster, "grows-group", "grows") for _ in range(2)]
+    settle(members, lambda: split(current(members), 2, [1, 1]))
+    cluster.add_partitions("grows", PARTITIONS)
+    settle(members, lambda: split(current(members), PARTITIONS, [3, 3]))
+    for c, _ in members:
+        c.close()
+
+
+def test_describing_a_group_that_does_not_exist(cluster: Cluster) -> None:
+    admin = AdminClient(cluster.client_config())
+    future = admin.describe_consumer_groups(["nobody-here"])["nobody-here"]
+    described = future.result(30)  # (a classic-style Dead answer from DescribeGroups' fallback)
+    assert str(described.state).endswith(("DEAD", "UNKNOWN"))
