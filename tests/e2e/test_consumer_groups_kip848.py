@@ -116,3 +116,17 @@ def test_describing_a_group_that_does_not_exist(cluster: Cluster) -> None:
     future = admin.describe_consumer_groups(["nobody-here"])["nobody-here"]
     described = future.result(30)  # (a classic-style Dead answer from DescribeGroups' fallback)
     assert str(described.state).endswith(("DEAD", "UNKNOWN"))
+
+
+def test_a_regex_subscription_follows_topics_created_and_deleted(cluster: Cluster) -> None:
+    cluster.create_topic("rx-one", 2, 1)
+    member = consumer(cluster, "rx-group", "^rx-.*")
+    settle([member], lambda: current([member]) == [[0, 1]])
+    cluster.create_topic("rx-two", 3, 1)
+    assigned = lambda: sorted((p.topic, p.partition) for p in member[0].assignment())  # noqa: E731
+    settle([member], lambda: assigned() == [("rx-one", 0), ("rx-one", 1), ("rx-two", 0), ("rx-two", 1), ("rx-two", 2)])
+    described = describe(cluster, "rx-group")
+    assert described.members[0].assignment.topic_partitions
+    cluster.delete_topic("rx-one")
+    settle([member], lambda: assigned() == [("rx-two", 0), ("rx-two", 1), ("rx-two", 2)])
+    member[0].close()
