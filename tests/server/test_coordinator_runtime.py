@@ -200,3 +200,36 @@ async def test_write_ops_see_every_earlier_write_replayed() -> None:
         nothing = await h.runtime.write_op(0, lambda s: ([], "read only"))
         assert nothing == (ErrorCode.NONE, "read only")
         assert await h.runtime.write_op(5, next_key) == (ErrorCode.NOT_COORDINATOR, None)
+
+
+async def test_a_failing_factory_leaves_the_partition_without_a_coordinator_and_the_broker_serving() -> None:
+    async with coordinator_broker(register=False) as h:
+        def broken(ctx: Any) -> Any:
+            raise RuntimeError("shard bug")
+
+        h.broker.state.coordinators.register_group_shards(broken)
+        assert h.runtime.shard_or_error(0) == (None, ErrorCode.NOT_COORDINATOR)
+        h.broker.state.coordinators.register_group_shards(h.make)
+        await h.lead(0, 1, 2, (1,))  # (LeaderAndIsr still applies; the new factory loads)
+        assert (await h.shard(0)).partition == 0
+
+
+async def test_a_write_queued_behind_a_stalled_one_times_out_from_its_submission() -> None:
+    """Broker 2 in the ISR never fetches: the first write waits its whole 1 s; the second,
+    queued behind it with 0.3 s, answers when its own time is up (its records never
+    appended), not 0.3 s after the first finished."""
+    async with coordinator_broker(isr=(1, 2)) as h:
+        shard = await h.shard(0)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        first = asyncio.ensure_future(h.runtime.write(0, [(b"a", b"1")], timeout_s=1.0))
+        await asyncio.sleep(0.05)  # (the first holds the partition's turn)
+        second = await h.runtime.write_op(0, lambda s: ([(b"b", b"2")], "ran"), timeout_s=0.3)
+        assert second == (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
+        assert loop.time() - started < 0.9
+        assert not first.done()
+        assert await first == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        part, _ = h.broker.state.replica_manager.leader_partition_or_error("__consumer_offsets", 0)
+        assert part is not None
+        assert part.log.log_end_offset == 1  # (only the first write's batch)
+        assert shard.events == []

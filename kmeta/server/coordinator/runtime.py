@@ -187,7 +187,11 @@ class CoordinatorRuntime(Generic[S]):
             return
         plog = partition.log
         ctx: ShardContext[S] = ShardContext(self.name, index, leader_epoch, plog.log_start_offset, plog.log_end_offset)
-        ctx.shard = self._factory(ctx)
+        try:
+            ctx.shard = self._factory(ctx)
+        except Exception:  # (a shard's bug: this partition has no coordinator here, said loudly)
+            log.exception("%s-%d: the shard factory failed", self.name, index)
+            return
         self._contexts[index] = ctx
         log.info("%s-%d: loading at epoch %d, offsets %d to %d", self.name, index, leader_epoch,
                  ctx.replayed, ctx.load_end)  # fmt: skip
@@ -274,14 +278,26 @@ class CoordinatorRuntime(Generic[S]):
             return ErrorCode.NOT_COORDINATOR, None
         if ctx.state is ShardState.LOADING:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
-        async with ctx.lock:
+        # (the timeout counts from submission, as Kafka's write timeout: a write queued behind
+        # one that waits for a stalled follower does not wait its own timeout on top)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            await asyncio.wait_for(ctx.lock.acquire(), timeout_s)
+        except TimeoutError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None  # (REQUEST_TIMED_OUT, mapped)
+        try:
             shard = ctx.shard if ctx.active and self._led(ctx) is not None else None
             if shard is None:
                 return ErrorCode.NOT_COORDINATOR, None
             records, result = op(shard)
             if not records:
                 return ErrorCode.NONE, result
-            return await self._write_locked(ctx, records, producer_id, producer_epoch, transactional, timeout_s), result
+            remaining = deadline - loop.time()
+            error = await self._write_locked(ctx, records, producer_id, producer_epoch, transactional, remaining)
+            return error, result
+        finally:
+            ctx.lock.release()
 
     async def _write_locked(
         self, ctx: ShardContext[S], records: Sequence[Record], producer_id: int,
@@ -305,7 +321,7 @@ class CoordinatorRuntime(Generic[S]):
                 done.set_result(errors.get(key, ErrorCode.REQUEST_TIMED_OUT))
 
         pending = {key: ProducePending(outcome.last_offset + 1, min_isr)}
-        rm.await_replication(pending, int(timeout_s * 1000), replicated)
+        rm.await_replication(pending, max(int(timeout_s * 1000), 0), replicated)
         error = await done
         if error != ErrorCode.NONE:
             return _WRITE_ERRORS.get(error, error)
