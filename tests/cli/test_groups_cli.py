@@ -24,7 +24,7 @@ TOPIC = "ledger"
 @pytest.fixture(scope="module")
 def cluster(kmeta_cluster_factory: Callable[..., Cluster]) -> Iterator[Cluster]:
     with kmeta_cluster_factory(3) as c:
-        c.create_topic(TOPIC, partitions=3, replication_factor=3)
+        c.create_topic(TOPIC, partitions=3, rf=3)
         producer = Producer(c.client_config())
         for i in range(30):  # 10 records a partition
             producer.produce(TOPIC, value=b"%d" % i, partition=i % 3)

@@ -1,6 +1,6 @@
 """Classic consumer groups with real clients over loopback: confluent-kafka (librdkafka),
-kafka-python, aiokafka and kafkajs join, get the partitions of a 6-partition topic split
-between them, rebalance when a member leaves, keep a static member's place across its
+kafka-python, aiokafka and kafkajs members join, get the partitions of a 6-partition topic
+split between them, rebalance when a member leaves, keep a static member's place across its
 restart, and carry on when the coordinator's broker is killed -9 (the group's metadata is
 loaded from ``__consumer_offsets`` by the partition's new leader)."""
 
@@ -10,6 +10,8 @@ import asyncio
 import json
 import subprocess
 import time
+import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,10 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from kmeta.testing import Cluster
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaConsumer
 
 pytestmark = pytest.mark.e2e
 
@@ -36,15 +42,16 @@ def cluster() -> Iterator[Cluster]:
         yield c
 
 
-def consumer(cluster: Cluster, group: str, **extra: Any) -> tuple[Consumer, list[list[int]]]:
-    """A confluent-kafka member subscribed to TOPIC; the list gets each assignment it is given."""
+def consumer(cluster: Cluster, group: str, topic: str = TOPIC, extra: dict[str, Any] | None = None) -> tuple[Consumer, list[list[int]]]:
+    """A confluent-kafka member subscribed to ``topic``; the list gets each assignment it is
+    given. It starts from its group's committed offsets (the earliest without)."""
     assignments: list[list[int]] = []
     c = Consumer({
         **cluster.client_config(), "group.id": group, "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
-        **extra,
+        **(extra or {}),
     })  # fmt: skip
-    c.subscribe([TOPIC], on_assign=lambda _c, parts: assignments.append(sorted(p.partition for p in parts)))
+    c.subscribe([topic], on_assign=lambda _c, parts: assignments.append(sorted(p.partition for p in parts)))
     return c, assignments
 
 
@@ -58,7 +65,7 @@ def settle(members: list[tuple[Consumer, list[list[int]]]], until: Callable[[], 
 
 
 def current(members: list[tuple[Consumer, list[list[int]]]]) -> list[list[int]]:
-    return [c.assignment() and sorted(p.partition for p in c.assignment()) for c, _ in members]
+    return [sorted(p.partition for p in c.assignment()) for c, _ in members]
 
 
 def split(assignments: list[list[int]], sizes: list[int]) -> bool:
@@ -68,20 +75,53 @@ def split(assignments: list[list[int]], sizes: list[int]) -> bool:
 
 
 def describe(cluster: Cluster, group: str) -> Any:
-    admin = AdminClient(cluster.client_config())
+    settings: dict[str, Any] = {**cluster.client_config()}
+    admin = AdminClient(settings)
     return admin.describe_consumer_groups([group])[group].result(30)
 
 
-def test_three_confluent_members_split_the_partitions_and_rebalance_when_one_leaves(cluster: Cluster) -> None:
-    members = [consumer(cluster, "three") for _ in range(3)]
+def produce(cluster: Cluster, topic: str, values: list[bytes]) -> None:
+    producer = Producer({**cluster.client_config(), "acks": "all", "linger.ms": 2})
+    for i, value in enumerate(values):
+        producer.produce(topic, value, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def consume(members: list[tuple[Consumer, list[list[int]]]], seen: Counter[bytes], until: Callable[[], bool]) -> None:
+    """Poll every member; each record it gets is counted and its offset committed before the
+    next poll (so a rebalance hands its partition on from exactly there)."""
+    deadline = time.monotonic() + SETTLE_S
+    while not until():
+        assert time.monotonic() < deadline, (len(seen), [a for _, a in members])
+        for c, _ in members:
+            for message in c.consume(50, 0.05):
+                assert message.error() is None, message.error()
+                seen[message.value() or b""] += 1
+                c.commit(message=message, asynchronous=False)
+
+
+def test_three_confluent_members_consume_every_record_once_across_one_leaving(cluster: Cluster) -> None:
+    cluster.create_topic("once", PARTITIONS, 1)
+    members = [consumer(cluster, "three", "once") for _ in range(3)]
     settle(members, lambda: split(current(members), [2, 2, 2]))
     described = describe(cluster, "three")
     assert str(described.state).endswith("STABLE")
     assert len(described.members) == 3
+    seen: Counter[bytes] = Counter()
+    first = [b"a-%d" % i for i in range(300)]
+    produce(cluster, "once", first)
+    consume(members, seen, lambda: len(seen) == len(first))
     leaving = members.pop(0)
     leaving[0].close()  # LeaveGroup
     settle(members, lambda: split(current(members), [3, 3]))
     assert len(describe(cluster, "three").members) == 2
+    second = [b"b-%d" % i for i in range(300)]
+    produce(cluster, "once", second)
+    consume(members, seen, lambda: len(seen) == len(first) + len(second))
+    for c, _ in members:
+        c.consume(50, 0.5)  # (nothing more comes)
+    assert set(seen) == set(first + second)
+    assert set(seen.values()) == {1}
     for c, _ in members:
         c.close()
     deadline = time.monotonic() + SETTLE_S
@@ -91,14 +131,14 @@ def test_three_confluent_members_split_the_partitions_and_rebalance_when_one_lea
 
 
 def test_a_static_member_restarts_without_a_rebalance(cluster: Cluster) -> None:
-    stay = consumer(cluster, "static", **{"group.instance.id": "stay"})
-    back = consumer(cluster, "static", **{"group.instance.id": "back"})
+    stay = consumer(cluster, "static", extra={"group.instance.id": "stay"})
+    back = consumer(cluster, "static", extra={"group.instance.id": "back"})
     settle([stay, back], lambda: split(current([stay, back]), [3, 3]))
     before = describe(cluster, "static")
     given = sorted(current([back])[0])
     back[0].close()  # (a static member sends no LeaveGroup: its place waits a session)
-    again = consumer(cluster, "static", **{"group.instance.id": "back"})
-    settle([stay, again], lambda: sorted(current([again])[0] or []) == given)
+    again = consumer(cluster, "static", extra={"group.instance.id": "back"})
+    settle([stay, again], lambda: current([again])[0] == given)
     after = describe(cluster, "static")
     assert len(after.members) == 2
     assert {m.group_instance_id for m in after.members} == {"stay", "back"}
@@ -109,8 +149,6 @@ def test_a_static_member_restarts_without_a_rebalance(cluster: Cluster) -> None:
 
 
 def test_kafka_python_consumer_group(cluster: Cluster) -> None:
-    from kafka import KafkaConsumer
-
     producer = Producer({**cluster.client_config(), "acks": "all"})
     for i in range(60):
         producer.produce(TOPIC, b"kp-%d" % i, partition=i % PARTITIONS)
@@ -176,7 +214,7 @@ def test_the_group_carries_on_after_its_coordinator_is_killed() -> None:
         cluster.create_topic(TOPIC, PARTITIONS, 3)
         # (sessions longer than the controller's fencing of the dead broker and the election:
         # librdkafka also leaves on its own after a session without a heartbeat answered)
-        members = [consumer(cluster, "survivor", **{"session.timeout.ms": 30000}) for _ in range(2)]
+        members = [consumer(cluster, "survivor", extra={"session.timeout.ms": 30000}) for _ in range(2)]
         settle(members, lambda: split(current(members), [3, 3]))
         before = describe(cluster, "survivor")
         coordinator = before.coordinator.id
@@ -197,3 +235,33 @@ def test_the_group_carries_on_after_its_coordinator_is_killed() -> None:
         assert split(current(members), [3, 3])
         for c, _ in members:
             c.close()
+
+
+def test_kafka_python_admin_lists_describes_removes_members_and_deletes(cluster: Cluster) -> None:
+    """kafka-consumer-groups.sh's paths through kafka-python's admin client: ListGroups with a
+    states filter, DescribeGroups, LeaveGroup v3+ by instance id (a closed static member sends
+    no LeaveGroup and keeps its place), DeleteGroups refused while members remain."""
+    from kafka.admin import KafkaAdminClient, MemberToRemove
+
+    members = [consumer(cluster, "managed", extra={"group.instance.id": f"i{i}"}) for i in range(2)]
+    settle(members, lambda: split(current(members), [3, 3]))
+    admin = KafkaAdminClient(**cluster.client_config(kafka_python=True))
+    try:
+        listed = admin.list_groups(states_filter=["stable"])
+        assert {(g["group_id"], g["group_state"], g["group_type"]) for g in listed} >= {("managed", "Stable", "classic")}
+        (described,) = admin.describe_groups(["managed"]).values()
+        assert (described["group_state"], described["protocol_data"]) == ("Stable", "range")
+        assert sorted(m["group_instance_id"] for m in described["members"]) == ["i0", "i1"]
+        assignments = [p for m in described["members"] for a in m["member_assignment"]["assigned_partitions"] for p in a["partitions"]]
+        assert sorted(assignments) == list(range(PARTITIONS))
+        members[0][0].close()  # (static: its place waits for its session)
+        assert admin.delete_groups(["managed"]) == {"managed": "NonEmptyGroupError"}
+        removed = admin.remove_group_members("managed", [MemberToRemove(group_instance_id="i0")])
+        assert list(removed) == ["i0"]
+        settle(members[1:], lambda: current(members[1:]) == [list(range(PARTITIONS))])
+        members[1][0].close()
+        admin.remove_group_members("managed", [MemberToRemove(group_instance_id="i1")])
+        assert admin.delete_groups(["managed"]) == {"managed": "OK"}
+        assert "managed" not in {g["group_id"] for g in admin.list_groups()}
+    finally:
+        admin.close()

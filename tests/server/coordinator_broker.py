@@ -18,6 +18,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.protocol.record_batch import crc32c
 from kmeta.server.broker import Broker
+from kmeta.server.coordinator import coordinators
 from kmeta.server.coordinator.runtime import CoordinatorRuntime, ShardContext
 from tests.server.helpers import (
     CONTROL,
@@ -120,11 +121,19 @@ class Harness:
 
 
 @asynccontextmanager
-async def coordinator_broker(isr: Sequence[int] = (1,), *, register: bool = True, **config: Any) -> AsyncIterator[Harness]:
+async def coordinator_broker(
+    isr: Sequence[int] = (1,), *, register: bool = True, group_shards: bool = False, **config: Any
+) -> AsyncIterator[Harness]:
     """Broker 1 leading every partition of ``__consumer_offsets`` (replicas 1, 2; ``isr``),
-    the test shard registered first (``register``; else not at all); ``config``: more
-    BrokerConfig fields."""
-    broker = Broker(loopback_config(1, offsets_topic_num_partitions=PARTITIONS, **config))
+    the test shard registered first (``register``; else not at all); the broker's own group
+    shards (SHARD_MODULES) only with ``group_shards``; ``config``: more BrokerConfig fields."""
+    modules = coordinators.SHARD_MODULES
+    if not group_shards:
+        coordinators.SHARD_MODULES = ()
+    try:
+        broker = Broker(loopback_config(1, offsets_topic_num_partitions=PARTITIONS, **config))
+    finally:
+        coordinators.SHARD_MODULES = modules
     await broker.start()
     harness = Harness(broker)
     try:

@@ -59,9 +59,9 @@ class Coordinators:
         #: called after each applied UpdateMetadata (KIP-848 groups follow their topics)
         self.metadata_listeners: list[Callable[[], None]] = []
 
-    def install(self, modules: tuple[str, ...] = SHARD_MODULES) -> None:
-        """Let each of ``modules`` register its shards."""
-        for name in modules:
+    def install(self, modules: tuple[str, ...] | None = None) -> None:
+        """Let each of ``modules`` (default: SHARD_MODULES, as it is now) register its shards."""
+        for name in SHARD_MODULES if modules is None else modules:
             importlib.import_module(name).install(self)
 
     def register_group_shards(self, factory: ShardFactory[Any]) -> None:

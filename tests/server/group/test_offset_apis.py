@@ -19,8 +19,9 @@ from kmeta.protocol.messages import offset_delete as od
 from kmeta.protocol.messages import offset_fetch as of
 from kmeta.protocol.messages import txn_offset_commit as tc
 from kmeta.server.broker import Broker
+from kmeta.server.metrics import BrokerCollector
 from tests.server.helpers import PLAINTEXT
-from tests.server.log_broker import TOPIC, log_broker
+from tests.server.log_broker import TOPIC, batch, log_broker, produce
 from tests.server.principals import QueuedPrincipals, user
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -153,3 +154,36 @@ async def test_offset_delete_of_an_unknown_group(broker: Any) -> None:
     delete = od.OffsetDeleteRequest(group_id="ghost", topics=(od.OffsetDeleteRequestTopic(TOPIC, (od.OffsetDeleteRequestPartition(0),)),))
     assert (await call(broker, delete)).error_code == E.GROUP_ID_NOT_FOUND
     assert (await call(broker, delete._replace(group_id=""))).error_code == E.INVALID_GROUP_ID
+
+
+async def test_group_lag_reaches_the_metrics(broker: Any) -> None:
+    b, principals = broker
+    conn = await principals.connect(b.port(PLAINTEXT), ADMIN)
+    try:
+        assert (await produce(conn, 0, batch([b"a", b"b", b"c", b"d", b"e"]))).error_code == E.NONE
+    finally:
+        conn.close()
+    assert (await call(broker, commit("lagging", {0: 2, 1: 0}))).topics[0].partitions[0].error_code == E.NONE
+    samples = {
+        (s.name, s.labels.get("group"), s.labels.get("partition")): s.value
+        for family in BrokerCollector(b.state).collect()
+        for s in family.samples
+        if s.name.startswith("kmeta_broker_group_")
+    }
+    assert samples[("kmeta_broker_group_committed_offset", "lagging", "0")] == 2
+    assert samples[("kmeta_broker_group_lag", "lagging", "0")] == 3  # (high watermark 5)
+    assert samples[("kmeta_broker_group_lag", "lagging", "1")] == 0
+    assert samples[("kmeta_broker_group_lag_unknown_partitions", None, None)] == 0
+
+
+async def test_transactional_offsets_stay_pending(broker: Any) -> None:
+    txn = tc.TxnOffsetCommitRequest(
+        transactional_id="tx", group_id="txg", producer_id=4000, producer_epoch=0,
+        topics=(tc.TxnOffsetCommitRequestTopic(TOPIC, (tc.TxnOffsetCommitRequestPartition(0, 8, committed_metadata="t"),)),),
+    )  # fmt: skip
+    assert (await call(broker, txn)).topics[0].partitions[0].error_code == E.NONE
+    # (until the transaction's COMMIT marker reaches __consumer_offsets: not committed)
+    assert committed(await call(broker, fetch("txg", (0,)))) == {0: (-1, -1, "", E.NONE)}
+    assert committed(await call(broker, fetch("txg", (0,), stable=True))) == {0: (-1, -1, "", E.UNSTABLE_OFFSET_COMMIT)}
+    assert committed(await call(broker, fetch("txg", (0,), version=7, stable=True)))[0][3] == E.UNSTABLE_OFFSET_COMMIT
+    assert (await call(broker, txn._replace(group_id=""))).topics[0].partitions[0].error_code == E.INVALID_GROUP_ID
