@@ -130,3 +130,35 @@ def test_a_regex_subscription_follows_topics_created_and_deleted(cluster: Cluste
     cluster.delete_topic("rx-one")
     settle([member], lambda: assigned() == [("rx-two", 0), ("rx-two", 1), ("rx-two", 2)])
     member[0].close()
+
+
+def test_the_group_carries_on_after_its_coordinator_is_killed() -> None:
+    """The new leader of the group's partition loads its records: the same members keep
+    their epochs and partitions, and the group is Stable at the same group epoch."""
+    args = ("--group-consumer-heartbeat-interval-ms", "300", "--group-consumer-session-timeout-ms", "30000")
+    with Cluster(3, offsets_topic_num_partitions=3, broker_args=args) as cluster:
+        cluster.create_topic("survive", PARTITIONS, 3)
+        members = [consumer(cluster, "survivor", "survive") for _ in range(3)]
+        settle(members, lambda: split(current(members), PARTITIONS, [2, 2, 2]))
+        before = describe(cluster, "survivor")
+        assert str(before.state).endswith("STABLE")
+        coordinator = before.coordinator.id
+        cluster.kill_broker(coordinator)
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            for c, _ in members:
+                c.poll(0.05)
+            try:
+                after = describe(cluster, "survivor")
+            except Exception:  # (the coordinator moving: ask again)
+                after = None
+            if after is not None and after.coordinator.id != coordinator and str(after.state).endswith("STABLE"):
+                break
+            assert time.monotonic() < deadline
+        assert {m.member_id for m in after.members} == {m.member_id for m in before.members}
+        assert {m.member_id: sorted(tp.partition for tp in m.assignment.topic_partitions) for m in after.members} == {
+            m.member_id: sorted(tp.partition for tp in m.assignment.topic_partitions) for m in before.members
+        }
+        assert split(current(members), PARTITIONS, [2, 2, 2])
+        for c, _ in members:
+            c.close()
