@@ -6,6 +6,8 @@ AdminClient.describe_consumer_groups (ConsumerGroupDescribe) reports the group."
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -160,5 +162,59 @@ def test_the_group_carries_on_after_its_coordinator_is_killed() -> None:
             m.member_id: sorted(tp.partition for tp in m.assignment.topic_partitions) for m in before.members
         }
         assert split(current(members), PARTITIONS, [2, 2, 2])
+        for c, _ in members:
+            c.close()
+
+
+def consume(members: list[Member], seen: Counter[bytes], until: Callable[[], bool]) -> None:
+    """Poll every member; each record is counted and its offset committed (OffsetCommit v9
+    with the member's epoch) before the next poll, so a moved partition resumes there."""
+    deadline = time.monotonic() + SETTLE_S
+    while not until():
+        assert time.monotonic() < deadline, (len(seen), current(members))
+        for c, _ in members:
+            for message in c.consume(50, 0.05):
+                assert message.error() is None, message.error()
+                seen[message.value()] += 1
+                c.commit(message, asynchronous=False)
+
+
+def produce(cluster: Cluster, topic: str, values: list[bytes]) -> None:
+    producer = Producer({**cluster.client_config(), "acks": "all", "linger.ms": 2})
+    for i, value in enumerate(values):
+        producer.produce(topic, value, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def test_every_record_once_across_a_member_leaving_and_one_killed(cluster: Cluster) -> None:
+    cluster.create_topic("once848", PARTITIONS, 1)
+    members = [consumer(cluster, "once848", "once848") for _ in range(2)]
+    # a third member in its own process, killed -9 later: its session ends, its partitions move
+    script = (
+        "import sys, time\nfrom confluent_kafka import Consumer\n"
+        "c = Consumer({'bootstrap.servers': sys.argv[1], 'group.id': 'once848', 'group.protocol': 'consumer',"
+        " 'enable.auto.commit': False, 'auto.offset.reset': 'earliest'})\n"
+        "c.subscribe(['once848'])\nwhile True:\n    c.poll(0.1)\n"
+    )
+    doomed = subprocess.Popen([sys.executable, "-c", script, cluster.client_config()["bootstrap.servers"]])
+    try:
+        settle(members, lambda: sorted(len(a) for a in current(members)) == [2, 2])  # (the third has 2)
+        seen: Counter[bytes] = Counter()
+        first = [b"a-%d" % i for i in range(120)]
+        produce(cluster, "once848", first)
+        consume(members, seen, lambda: len(seen) == 80)  # (the third member's 40 are not counted)
+        leaving = members.pop()
+        leaving[0].close()  # leaves: epoch -1
+        doomed.kill()  # no leave: fenced when its session (6 s here) ends
+        doomed.wait(10)
+        settle(members, lambda: current(members) == [list(range(PARTITIONS))])
+        second = [b"b-%d" % i for i in range(120)]
+        produce(cluster, "once848", second)
+        consume(members, seen, lambda: len(seen) == len(first) + len(second))
+        assert set(seen) == set(first + second)
+        assert set(seen.values()) == {1}
+        assert len(describe(cluster, "once848").members) == 1
+    finally:
+        doomed.kill()
         for c, _ in members:
             c.close()
