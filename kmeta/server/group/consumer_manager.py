@@ -171,8 +171,12 @@ class ConsumerGroupManager:
                     f"Static member {member_id} with instance id {instance_id} cannot join the group "
                     f"because the instance id is owned by {static.member_id} member.",
                 )
-            # the new incarnation takes over the old one's partitions (KIP-848 static members)
-            heir = replace(static, member_id=member_id, member_epoch=static.previous_member_epoch)
+            # the new incarnation takes over the old one's partitions from epoch 0 (Kafka's
+            # replaceStaticMember), and reconciles from them
+            heir = replace(
+                static, member_id=member_id, member_epoch=0, previous_member_epoch=-1,
+                state=MemberState.STABLE, partitions_pending_revocation={},
+            )  # fmt: skip
             return heir, static, static.member_id
         if known is None:
             raise GroupError(
@@ -211,7 +215,7 @@ class ConsumerGroupManager:
         d = Decision(group, snap, self.assignors)
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # a static member leaving for a while keeps its partitions for its next incarnation
-            left = replace(member.with_epoch(LEAVE_GROUP_STATIC_MEMBER_EPOCH), partitions_pending_revocation={})
+            left = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={})
             d.out.records.append(member_records(group.group_id, left)[1])
             d.out.cancel_rebalance = (group.group_id, member.member_id)
         else:
