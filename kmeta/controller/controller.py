@@ -54,6 +54,7 @@ from kmeta.controller.config import ControllerConfig
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import ControllerContext, PartitionRegistration, TopicInfo
+from kmeta.controller.producer_ids import ProducerIdControlManager
 from kmeta.controller.security.acls import AclManager
 from kmeta.controller.security.scram_users import ScramUserManager
 from kmeta.controller.slices import in_slices
@@ -150,6 +151,7 @@ class KafkaController:
         self.isr = IsrManager(self, self.reassignments, self.state_log)
         self.configs = TopicConfigManager(self)
         self.acls = AclManager(self)
+        self.producer_ids = ProducerIdControlManager(self)
         self.brokers = BrokerLifecycleManager(
             self, self.channel, self.faults, self.deletion, self.reassignments
         )

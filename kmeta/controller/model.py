@@ -48,6 +48,23 @@ class PartitionRegistration(NamedTuple):
     partition_epoch: int = 0  # ZooKeeper's zkVersion: bumped on every change
 
 
+class ProducerIdsBlock(NamedTuple):
+    """A block of producer ids the controller handed to a broker (Kafka's
+    ``ProducerIdsBlock``): ``size`` ids from ``first_producer_id``."""
+
+    assigned_broker_id: int
+    first_producer_id: int
+    size: int
+
+    @property
+    def last_producer_id(self) -> int:
+        return self.first_producer_id + self.size - 1
+
+    @property
+    def next_block_first_id(self) -> int:
+        return self.first_producer_id + self.size
+
+
 @dataclass(slots=True)
 class TopicInfo:
     name: str

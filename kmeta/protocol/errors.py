@@ -111,6 +111,8 @@ class ErrorCode(enum.IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     UNSTABLE_OFFSET_COMMIT = 88
     STALE_MEMBER_EPOCH = 113
+    # producer ids (issue 30: AllocateProducerIds)
+    BROKER_ID_NOT_REGISTERED = 102
 
     @property
     def message(self) -> str:
@@ -183,31 +185,32 @@ _MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.INCONSISTENT_CLUSTER_ID: "The clusterId in the request does not match that found on the server.",
     ErrorCode.MISMATCHED_ENDPOINT_TYPE: "The request was sent to an endpoint of the wrong type.",
     ErrorCode.UNSUPPORTED_ENDPOINT_TYPE: "This endpoint type is not supported yet.",
-    ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
-    ErrorCode.UNKNOWN_MEMBER_ID: "The coordinator is not aware of this member.",
-    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
-    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
-    ErrorCode.GROUP_MAX_SIZE_REACHED: "The consumer group has reached its max size.",
-    ErrorCode.FENCED_INSTANCE_ID: "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.",
     ErrorCode.FENCED_MEMBER_EPOCH: "The member epoch is fenced by the group coordinator. The member must abandon all its partitions and rejoin.",
     ErrorCode.UNRELEASED_INSTANCE_ID: "The instance ID is still used by another member in the consumer group. That member must leave first.",
     ErrorCode.UNSUPPORTED_ASSIGNOR: "The assignor or its version range is not supported by the consumer group.",
     ErrorCode.INVALID_REGULAR_EXPRESSION: "The regular expression is not valid.",
-    ErrorCode.STALE_MEMBER_EPOCH: "The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API.",
     ErrorCode.OPERATION_NOT_ATTEMPTED: "The broker did not attempt to execute this operation. This may happen for batched RPCs where some operations in the batch failed, causing the broker to respond without trying the rest.",
     ErrorCode.INVALID_UPDATE_VERSION: "The given update version was invalid.",
     ErrorCode.INELIGIBLE_REPLICA: "The new ISR contains at least one ineligible replica.",
     ErrorCode.NEW_LEADER_ELECTED: "The AlterPartition request successfully updated the partition state but the leader has changed.",
     ErrorCode.ILLEGAL_GENERATION: "Specified group generation id is not valid.",
     ErrorCode.INCONSISTENT_GROUP_PROTOCOL: "The group member's supported protocols are incompatible with those of existing members or first group member tried to join with empty protocol type or empty protocol list.",
+    ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
+    ErrorCode.UNKNOWN_MEMBER_ID: "The coordinator is not aware of this member.",
     ErrorCode.INVALID_SESSION_TIMEOUT: "The session timeout is not within the range allowed by the broker (as configured by group.min.session.timeout.ms and group.max.session.timeout.ms).",
     ErrorCode.REBALANCE_IN_PROGRESS: "The group is rebalancing, so a rejoin is needed.",
+    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
     ErrorCode.MEMBER_ID_REQUIRED: "The group member needs to have a valid member id before actually entering a consumer group.",
+    ErrorCode.GROUP_MAX_SIZE_REACHED: "The consumer group has reached its max size.",
+    ErrorCode.FENCED_INSTANCE_ID: "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.",
     ErrorCode.OFFSET_METADATA_TOO_LARGE: "The metadata field of the offset request was too large.",
     ErrorCode.INVALID_COMMIT_OFFSET_SIZE: "The committing offset data size is not valid.",
     ErrorCode.INVALID_PRODUCER_EPOCH: "Producer attempted to produce with an old epoch.",
     ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic.",
     ErrorCode.UNSTABLE_OFFSET_COMMIT: "There are unstable offsets that need to be cleared.",
+    ErrorCode.STALE_MEMBER_EPOCH: "The member epoch is stale. The member must retry after receiving its updated member epoch via the ConsumerGroupHeartbeat API.",
+    ErrorCode.BROKER_ID_NOT_REGISTERED: "The given broker ID was not registered.",
 }
 
 

@@ -30,6 +30,7 @@ from kmeta.protocol.messages.update_metadata import KmetaScramCredential
 from kmeta.server.config import BrokerConfig
 from kmeta.server.control_order import ControlOrder
 from kmeta.server.coordinator.coordinators import Coordinators
+from kmeta.server.producer_id_manager import ProducerIdManager
 from kmeta.server.replica_manager import ReplicaManager
 from kmeta.server.replica_states import FOLLOWER as FOLLOWER
 from kmeta.server.replica_states import LEADER as LEADER
@@ -65,6 +66,12 @@ class BrokerState:
             lambda: None if self.controller_link is None else self.controller_link.forward,
         )  # fmt: skip
         self.coordinators.install()
+        #: producer ids (InitProducerId, the transaction coordinator), from blocks the
+        #: controller hands out over the link's forwarding connection
+        self.producer_ids = ProducerIdManager(config.broker_id, lambda: self.broker_epoch)
+        self.producer_ids.channel = lambda: (
+            None if self.controller_link is None else self.controller_link.forwarding
+        )
         #: error name -> partitions of Produce requests answered with it (NONE: acknowledged)
         self.produce_results: collections.Counter[str] = collections.Counter()
         #: the ACL authorizer (--authorizer acl), holding the ACLs the controller pushed;
@@ -135,6 +142,7 @@ class BrokerState:
 
     def close(self) -> None:
         self.coordinators.close()
+        self.producer_ids.close()
         if self.state_log is not None:
             self.state_log.close()
 

@@ -301,6 +301,7 @@ async def test_controller_serves_api_versions(tmp_path):
             ApiKey.BROKER_HEARTBEAT: (0, 1),
             ApiKey.ELECT_LEADERS: (0, 2),
             ApiKey.ALTER_PARTITION: (0, 3),
+            ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
             ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
             ApiKey.ALTER_CONFIGS: (0, 2),

@@ -176,3 +176,34 @@ def test_enum_names_as_kafka_acls_takes_them() -> None:
     assert parse_enum(PatternType, "prefixed") == PRE
     with pytest.raises(ValueError, match="not one of"):
         parse_enum(AclOperation, "fly")
+
+
+def on_any(a: Authorizer, op: int = Op.WRITE, who: KafkaPrincipal = ALICE, host: str = "127.0.0.1") -> bool:
+    return a.authorize_by_resource_type(who, host, op, T)
+
+
+def test_authorize_by_resource_type_as_kafkas_default() -> None:
+    """Authorizer.authorizeByResourceType (AuthorizerTest's cases): an ALLOW on some topic
+    name that no DENY covers, for the principal (or User:*), host and operation (or ALL)."""
+    assert not on_any(authz())
+    assert on_any(authz(super_users="User:alice"))  # the hard-coded name: super users
+    assert on_any(authz(allow_everyone=True))  # ... and no ACL found for it
+    assert on_any(authz(acl("orders", Op.WRITE)))
+    assert on_any(authz(acl("orders", Op.ALL)))
+    assert on_any(authz(acl("ord", Op.WRITE, pattern=PRE)))
+    assert on_any(authz(acl("orders", Op.WRITE, principal="User:*")))
+    assert not on_any(authz(acl("orders", Op.READ)))  # another operation
+    assert not on_any(authz(acl("orders", Op.WRITE)), who=BOB)  # another principal
+    assert not on_any(authz(acl("orders", Op.WRITE, host="10.0.0.1")))  # another host
+    assert not on_any(authz(acl("orders", Op.WRITE, rtype=C, pattern=LIT)))  # another type
+    # a DENY of the same name, or of a prefix of it, covers that ALLOW; another ALLOW counts
+    assert not on_any(authz(acl("orders", Op.WRITE), acl("orders", Op.WRITE, DENY)))
+    assert not on_any(authz(acl("orders", Op.WRITE), acl("or", Op.WRITE, DENY, pattern=PRE)))
+    assert not on_any(authz(acl("orders", Op.WRITE, pattern=PRE), acl("orders", Op.WRITE, DENY, pattern=PRE)))
+    assert on_any(authz(acl("orders", Op.WRITE, pattern=PRE), acl("orders", Op.WRITE, DENY)))
+    assert on_any(authz(acl("orders", Op.WRITE), acl("x", Op.WRITE, DENY, pattern=PRE)))
+    assert on_any(authz(acl("orders", Op.WRITE), acl("orders", Op.WRITE, DENY), acl("pay", Op.WRITE)))
+    # an ALLOW on * allows; a DENY on * (of this principal, operation) denies whatever else
+    assert on_any(authz(acl("*", Op.WRITE), acl("orders", Op.WRITE, DENY)))
+    assert not on_any(authz(acl("orders", Op.WRITE), acl("*", Op.WRITE, DENY)))
+    assert not on_any(authz(acl("orders", Op.WRITE), acl("*", Op.ALL, DENY, principal="User:*")))

@@ -1,6 +1,7 @@
 """The controller's HandlerRegistry: its API keys, one module per key in
 :mod:`kmeta.controller.apis` (BrokerRegistration 62, BrokerHeartbeat 63, ControlledShutdown 7,
-CreateTopics 19, DeleteTopics 20, CreatePartitions 37, ElectLeaders 43, AlterPartition 56, ...), and the checks
+CreateTopics 19, DeleteTopics 20, CreatePartitions 37, ElectLeaders 43, AlterPartition 56,
+AllocateProducerIds 67, ...), and the checks
 :mod:`~kmeta.controller.apis.common` runs before each admin request the brokers forward.
 
 * ApiVersions (18, v0-4, kmeta.net.api_versions, as the broker serves it): the keys and
@@ -18,6 +19,7 @@ CreateTopics 19, DeleteTopics 20, CreatePartitions 37, ElectLeaders 43, AlterPar
 from __future__ import annotations
 
 from kmeta.controller.apis import (
+    allocate_producer_ids,
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
@@ -53,6 +55,7 @@ API_MODULES = (
     create_partitions,
     elect_leaders,
     alter_partition,
+    allocate_producer_ids,
     alter_partition_reassignments,
     list_partition_reassignments,
     alter_configs,

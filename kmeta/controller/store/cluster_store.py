@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration, TopicInfo
+from kmeta.controller.model import (
+    BrokerInfo,
+    ControllerContext,
+    PartitionRegistration,
+    ProducerIdsBlock,
+    TopicInfo,
+)
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import ScramCredential
 
@@ -61,3 +67,5 @@ class ClusterStore(Protocol):
     def put_scram_credential(self, user: str, credential: ScramCredential) -> None: ...
     def delete_scram_credential(self, user: str, mechanism: str) -> None: ...
     def load_scram_credentials(self) -> list[tuple[str, ScramCredential]]: ...
+    def latest_producer_id_block(self) -> ProducerIdsBlock | None: ...
+    def put_producer_id_block(self, block: ProducerIdsBlock) -> None: ...

@@ -8,6 +8,7 @@ kill -9 (and power loss). Updates write only the rows an event touched (O(change
 partitions)), and a restart reads the whole state back in one scan.
 
 The controller epoch and the broker-epoch counter live in the ``meta`` table; both only rise.
+So does the last block of producer ids handed out (``producer_id_block``, one row).
 
 Transactions (one per event, or one per group of events with a savepoint each, committed
 off the event loop) are :mod:`sqlite_transactions`'s; this module says what the rows hold.
@@ -29,7 +30,13 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration, TopicInfo
+from kmeta.controller.model import (
+    BrokerInfo,
+    ControllerContext,
+    PartitionRegistration,
+    ProducerIdsBlock,
+    TopicInfo,
+)
 from kmeta.controller.store.errors import storage_error
 from kmeta.controller.store.sqlite_transactions import SqliteTransactions
 from kmeta.metadata.model import Endpoint, TopicPartitionKey
@@ -158,6 +165,7 @@ class ControllerStore:
             self._db.executescript(_TOPIC_CONFIGS_SCHEMA)
             self._db.executescript(_ACLS_SCHEMA)
             self._db.executescript(_SCRAM_CREDENTIALS_SCHEMA)
+            self._db.executescript(_PRODUCER_ID_BLOCK_SCHEMA)
         except sqlite3.Error as exc:
             raise storage_error(exc, f"opening {self.path}") from exc
         self._tx = SqliteTransactions(self._db)
@@ -372,6 +380,29 @@ class ControllerStore:
             for user, mech, salt, stored, server, iterations in rows
         ]
 
+    # -- producer id blocks (Kafka's /latest_producer_id_block; KRaft's ProducerIdsRecord) -----
+    def latest_producer_id_block(self) -> ProducerIdsBlock | None:
+        """The last block handed out, as the open transaction sees it (a group's own writes)."""
+        try:
+            self._tx.flush()
+            row = self._db.execute("SELECT broker, block_start, block_end FROM producer_id_block").fetchone()
+        except sqlite3.Error as exc:
+            raise storage_error(exc, "read") from exc
+        return None if row is None else ProducerIdsBlock(row[0], row[1], row[2] - row[1] + 1)
+
+    def put_producer_id_block(self, block: ProducerIdsBlock) -> None:
+        self._tx.flush()
+        self._db.execute(
+            "INSERT OR REPLACE INTO producer_id_block VALUES(0, ?, ?, ?)",
+            (block.assigned_broker_id, block.first_producer_id, block.last_producer_id),
+        )
+
+
+_PRODUCER_ID_BLOCK_SCHEMA = """
+CREATE TABLE IF NOT EXISTS producer_id_block (
+    id INTEGER PRIMARY KEY CHECK (id = 0), broker INTEGER NOT NULL, block_start INTEGER NOT NULL,
+    block_end INTEGER NOT NULL);
+"""
 
 _ACLS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS acls (

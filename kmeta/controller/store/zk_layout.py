@@ -18,6 +18,10 @@ The layout follows Kafka's ZkData where it applies:
                                                     iterations=4096"}} (Kafka's
                                                     ScramCredentialUtils format, base64)
 * ``/kmeta/meta/<key>``                            counters (the broker-epoch counter)
+* ``/latest_producer_id_block``                    {"version":1,"broker":<id>,"block_start":
+                                                    "<first id>","block_end":"<last id>"}
+                                                    (Kafka's ProducerIdBlockZNode: the ids as
+                                                    strings; set on its znode version)
 """
 
 from __future__ import annotations
@@ -27,7 +31,13 @@ import uuid
 from base64 import b64decode, b64encode
 from urllib.parse import quote, unquote
 
-from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration, TopicInfo
+from kmeta.controller.model import (
+    BrokerInfo,
+    ControllerContext,
+    PartitionRegistration,
+    ProducerIdsBlock,
+    TopicInfo,
+)
 from kmeta.controller.store.zk_requests import TOPICS
 from kmeta.metadata.model import Endpoint
 from kmeta.net.security.acl import AclBinding
@@ -41,6 +51,7 @@ USER_CONFIGS = "/config/users"
 ACLS = "/kafka-acl-extended"
 META = "/kmeta/meta"
 CLUSTER_ID = "/cluster/id"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 #: persistent paths every engine needs (Kafka's ZkData.PersistentZkPaths)
 PERSISTENT_PATHS = (
     BROKER_IDS, TOPICS, DELETE_TOPICS, TOPIC_CONFIGS, USER_CONFIGS, ACLS, META, "/cluster"
@@ -78,6 +89,24 @@ def acl_path(b: AclBinding) -> str:
 def topic_names(view: dict[str, bytes]) -> list[str]:
     prefix = TOPICS + "/"
     return [p[len(prefix) :] for p in view if p.startswith(prefix) and p.count("/") == 3]
+
+
+def producer_id_block_znode(block: ProducerIdsBlock) -> bytes:
+    """``/latest_producer_id_block`` as Kafka's ZooKeeper-mode brokers and controller write it."""
+    return dumps({
+        "version": 1, "broker": block.assigned_broker_id,
+        "block_start": str(block.first_producer_id), "block_end": str(block.last_producer_id),
+    })  # fmt: skip
+
+
+def producer_id_block(data: bytes) -> ProducerIdsBlock:
+    """A ``/latest_producer_id_block`` znode's block (ValueError if it is not one)."""
+    try:
+        znode = json.loads(data)
+        start, end = int(znode["block_start"]), int(znode["block_end"])
+        return ProducerIdsBlock(int(znode["broker"]), start, end - start + 1)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{PRODUCER_ID_BLOCK} is not a producer id block: {data!r}") from exc
 
 
 def broker_znode(b: BrokerInfo) -> bytes:

@@ -11,11 +11,16 @@ committed, then the open group's writes, then the current event's. A group's wri
 multi-ops of at most :data:`MAX_MULTI_BYTES` / :data:`MAX_MULTI_OPS`, :data:`MAX_IN_FLIGHT`
 at once, each first checking ``/controller_epoch``'s version (KafkaZkClient's CheckOp): a
 refused one means another controller leads, and nothing more is written.
+
+A few znodes outside the persistent paths are read on their own and set on their znode
+version (``versioned``: ``/latest_producer_id_block``, which Kafka's writers update with
+conditionalUpdatePath): a write there that anyone else made since is refused like a fence.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Callable, Iterable
 
@@ -65,6 +70,7 @@ class ZkMirror:
         epoch: int,
         epoch_zk_version: int,
         on_fenced: Callable[[str], None] | None = None,
+        versioned: tuple[str, ...] = (),
     ) -> None:
         self.client = client
         self.epoch = epoch
@@ -75,6 +81,13 @@ class ZkMirror:
         self._acl = encode_acl(client.default_acl or OPEN_ACL_UNSAFE)
         try:
             self._zk: dict[str, bytes] = read_tree(client, PERSISTENT_PATHS)  # committed
+            #: the znode version of each ``versioned`` znode that exists (its sets name it)
+            self._versioned = frozenset(versioned)
+            self._versions: dict[str, int] = {}
+            for path in versioned:
+                with contextlib.suppress(NoNodeError):
+                    data, stat = client.get(path)
+                    self._zk[path], self._versions[path] = data, stat.version
         except KazooException as exc:  # the session lost meanwhile, or a ZooKeeper before 3.6
             raise StorageError(f"cannot read the cluster state from ZooKeeper: {exc!r}") from exc
         self._pending: dict[str, bytes | None] = {}  # this group's writes, in order
@@ -207,7 +220,7 @@ class ZkMirror:
         assignments = [p for p in writes if is_topic(p)]
         ops += [(CREATE, p, unassigned(pending[p]), -1) for p in assignments if p not in self._zk]
         ops += [
-            (SET_DATA if p in self._zk else CREATE, p, pending[p] or b"", -1)
+            (SET_DATA if p in self._zk else CREATE, p, pending[p] or b"", self._versions.get(p, -1))
             for p in writes
             if not is_topic(p)
         ]
@@ -249,11 +262,14 @@ class ZkMirror:
             raise self._failed(
                 f"ZooKeeper multi-op failed: {_OP_NAMES[op]} {path}: {type(error).__name__}"
             )
-        for op, path, data, _ in batch:  # this multi-op is committed: so is the mirror
+        for op, path, data, version in batch:  # this multi-op is committed: so is the mirror
             if op == DELETE:
                 self._zk.pop(path, None)
+                self._versions.pop(path, None)
             else:
                 self._zk[path] = data
+                if path in self._versioned:  # (the version ZooKeeper gave it)
+                    self._versions[path] = version + 1 if op == SET_DATA else 0
 
     def _moved_on(self, why: str) -> ControllerMovedError:
         """This controller no longer leads: it resigns, and writes nothing more."""

@@ -30,19 +30,29 @@ from urllib.parse import quote
 
 from kazoo.client import KazooClient
 
-from kmeta.controller.model import BrokerInfo, ControllerContext, PartitionRegistration, TopicInfo
+from kmeta.controller.model import (
+    BrokerInfo,
+    ControllerContext,
+    PartitionRegistration,
+    ProducerIdsBlock,
+    TopicInfo,
+)
+from kmeta.controller.store.errors import StorageError
 from kmeta.controller.store.zk_layout import (
     BROKER_IDS,
     CLUSTER_ID,
     DELETE_TOPICS,
     META,
     NO_REASSIGNMENT,
+    PRODUCER_ID_BLOCK,
     TOPIC_CONFIGS,
     USER_CONFIGS,
     PartitionStateZnodes,
     acl_path,
     broker_znode,
     dumps,
+    producer_id_block,
+    producer_id_block_znode,
     scram_config_entry,
     scram_credentials_from_view,
     state_from_view,
@@ -82,7 +92,9 @@ class ZooKeeperStore:
         self.client = client
         self.epoch = epoch
         #: the znodes as committed, and this group's and event's writes over them
-        self._mirror = ZkMirror(client, epoch, epoch_zk_version, on_fenced)
+        self._mirror = ZkMirror(
+            client, epoch, epoch_zk_version, on_fenced, versioned=(PRODUCER_ID_BLOCK,)
+        )
         self._state_znodes = PartitionStateZnodes(epoch)
 
     def close(self) -> None:
@@ -288,6 +300,19 @@ class ZooKeeperStore:
 
     def delete_acls(self, bindings: Iterable[AclBinding]) -> None:
         self._edit_acls(bindings, add=False)
+
+    # -- producer id blocks: Kafka's /latest_producer_id_block, set on its znode version ---------
+    def latest_producer_id_block(self) -> ProducerIdsBlock | None:
+        data = self._mirror.get(PRODUCER_ID_BLOCK)
+        if data is None:
+            return None
+        try:
+            return producer_id_block(data)
+        except ValueError as exc:  # (not what any writer writes: hand out no id it may cover)
+            raise StorageError(str(exc)) from exc
+
+    def put_producer_id_block(self, block: ProducerIdsBlock) -> None:
+        self._mirror.put(PRODUCER_ID_BLOCK, producer_id_block_znode(block))
 
     # -- read -------------------------------------------------------------------------------------
     def load(self) -> ControllerContext:

@@ -11,6 +11,12 @@
   ACL for READ, WRITE, DELETE or ALTER also allows DESCRIBE, one for ALTER_CONFIGS also
   DESCRIBE_CONFIGS (a DENY ACL denies only its own operation, or all with ALL).
 * A DENY that counts wins over any ALLOW; else an ALLOW that counts allows; else denied.
+* "On any resource of a type" (:meth:`Authorizer.authorize_by_resource_type`, Kafka's
+  ``Authorizer.authorizeByResourceType``: InitProducerId without a transactional id accepts
+  WRITE on any topic): allowed as the resource ``hardcode`` would be (so super users, and
+  ``--allow-everyone-if-no-acl-found`` when no ACL applies to it), else when an ALLOW for that
+  operation (or ALL) counts for the principal and host on some name that no DENY of it names
+  (LITERAL the same name, or PREFIXED a prefix of it); a DENY on ``*`` denies all.
 
 The ACL set is immutable and replaced whole (:meth:`Authorizer.replace`), so a check reads
 one consistent set, and brokers swap in what the controller pushed.
@@ -157,6 +163,39 @@ class Authorizer:
                 allowed = True
         return allowed
 
+    def authorize_by_resource_type(
+        self, principal: KafkaPrincipal, host: str, operation: int, resource_type: int
+    ) -> bool:
+        """May the principal do ``operation`` on at least one resource of the type? (See the
+        module's doc.) O(ACLs of the cluster), as Kafka's default implementation."""
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
+            return True
+        principals = (str(principal), WILDCARD_PRINCIPAL)
+        denied: dict[int, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        allowed: dict[int, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        for acl in self.acls.bindings:
+            if acl.resource_type != resource_type or acl.principal not in principals:
+                continue
+            if acl.host not in (WILDCARD, host) or acl.operation not in (operation, AclOperation.ALL):
+                continue
+            if acl.pattern_type not in denied:
+                continue
+            if acl.permission_type == AclPermissionType.DENY:
+                if acl.pattern_type == PatternType.LITERAL and acl.resource_name == WILDCARD:
+                    return False
+                denied[acl.pattern_type].add(acl.resource_name)
+            elif acl.permission_type == AclPermissionType.ALLOW:
+                allowed[acl.pattern_type].add(acl.resource_name)
+        if WILDCARD in allowed[PatternType.LITERAL]:
+            return True
+        for pattern, names in allowed.items():
+            for name in names:
+                if pattern == PatternType.LITERAL and name in denied[PatternType.LITERAL]:
+                    continue
+                if not any(name[:n] in denied[PatternType.PREFIXED] for n in range(1, len(name) + 1)):
+                    return True
+        return False
+
     def operations(
         self, principal: KafkaPrincipal, host: str, resource_type: int, name: str
     ) -> int:
@@ -195,6 +234,15 @@ def allowed(ctx: RequestContext[Secured], operation: int, resource_type: int, na
     if authorizer is None:
         return True
     return authorizer.authorize(ctx.principal, client_host(ctx.peer), operation, resource_type, name)
+
+
+def allowed_on_any(ctx: RequestContext[Secured], operation: int, resource_type: int) -> bool:
+    """May ``ctx.principal`` do ``operation`` on at least one resource of the type (Kafka's
+    ``AuthHelper.authorizeByResourceType``)? True without an authorizer."""
+    authorizer = ctx.state.authorizer
+    if authorizer is None:
+        return True
+    return authorizer.authorize_by_resource_type(ctx.principal, client_host(ctx.peer), operation, resource_type)
 
 
 def cluster_allowed(ctx: RequestContext[Secured], operation: int) -> bool:

@@ -53,6 +53,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "offset_fetch",
     "offset_delete",
     "txn_offset_commit",
+    "init_producer_id",
 )
 
 

@@ -9,8 +9,10 @@ Per partition, in Kafka's order:
 
 * Transactional records (a batch with the transactional bit): without a transactional id, or
   without WRITE on it (with an authorizer), the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
-* WRITE on the topic (with an authorizer), else TOPIC_AUTHORIZATION_FAILED; a topic or partition
-  the broker's MetadataCache does not hold: UNKNOWN_TOPIC_OR_PARTITION.
+* WRITE on the topic (with an authorizer), else TOPIC_AUTHORIZATION_FAILED (idempotent batches
+  need nothing more: Kafka stopped asking IDEMPOTENT_WRITE of Produce in 2.8, KIP-679; it is
+  InitProducerId's); a topic or partition the broker's MetadataCache does not hold:
+  UNKNOWN_TOPIC_OR_PARTITION.
 * ``ProduceRequest.validateRecords`` and the log's checks (:mod:`kmeta.protocol.record_batch`):
   CORRUPT_MESSAGE (bad length, magic or CRC), INVALID_RECORD (none or several batches, not
   magic 2, base offset not 0, bad counts, control batch, sequence), UNSUPPORTED_COMPRESSION_TYPE

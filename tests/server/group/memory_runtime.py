@@ -19,6 +19,7 @@ class MemoryRuntime:
         self.timers: dict[str, asyncio.TimerHandle] = {}
         self.fired: set[asyncio.Task[None]] = set()
         self.shard = GroupCoordinatorShard(0, self, config)
+        self.shard.on_loaded()  # (an empty log: loaded at once, as the runtime would)
 
     async def write(self, partition: int, records: Sequence[Record]) -> ErrorCode:
         await asyncio.sleep(0)  # (a write is never synchronous)

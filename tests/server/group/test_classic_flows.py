@@ -235,3 +235,17 @@ async def test_a_static_member_that_does_not_rejoin_keeps_its_place() -> None:
     rejoined = await groups.join(join_request(leader.member_id, instance="ia" if leader is a else "ib", rebalance_ms=300))
     assert rejoined.generation_id == 2
     assert {m[0] for m in rejoined.members} == {a.member_id, b.member_id, (await newcomer).member_id}
+
+
+async def test_a_member_that_never_syncs_is_removed_after_the_rebalance_timeout() -> None:
+    runtime = MemoryRuntime(FAST)
+    groups = runtime.shard.groups
+    a, b = await asyncio.gather(join_new(runtime, rebalance_ms=200), join_new(runtime, rebalance_ms=200))
+    leader, silent = (a, b) if a.leader == a.member_id else (b, a)
+    answer = await sync(runtime, leader, {leader.member_id: b"L", silent.member_id: b"S"})
+    assert answer.assignment == b"L"
+    assert group(runtime).state == GroupState.STABLE
+    assert groups.heartbeat("g", leader.member_id, None, 1) == ErrorCode.NONE
+    await asyncio.sleep(0.3)  # (the silent member never sent SyncGroup)
+    assert not group(runtime).has_member(silent.member_id)
+    assert groups.heartbeat("g", leader.member_id, None, 1) == ErrorCode.REBALANCE_IN_PROGRESS

@@ -33,7 +33,7 @@ from tests.server.coordinator_broker import PARTITIONS, TOPIC, Harness, coordina
 from tests.server.helpers import PLAINTEXT
 from tests.server.principals import QueuedPrincipals, user
 
-FAST = {"group_initial_rebalance_delay_ms": 100, "group_min_session_timeout_ms": 1_000}
+FAST: dict[str, Any] = {"group_initial_rebalance_delay_ms": 100, "group_min_session_timeout_ms": 1_000}
 PROTOCOLS = (jg.JoinGroupRequestProtocol("range", b"sub"),)
 
 
@@ -222,3 +222,37 @@ async def test_group_acls() -> None:
         assert refused.results[0].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
         allowed = await call(CAROL, dlg.DeleteGroupsRequest(version=2, groups_names=("g",)))
         assert allowed.results[0].error_code == ErrorCode.NON_EMPTY_GROUP  # (past the ACL)
+
+
+async def test_a_static_leader_rejoining_skips_the_assignment_on_v9(broker: Harness) -> None:
+    """KIP-814: a static leader coming back under a new member id gets the members and
+    skip_assignment (v9), the same generation, and the group stays Stable."""
+    a, b = await connect(broker), await connect(broker)
+    try:
+        first, second = await asyncio.gather(
+            a.request(join(group="s", group_instance_id="ia"), 10), b.request(join(group="s", group_instance_id="ib"), 10)
+        )
+        assert first.error_code == second.error_code == 0
+        leader, follower = (first, second) if first.leader == first.member_id else (second, first)
+        leader_conn = a if leader is first else b
+        follower_conn = b if leader is first else a
+        leader_instance = "ia" if leader is first else "ib"
+        assignments = tuple(sg.SyncGroupRequestAssignment(m.member_id, m.member_id.encode()) for m in leader.members)
+        await asyncio.gather(
+            leader_conn.request(sg.SyncGroupRequest(version=5, group_id="s", generation_id=1, member_id=leader.member_id, group_instance_id=leader_instance, assignments=assignments), 10),
+            follower_conn.request(sg.SyncGroupRequest(version=5, group_id="s", generation_id=1, member_id=follower.member_id, group_instance_id="ib" if leader_instance == "ia" else "ia"), 10),
+        )  # fmt: skip
+        back = await leader_conn.request(join(group="s", group_instance_id=leader_instance), 10)
+        assert (back.error_code, back.generation_id, back.skip_assignment) == (0, 1, True)
+        assert back.member_id != leader.member_id
+        assert back.leader == back.member_id
+        assert {m.member_id for m in back.members} == {back.member_id, follower.member_id}
+        old = await leader_conn.request(hb.HeartbeatRequest(version=4, group_id="s", generation_id=1, member_id=leader.member_id, group_instance_id=leader_instance), 10)
+        assert old.error_code == ErrorCode.FENCED_INSTANCE_ID
+        described = await follower_conn.request(dg.DescribeGroupsRequest(version=5, groups=("s",)), 10)
+        assert described.groups[0].group_state == "Stable"
+        mine = {m.member_id: bytes(m.member_assignment) for m in described.groups[0].members}
+        assert mine == {back.member_id: leader.member_id.encode(), follower.member_id: follower.member_id.encode()}
+    finally:
+        a.close()
+        b.close()
