@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kmeta.metadata import MetadataCache, MetadataSnapshot
+from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import consumer_group_heartbeat as cgh
 from kmeta.server.group.consumer_heartbeat import ConsumerGroupConfig, Outcome
 from kmeta.server.group.consumer_manager import ConsumerGroupManager
@@ -76,16 +77,22 @@ class Consumer:
         self.owned: dict[uuid.UUID, frozenset[int]] = {}
         self.extra = extra
         self.last: cgh.ConsumerGroupHeartbeatResponse | None = None
+        #: after an answer that never came, the next heartbeat is a full one (Kafka's client)
+        self.full_next = False
 
     def heartbeat(self) -> cgh.ConsumerGroupHeartbeatResponse:
         if self.epoch == 0:
             r = self.c.heartbeat(member_id=self.member_id, member_epoch=0, rebalance_timeout_ms=300_000,
                                  subscribed_topic_names=self.topics, topic_partitions=(), **self.extra)
         else:
+            full = {"rebalance_timeout_ms": 300_000, "subscribed_topic_names": self.topics} if self.full_next else {}
+            self.full_next = False
             r = self.c.heartbeat(member_id=self.member_id, member_epoch=self.epoch,
                                  topic_partitions=tuple(cgh.TopicPartitions(t, tuple(sorted(p))) for t, p in self.owned.items()),
-                                 **{k: v for k, v in self.extra.items() if k == "instance_id"})
+                                 **{k: v for k, v in self.extra.items() if k == "instance_id"}, **full)
         self.last = r
+        if r.error_code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
+            self.epoch, self.owned = 0, {}  # (it drops its partitions and rejoins, as a client does)
         if r.error_code == 0:
             self.member_id = r.member_id or self.member_id
             self.epoch = r.member_epoch
