@@ -10,8 +10,13 @@ import random
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from kmeta.protocol.errors import ErrorCode
+from kmeta.protocol.messages import consumer_group_heartbeat as cgh
 from kmeta.server.group.consumer_group import STABLE
+from kmeta.server.group.consumer_manager import ConsumerGroupManager
 from tests.server.group.consumer_harness import Cluster, Consumer, Coordinator, converge, owners
 
 
@@ -71,3 +76,40 @@ def test_random_traffic_never_double_assigns_and_settles(seed: int) -> None:
     assert group.state == STABLE
     wanted = {(cluster.ids[t], p) for m in members for t in m.topics if t in cluster.counts for p in range(cluster.counts[t])}
     assert set(owners(members)) == wanted
+
+
+TOPIC_IDS = st.sampled_from([uuid.UUID(int=1), uuid.UUID(int=2), uuid.uuid5(uuid.NAMESPACE_DNS, "t1")])
+REQUESTS = st.builds(
+    cgh.ConsumerGroupHeartbeatRequest,
+    version=st.sampled_from([0, 1]),
+    group_id=st.sampled_from(["g", "", " ", "h"]),
+    member_id=st.sampled_from(["", "a", "b", " "]),
+    member_epoch=st.integers(-3, 5),
+    instance_id=st.sampled_from([None, "", "i1", "i2"]),
+    rack_id=st.sampled_from([None, "", "r"]),
+    rebalance_timeout_ms=st.sampled_from([-1, -7, 0, 1000]),
+    subscribed_topic_names=st.none() | st.lists(st.sampled_from(["t1", "t2", "", "__consumer_offsets"]), max_size=3),
+    subscribed_topic_regex=st.sampled_from([None, "", "t.*", "(", "a(?=b)", "(a+)+b"]),
+    server_assignor=st.sampled_from([None, "uniform", "range", "", "sticky"]),
+    topic_partitions=st.none() | st.lists(st.builds(cgh.TopicPartitions, TOPIC_IDS, st.lists(st.integers(-2, 9), max_size=4)), max_size=2),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(REQUESTS, min_size=1, max_size=12))
+def test_any_heartbeat_gets_an_answer_and_leaves_a_consistent_group(requests: list[cgh.ConsumerGroupHeartbeatRequest]) -> None:
+    cluster = Cluster()
+    cluster.set_topic("t1", 3)
+    coord = Coordinator(cluster)
+    for request in requests:
+        out = coord.manager.heartbeat(request, "c", "/h", cluster.snap)
+        coord.apply(out)
+        response = out.response
+        assert response.error_code in set(ErrorCode)
+        assert (response.error_message is not None) == (response.error_code != 0)
+        check_no_two_owners(coord)
+    reloaded = ConsumerGroupManager()
+    for key, value in coord.written:
+        reloaded.replay(key, value)
+    for group_id, group in coord.manager.groups.items():
+        assert reloaded.groups[group_id].members == group.members
