@@ -35,6 +35,11 @@ FIELDS = tuple(field for _, field, _, _, _ in _OPTIONS)
 
 
 def group_options(fn: F) -> F:
+    fn = click.option(
+        "--group-consumer-assignors", default="uniform,range", show_default=True,
+        help="group.consumer.assignors: the server assignors KIP-848 groups may ask for, the first the "
+        "default (names, or Kafka's UniformAssignor / RangeAssignor class names).",
+    )(fn)  # fmt: skip
     for flag, _, default, lowest, text in reversed(_OPTIONS):
         fn = click.option(flag, type=click.IntRange(min=lowest), default=default, show_default=True, help=text)(fn)
     return fn
@@ -42,4 +47,7 @@ def group_options(fn: F) -> F:
 
 def group_fields(options: dict[str, Any]) -> dict[str, Any]:
     """The BrokerConfig fields of those flags (taken out of ``options``)."""
-    return {name: options.pop(name) for name in FIELDS}
+    fields = {name: options.pop(name) for name in FIELDS}
+    names = options.pop("group_consumer_assignors")
+    fields["group_consumer_assignors"] = tuple(n.strip().rsplit(".", 1)[-1] for n in names.split(",") if n.strip())
+    return fields

@@ -46,6 +46,10 @@ def parse_listeners(text: str) -> tuple[ListenerSpec, ...]:
     return tuple(specs)
 
 
+#: the server assignors kmeta.server.group.assignors provides (Kafka's class names map to them)
+KNOWN_ASSIGNORS = frozenset({"uniform", "range", "UniformAssignor", "RangeAssignor"})
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     broker_id: int
@@ -137,6 +141,8 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = 2**31 - 1
+    #: group.consumer.assignors: the server assignors offered, the first the default
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
     #: offsets.retention.minutes (as milliseconds): a committed offset of a group that is empty
@@ -183,6 +189,8 @@ class BrokerConfig:
             raise ValueError("group min session timeout must be positive and at most the max")
         if min(self.group_consumer_session_timeout_ms, self.group_consumer_heartbeat_interval_ms, self.group_consumer_max_size) < 1:
             raise ValueError("group.consumer.* settings must be positive")
+        if not self.group_consumer_assignors or not set(self.group_consumer_assignors) <= KNOWN_ASSIGNORS:
+            raise ValueError(f"group.consumer.assignors: one or more of {', '.join(sorted(KNOWN_ASSIGNORS))}")
         if self.group_max_size < 1 or self.group_initial_rebalance_delay_ms < 0:
             raise ValueError("group_max_size must be positive, group_initial_rebalance_delay_ms >= 0")
         if self.offsets_retention_ms <= 0 or self.offsets_retention_check_interval_ms <= 0:

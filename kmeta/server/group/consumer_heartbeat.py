@@ -56,6 +56,8 @@ class ConsumerGroupConfig:
     session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     max_size: int = 2**31 - 1  # group.consumer.max.size
+    #: group.consumer.assignors: the server assignors offered, the first the default
+    assignors: tuple[str, ...] = ("uniform", "range")
 
 
 @dataclass

@@ -51,7 +51,7 @@ class ConsumerGroupManager:
         groups: dict[str, Any] | None = None,
     ) -> None:
         self.config = config or ConsumerGroupConfig()
-        self.assignors = offered if offered is not None else assignors()
+        self.assignors = offered if offered is not None else assignors(self.config.assignors)
         #: group id -> group: the shard's one map of classic and consumer groups (one id
         #: names one group of either kind)
         self.groups: dict[str, Any] = {} if groups is None else groups

@@ -29,6 +29,7 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
         session_timeout_ms=config.group_consumer_session_timeout_ms,
         heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
         max_size=config.group_consumer_max_size,
+        assignors=config.group_consumer_assignors,
     )
 
 

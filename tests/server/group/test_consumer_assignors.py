@@ -119,3 +119,8 @@ def test_more_members_than_partitions_leaves_some_empty() -> None:
         result = assignor.assign(members, {T1: 2})
         assert owners(result) == Counter({(T1, 0): 1, (T1, 1): 1})
         assert sizes(result) == [0, 0, 1, 1]
+
+
+def test_group_consumer_assignors_orders_what_is_offered() -> None:
+    assert list(assignors(("range",))) == ["range"]
+    assert list(assignors(("RangeAssignor", "UniformAssignor"))) == ["range", "uniform"]

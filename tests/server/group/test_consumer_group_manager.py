@@ -4,6 +4,7 @@ epochs, reconciliation without double ownership, metadata-driven rebalances, Kaf
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import consumer_group_heartbeat as cgh
@@ -21,7 +22,7 @@ from tests.server.group.consumer_harness import (
 )
 
 
-def setup(partitions: int = 6, **config: int) -> tuple[Cluster, Coordinator]:
+def setup(partitions: int = 6, **config: Any) -> tuple[Cluster, Coordinator]:
     cluster = Cluster()
     cluster.set_topic("t", partitions)
     return cluster, Coordinator(cluster, **config)
@@ -231,3 +232,13 @@ def test_offset_commits_are_checked_against_member_epochs() -> None:
     assert not group.is_subscribed_to_topic("u")
     a.leave()
     assert group.validate_offset_commit("", None, -1, False, 2) == ErrorCode.NONE
+
+
+def test_the_first_offered_assignor_is_the_default_and_others_are_refused() -> None:
+    cluster, coord = setup(assignors=("range",))
+    a = Consumer(coord, ["t"])
+    converge([a])
+    assert coord.manager.describe("g", cluster.snap).assignor_name == "range"
+    r = coord.heartbeat(member_id="x", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_names=["t"], topic_partitions=(), server_assignor="uniform")
+    assert r.error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
+    assert r.error_message == "ServerAssignor uniform is not supported. Supported assignors: range."

@@ -55,11 +55,15 @@ def freeze(assignment: Mapping[uuid.UUID, set[int] | frozenset[int]]) -> Assignm
     return {t: frozenset(ps) for t, ps in assignment.items() if ps}
 
 
-def assignors() -> dict[str, PartitionAssignor]:
-    """The assignors a broker offers by default (group.consumer.assignors: uniform, range),
-    the first being the default (Kafka's order)."""
+#: Kafka's assignor class names (group.consumer.assignors) -> kmeta's names
+CLASS_NAMES = {"UniformAssignor": "uniform", "RangeAssignor": "range"}
+
+
+def assignors(names: tuple[str, ...] = ("uniform", "range")) -> dict[str, PartitionAssignor]:
+    """The assignors a broker offers (group.consumer.assignors; Kafka's default: uniform,
+    range), in that order, the first being the default."""
     from kmeta.server.group.assignors.range import RangeAssignor
     from kmeta.server.group.assignors.uniform import UniformAssignor
 
-    offered: tuple[PartitionAssignor, ...] = (UniformAssignor(), RangeAssignor())
-    return {a.name: a for a in offered}
+    known: dict[str, PartitionAssignor] = {a.name: a for a in (UniformAssignor(), RangeAssignor())}
+    return {CLASS_NAMES.get(n, n): known[CLASS_NAMES.get(n, n)] for n in names}
