@@ -17,6 +17,12 @@ so that the ratios mean something on a shared, noisy machine:
   1 MiB, well over 64 KiB), ``--connections`` connections x 1 in flight for ``--fetch-s``
   seconds, against kmeta's broker and against the echo server answering the same number of
   bytes (its floor: the kernel's copy, nothing built). MB/s of answers each, and their ratio.
+* ``produce_idempotent`` / ``produce_plain_acks_all`` (kmeta only): the same ``--mb`` MiB again
+  into fresh topics of the same shape, with ``enable.idempotence`` on (librdkafka's
+  InitProducerId first, outside the timed part; then a producer id and sequences in every
+  batch, so the broker's producer state checks each) and off, both acks=all (which idempotence
+  requires), three rounds each alternating, the best round of each kept: their ratio is issue
+  30's >= 0.9x.
 * ``latency``: a producer sends at half the peak rate measured above (linger.ms 5, librdkafka's
   default: with 0 it sends each record in a request of its own, which measures the broker's
   per-request cost, not latency) with its
@@ -53,27 +59,32 @@ import peer_mock
 TOPIC = "bench-data"
 PARTITIONS = 4
 FETCH_MAX_BYTES = 1 << 20
+#: rounds of idempotent and plain (acks=all) produce each, alternating; the best of each counts
+IDEMPOTENCE_ROUNDS = 3
 
 
 # -- client processes --------------------------------------------------------------------------
-def _producer_config(bootstrap: str, linger_ms: int) -> dict[str, Any]:
+def _producer_config(bootstrap: str, linger_ms: int, idempotent: bool = False) -> dict[str, Any]:
     return {
         "bootstrap.servers": bootstrap,
-        "acks": 1,
+        "acks": "all" if idempotent else 1,  # (idempotence requires acks=all)
         "linger.ms": linger_ms,
         "batch.size": 1 << 20,
         "compression.type": "none",
-        "enable.idempotence": False,
+        "enable.idempotence": idempotent,
         "queue.buffering.max.kbytes": 256 * 1024,
         "log_level": 0,
     }
 
 
-def produce_process(conn: Connection, bootstrap: str, mb: int, record_bytes: int) -> None:
+def produce_process(
+    conn: Connection, bootstrap: str, mb: int, record_bytes: int, topic: str = TOPIC,
+    idempotent: bool = False,
+) -> None:  # fmt: skip
     """Send ``mb`` MiB of records as fast as the producer takes them; report MB/s."""
     from confluent_kafka import Producer
 
-    producer = Producer(_producer_config(bootstrap, 5))
+    producer = Producer(_producer_config(bootstrap, 5, idempotent))
     value = os.urandom(record_bytes)
     count = (mb << 20) // record_bytes
     failed = 0
@@ -83,12 +94,15 @@ def produce_process(conn: Connection, bootstrap: str, mb: int, record_bytes: int
         if err is not None:
             failed += 1
 
-    producer.list_topics(TOPIC, timeout=10)
+    producer.list_topics(topic, timeout=10)
+    if idempotent:  # (its producer id first, InitProducerId, outside the timed part)
+        producer.produce(topic, b"warm-up", partition=0)
+        producer.flush(30)
     start = time.perf_counter()
     for i in range(count):
         while True:
             try:
-                producer.produce(TOPIC, value, partition=i % PARTITIONS, on_delivery=report)
+                producer.produce(topic, value, partition=i % PARTITIONS, on_delivery=report)
                 break
             except BufferError:
                 producer.poll(0.01)
@@ -416,6 +430,18 @@ def run_target(bootstrap: str, a: argparse.Namespace, rate: float | None, broker
     if rate is None:
         rate = out["produce"]["records_s"] / 2
     out["latency"] = _in_process(latency_process, bootstrap, rate, a.latency_s)
+    if broker_pid:  # idempotent against plain (issue 30: >= 0.9x), acks=all both, fresh topics
+        runs: dict[str, list[dict[str, Any]]] = {"produce_plain_acks_all": [], "produce_idempotent": []}
+        for i in range(IDEMPOTENCE_ROUNDS):  # (alternating, so both see the same neighbours)
+            order = list(runs) if i % 2 == 0 else list(reversed(runs))
+            for name in order:
+                runs[name].append(_in_process(
+                    produce_process, bootstrap, a.mb, a.record_bytes, f"{TOPIC}-{name}-{i}",
+                    name == "produce_idempotent",
+                ))  # fmt: skip
+        for name, results in runs.items():
+            out[name] = max(results, key=lambda r: r["mb_s"])  # the least disturbed round
+            out[name]["rounds_mb_s"] = [r["mb_s"] for r in results]
     return out
 
 
@@ -424,6 +450,9 @@ def kmeta_target(a: argparse.Namespace) -> dict[str, Any]:
 
     with Cluster(brokers=1, partitions=PARTITIONS) as cluster:
         cluster.create_topic(TOPIC, PARTITIONS, 1)
+        for name in ("produce_plain_acks_all", "produce_idempotent"):
+            for i in range(IDEMPOTENCE_ROUNDS):
+                cluster.create_topic(f"{TOPIC}-{name}-{i}", PARTITIONS, 1)
         cluster.wait_converged()
         pid = cluster.pid("broker-1")
         port = cluster.address(1)[1]
@@ -480,6 +509,9 @@ def main() -> None:
             "consume_mb_s_kmeta_over_mock": ratio(kmeta, mock, "consume", "mb_s"),
             "fetch_mb_s_kmeta_over_echo": kmeta.get("fetch_vs_echo", {}).get("kmeta_over_echo"),
             "latency_p99_kmeta_over_mock": ratio(kmeta, mock, "latency", "p99_ms"),
+            "produce_idempotent_over_plain": ratio(
+                kmeta.get("produce_idempotent", {}), kmeta.get("produce_plain_acks_all", {}), "mb_s"
+            ),
         },
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }

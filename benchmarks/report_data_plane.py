@@ -40,6 +40,10 @@ def section(doc: dict[str, Any], charts: ChartSink, table: Any) -> str:
         ["broker RSS growth per record byte held", memory.get("rss_growth_per_held_byte"), None,
          None, "<= 1.2"],
     ]  # fmt: skip
+    if "produce_idempotent" in kmeta:  # (issue 30; baseline: kmeta's plain produce, acks=all)
+        rows.append(["idempotent produce MB/s, acks=all (baseline: plain, acks=all; best of 3)",
+                     _mb(kmeta, "produce_idempotent"), _mb(kmeta, "produce_plain_acks_all"),
+                     r["ratios"].get("produce_idempotent_over_plain"), ">= 0.9"])  # fmt: skip
     out = [
         f"Real clients (confluent-kafka, librdkafka {doc['versions'].get('librdkafka')}) against "
         f"one kmeta broker (file logs, as `kmeta cluster up` gives them) and against librdkafka's "

@@ -38,6 +38,22 @@ class LogStorageError(LogError):
     error = ErrorCode.KAFKA_STORAGE_ERROR
 
 
+class OutOfOrderSequenceError(LogError):
+    error = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(LogError):
+    error = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class InvalidTxnStateError(LogError):
+    error = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(LogError):
+    error = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
 #: ErrorCode -> exception, for check_produce_records' verdicts
 BY_CODE: dict[ErrorCode, type[LogError]] = {
     cls.error: cls

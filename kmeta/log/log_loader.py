@@ -11,21 +11,27 @@ import mmap
 import os
 import re
 import uuid
+from collections.abc import Callable
 
 from kmeta.log import checkpoints
 from kmeta.log.batch import NO_EPOCH, last_offset, walk_batches
 from kmeta.log.epoch_cache import LeaderEpochFileCache
 from kmeta.log.errors import LogStorageError
 from kmeta.log.local_log import LocalLog
+from kmeta.protocol.record_batch import BatchHeader
+
+#: called with each recovered batch (the segment's bytes, its position, its header)
+OnBatch = Callable[[memoryview, int, BatchHeader], None]
 
 _SEGMENT = re.compile(r"^(\d{20})\.log$")
 
 
 def recover(
-    dir_path: str, local: LocalLog, epochs: LeaderEpochFileCache
+    dir_path: str, local: LocalLog, epochs: LeaderEpochFileCache, on_batch: OnBatch | None = None
 ) -> tuple[int, int, uuid.UUID | None]:
     """Load ``dir_path`` into ``local`` and ``epochs``; returns (log start offset, high
-    watermark, topic id) as the checkpoints and segments say."""
+    watermark, topic id) as the checkpoints and segments say. ``on_batch`` sees every batch
+    kept, in order (the producer state is rebuilt from them)."""
     epochs.load()
     names = sorted(n for n in os.listdir(dir_path) if _SEGMENT.match(n))
     stop = False
@@ -39,7 +45,7 @@ def recover(
             stop = True
             _unlink(path)
             continue
-        stop = _recover_segment(path, base, local, epochs)
+        stop = _recover_segment(path, base, local, epochs, on_batch)
     log_start = checkpoints.read_offset(dir_path, checkpoints.LOG_START_FILE) or 0
     if local.segments:
         log_start = max(log_start, local.segments[0].base_offset)
@@ -54,7 +60,9 @@ def recover(
     return log_start, hw, checkpoints.read_partition_metadata(dir_path)
 
 
-def _recover_segment(path: str, base: int, local: LocalLog, epochs: LeaderEpochFileCache) -> bool:
+def _recover_segment(
+    path: str, base: int, local: LocalLog, epochs: LeaderEpochFileCache, on_batch: OnBatch | None
+) -> bool:
     """Walk one segment file into a LogSegment; True when it had to be cut."""
     segment = local.new_segment(base)
     try:
@@ -68,14 +76,16 @@ def _recover_segment(path: str, base: int, local: LocalLog, epochs: LeaderEpochF
                     memoryview(mapped) as view,
                 ):
                     walked = walk_batches(view, base)
+                    for pos, h in walked.batches:
+                        segment.index_batch(pos, h)
+                        if on_batch is not None:
+                            on_batch(view, pos, h)
+                        epoch = h.partition_leader_epoch
+                        if epoch != NO_EPOCH and (
+                            epochs.latest_epoch is None or epoch > epochs.latest_epoch
+                        ):
+                            epochs.assign(epoch, h.base_offset)
                 cut = walked.valid_bytes
-                for pos, h in walked.batches:
-                    segment.index_batch(pos, h)
-                    epoch = h.partition_leader_epoch
-                    if epoch != NO_EPOCH and (
-                        epochs.latest_epoch is None or epoch > epochs.latest_epoch
-                    ):
-                        epochs.assign(epoch, h.base_offset)
                 if walked.batches:
                     segment.next_offset = last_offset(walked.batches[-1][1]) + 1
         if cut < size:

@@ -19,10 +19,12 @@ from typing import NamedTuple
 from kmeta.log import checkpoints
 from kmeta.log.batch import (
     NO_EPOCH,
+    header_at,
     last_offset,
     walk_batches,
 )
 from kmeta.log.config import LogConfig
+from kmeta.log.control import end_txn_marker_batch
 from kmeta.log.epoch_cache import CHECKPOINT_FILE, LeaderEpochFileCache
 from kmeta.log.errors import (
     LogStorageError,
@@ -31,6 +33,8 @@ from kmeta.log.errors import (
 from kmeta.log.list_offsets import fetch_offset_by_timestamp
 from kmeta.log.local_log import LocalLog
 from kmeta.log.log_loader import recover
+from kmeta.log.producer_replay import apply_stored, replay
+from kmeta.log.producer_state import BatchMetadata, ProducerStateManager
 from kmeta.log.retention import (
     Rule,
     any_segment,
@@ -54,6 +58,12 @@ class LogAppendInfo(NamedTuple):
     log_start_offset: int
     record_count: int
     size_in_bytes: int
+
+    @classmethod
+    def duplicate(cls, meta: BatchMetadata, log_start: int) -> LogAppendInfo:
+        """A retried batch's answer (``UnifiedLog.appendAsLeader`` on a duplicate): the
+        original's offsets, its timestamp as the log append time; nothing appended."""
+        return cls(meta.first_offset, meta.last_offset, meta.timestamp, meta.timestamp, log_start, 0, 0)
 
     @classmethod
     def of(
@@ -86,6 +96,7 @@ class PartitionLog:
         "dir",
         "local",
         "partition",
+        "producer_state",
         "topic",
         "topic_id",
     )
@@ -111,11 +122,14 @@ class PartitionLog:
         )
         self._log_start_offset = 0
         self._high_watermark = 0
+        #: idempotent/transactional producers (rebuilt from the batches at recovery)
+        self.producer_state = ProducerStateManager()
         if self.dir is not None and os.path.isdir(self.dir):
             self._log_start_offset, self._high_watermark, found_id = recover(
-                self.dir, self.local, self._epochs
+                self.dir, self.local, self._epochs, self._recovered_batch
             )
             self.topic_id = self.topic_id or found_id
+            self.producer_state.truncate_head(self._log_start_offset)
         else:
             self.local.start_at(0)
 
@@ -136,7 +150,8 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        return self._high_watermark  # (until transactions land)
+        """``UnifiedLog.lastStableOffset`` (:meth:`ProducerStateManager.last_stable_offset`)."""
+        return self.producer_state.last_stable_offset(self._high_watermark)
 
     @property
     def size_in_bytes(self) -> int:
@@ -155,14 +170,37 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         self.config = config  # a smaller segment.bytes rolls at the next append
 
-    def append_as_leader(self, records: bytes, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+    def append_as_leader(
+        self, records: bytes, leader_epoch: int, now_ms: int, *, coordinator: bool = False
+    ) -> LogAppendInfo:
         """Append one client batch (magic 2) at the log end, checked and set as
         :func:`~kmeta.log.validator.validate_leader_batch` says; the epoch is recorded in the
-        cache when it starts here. Raises a LogError, nothing stored."""
+        cache when it starts here; a producer id's batch passes the producer state's checks (a
+        ``coordinator``'s, Kafka's origin COORDINATOR, only its epoch and transaction's), a
+        retry answered with the original's offsets. Raises a LogError, nothing stored."""
         v = validate_leader_batch(records, self.config, self.log_end_offset, leader_epoch, now_ms)
         h = v.header
+        if h.producer_id >= 0:  # (the one test a plain producer's batch costs)
+            if coordinator:
+                self.producer_state.check_coordinator_batch(h)
+            elif (duplicate := self.producer_state.check_data_batch(h)) is not None:
+                return LogAppendInfo.duplicate(duplicate, self._log_start_offset)
         self._store(v.data, v.prefix, [(0, h)], now_ms)
         return LogAppendInfo.of([h], self._log_start_offset, len(v.data), v.log_append_time_ms)
+
+    def append_end_txn_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+        leader_epoch: int, now_ms: int,
+    ) -> LogAppendInfo:  # fmt: skip
+        """WriteTxnMarkers at the leader: a COMMIT or ABORT control batch once its epochs pass
+        ``ProducerStateManager.check_marker``; it completes the producer's transaction."""
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        data = end_txn_marker_batch(
+            producer_id, producer_epoch, coordinator_epoch, commit, now_ms, self.log_end_offset, leader_epoch
+        )
+        h = header_at(data)
+        self._store(data, None, [(0, h)], now_ms)
+        return LogAppendInfo.of([h], self._log_start_offset, len(data))
 
     def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | None:
         """Append batches as a leader's Fetch returned them (offsets and epochs set): each
@@ -181,7 +219,8 @@ class PartitionLog:
 
     def _store(self, data: Buffer, prefix: bytes | None, batches: Batches, now_ms: int) -> None:
         """Write, then record the epochs the batches start; a failed epoch checkpoint takes
-        the write back, so an append is all or nothing."""
+        the write back, so an append is all or nothing. Then the batches with a producer id
+        update the producer state (checked before, by the leader's append)."""
         saved = list(self._epochs.entries)
         self.local.append(data, prefix, batches, now_ms, self.config.segment_bytes)
         try:
@@ -192,6 +231,13 @@ class PartitionLog:
             self._epochs.entries = saved
             self.local.truncate_to(batches[0][1].base_offset)
             raise
+        for pos, h in batches:
+            if h.producer_id >= 0:
+                apply_stored(self.producer_state, data, pos, h)
+
+    def _recovered_batch(self, view: memoryview, pos: int, h: BatchHeader) -> None:
+        if h.producer_id >= 0:
+            apply_stored(self.producer_state, view, pos, h)
 
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """A new leader's epoch starts at its log end before it appends anything (Kafka's
@@ -246,6 +292,7 @@ class PartitionLog:
         self._epochs.truncate_from_start(offset)
         self._log_start_offset = offset
         self._high_watermark = max(self._high_watermark, offset)
+        self.producer_state.truncate_head(offset)
 
     def truncate_to(self, offset: int) -> None:
         """Follower truncation: the log ends before ``offset`` (a batch is never split); past
@@ -263,10 +310,16 @@ class PartitionLog:
         if end < self._log_start_offset:
             self._move_log_start(end)
         self._high_watermark = min(self._high_watermark, end)
+        start = self.producer_state.truncate(end)
+        if start is not None:  # (Kafka's rebuildProducerState, from a snapshot)
+            replay(self.producer_state, self.local.segments, start)
+            if start < 0:
+                self.producer_state.truncate_head(self._log_start_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment; the log is empty and its next offset is ``offset``."""
         self.local.truncate_fully(offset)
+        self.producer_state.clear()
         self._epochs.clear()
         self._move_log_start(offset)
         self._high_watermark = offset

@@ -127,6 +127,9 @@ class BrokerConfig:
     log_memory_max_bytes: int = 256 * 1024 * 1024
     #: log.retention.check.interval.ms: how often retention.ms / retention.bytes are enforced
     log_retention_check_interval_ms: int = 300_000
+    #: producer.id.expiration.ms: an idempotent producer idle this long (no open
+    #: transaction) is forgotten by the partitions it wrote to, checked with retention
+    producer_id_expiration_ms: int = 86_400_000
     #: replica.lag.time.max.ms: a follower not caught up with the leader's log end for this
     #: long leaves the ISR (AlterPartition to the controller); the check runs every half of it
     replica_lag_time_max_ms: int = 30_000

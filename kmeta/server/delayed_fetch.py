@@ -85,6 +85,8 @@ class LogReadResult(NamedTuple):
     log_start_offset: int = -1
     records: bytes | memoryview = b""
     diverging_epoch: EpochEndOffset | None = None
+    #: read_committed: the aborted transactions the records overlap (producer id, first offset)
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def failed(cls, error: ErrorCode) -> LogReadResult:
@@ -123,8 +125,9 @@ class DelayedFetch(DelayedOperation):
 
     def try_complete(self) -> bool:
         """Kafka's DelayedFetch cases: a partition that errs now (no longer led, unknown,
-        fenced), a fetch offset past the end it may read (the log was truncated) or below
-        the log start, a diverged epoch: complete at once; else complete when at least
+        fenced), a fetch offset past the end it may read (the log was truncated; for
+        read_committed past the high watermark, not the last stable offset) or below the log
+        start, a diverged epoch: complete at once; else complete when at least
         ``min_bytes`` are readable (each partition counted up to its max bytes)."""
         accumulated = 0
         params = self.params
@@ -139,7 +142,10 @@ class DelayedFetch(DelayedOperation):
                 return self.force_complete()
             log = partition.log
             end = params.isolation.end_offset(log)
-            if part.fetch_offset > end or part.fetch_offset < log.log_start_offset:
+            # (read_committed past the last stable offset but not the high watermark waits
+            # for the transaction to end, as Kafka's: only a truncated log answers at once)
+            past = log.high_watermark if params.isolation is FetchIsolation.TXN_COMMITTED else end
+            if part.fetch_offset > past or part.fetch_offset < log.log_start_offset:
                 return self.force_complete()
             if part.last_fetched_epoch >= 0 and (
                 diverging(log, part.last_fetched_epoch, part.fetch_offset) is not None

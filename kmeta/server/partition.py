@@ -20,7 +20,9 @@ import time
 from collections.abc import Mapping
 
 from kmeta.log.config import LogConfig
-from kmeta.log.partition_log import PartitionLog
+from kmeta.log.errors import LogError
+from kmeta.log.partition_log import LogAppendInfo, PartitionLog
+from kmeta.log.producer_state import AbortedTxn
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.remote_replica import RemoteReplica
 from kmeta.server.replica_states import LEADER, ReplicaState, ReplicaStates
@@ -100,6 +102,30 @@ class Partition:
         if require_leader and not self.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.NONE
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        return self.log.producer_state.aborted_transactions(fetch_offset, upper_bound)
+
+    def write_txn_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> LogAppendInfo | tuple[ErrorCode, str | None]:
+        """WriteTxnMarkers at this leader: the COMMIT/ABORT control batch appended
+        (``PartitionLog.append_end_txn_marker``), or why not (NOT_LEADER_OR_FOLLOWER,
+        INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, KAFKA_STORAGE_ERROR)."""
+        state = self.state
+        if state is None or state.role != LEADER:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        now = int(time.time() * 1000)
+        try:
+            return self.log.append_end_txn_marker(
+                producer_id, producer_epoch, coordinator_epoch, commit, state.leader_epoch, now
+            )
+        except LogError as exc:
+            return exc.error, str(exc) or None
 
     def refresh_config(self, configs: Mapping[str, str] | None) -> None:
         """The topic's overrides as the current snapshot holds them: a changed mapping (the

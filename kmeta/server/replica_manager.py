@@ -51,6 +51,9 @@ log = logging.getLogger("kmeta.server.replica_manager")
 #: Kafka's fetch.max.bytes: the most one Fetch answer carries, whatever the request asks
 FETCH_MAX_BYTES = 57_671_680
 
+#: the internal topics, written by their coordinators only (clients may not produce to them)
+COORDINATOR_TOPICS = frozenset(("__consumer_offsets", "__transaction_state"))
+
 #: an append's outcome: the log's answer, or the error (and its message)
 AppendResult: TypeAlias = LogAppendInfo | tuple[ErrorCode, str | None]
 
@@ -61,6 +64,7 @@ class ReplicaManager:
         self.replicas = replicas
         self.cache = cache
         self.retention_check_s = config.log_retention_check_interval_ms / 1000.0
+        self.producer_id_expiration_ms = config.producer_id_expiration_ms
         self.log_manager = LogManager(config.log_dir, config.log_memory_max_bytes)
         self.memory_max_bytes = config.log_memory_max_bytes
         self.delayed_fetch = DelayedOperationPurgatory("fetch")
@@ -123,7 +127,15 @@ class ReplicaManager:
 
     def _retention_tick(self) -> None:
         self.enforce_retention()
+        self.remove_expired_producers(int(time.time() * 1000))
         self._schedule_retention()
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """producer.id.expiration.ms over every log (Kafka's removeExpiredProducers task)."""
+        return sum(
+            plog.producer_state.remove_expired(now_ms, self.producer_id_expiration_ms)
+            for plog in self.log_manager.logs()
+        )
 
     def enforce_retention(self) -> int:
         """``LogManager.cleanupLogs``: bytes freed. (A fetch waiting at a log end the log start
@@ -254,8 +266,13 @@ class ReplicaManager:
                 log.exception("cannot delete the log of %s-%d", topic, index)
 
     # -- appends ------------------------------------------------------------------------------
-    def append_records(self, partition: Partition, records: bytes, acks: int, min_insync_replicas: int) -> AppendResult:
-        """``Partition.appendRecordsToLeader``: one checked batch onto the leader's log."""
+    def append_records(
+        self, partition: Partition, records: bytes, acks: int, min_insync_replicas: int,
+        coordinator: bool | None = None,
+    ) -> AppendResult:  # fmt: skip
+        """``Partition.appendRecordsToLeader``: one checked batch onto the leader's log.
+        ``coordinator`` (Kafka's AppendOrigin.COORDINATOR: no sequence checks, no duplicates)
+        defaults to whether the topic is an internal one, which only coordinators write."""
         state = partition.state
         if state is None or state.role != LEADER:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
@@ -263,9 +280,32 @@ class ReplicaManager:
             return ErrorCode.NOT_ENOUGH_REPLICAS, None
         partition.refresh_config(self.cache.snapshot.topic_configs.get(partition.topic))
         try:
-            info = partition.log.append_as_leader(records, state.leader_epoch, int(time.time() * 1000))
+            if coordinator is None:
+                coordinator = partition.topic in COORDINATOR_TOPICS
+            info = partition.log.append_as_leader(
+                records, state.leader_epoch, int(time.time() * 1000), coordinator=coordinator
+            )
         except LogError as exc:
             return exc.error, str(exc) or None
+        return self._appended(partition, state, info)
+
+    def append_txn_marker(
+        self, partition: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+        commit: bool, min_insync_replicas: int,
+    ) -> AppendResult:  # fmt: skip
+        """WriteTxnMarkers' append (Kafka's appendRecords with origin COORDINATOR, acks=-1):
+        one control batch onto the leader's log (:meth:`Partition.write_txn_marker`)."""
+        state = partition.state
+        if state is None or state.role != LEADER:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        if len(state.isr) < min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS, None
+        info = partition.write_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+        if not isinstance(info, LogAppendInfo):
+            return info
+        return self._appended(partition, state, info)
+
+    def _appended(self, partition: Partition, state: ReplicaState, info: LogAppendInfo) -> AppendResult:
         self.bytes_in += info.size_in_bytes
         self.messages_in += info.record_count
         if partition.maybe_increment_leader_hw(state):

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kmeta.log.batch import headers, last_offset
 from kmeta.log.errors import LogError, OffsetOutOfRangeError
+from kmeta.log.partition_log import PartitionLog
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.delayed_fetch import (
     DelayedFetch,
@@ -92,7 +94,24 @@ def _read(rm: ReplicaManager, params: FetchParams, part: FetchPartitionInfo, lim
         return LogReadResult.failed(ErrorCode.OFFSET_OUT_OF_RANGE)
     except LogError as exc:
         return LogReadResult.failed(exc.error)
-    return LogReadResult(ErrorCode.NONE, hw, lso, start, data.records)
+    aborted: tuple[tuple[int, int], ...] = ()
+    if params.isolation is FetchIsolation.TXN_COMMITTED and data.records:
+        aborted = _aborted(plog, part.fetch_offset, data.records)
+    return LogReadResult(ErrorCode.NONE, hw, lso, start, data.records, None, aborted)
+
+
+def _aborted(plog: PartitionLog, fetch_offset: int, records: bytes | memoryview) -> tuple[tuple[int, int], ...]:
+    """``addAbortedTransactions``: the aborted transactions overlapping what was read, up to
+    the offset after its last batch (a header walk, only when the log has aborted any)."""
+    if not plog.producer_state.aborted:
+        return ()
+    last = None
+    for h in headers(records):
+        last = h
+    if last is None:
+        return ()
+    found = plog.producer_state.aborted_transactions(fetch_offset, last_offset(last) + 1)
+    return tuple((t.producer_id, t.first_offset) for t in found)
 
 def fetch_messages(rm: ReplicaManager, params: FetchParams, partitions: Sequence[FetchPartitionInfo], callback: FetchCallback
 ) -> None:

@@ -143,7 +143,8 @@ async def test_broker_wide_totals_for_metrics() -> None:
     assert values["kmeta_broker_bytes_in_total"] == len(data)
     assert values["kmeta_broker_messages_in_total"] == 3
     assert values["kmeta_broker_bytes_out_total"] == len(data)
-    assert values["kmeta_broker_logs"] == 1
+    # orders-0, and __consumer_offsets-0, whose log the group coordinator opens to load it
+    assert values["kmeta_broker_logs"] == 2
     assert values["kmeta_broker_log_size_bytes"] == len(data)
     assert values["kmeta_broker_log_memory_bytes"] == len(data)
     assert values["kmeta_broker_delayed_fetches"] == 0

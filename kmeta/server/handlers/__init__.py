@@ -39,6 +39,8 @@ HANDLER_MODULES: tuple[str, ...] = (
     "offset_for_leader_epoch",
     "delete_records",
     "describe_log_dirs",
+    "write_txn_markers",
+    "describe_producers",
     "consumer_group_heartbeat",
     "consumer_group_describe",
     "find_coordinator",

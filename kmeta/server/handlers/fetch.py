@@ -27,8 +27,9 @@ Behaviour (Kafka 3.x ``KafkaApis.handleFetchRequest`` and ``ReplicaManager.fetch
   within their ``partition_max_bytes`` and what is left of ``max_bytes``. A negative size met
   with records to read is UNKNOWN_SERVER_ERROR, as Kafka's segment read refuses it.
 * Isolation: consumers read up to the high watermark (read_uncommitted) or the last stable
-  offset (read_committed, equal to it until transactions land, answered with an empty
-  aborted-transactions list); replicas read to the log end.
+  offset (read_committed: below the first open transaction's first offset), with the aborted
+  transactions (producer id, first offset) the records read overlap, from the log's index
+  (``UnifiedLog.collectAbortedTransactions``); replicas read to the log end.
 * ``min_bytes``/``max_wait_ms``: with fewer bytes readable, no error and ``max_wait_ms`` > 0,
   the fetch waits in the purgatory until an append (or a leader change, a stopped replica)
   makes it answerable, or the time is up (:mod:`kmeta.server.delayed_fetch`).
@@ -212,7 +213,9 @@ def _encoded(
             partition_index=index, error_code=result.error, high_watermark=result.high_watermark,
             last_stable_offset=result.last_stable_offset, log_start_offset=result.log_start_offset,
             diverging_epoch=None if diverging is None else fe.EpochEndOffset(*diverging),
-            current_leader=hint, aborted_transactions=() if committed and ok else None,
+            current_leader=hint,
+            aborted_transactions=tuple(fe.AbortedTransaction(*a) for a in result.aborted_transactions)
+            if committed and ok else None,
         )  # fmt: skip
         records = result.records
         element = inner.element(data)  # (records empty: the last field before the tags)

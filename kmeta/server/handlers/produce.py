@@ -23,18 +23,22 @@ Per partition, in Kafka's order:
   v10+ adds the current leader and epoch (this broker's replica state's, else its
   MetadataCache's, as ``KafkaApis.getCurrentLeader``) and the leader's endpoint on this
   listener (KIP-951), so the producer re-routes without waiting for a metadata refresh.
-* Transactional batches: INVALID_TXN_STATE (kmeta has no transaction coordinator, so no
-  transaction can have added the partition: what Kafka's transaction verification answers).
+* Transactional batches (Kafka's transaction verification, KIP-890): appended when the
+  producer (id and epoch) has a transaction open in the partition already; the first batch of
+  a transaction needs the coordinator to vouch that it added the partition, and with no
+  coordinator to ask that is INVALID_TXN_STATE.
 * ``acks=-1`` with fewer in-sync replicas than the topic's min.insync.replicas (default 1):
   NOT_ENOUGH_REPLICAS.
 * The log's append (``UnifiedLog.appendAsLeader``): the errors it raises (MESSAGE_TOO_LARGE,
-  INVALID_TIMESTAMP, ...; KAFKA_STORAGE_ERROR when the write fails), nothing stored then.
+  INVALID_TIMESTAMP, ...; KAFKA_STORAGE_ERROR when the write fails), nothing stored then;
+  for a batch with a producer id the producer state's checks
+  (:mod:`kmeta.log.producer_state`): OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
+  INVALID_TXN_STATE; a retry of one of the producer's last five batches is answered NONE with
+  the original's base offset (and its timestamp as log append time), nothing stored.
 * Else success: the base offset the log assigned, the log append time (-1 unless the topic's
   message.timestamp.type is LogAppendTime), the log start offset (v5+).
 
-Idempotent batches (a producer id, not transactional) are stored as they come: their
-sequence numbers are not checked until producer state lands (duplicates of a retried batch
-are stored twice meanwhile). ``acks=-1`` waits until the high watermark (the smallest log end
+``acks=-1`` waits until the high watermark (the smallest log end
 over the ISR, ``Partition.maybe_increment_leader_hw``) covers the batch, at most
 ``timeout_ms`` (then REQUEST_TIMED_OUT), in the produce purgatory
 (:mod:`kmeta.server.delayed_produce`); NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank
@@ -58,6 +62,7 @@ current leader and node endpoints (tagged); v11 TRANSACTION_ABORTABLE (never ans
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Awaitable
 from typing import TypeAlias
 
@@ -79,6 +84,7 @@ from kmeta.protocol.record_batch import (
 )
 from kmeta.server.delayed_produce import ProducePending
 from kmeta.server.handlers.metadata import INTERNAL_TOPICS
+from kmeta.server.partition import Partition
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 MIN_VERSION = 0
@@ -86,6 +92,7 @@ MIN_VERSION = 0
 LEGACY_INLINE_BYTES = 64 * 1024
 VALID_ACKS = (-1, 0, 1)
 _TRANSACTIONAL = 0x10
+_PRODUCER = struct.Struct(">qh")  # a batch's producer id and epoch, at byte 43
 
 
 #: a partition's records checked, and the records to append
@@ -99,6 +106,13 @@ def _transactional(records: bytes | None) -> bool:
     if records is None or len(records) <= 22 or records[16] != MAGIC_V2:
         return False
     return bool(records[22] & _TRANSACTIONAL)  # (attributes' low byte)
+
+
+def _in_transaction(partition: Partition, records: bytes) -> bool:
+    """Kafka's ``hasOngoingTransaction(producerId, producerEpoch)``: no verification needed."""
+    producer_id, epoch = _PRODUCER.unpack_from(records, 43)
+    entry = partition.log.producer_state.producers.get(producer_id)
+    return entry is not None and entry.producer_epoch == epoch and entry.current_txn_first_offset >= 0
 
 
 def _partition_response(index: int, outcome: Outcome) -> pr.PartitionProduceResponse:
@@ -156,9 +170,9 @@ def _append(
     partition, error = rm.leader_partition_or_error(topic, index)
     if partition is None:
         return error, None
-    if checked.transactional:
-        return ErrorCode.INVALID_TXN_STATE, None
     assert records is not None  # (checked: one whole batch)
+    if checked.transactional and not _in_transaction(partition, records):
+        return ErrorCode.INVALID_TXN_STATE, None
     size = int.from_bytes(records[8:12], "big") + LOG_OVERHEAD
     batch = records if len(records) == size else records[:size]  # (a trailing partial batch: none)
     outcome = rm.append_records(partition, batch, acks, _limits(snap, topic)[1])
