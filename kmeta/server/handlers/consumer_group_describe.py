@@ -27,17 +27,16 @@ from kmeta.net.security.authorizer import allowed, authorizer_of
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import consumer_group_describe as cgd
 from kmeta.server.group.consumer_coordinator import coordinator_for
+from kmeta.server.group.lookup import group_allowed, group_operations
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
-#: Kafka's group operations (READ, DESCRIBE, DELETE)
-GROUP_OPERATIONS = (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE)
 UNAUTHORIZED_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 
 
 def _describe(ctx: BrokerContext, group_id: str, include_operations: bool) -> cgd.DescribedGroup:
     if not group_id:
         return cgd.DescribedGroup(group_id=group_id, error_code=ErrorCode.INVALID_GROUP_ID)
-    if not allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+    if not group_allowed(ctx, AclOperation.DESCRIBE, group_id):
         return cgd.DescribedGroup(group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator, error = coordinator_for(ctx, group_id)
     if coordinator is None:
@@ -58,8 +57,7 @@ def _describe(ctx: BrokerContext, group_id: str, include_operations: bool) -> cg
                 group_id=group_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=UNAUTHORIZED_TOPICS
             )
     if include_operations:
-        bits = sum(1 << op for op in GROUP_OPERATIONS if allowed(ctx, op, ResourceType.GROUP, group_id))
-        described = described._replace(authorized_operations=bits)
+        described = described._replace(authorized_operations=group_operations(ctx, group_id))
     return described
 
 

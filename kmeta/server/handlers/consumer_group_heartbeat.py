@@ -25,10 +25,11 @@ Versions: v0 first version, flexible; v1 SubscribedTopicRegex, client-generated 
 from __future__ import annotations
 
 from kmeta.net.security.acl import AclOperation, ResourceType
-from kmeta.net.security.authorizer import allowed, authorizer_of, client_host
+from kmeta.net.security.authorizer import allowed, authorizer_of
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import consumer_group_heartbeat as cgh
 from kmeta.server.group.consumer_coordinator import coordinator_for
+from kmeta.server.group.lookup import group_allowed, member_client
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 
@@ -38,7 +39,7 @@ def error_response(request: cgh.ConsumerGroupHeartbeatRequest, error: ErrorCode)
 
 
 async def handle(ctx: BrokerContext, request: cgh.ConsumerGroupHeartbeatRequest) -> cgh.ConsumerGroupHeartbeatResponse:
-    if not allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+    if not group_allowed(ctx, AclOperation.READ, request.group_id):
         return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     # (Kafka 4, KAFKA-18813: clients may not see topics they cannot DESCRIBE)
     names = request.subscribed_topic_names or ()
@@ -47,7 +48,7 @@ async def handle(ctx: BrokerContext, request: cgh.ConsumerGroupHeartbeatRequest)
     coordinator, error = coordinator_for(ctx, request.group_id)
     if coordinator is None:
         return error_response(request, error)
-    return await coordinator.heartbeat(request, ctx.header.client_id or "", "/" + client_host(ctx.peer))
+    return await coordinator.heartbeat(request, *member_client(ctx))
 
 
 def register(registry: BrokerRegistry) -> None:
