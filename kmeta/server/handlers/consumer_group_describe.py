@@ -3,8 +3,8 @@
 Kafka 4.x broker semantics (``KafkaApis.handleConsumerGroupDescribe``,
 ``GroupMetadataManager.consumerGroupDescribe``):
 
-* Each group needs DESCRIBE on itself, else GROUP_AUTHORIZATION_FAILED for that group; an
-  empty group id is INVALID_GROUP_ID.
+* Each group needs DESCRIBE on itself, else GROUP_AUTHORIZATION_FAILED for that group; then
+  an empty group id is INVALID_GROUP_ID.
 * Each group is answered by its coordinator (the leader of its ``__consumer_offsets``
   partition): NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS for that group otherwise;
   GROUP_ID_NOT_FOUND ("Group g not found.", or "... is not a consumer group." for a classic
@@ -34,10 +34,11 @@ UNAUTHORIZED_TOPICS = "The group has described topic(s) that the client is not a
 
 
 def _describe(ctx: BrokerContext, group_id: str, include_operations: bool) -> cgd.DescribedGroup:
-    if not group_id:
-        return cgd.DescribedGroup(group_id=group_id, error_code=ErrorCode.INVALID_GROUP_ID)
+    # (Kafka: the ACL in KafkaApis first, then the coordinator refuses an empty id)
     if not group_allowed(ctx, AclOperation.DESCRIBE, group_id):
         return cgd.DescribedGroup(group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if not group_id:
+        return cgd.DescribedGroup(group_id=group_id, error_code=ErrorCode.INVALID_GROUP_ID)
     coordinator, error = coordinator_for(ctx, group_id)
     if coordinator is None:
         return cgd.DescribedGroup(group_id=group_id, error_code=error)
