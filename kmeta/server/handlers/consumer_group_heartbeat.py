@@ -28,7 +28,9 @@ from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, authorizer_of
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import consumer_group_heartbeat as cgh
+from kmeta.server.group.assignors import assignors
 from kmeta.server.group.consumer_coordinator import coordinator_for
+from kmeta.server.group.consumer_heartbeat import GroupError, validate
 from kmeta.server.group.lookup import group_allowed, member_client
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
@@ -45,6 +47,11 @@ async def handle(ctx: BrokerContext, request: cgh.ConsumerGroupHeartbeatRequest)
     names = request.subscribed_topic_names or ()
     if authorizer_of(ctx) is not None and not all(allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, n) for n in set(names)):
         return error_response(request, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    # (Kafka 4 checks the request before it finds the group's shard)
+    try:
+        validate(request, list(assignors(ctx.state.config.group_consumer_assignors)))
+    except GroupError as exc:
+        return cgh.ConsumerGroupHeartbeatResponse(version=request.version, error_code=exc.code, error_message=exc.message)
     coordinator, error = coordinator_for(ctx, request.group_id)
     if coordinator is None:
         return error_response(request, error)

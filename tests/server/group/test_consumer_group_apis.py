@@ -69,6 +69,8 @@ async def test_join_assign_grow_describe_list_leave_delete(broker: Harness) -> N
     h = broker
     conn = await connect(h)
     try:
+        bad = await conn.request(join("m1", group=""), 10)
+        assert (bad.error_code, bad.error_message) == (ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
         first = await conn.request(join("m1", ("t",)), 10)
         # (no topic "t" yet: a member with nothing to consume, as Kafka's test)
         assert (first.error_code, first.member_id, first.member_epoch, first.heartbeat_interval_ms) == (0, "m1", 1, 500)
