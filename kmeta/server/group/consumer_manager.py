@@ -17,7 +17,7 @@ from kmeta.protocol.messages import consumer_group_describe as cgd
 from kmeta.protocol.messages import consumer_group_heartbeat as cgh
 from kmeta.server.group import consumer_records as rec
 from kmeta.server.group.assignors import Assignment, PartitionAssignor, assignors
-from kmeta.server.group.consumer_group import ConsumerGroup
+from kmeta.server.group.consumer_group import DEAD, EMPTY, ConsumerGroup
 from kmeta.server.group.consumer_heartbeat import (
     ConsumerGroupConfig,
     Decision,
@@ -38,7 +38,9 @@ from kmeta.server.group.consumer_member import (
     ConsumerGroupMember,
     MemberState,
 )
+from kmeta.server.group.consumer_records import Record
 from kmeta.server.group.consumer_target import preferred_assignor, target_member_record
+from kmeta.server.group.records import group_metadata_key
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +63,12 @@ class ConsumerGroupManager:
         return group if isinstance(group, ConsumerGroup) else None
 
     def other_group_type(self, group_id: str) -> str | None:
-        """The type of a group of another kind with this id (a classic group)."""
+        """The type of a group of another kind with this id (a classic group; a Dead one is
+        gone)."""
         group = self.groups.get(group_id)
-        return None if group is None or isinstance(group, ConsumerGroup) else str(group.group_type)
+        if group is None or isinstance(group, ConsumerGroup) or group.state_name == DEAD:
+            return None
+        return str(group.group_type)
 
     # -- replay --------------------------------------------------------------------------------
     def replay(self, key: bytes, value: bytes | None) -> None:
@@ -99,10 +104,16 @@ class ConsumerGroupManager:
             )
             return Outcome(response=response)
 
-    def _group(self, group_id: str, create: bool) -> ConsumerGroup:
+    def _group(self, group_id: str, create: bool, records: list[Record]) -> ConsumerGroup:
         group = self.consumer_group(group_id)
         if group is not None:
             return group
+        other = self.groups.get(group_id)
+        if create and other is not None and other.state_name == EMPTY and other.group_type == "classic":
+            # Kafka's maybeDeleteEmptyClassicGroup: an empty classic group of that id goes (its
+            # metadata's tombstone first) and a consumer group takes the id; its offsets stay
+            records.append((group_metadata_key(group_id), None))
+            return ConsumerGroup(group_id)
         if self.other_group_type(group_id) is not None:
             raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
@@ -113,7 +124,8 @@ class ConsumerGroupManager:
         self, request: cgh.ConsumerGroupHeartbeatRequest, client_id: str, client_host: str, snap: MetadataSnapshot
     ) -> Outcome:
         epoch = request.member_epoch
-        group = self._group(request.group_id, create=epoch == 0)
+        upgrade: list[Record] = []
+        group = self._group(request.group_id, epoch == 0, upgrade)
         if len(group.members) >= self.config.max_size and not group.has_member(request.member_id):
             raise GroupError(
                 ErrorCode.GROUP_MAX_SIZE_REACHED,
@@ -123,6 +135,7 @@ class ConsumerGroupManager:
         member, counted, replaces = self._member(group, member_id, request)
         updated = joined(member, request, client_id, client_host)
         d = Decision(group, snap, self.assignors)
+        d.out.records.extend(upgrade)
         if replaces is not None:
             d.out.records.extend(removal_records(group.group_id, replaces))
         is_new = counted is None or replaces is not None
@@ -202,7 +215,7 @@ class ConsumerGroupManager:
         return static
 
     def _leave(self, request: cgh.ConsumerGroupHeartbeatRequest, snap: MetadataSnapshot) -> Outcome:
-        group = self._group(request.group_id, create=False)
+        group = self._group(request.group_id, False, [])
         if request.instance_id is None:
             member = group.members.get(request.member_id)
             if member is None:

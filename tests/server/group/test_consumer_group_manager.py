@@ -9,9 +9,11 @@ from typing import Any
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import consumer_group_heartbeat as cgh
 from kmeta.server.group import consumer_records as rec
-from kmeta.server.group.consumer_group import STABLE
+from kmeta.server.group.classic import ClassicGroup, GroupState
+from kmeta.server.group.consumer_group import STABLE, ConsumerGroup
 from kmeta.server.group.consumer_manager import ConsumerGroupManager
 from kmeta.server.group.consumer_member import MemberState
+from kmeta.server.group.records import group_metadata_key
 from tests.server.group.consumer_harness import (
     Cluster,
     Consumer,
@@ -242,3 +244,22 @@ def test_the_first_offered_assignor_is_the_default_and_others_are_refused() -> N
     r = coord.heartbeat(member_id="x", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_names=["t"], topic_partitions=(), server_assignor="uniform")
     assert r.error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
     assert r.error_message == "ServerAssignor uniform is not supported. Supported assignors: range."
+
+
+def test_an_empty_classic_group_gives_its_id_to_a_consumer_group() -> None:
+    cluster, coord = setup()
+    busy = ClassicGroup("busy", state=GroupState.STABLE, generation_id=3)
+    coord.manager.groups["g"] = ClassicGroup("g")  # Empty: its id is free for a consumer group
+    coord.manager.groups["busy"] = busy
+    coord.manager.groups["dead"] = ClassicGroup("dead", state=GroupState.DEAD)
+    r = coord.heartbeat(group_id="busy", member_id="", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_names=["t"], topic_partitions=())
+    assert (r.error_code, r.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group busy is not a consumer group.")
+    assert coord.manager.groups["busy"] is busy
+    a = Consumer(coord, ["t"])
+    converge([a])
+    assert isinstance(coord.manager.groups["g"], ConsumerGroup)
+    assert coord.written[0] == (group_metadata_key("g"), None)  # (the classic group's tombstone first)
+    assert set(owners([a])) == partitions_of(cluster, {"t": 6})
+    r = coord.heartbeat(group_id="dead", member_id="", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_names=["t"], topic_partitions=())
+    assert r.error_code == ErrorCode.NONE
+    assert coord.manager.describe("busy", cluster.snap).error_message == "Group busy is not a consumer group."
