@@ -218,3 +218,32 @@ def test_every_record_once_across_a_member_leaving_and_one_killed(cluster: Clust
         doomed.kill()
         for c, _ in members:
             c.close()
+
+
+def test_a_classic_group_moves_to_the_consumer_protocol_with_its_offsets(cluster: Cluster) -> None:
+    """Upgrading consumers from group.protocol=classic to consumer: once the classic group is
+    Empty, the first KIP-848 member takes its id over and the committed offsets stay."""
+    cluster.create_topic("migrate", PARTITIONS, 1)
+    values = [b"m-%d" % i for i in range(60)]
+    produce(cluster, "migrate", values)
+    classic = Consumer({
+        **cluster.client_config(), "group.id": "migrating", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+    })  # fmt: skip
+    classic.subscribe(["migrate"])
+    seen: Counter[bytes] = Counter()
+    deadline = time.monotonic() + SETTLE_S
+    while len(seen) < 30:
+        assert time.monotonic() < deadline, len(seen)
+        for message in classic.consume(1, 0.1):
+            assert message.error() is None, message.error()
+            seen[message.value()] += 1
+            classic.commit(message, asynchronous=False)
+    classic.close()  # LeaveGroup: the classic group is Empty, its offsets committed
+    members = [consumer(cluster, "migrating", "migrate") for _ in range(2)]
+    consume(members, seen, lambda: len(seen) == len(values))
+    assert set(seen.values()) == {1}  # (resumed from the classic group's offsets)
+    described = describe(cluster, "migrating")
+    assert described.type == ConsumerGroupType.CONSUMER
+    for c, _ in members:
+        c.close()
