@@ -114,12 +114,40 @@ _DEFAULT_RETENTION_MINUTES = 7 * 24 * 60
     help="log.retention.check.interval.ms: how often retention.ms / retention.bytes are applied.",
 )
 @click.option(
+    "--log-cleaner-enable/--no-log-cleaner-enable",
+    default=_DEFAULTS["log_cleaner_enable"],
+    show_default=True,
+    help="log.cleaner.enable: compact the topics whose cleanup.policy has compact (the latest "
+    "record per key kept); off, they keep every record.",
+)
+@click.option(
+    "--log-cleaner-backoff-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["log_cleaner_backoff_ms"],
+    show_default=True,
+    help="log.cleaner.backoff.ms: how long the cleaner waits when no log is due for a cleaning.",
+)
+@click.option(
     "--replica-lag-time-max-ms",
     type=click.IntRange(min=1),
     default=_DEFAULTS["replica_lag_time_max_ms"],
     show_default=True,
     help="replica.lag.time.max.ms: a follower not caught up with its leader for this long "
     "leaves the ISR (the leader asks the controller by AlterPartition).",
+)
+@click.option(
+    "--transaction-max-timeout-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["transaction_max_timeout_ms"],
+    show_default=True,
+    help="transaction.max.timeout.ms: the longest transaction timeout a producer may ask for.",
+)
+@click.option(
+    "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["transaction_abort_timed_out_transaction_cleanup_interval_ms"],
+    show_default=True,
+    help="How often the transaction coordinator aborts transactions past their timeout.",
 )
 @click.option(
     "--offsets-retention-minutes",
@@ -178,6 +206,8 @@ def broker_command(
     log_dir: str | None,
     log_memory_max_bytes: int,
     log_retention_check_interval_ms: int,
+    log_cleaner_enable: bool,
+    log_cleaner_backoff_ms: int,
     replica_lag_time_max_ms: int,
     offsets_retention_minutes: float,
     offsets_retention_check_interval_ms: int,
@@ -208,11 +238,17 @@ def broker_command(
             log_dir=log_dir,
             log_memory_max_bytes=log_memory_max_bytes,
             log_retention_check_interval_ms=log_retention_check_interval_ms,
+            log_cleaner_enable=log_cleaner_enable,
+            log_cleaner_backoff_ms=log_cleaner_backoff_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
             offsets_retention_ms=max(1, round(offsets_retention_minutes * 60_000)),
             offsets_retention_check_interval_ms=offsets_retention_check_interval_ms,
             offset_metadata_max_bytes=offset_metadata_max_bytes,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
+            transaction_max_timeout_ms=options.pop("transaction_max_timeout_ms"),
+            transaction_abort_timed_out_transaction_cleanup_interval_ms=options.pop(
+                "transaction_abort_timed_out_transaction_cleanup_interval_ms"
+            ),
             **topic_default_fields(options),
             **internal_topic_fields(options),
             **group_fields(options),

@@ -57,8 +57,9 @@ def walk_batches(
     data: bytes | bytearray | memoryview, next_offset: int | None, check_crc: bool = True
 ) -> Walked:
     """Kafka's ``ByteBufferLogInputStream`` plus ``DefaultRecordBatch.ensureValid``, and the
-    contiguity a log needs: each batch must start at ``next_offset`` (when given) and the next
-    one where it ended. A trailing partial batch is no batch (a Fetch may end in one, a
+    order a log needs: each batch starts at or past ``next_offset`` (when given) and past the
+    one before it (a compacted log has gaps between batches; Kafka's follower append and
+    recovery allow them too). A trailing partial batch is no batch (a Fetch may end in one, a
     crash may leave one)."""
     view = memoryview(data)
     batches: list[tuple[int, BatchHeader]] = []
@@ -82,7 +83,7 @@ def walk_batches(
         if h.last_offset_delta < 0:
             problem = InvalidRecordError(f"Batch has an invalid offset range at {pos}")
             break
-        if next_offset is not None and h.base_offset != next_offset:
+        if next_offset is not None and h.base_offset < next_offset:
             problem = InvalidRecordError(
                 f"Batch at base offset {h.base_offset} does not follow offset {next_offset - 1}"
             )

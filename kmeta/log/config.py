@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 LONG_MAX = (1 << 63) - 1
 
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+_POLICIES = frozenset({"compact", "delete"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,10 +24,26 @@ class LogConfig:
     index_interval_bytes: int = 4096  # index.interval.bytes (sparse offset index spacing)
     message_timestamp_before_max_ms: int = LONG_MAX  # message.timestamp.before.max.ms
     message_timestamp_after_max_ms: int = LONG_MAX  # message.timestamp.after.max.ms
+    segment_ms: int = 604_800_000  # segment.ms (the active segment rolls once this old)
+    cleanup_policy: str = "delete"  # cleanup.policy: "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = 86_400_000  # delete.retention.ms (tombstones and markers)
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = LONG_MAX  # max.compaction.lag.ms
 
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def compact(self) -> bool:
+        """The log cleaner compacts this log (Kafka's ``LogConfig.compact``)."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        """Retention (time, size, the memory cap) may delete its old segments."""
+        return "delete" in self.cleanup_policy.split(",")
 
     @classmethod
     def from_topic_configs(cls, configs: Mapping[str, str]) -> LogConfig:
@@ -39,13 +56,19 @@ class LogConfig:
             raw = configs.get(key)
             if raw is None:
                 continue
+            if field.name == "cleanup_policy":
+                items = sorted({item.strip() for item in raw.split(",") if item.strip()})
+                if set(items) <= _POLICIES:  # (an empty list: neither, as Kafka allows)
+                    values[field.name] = ",".join(items)
+                continue
             check = _CHECKS.get(field.name)
             if check is None:  # message.timestamp.type
                 if raw in _TIMESTAMP_TYPES:
                     values[field.name] = raw
                 continue
+            value: int | float
             try:
-                value = int(raw)
+                value = float(raw) if field.name == "min_cleanable_dirty_ratio" else int(raw)
             except ValueError:
                 continue
             if check(value):
@@ -54,7 +77,7 @@ class LogConfig:
 
 
 #: Kafka's lower bounds (LogConfig's ConfigDef): segment.bytes >= LegacyRecord.RECORD_OVERHEAD_V0
-_CHECKS: dict[str, Callable[[int], bool]] = {
+_CHECKS: dict[str, Callable[[float], bool]] = {
     "segment_bytes": lambda v: 14 <= v <= (1 << 31) - 1,
     "retention_bytes": lambda v: True,
     "retention_ms": lambda v: v >= -1,
@@ -63,4 +86,9 @@ _CHECKS: dict[str, Callable[[int], bool]] = {
     "index_interval_bytes": lambda v: 0 <= v <= (1 << 31) - 1,
     "message_timestamp_before_max_ms": lambda v: v >= 0,
     "message_timestamp_after_max_ms": lambda v: v >= 0,
+    "segment_ms": lambda v: v >= 1,
+    "delete_retention_ms": lambda v: v >= 0,
+    "min_cleanable_dirty_ratio": lambda v: 0 <= v <= 1,
+    "min_compaction_lag_ms": lambda v: v >= 0,
+    "max_compaction_lag_ms": lambda v: v >= 1,
 }

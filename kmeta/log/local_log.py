@@ -11,6 +11,7 @@ import contextlib
 import os
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from typing import TypeAlias
 
 from kmeta.log.batch import last_offset
 from kmeta.log.errors import LogStorageError
@@ -19,6 +20,9 @@ from kmeta.log.stores import Buffer, FileStore, MemoryAccount, MemoryStore
 from kmeta.protocol.record_batch import BatchHeader
 
 _INT_MAX = (1 << 31) - 1
+Batches: TypeAlias = Sequence[tuple[int, BatchHeader]]
+#: a segment a cleaning is writing; swapped in by a rename (recovery deletes a leftover)
+CLEANED_SUFFIX = ".cleaned"
 
 
 def segment_file_name(base_offset: int) -> str:
@@ -102,16 +106,28 @@ class LocalLog:
         batches: Sequence[tuple[int, BatchHeader]],
         now_ms: int,
         segment_bytes: int,
+        segment_ms: int = 1 << 62,
     ) -> None:
         """Append whole batches to the active segment, rolling first when they would take it
-        past ``segment_bytes`` (Kafka's ``shouldRoll``) or past relative offsets an int holds.
-        The new segment joins the log only once the write succeeded."""
+        past ``segment_bytes``, when it has been open segment.ms (by the batches' timestamps)
+        or past relative offsets an int holds (Kafka's ``shouldRoll``). The new segment joins
+        the log only once the write succeeded. A memory log over its account's cap (the last
+        retention could not bring it under: what is left may not be deleted) refuses the
+        append, as Kafka refuses appends on a full disk."""
         segment = self.active
         last = last_offset(batches[-1][1])
         if self.dir is None and self.account is not None:
             segment_bytes = min(segment_bytes, self.account.max_segment_bytes)
+            if self.account.full and self.account.bytes + len(data) > self.account.limit:
+                raise LogStorageError(
+                    f"Memory cap of {self.account.limit} bytes reached and nothing more may be "
+                    "deleted (compacted topics' records are never dropped): append refused"
+                )
+        max_ts = max(h.max_timestamp for _, h in batches)
         if segment.size > 0 and (
-            segment.size + len(data) > segment_bytes or last - segment.base_offset > _INT_MAX
+            segment.size + len(data) > segment_bytes
+            or last - segment.base_offset > _INT_MAX
+            or segment.time_waited_for_roll(now_ms, max_ts) > segment_ms
         ):
             segment = self.new_segment(self.log_end_offset)
         try:
@@ -130,6 +146,52 @@ class LocalLog:
         empty already)."""
         if self.active.size > 0:
             self.add_segment(self.new_segment(self.log_end_offset))
+
+    def replace(self, old: Sequence[LogSegment], data: bytes, batches: Batches, now_ms: int) -> int:
+        """Swap consecutive closed segments for one at the first's base offset holding
+        ``data`` (a cleaning's output; Kafka's ``replaceSegments``). With a log dir the new
+        file is written beside as ``.cleaned``, fsynced, renamed over the first's file, then
+        the others' files go: a crash between leaves files recovery knows to drop. Returns
+        the bytes freed."""
+        i = next(n for n, s in enumerate(self.segments) if s is old[0])
+        if self.segments[i : i + len(old)] != list(old) or self.segments[-1] in old:
+            raise ValueError("only consecutive closed segments are replaced")
+        if isinstance(self.active.store, FileStore):
+            # (an active segment rolled but never written has no file yet; were the last
+            # closed batches cleaned away, recovery would find a log end below the real one)
+            self.active.store.create()
+        base = old[0].base_offset
+        before = sum(s.size for s in old)
+        if self.dir is None:
+            new = LogSegment(base, MemoryStore(self.account), self.index_interval_bytes)
+        else:
+            final = os.path.join(self.dir, segment_file_name(base))
+            store = FileStore(final + CLEANED_SUFFIX, self.ensure_dir)
+            new = LogSegment(base, store, self.index_interval_bytes)
+        try:
+            if batches:
+                new.append(data, None, batches, now_ms)
+            if isinstance(new.store, FileStore):
+                new.store.create()
+                new.store.flush()
+                os.replace(new.store.path, final)
+                new.store.path = final
+                _fsync_dir(self.dir or "")
+        except (OSError, LogStorageError) as exc:
+            with contextlib.suppress(OSError):
+                new.delete()
+            raise LogStorageError(f"Error while swapping in a cleaned segment: {exc}") from exc
+        new.store.seal()
+        new.last_modified_ms = max(s.last_modified_ms for s in old)
+        new.append_seq = max(s.append_seq for s in old)
+        old[0].close()  # (with a log dir its file is the new one's now)
+        if self.dir is None:
+            old[0].delete()
+        for segment in old[1:]:
+            self._delete(segment)
+        self.segments[i : i + len(old)] = [new]
+        self._bases[i : i + len(old)] = [base]
+        return before - new.size
 
     def read(
         self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool
@@ -177,6 +239,7 @@ class LocalLog:
             dropped += segment.size
             self._delete(segment)
         dropped += self.active.truncate_to(offset)
+        self.active.store.unseal()  # (a closed segment may be last now: past a cleaned gap)
         self.log_end_offset = self.active.next_offset
         return dropped
 

@@ -1,8 +1,12 @@
 """Recovery of a partition's directory at start (Kafka's ``LogLoader``): every batch of every
 segment walked and CRC-checked; at the first batch that is torn (a crash mid-append), corrupt
-or out of sequence the segment file is cut there and every later segment deleted, as Kafka
-recovers an unflushed log. The leader-epoch cache is read back, topped up from the batches'
-own epochs, and trimmed to the recovered offsets."""
+or out of order the segment file is cut there and every later segment deleted, as Kafka
+recovers an unflushed log. A compacted log has gaps between batches and between segments; a
+segment starting below the end of the one before it is what a cleaning left when it stopped
+between swapping its merged segment in and deleting the ones merged (their records are in the
+merged one, or were cleaned away): it goes, as do ``.cleaned`` files never swapped in (Kafka's
+``.cleaned`` and ``.swap`` recovery). The leader-epoch cache is read back, topped up from the
+batches' own epochs, and trimmed to the recovered offsets."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from kmeta.log import checkpoints
 from kmeta.log.batch import NO_EPOCH, last_offset, walk_batches
 from kmeta.log.epoch_cache import LeaderEpochFileCache
 from kmeta.log.errors import LogStorageError
-from kmeta.log.local_log import LocalLog
+from kmeta.log.local_log import CLEANED_SUFFIX, LocalLog
 from kmeta.protocol.record_batch import BatchHeader
 
 #: called with each recovered batch (the segment's bytes, its position, its header)
@@ -33,7 +37,11 @@ def recover(
     watermark, topic id) as the checkpoints and segments say. ``on_batch`` sees every batch
     kept, in order (the producer state is rebuilt from them)."""
     epochs.load()
-    names = sorted(n for n in os.listdir(dir_path) if _SEGMENT.match(n))
+    listed = os.listdir(dir_path)
+    for name in listed:
+        if name.endswith(CLEANED_SUFFIX):
+            _unlink(os.path.join(dir_path, name))
+    names = sorted(n for n in listed if _SEGMENT.match(n))
     stop = False
     for name in names:
         path = os.path.join(dir_path, name)
@@ -41,8 +49,7 @@ def recover(
             _unlink(path)
             continue
         base = int(name[:20])
-        if local.segments and base != local.log_end_offset:  # a gap: nothing after it counts
-            stop = True
+        if local.segments and base < local.log_end_offset:  # merged by a cleaning
             _unlink(path)
             continue
         stop = _recover_segment(path, base, local, epochs, on_batch)

@@ -3,9 +3,15 @@ from the log dir at start, deleted on StopReplica, and kept within retention and
 broker-wide memory cap.
 
 Memory mode (no log dir): segment bytes count against ``memory_max_bytes``. Past it,
-:meth:`enforce_retention` drops the oldest segments across all logs, as retention would (each
-log's start moves up, never past its high watermark): a fetch below gets
-OFFSET_OUT_OF_RANGE. So the cap frees part of a log rather than all of it, memory-mode
+:meth:`enforce_retention` drops the oldest segments across all logs whose cleanup.policy has
+``delete``, as retention would (each log's start moves up, never past its high watermark): a
+fetch below gets OFFSET_OUT_OF_RANGE. A compact-only log (``__consumer_offsets``,
+``__transaction_state``, a user's changelog) is never cut by the cap: its records are
+acknowledged state (committed offsets, transactions) that clients would lose silently, and
+its size is the cleaner's business. When what is left over the cap may not go, appends that
+would grow memory further are refused with KAFKA_STORAGE_ERROR until something frees memory
+(a cleaning, a deleted topic) - Kafka's answer to a full disk is likewise to refuse appends,
+never to drop compacted data. So the cap frees part of a log rather than all of it, memory-mode
 segments roll at ``memory_max_bytes / 64`` (at least 64 KiB; 4 MiB at the default 256 MiB)
 when segment.bytes is larger; a rolled memory segment is read without a copy
 (:class:`~kmeta.log.stores.MemoryStore`). With a log dir the bytes are the page cache's, not
@@ -22,8 +28,10 @@ import shutil
 import uuid
 from collections.abc import Iterator
 
+from kmeta.log.clean_task import CleanTask
 from kmeta.log.config import LogConfig
 from kmeta.log.errors import LogStorageError
+from kmeta.log.log_cleaner import CleanResult, LogCleaner
 from kmeta.log.partition_log import PartitionLog
 from kmeta.log.stores import MemoryAccount
 
@@ -36,10 +44,11 @@ class LogManager:
     def __init__(self, log_dir: str | None, memory_max_bytes: int) -> None:
         self.log_dir = log_dir
         self.memory_max_bytes = memory_max_bytes
-        self._memory = MemoryAccount(max(memory_max_bytes // 64, 64 * 1024))
+        self._memory = MemoryAccount(max(memory_max_bytes // 64, 64 * 1024), memory_max_bytes)
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         #: (directory, why) of each partition load() could not recover
         self.load_errors: list[tuple[str, str]] = []
+        self.cleaner = LogCleaner()
 
     @property
     def memory_bytes(self) -> int:
@@ -120,6 +129,7 @@ class LogManager:
         """StopReplica(delete) / topic deletion: the log and its files go. The directory is
         renamed ``...-delete`` first, so a crash mid-way never loads half a log."""
         log = self._logs.pop((topic, partition), None)
+        self.cleaner.forget(topic, partition)
         if log is None:
             return
         log.delete_files()
@@ -145,6 +155,7 @@ class LogManager:
         nothing more may go. Bytes freed."""
         freed = sum(log.enforce_retention(now_ms) for log in list(self._logs.values()))
         if self._memory.bytes <= self.memory_max_bytes:
+            self._memory.full = False
             return freed
         heap: list[tuple[int, int, PartitionLog]] = []
         for n, log in enumerate(self._logs.values()):
@@ -159,7 +170,28 @@ class LogManager:
             oldest = log.oldest_deletable_segment()
             if oldest is not None and dropped:
                 heapq.heappush(heap, (oldest.append_seq, n, log))
+        self._memory.full = self._memory.bytes > self.memory_max_bytes
         return freed
+
+    def plan_clean(self, now_ms: int) -> CleanTask | None:
+        """A cleaning of the compacted log most due for one (:mod:`kmeta.log.log_cleaner`);
+        None when none is. Its ``compute()`` may run anywhere; then :meth:`finish_clean`."""
+        return self.cleaner.plan_filthiest(list(self._logs.values()), now_ms)
+
+    def finish_clean(self, task: CleanTask) -> CleanResult | None:
+        """Install a computed cleaning, unless its log went or changed meanwhile. Memory it
+        freed lifts a refusal of appends at the cap."""
+        if self._logs.get((task.log.topic, task.log.partition)) is not task.log:
+            return None
+        result = self.cleaner.finish(task)
+        if result is not None and self._memory.bytes <= self.memory_max_bytes:
+            self._memory.full = False
+        return result
+
+    def clean(self, now_ms: int) -> CleanResult | None:
+        """Plan, compute and install one cleaning here (tests, tools)."""
+        task = self.plan_clean(now_ms)
+        return None if task is None else self.finish_clean(task.compute())
 
     def flush(self) -> None:
         for log in self._logs.values():

@@ -35,6 +35,7 @@ from kmeta.log.local_log import LocalLog
 from kmeta.log.log_loader import recover
 from kmeta.log.producer_replay import apply_stored, replay
 from kmeta.log.producer_state import BatchMetadata, ProducerStateManager
+from kmeta.log.record_set import check_keys
 from kmeta.log.retention import (
     Rule,
     any_segment,
@@ -174,12 +175,15 @@ class PartitionLog:
         self, records: bytes, leader_epoch: int, now_ms: int, *, coordinator: bool = False
     ) -> LogAppendInfo:
         """Append one client batch (magic 2) at the log end, checked and set as
-        :func:`~kmeta.log.validator.validate_leader_batch` says; the epoch is recorded in the
-        cache when it starts here; a producer id's batch passes the producer state's checks (a
-        ``coordinator``'s, Kafka's origin COORDINATOR, only its epoch and transaction's), a
-        retry answered with the original's offsets. Raises a LogError, nothing stored."""
+        :func:`~kmeta.log.validator.validate_leader_batch` says (on a compacted topic every
+        record needs a key); the epoch is recorded in the cache when it starts here; a producer
+        id's batch passes the producer state's checks (a ``coordinator``'s, Kafka's origin
+        COORDINATOR, only its epoch and transaction's), a retry answered with the original's
+        offsets. Raises a LogError, nothing stored."""
         v = validate_leader_batch(records, self.config, self.log_end_offset, leader_epoch, now_ms)
         h = v.header
+        if self.config.compact:
+            check_keys(v.data, h, str(self))
         if h.producer_id >= 0:  # (the one test a plain producer's batch costs)
             if coordinator:
                 self.producer_state.check_coordinator_batch(h)
@@ -222,7 +226,8 @@ class PartitionLog:
         the write back, so an append is all or nothing. Then the batches with a producer id
         update the producer state (checked before, by the leader's append)."""
         saved = list(self._epochs.entries)
-        self.local.append(data, prefix, batches, now_ms, self.config.segment_bytes)
+        config = self.config
+        self.local.append(data, prefix, batches, now_ms, config.segment_bytes, config.segment_ms)
         try:
             for _, h in batches:
                 if h.partition_leader_epoch != NO_EPOCH:
@@ -325,10 +330,14 @@ class PartitionLog:
         self._high_watermark = offset
 
     def enforce_retention(self, now_ms: int) -> int:
-        """Kafka's ``deleteOldSegments``: segments wholly below the log start, then the oldest
-        while the log exceeds retention.bytes (never below it), then those whose newest
-        timestamp is older than retention.ms; never past the high watermark. Bytes freed."""
+        """Kafka's ``deleteOldSegments``: segments wholly below the log start, then, when
+        cleanup.policy has ``delete``, the oldest while the log exceeds retention.bytes (never
+        below it), then those whose newest timestamp is older than retention.ms; never past
+        the high watermark. A compact-only log keeps its records whatever their age or size:
+        the cleaner keeps it small. Bytes freed."""
         freed = self._delete_old(below_log_start(self._log_start_offset))
+        if not self.config.delete:
+            return freed
         for rules in (over_retention_bytes, over_retention_ms):
             rule = rules(self.config, self.size_in_bytes, now_ms)
             if rule is not None:
@@ -336,7 +345,10 @@ class PartitionLog:
         return freed
 
     def oldest_deletable_segment(self) -> LogSegment | None:
-        """The segment a memory cap would drop next (the oldest, if retention could)."""
+        """The segment a memory cap would drop next (the oldest, if retention could); never
+        one of a log whose cleanup.policy lacks ``delete``."""
+        if not self.config.delete:
+            return None
         deletable = self.local.deletable(any_segment, self._high_watermark)
         return self.local.segments[0] if deletable else None
 

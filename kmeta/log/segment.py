@@ -11,6 +11,7 @@ Between two entries the batch headers are walked; nothing below the header is re
 from __future__ import annotations
 
 import itertools
+import time
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
@@ -35,8 +36,10 @@ class LogSegment:
         "_positions",
         "append_seq",
         "base_offset",
+        "created_ms",
         "last_modified_ms",
         "next_offset",
+        "rolling_timestamp",
         "size",
         "store",
     )
@@ -48,6 +51,10 @@ class LogSegment:
         self.next_offset = base_offset  # one past the last batch's last offset
         self.last_modified_ms = 0
         self.append_seq = next(_APPENDS)
+        self.created_ms = int(time.time() * 1000)
+        #: what segment.ms counts from (Kafka's ``rollingBasedTimestamp``): the first batch's
+        #: maxTimestamp, NO_TIMESTAMP until there is one
+        self.rolling_timestamp = NO_TIMESTAMP
         self._index_interval = index_interval_bytes
         self._offsets = array("q")
         self._positions = array("q")
@@ -57,6 +64,13 @@ class LogSegment:
     @property
     def max_timestamp(self) -> int:
         return self._max_ts[-1] if self._max_ts else NO_TIMESTAMP
+
+    def time_waited_for_roll(self, now_ms: int, max_timestamp: int) -> int:
+        """How long this segment has been open, for segment.ms (Kafka's ``timeWaitedForRoll``):
+        from its first batch's timestamp to the new batch's, else since it was made."""
+        if self.rolling_timestamp >= 0:
+            return max_timestamp - self.rolling_timestamp
+        return now_ms - self.created_ms
 
     @property
     def largest_timestamp(self) -> int:
@@ -85,6 +99,8 @@ class LogSegment:
 
     def index_batch(self, pos: int, h: BatchHeader) -> None:
         """Account for one stored batch (append, and recovery walking a file)."""
+        if not self._offsets:
+            self.rolling_timestamp = h.max_timestamp
         if not self._offsets or self._bytes_since_entry > self._index_interval:
             prev = self._max_ts[-1] if self._max_ts else NO_TIMESTAMP
             self._offsets.append(h.base_offset)

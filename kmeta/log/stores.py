@@ -19,13 +19,17 @@ Buffer = bytes | bytearray | memoryview
 class MemoryAccount:
     """Bytes held in memory by every memory-mode segment of a LogManager (one counter the
     segments update, so checking the broker-wide cap after an append costs nothing), and the
-    size memory-mode segments roll at, at most (so the cap can free part of a log)."""
+    size memory-mode segments roll at, at most (so the cap can free part of a log).
+    ``full``: the last enforcement of the cap (``limit``) could not get under it, so appends
+    that would grow past it are refused until something frees memory."""
 
-    __slots__ = ("bytes", "max_segment_bytes")
+    __slots__ = ("bytes", "full", "limit", "max_segment_bytes")
 
-    def __init__(self, max_segment_bytes: int = 1 << 62) -> None:
+    def __init__(self, max_segment_bytes: int = 1 << 62, limit: int = 1 << 62) -> None:
         self.bytes = 0
         self.max_segment_bytes = max_segment_bytes
+        self.limit = limit
+        self.full = False
 
 
 class MemoryStore:
@@ -60,6 +64,12 @@ class MemoryStore:
 
     def seal(self) -> None:
         self._sealed = True
+
+    def unseal(self) -> None:
+        """Appendable again (a truncation left a closed segment last): a new buffer, since
+        views of the sealed one may be out."""
+        if self._sealed:
+            self._buf, self._sealed = bytearray(self._buf), False
 
     def truncate(self, pos: int) -> None:
         if self._account is not None:
@@ -126,6 +136,13 @@ class FileStore:
             raise LogStorageError(f"Error while appending to {self.path}: {exc}") from exc
         self._dirty = True
 
+    def create(self) -> None:
+        """The file, even with nothing written (an empty cleaned segment)."""
+        try:
+            self._open()
+        except OSError as exc:
+            raise LogStorageError(f"Error while creating {self.path}: {exc}") from exc
+
     def read(self, pos: int, size: int) -> bytes:
         try:
             return os.pread(self._open(), size, pos)
@@ -140,6 +157,9 @@ class FileStore:
         return BatchHeader(*HEADER.unpack_from(self._window, at))
 
     def seal(self) -> None:
+        pass
+
+    def unseal(self) -> None:
         pass
 
     def truncate(self, pos: int) -> None:

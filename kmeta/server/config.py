@@ -130,6 +130,11 @@ class BrokerConfig:
     #: producer.id.expiration.ms: an idempotent producer idle this long (no open
     #: transaction) is forgotten by the partitions it wrote to, checked with retention
     producer_id_expiration_ms: int = 86_400_000
+    #: log.cleaner.enable: compact the logs whose cleanup.policy has "compact"
+    #: (kmeta.log.log_cleaner); off, compacted topics keep every record
+    log_cleaner_enable: bool = True
+    #: log.cleaner.backoff.ms: how long the cleaner sleeps when no log is due for a cleaning
+    log_cleaner_backoff_ms: int = 15_000
     #: replica.lag.time.max.ms: a follower not caught up with the leader's log end for this
     #: long leaves the ISR (AlterPartition to the controller); the check runs every half of it
     replica_lag_time_max_ms: int = 30_000
@@ -148,6 +153,12 @@ class BrokerConfig:
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
+    #: transaction.max.timeout.ms: the longest transaction.timeout.ms a producer may ask for
+    #: (InitProducerId asking for more: INVALID_TRANSACTION_TIMEOUT)
+    transaction_max_timeout_ms: int = 900_000
+    #: transaction.abort.timed.out.transaction.cleanup.interval.ms: how often the transaction
+    #: coordinator aborts the transactions past their timeout
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     #: offsets.retention.minutes (as milliseconds): a committed offset of a group that is empty
     #: (since it became so) or nobody joined (since the commit) is removed after this long
     offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
@@ -184,10 +195,14 @@ class BrokerConfig:
                self.transaction_state_log_num_partitions, self.transaction_state_log_replication_factor,
                self.transaction_state_log_min_isr) < 1:  # fmt: skip
             raise ValueError("the internal topics' partitions, replication factors and min ISR must be at least 1")
+        if self.log_cleaner_backoff_ms <= 0:
+            raise ValueError("log_cleaner_backoff_ms must be positive")
         if self.log_memory_max_bytes <= 0 or self.log_retention_check_interval_ms <= 0:
             raise ValueError("log_memory_max_bytes and log_retention_check_interval_ms must be positive")
         if self.replica_lag_time_max_ms <= 0:
             raise ValueError("replica_lag_time_max_ms must be positive")
+        if self.transaction_max_timeout_ms <= 0 or self.transaction_abort_timed_out_transaction_cleanup_interval_ms <= 0:
+            raise ValueError("the transaction timeouts must be positive")
         if not 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
             raise ValueError("group min session timeout must be positive and at most the max")
         if min(self.group_consumer_session_timeout_ms, self.group_consumer_heartbeat_interval_ms, self.group_consumer_max_size) < 1:

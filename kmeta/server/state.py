@@ -36,6 +36,7 @@ from kmeta.server.replica_states import FOLLOWER as FOLLOWER
 from kmeta.server.replica_states import LEADER as LEADER
 from kmeta.server.replica_states import ReplicaState as ReplicaState
 from kmeta.server.replica_states import ReplicaStates
+from kmeta.server.txn.coordinator import TransactionCoordinator
 
 if TYPE_CHECKING:  # (it imports this module)
     from kmeta.server.controller_link import ControllerLink
@@ -72,6 +73,9 @@ class BrokerState:
         self.producer_ids.channel = lambda: (
             None if self.controller_link is None else self.controller_link.forwarding
         )
+        #: the transaction coordinator (kmeta.server.txn): a shard per __transaction_state
+        #: partition led here, on the runtime; producer ids from the manager above
+        self.txn_coordinator = TransactionCoordinator.install(config, self.cache, self.coordinators, self.producer_ids)
         #: error name -> partitions of Produce requests answered with it (NONE: acknowledged)
         self.produce_results: collections.Counter[str] = collections.Counter()
         #: the ACL authorizer (--authorizer acl), holding the ACLs the controller pushed;
@@ -142,6 +146,7 @@ class BrokerState:
 
     def close(self) -> None:
         self.coordinators.close()
+        self.txn_coordinator.close()
         self.producer_ids.close()
         if self.state_log is not None:
             self.state_log.close()

@@ -65,6 +65,8 @@ class Cluster:
     ``parent_dir``, ``closed_control_plane``, ``log_memory_max_bytes`` (each broker's cap
     on the record bytes its logs hold in memory), ``replica_lag_time_max_ms`` (each broker's
     replica.lag.time.max.ms: how long a follower may lag before it leaves the ISR),
+    ``log_retention_check_interval_ms`` / ``log_cleaner_backoff_ms`` (how often each broker
+    applies retention / looks for a log to compact),
     ``offsets_topic_num_partitions`` / ``transaction_state_log_num_partitions`` (the internal
     topics' partitions; Kafka's 50 when None), ``group_initial_rebalance_delay_ms`` (each
     broker's group.initial.rebalance.delay.ms), ``broker_args`` (more ``kmeta broker`` flags
@@ -95,6 +97,8 @@ class Cluster:
         closed_control_plane: bool = False,
         log_memory_max_bytes: int | None = None,
         replica_lag_time_max_ms: int | None = None,
+        log_retention_check_interval_ms: int | None = None,
+        log_cleaner_backoff_ms: int | None = None,
         offsets_topic_num_partitions: int | None = None,
         transaction_state_log_num_partitions: int | None = None,
         group_initial_rebalance_delay_ms: int | None = None,
@@ -117,6 +121,8 @@ class Cluster:
             zookeeper_session_timeout_ms=zookeeper_session_timeout_ms,
             log_memory_max_bytes=log_memory_max_bytes,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
+            log_retention_check_interval_ms=log_retention_check_interval_ms,
+            log_cleaner_backoff_ms=log_cleaner_backoff_ms,
             offsets_topic_num_partitions=offsets_topic_num_partitions,
             transaction_state_log_num_partitions=transaction_state_log_num_partitions,
             group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,

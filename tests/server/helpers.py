@@ -74,9 +74,12 @@ class MemoryTransport(asyncio.Transport):
         self.written: list[bytes] = []
         self.closed = False
         self.reading = True
+        #: set at every write (a test awaiting an answer that comes later)
+        self.wrote = asyncio.Event()
 
     def write(self, data: Any) -> None:
         self.written.append(bytes(data))
+        self.wrote.set()
 
     def is_closing(self) -> bool:
         return self.closed
@@ -141,6 +144,17 @@ class ConnectionPair:
 
     def request(self, request: Any) -> Any:
         frames = self.raw(self.encode(request))
+        assert len(frames) == 1, frames
+        return self.decode(request, frames[0])
+
+    async def request_awaited(self, request: Any, timeout_s: float = 5.0) -> Any:
+        """As :meth:`request`, for a handler that answers later (it awaits something)."""
+        before = len(self.transport.written)
+        self.transport.wrote.clear()
+        self.server.data_received(self.encode(request))
+        async with asyncio.timeout(timeout_s):
+            await self.transport.wrote.wait()
+        frames = [f for chunk in self.transport.written[before:] for f in FrameSplitter().feed(chunk)]
         assert len(frames) == 1, frames
         return self.decode(request, frames[0])
 

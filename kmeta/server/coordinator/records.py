@@ -177,6 +177,8 @@ def read_entries(data: bytes | memoryview, from_offset: int, below: int) -> tupl
             continue  # (a batch read before: the read started inside it)
         next_offset = end + 1
         if h.attributes & _CONTROL:
+            if h.record_count == 0:  # (emptied by the log cleaner, kept for its producer epoch)
+                continue
             committed = False
             for _, key, _value in _records(batch, h):
                 if key is None or len(key) < _CONTROL_KEY.size:

@@ -39,11 +39,17 @@ HANDLER_MODULES: tuple[str, ...] = (
     "offset_for_leader_epoch",
     "delete_records",
     "describe_log_dirs",
+    "find_coordinator",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "describe_transactions",
+    "list_transactions",
+    "init_producer_id",
     "write_txn_markers",
     "describe_producers",
     "consumer_group_heartbeat",
     "consumer_group_describe",
-    "find_coordinator",
     "join_group",
     "sync_group",
     "heartbeat",
@@ -55,7 +61,6 @@ HANDLER_MODULES: tuple[str, ...] = (
     "offset_fetch",
     "offset_delete",
     "txn_offset_commit",
-    "init_producer_id",
 )
 
 

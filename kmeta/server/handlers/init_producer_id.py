@@ -17,10 +17,13 @@ in their order:
   gets a new id too: Kafka's coordinator keeps nothing for producers without a transactional
   id. No id to be had now: COORDINATOR_LOAD_IN_PROGRESS (retriable: the client asks again).
 * An empty transactional id: INVALID_REQUEST (Kafka's coordinator: the client refuses one).
-* Any other transactional id is the transaction coordinator's (:func:`transactional`, the
-  seam of :mod:`kmeta.server.txn`): until a coordinator serves them, this broker coordinates
-  no transactional id and answers NOT_COORDINATOR, what a broker that is not the id's
-  coordinator answers (the client asks FindCoordinator again).
+* Any other transactional id is the transaction coordinator's (:func:`transactional`,
+  :mod:`kmeta.server.txn`): NOT_COORDINATOR when another broker coordinates it (the client
+  asks FindCoordinator again); a transaction.timeout.ms outside (0, transaction.max.timeout.ms]
+  INVALID_TRANSACTION_TIMEOUT; else a new producer id at epoch 0, or the id's epoch bumped
+  (KIP-360 with v3+: PRODUCER_FENCED unless the id and epoch the client held are the current
+  ones), CONCURRENT_TRANSACTIONS while a transaction completes (an ongoing one is aborted with
+  its producer fenced first).
 
 Errors carry producer id -1 and epoch -1 (``InitProducerIdRequest.getErrorResponse`` and the
 coordinator's ``initTransactionError``).
@@ -38,6 +41,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import init_producer_id as ip
 from kmeta.server.producer_id_manager import ProducerIdUnavailable
 from kmeta.server.state import BrokerContext, BrokerRegistry
+from kmeta.server.txn.errors import fenced_for
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -81,10 +85,17 @@ async def handle(ctx: BrokerContext, request: ip.InitProducerIdRequest) -> ip.In
 
 async def transactional(ctx: BrokerContext, request: ip.InitProducerIdRequest) -> ip.InitProducerIdResponse:
     """A transactional id's InitProducerId (authorized, its id and epoch well formed): the
-    transaction coordinator's answer (the new or bumped producer id and epoch, KIP-360's
-    PRODUCER_FENCED / INVALID_PRODUCER_EPOCH, INVALID_TRANSACTION_TIMEOUT, ...). None serves
-    transactional ids on this broker yet: NOT_COORDINATOR."""
-    return error_response(request, ErrorCode.NOT_COORDINATOR)
+    transaction coordinator's answer (:meth:`~kmeta.server.txn.coordinator.
+    TransactionCoordinator.init_producer_id`: the new or bumped producer id and epoch,
+    NOT_COORDINATOR for an id another broker coordinates, INVALID_TRANSACTION_TIMEOUT,
+    CONCURRENT_TRANSACTIONS, PRODUCER_FENCED / INVALID_PRODUCER_EPOCH before v4, ...)."""
+    expected = None if request.producer_id == NO_PRODUCER_ID else (request.producer_id, request.producer_epoch)
+    error, producer_id, epoch = await ctx.state.txn_coordinator.init_producer_id(
+        request.transactional_id or "", request.transaction_timeout_ms, expected
+    )
+    if error != ErrorCode.NONE:
+        return error_response(request, fenced_for(error, request.version, 4))
+    return ip.InitProducerIdResponse(version=request.version, producer_id=producer_id, producer_epoch=epoch)
 
 
 def register(registry: BrokerRegistry) -> None:

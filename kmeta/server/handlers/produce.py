@@ -25,8 +25,9 @@ Per partition, in Kafka's order:
   listener (KIP-951), so the producer re-routes without waiting for a metadata refresh.
 * Transactional batches (Kafka's transaction verification, KIP-890): appended when the
   producer (id and epoch) has a transaction open in the partition already; the first batch of
-  a transaction needs the coordinator to vouch that it added the partition, and with no
-  coordinator to ask that is INVALID_TXN_STATE.
+  a transaction needs the coordinator to vouch that it added the partition
+  (:mod:`kmeta.server.txn.verification`: INVALID_TXN_STATE when it did not,
+  NOT_ENOUGH_REPLICAS while the coordinator cannot be asked).
 * ``acks=-1`` with fewer in-sync replicas than the topic's min.insync.replicas (default 1):
   NOT_ENOUGH_REPLICAS.
 * The log's append (``UnifiedLog.appendAsLeader``): the errors it raises (MESSAGE_TOO_LARGE,
@@ -86,6 +87,7 @@ from kmeta.server.delayed_produce import ProducePending
 from kmeta.server.handlers.metadata import INTERNAL_TOPICS
 from kmeta.server.partition import Partition
 from kmeta.server.state import BrokerContext, BrokerRegistry
+from kmeta.server.txn.verification import verify_transaction
 
 MIN_VERSION = 0
 #: Produce v0-2 requests with more record bytes than this are checked in a worker thread
@@ -158,6 +160,7 @@ def _check_all(snap: MetadataSnapshot, request: pr.ProduceRequest) -> list[Check
 def _append(
     ctx: BrokerContext, snap: MetadataSnapshot, acks: int, topic: str, index: int,
     records: bytes | None, checked: RecordsChecked, version: int,
+    verified: dict[TopicPartitionKey, ErrorCode] | None = None,
 ) -> Outcome:  # fmt: skip
     """One partition through ``ReplicaManager.appendRecords``: the append or the error."""
     if checked.error != ErrorCode.NONE:
@@ -172,7 +175,9 @@ def _append(
         return error, None
     assert records is not None  # (checked: one whole batch)
     if checked.transactional and not _in_transaction(partition, records):
-        return ErrorCode.INVALID_TXN_STATE, None
+        vouched = ErrorCode.INVALID_TXN_STATE if verified is None else verified.get((topic, index), ErrorCode.INVALID_TXN_STATE)
+        if vouched != ErrorCode.NONE:
+            return vouched, None
     size = int.from_bytes(records[8:12], "big") + LOG_OVERHEAD
     batch = records if len(records) == size else records[:size]  # (a trailing partial batch: none)
     outcome = rm.append_records(partition, batch, acks, _limits(snap, topic)[1])
@@ -194,7 +199,41 @@ def handle(
         len(p.records or b"") for t in request.topic_data for p in t.partition_data
     ) > LEGACY_INLINE_BYTES:
         return _answer_off_loop(ctx, request, snap)
-    return _answer(ctx, request, snap, _check_all(snap, request))
+    checks = _check_all(snap, request)
+    unverified = _unverified(ctx, request, checks)
+    if unverified:
+        return _verified_answer(ctx, request, checks, unverified)
+    return _answer(ctx, request, snap, checks)
+
+
+def _unverified(ctx: BrokerContext, request: pr.ProduceRequest, checks: list[Checked]) -> dict[TopicPartitionKey, bytes]:
+    """The partitions led here whose transactional batch would open the producer's transaction
+    there (their records): the coordinator must vouch for them first."""
+    if request.transactional_id is None:
+        return {}
+    out: dict[TopicPartitionKey, bytes] = {}
+    checked = iter(checks)
+    rm = ctx.state.replica_manager
+    for t in request.topic_data:
+        for p in t.partition_data:
+            check, records = next(checked)
+            if not check.transactional or records is None or check.error != ErrorCode.NONE:
+                continue
+            partition, _ = rm.leader_partition_or_error(t.name, p.index)
+            if partition is not None and not _in_transaction(partition, records):
+                out[(t.name, p.index)] = records
+    return out
+
+
+async def _verified_answer(
+    ctx: BrokerContext, request: pr.ProduceRequest, checks: list[Checked], unverified: dict[TopicPartitionKey, bytes],
+) -> pr.ProduceResponse | NoResponse:  # fmt: skip
+    producer_id, epoch = _PRODUCER.unpack_from(next(iter(unverified.values())), 43)
+    verified = await verify_transaction(
+        ctx.state.txn_coordinator, ctx.state.broker_id, request.transactional_id or "", producer_id, epoch, list(unverified)
+    )
+    answer = _answer(ctx, request, ctx.state.cache.snapshot, checks, verified)
+    return await answer if isinstance(answer, asyncio.Future) else answer
 
 
 async def _answer_off_loop(
@@ -207,7 +246,7 @@ async def _answer_off_loop(
 
 def _answer(
     ctx: BrokerContext, request: pr.ProduceRequest, snap: MetadataSnapshot,
-    checks: list[Checked],
+    checks: list[Checked], verified: dict[TopicPartitionKey, ErrorCode] | None = None,
 ) -> pr.ProduceResponse | NoResponse | asyncio.Future[pr.ProduceResponse | NoResponse]:  # fmt: skip
     version: int = request.version
     acks: int = request.acks
@@ -236,7 +275,7 @@ def _answer(
                 elif partitions is None or p.index not in partitions:
                     outcome = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
                 else:
-                    outcome = _append(ctx, snap, acks, t.name, p.index, records, check, version)
+                    outcome = _append(ctx, snap, acks, t.name, p.index, records, check, version, verified)
                 outcomes[(t.name, p.index)] = outcome
     if acks == -1:
         pending = {
