@@ -48,8 +48,10 @@ def install(coordinators: Coordinators) -> None:
     def metadata_applied() -> None:
         for partition in runtime.led_partitions():
             led, _ = runtime.shard_or_error(partition)
-            if led is not None and isinstance(led.consumer_records, ConsumerGroupCoordinator):
-                led.consumer_records.metadata_changed()
+            # (another factory's shards, tests' among them, have no consumer groups)
+            consumer = getattr(led, "consumer_records", None)
+            if isinstance(consumer, ConsumerGroupCoordinator):
+                consumer.metadata_changed()
 
     coordinators.register_group_shards(shard)
     coordinators.metadata_listeners.append(metadata_applied)
