@@ -158,7 +158,7 @@ def coordinator_for(ctx: BrokerContext, group_id: str) -> tuple[ConsumerGroupCoo
     shard = group_shard(ctx, group_id)
     if isinstance(shard, ErrorCode):
         return None, shard
-    consumer = shard.consumer_records
+    consumer = getattr(shard, "consumer_records", None)  # (None: a shard without consumer groups)
     if not isinstance(consumer, ConsumerGroupCoordinator):
         return None, ErrorCode.COORDINATOR_NOT_AVAILABLE
     return consumer, ErrorCode.NONE
