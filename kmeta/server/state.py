@@ -141,6 +141,7 @@ class BrokerState:
 
     def metadata_applied(self, full: bool) -> None:
         """An UpdateMetadata was applied to the cache (``full``: it replaced the whole state)."""
+        self.coordinators.metadata_applied()
         if full and not self.holds_full_metadata:
             self.holds_full_metadata = True
             if self.on_full_metadata is not None:

@@ -56,6 +56,8 @@ class Coordinators:
         )
         self._by_topic = {GROUP_METADATA_TOPIC: self.groups, TRANSACTION_STATE_TOPIC: self.transactions}
         replica_manager.on_high_watermark = self.high_watermark_moved
+        #: called after each applied UpdateMetadata (KIP-848 groups follow their topics)
+        self.metadata_listeners: list[Callable[[], None]] = []
 
     def install(self, modules: tuple[str, ...] | None = None) -> None:
         """Let each of ``modules`` (default: SHARD_MODULES, as it is now) register its shards."""
@@ -71,6 +73,10 @@ class Coordinators:
     def runtime_for(self, key_type: int) -> CoordinatorRuntime[Any] | None:
         """The runtime answering FindCoordinator's ``key_type`` (None: not one Kafka has)."""
         return self.groups if key_type == GROUP else self.transactions if key_type == TRANSACTION else None
+
+    def metadata_applied(self) -> None:
+        for listener in self.metadata_listeners:
+            listener()
 
     def topic_replicas_changed(self, topic: str) -> None:
         runtime = self._by_topic.get(topic)

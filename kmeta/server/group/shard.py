@@ -80,6 +80,9 @@ class GroupCoordinatorShard:
 
     def on_loaded(self) -> None:
         self.groups.on_loaded()
+        on_loaded = getattr(self.consumer_records, "on_loaded", None)
+        if on_loaded is not None:  # (KIP-848 members get their sessions)
+            on_loaded()
         if self.offsets is not None:
             self.offsets.on_loaded()
 
