@@ -8,6 +8,7 @@ from typing import Any
 from kmeta.server.config import BrokerConfig
 from kmeta.server.coordinator.coordinators import Coordinators
 from kmeta.server.coordinator.shard_context import ShardContext
+from kmeta.server.group import offsets_deletion
 from kmeta.server.group.context import GroupConfig
 from kmeta.server.group.offsets_install import offsets_factory
 from kmeta.server.group.shard import GroupCoordinatorShard
@@ -31,3 +32,4 @@ def install(coordinators: Coordinators) -> None:
         return GroupCoordinatorShard(ctx.partition, runtime, config, offsets=offsets)
 
     coordinators.register_group_shards(shard)
+    offsets_deletion.install(coordinators)  # (deleted topics' offsets go)
