@@ -144,3 +144,27 @@ async def test_a_deleted_topics_offsets_before_their_tombstones_show_no_lag() ->
         assert result.exit_code == 0, result.output
         lines = [line.split() for line in result.output.splitlines() if line.startswith("g1")]
         assert lines == [["g1", "ghost", "0", "5", "-", "-", "-", "-", "-"], ["g1", "kept", "0", "4", "-", "-", "-", "-", "-"]]
+
+
+async def test_a_shard_loading_when_the_topic_is_deleted_tombstones_once_loaded() -> None:
+    """The ISR holds broker 2, which never fetches: a commit stays above the high watermark,
+    and re-elected, the shard loads until the ISR shrinks. A deletion told meanwhile is
+    written once the shard is loaded (Kafka's write would fail with
+    COORDINATOR_LOAD_IN_PROGRESS and leave those offsets for ever)."""
+    async with coordinator_broker(isr=(1, 2), register=False, group_shards=True) as h:
+        await push(h, {"doomed": data_topic(1)})
+        index = h.runtime.partition_for("g1")
+        await h.shard(index)
+        record = offset_commit_record("g1", "doomed", 0, 5, -1, "", 1)
+        assert await h.runtime.write(index, [record], timeout_s=0.2) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        await h.lead(index, 2, 2, (2, 1))
+        await h.lead(index, 1, 3, (1, 2))
+        await asyncio.sleep(0.1)
+        assert h.runtime.shard_or_error(index) == (None, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        await push(h, {"doomed": [partition(0, -2, (1,))]})
+        await asyncio.sleep(0.6)  # (the operation is tried again while the shard loads)
+        await h.lead(index, 1, 4, (1,), partition_epoch=1)
+        await h.shard(index)
+        await wait_until(lambda: ("g1", "doomed", 0) in tombstones(h), 10)
+        shard: Any = h.runtime.shard_or_error(index)[0]
+        assert list(offsets_of(shard).offsets.items()) == []
