@@ -157,6 +157,21 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
     show_default=True,
     help="How often the transaction coordinator aborts transactions past their timeout.",
 )
+@click.option(
+    "--transactional-id-expiration-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["transactional_id_expiration_ms"],
+    show_default=True,
+    help="transactional.id.expiration.ms: a transactional id with no transaction open and no "
+    "request for this long is forgotten (its producer id too).",
+)
+@click.option(
+    "--transaction-remove-expired-transaction-cleanup-interval-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["transaction_remove_expired_transaction_cleanup_interval_ms"],
+    show_default=True,
+    help="How often the transaction coordinator removes expired transactional ids.",
+)
 @topic_default_options
 @internal_topic_options
 @group_options
@@ -229,6 +244,10 @@ def broker_command(
             transaction_max_timeout_ms=options.pop("transaction_max_timeout_ms"),
             transaction_abort_timed_out_transaction_cleanup_interval_ms=options.pop(
                 "transaction_abort_timed_out_transaction_cleanup_interval_ms"
+            ),
+            transactional_id_expiration_ms=options.pop("transactional_id_expiration_ms"),
+            transaction_remove_expired_transaction_cleanup_interval_ms=options.pop(
+                "transaction_remove_expired_transaction_cleanup_interval_ms"
             ),
             **topic_default_fields(options),
             **internal_topic_fields(options),

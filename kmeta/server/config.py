@@ -149,6 +149,11 @@ class BrokerConfig:
     #: transaction.abort.timed.out.transaction.cleanup.interval.ms: how often the transaction
     #: coordinator aborts the transactions past their timeout
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    #: transactional.id.expiration.ms: a transactional id idle this long (Empty or its last
+    #: transaction completed) is forgotten by its coordinator (a tombstone in
+    #: __transaction_state), checked every transaction.remove.expired.transaction.cleanup.interval.ms
+    transactional_id_expiration_ms: int = 7 * 24 * 60 * 60 * 1000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     #: offsets.retention.minutes (as milliseconds): a committed offset of a group that is empty
     #: (since it became so) or nobody joined (since the commit) is removed after this long
     offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
@@ -193,6 +198,8 @@ class BrokerConfig:
             raise ValueError("replica_lag_time_max_ms must be positive")
         if self.transaction_max_timeout_ms <= 0 or self.transaction_abort_timed_out_transaction_cleanup_interval_ms <= 0:
             raise ValueError("the transaction timeouts must be positive")
+        if self.transactional_id_expiration_ms <= 0 or self.transaction_remove_expired_transaction_cleanup_interval_ms <= 0:
+            raise ValueError("transactional id expiration and its cleanup interval must be positive")
         if not 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
             raise ValueError("group min session timeout must be positive and at most the max")
         if self.group_max_size < 1 or self.group_initial_rebalance_delay_ms < 0:
