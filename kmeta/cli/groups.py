@@ -4,7 +4,8 @@ refusal to reset or delete a group that has active members.
 
 * ``list``: every group of every broker (``--state``: with its state and type).
 * ``describe --group G``: per partition the committed offset, the log end offset (from the
-  partition's leader), the lag and the member it is assigned to (``-`` when none).
+  partition's leader), the lag and the member it is assigned to (``-`` when none; a deleted
+  topic's partitions, until their offsets' tombstones land, have ``-`` as log end and lag).
 * ``reset-offsets --group G (--topic T[:P,...] ... | --all-topics) --to-earliest |
   --to-latest | --to-offset N | --shift-by N | --to-datetime T`` prints the new offsets; with
   ``--execute`` it commits them (the group must be inactive: no members).
@@ -104,7 +105,9 @@ async def _describe(admin: GroupsAdmin, group_id: str) -> tuple[str, list[tuple[
         for tp in partitions:
             owners[tp] = (member_id, host, client_id)
     tps = sorted(set(committed) | set(owners))
-    leaders = await admin.partitions(sorted({t for t, _ in tps})) if tps else {}
+    # (a topic deleted while its offsets are still committed: no log end, no lag, "-" as
+    # kafka-consumer-groups.sh shows it, until the coordinator's tombstones remove the row)
+    leaders = await admin.partitions(sorted({t for t, _ in tps}), missing_ok=True) if tps else {}
     ends = await admin.list_offsets({tp: leaders.get(tp, -1) for tp in tps}, LATEST)
     rows = []
     for tp in tps:

@@ -218,12 +218,15 @@ class GroupsAdmin:
 
         return await self.retrying(group_id, ask)
 
-    async def partitions(self, topics: Sequence[str] | None) -> dict[TopicPartition, int]:
-        """Each partition of ``topics`` (None: all) with its leader."""
+    async def partitions(self, topics: Sequence[str] | None, *, missing_ok: bool = False) -> dict[TopicPartition, int]:
+        """Each partition of ``topics`` (None: all) with its leader; a topic that does not
+        exist is an error, or left out with ``missing_ok``."""
         response = await self.metadata(topics)
         result: dict[TopicPartition, int] = {}
         for t in response.topics:
             if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                if missing_ok:
+                    continue
                 raise GroupError(f"topic {t.name!r} does not exist")
             result.update(((str(t.name), p.partition_index), p.leader_id) for p in t.partitions)
         return result

@@ -8,6 +8,7 @@ from typing import Any
 from kmeta.server.config import BrokerConfig
 from kmeta.server.coordinator.coordinators import Coordinators
 from kmeta.server.coordinator.shard_context import ShardContext
+from kmeta.server.group import offsets_deletion
 from kmeta.server.group.consumer_coordinator import ConsumerGroupCoordinator
 from kmeta.server.group.consumer_heartbeat import ConsumerGroupConfig
 from kmeta.server.group.context import GroupConfig
@@ -55,3 +56,4 @@ def install(coordinators: Coordinators) -> None:
 
     coordinators.register_group_shards(shard)
     coordinators.metadata_listeners.append(metadata_applied)
+    offsets_deletion.install(coordinators)  # (deleted topics' offsets go)
