@@ -61,7 +61,7 @@ $(JS_CLIENTS)/node_modules/.package-lock.json: $(JS_CLIENTS)/package.json $(JS_C
 # and 306 s, the same CPU (152 s) either way. PYTEST_WORKERS=0: serial.
 PYTEST_WORKERS ?= 2
 pytest: install java-check zookeeper kcat js-clients
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25
 
 test: lint typecheck imports pytest
 

@@ -191,12 +191,19 @@ def _round(cluster: Any, port: int, a: argparse.Namespace, name: str, idempotent
             "broker_cpu_s": round(cpu, 2), "mb_per_broker_cpu_s": round(size / cpu / 1e6, 1)}  # fmt: skip
 
 
+#: what log_append_us builds per mode at most (it holds both modes' batches, four times over
+#: while they are made: 20,000 batches of 512 KiB were 23 GB and met the OOM killer)
+APPEND_BUDGET_BYTES = 32 * 1024 * 1024
+
+
 def log_append_us(a: argparse.Namespace, count: int = 20_000) -> dict[str, float]:
     """The log's own cost in this process, without sockets: CPU microseconds per
-    ``PartitionLog.append_as_leader`` of one batch (memory segments), best of 9 passes each."""
+    ``PartitionLog.append_as_leader`` of one batch (memory segments), best of 9 passes each;
+    at most APPEND_BUDGET_BYTES of batches per mode."""
     from kmeta.log import LogConfig, PartitionLog
     from kmeta.log.stores import MemoryAccount
 
+    count = max(1, min(count, APPEND_BUDGET_BYTES // (a.batch_kb * 1024)))
     records_per_batch = max(1, a.batch_kb * 1024 // a.record_bytes)
     batches = {
         mode: _batches(count * PARTITIONS, records_per_batch, a.record_bytes, mode == "idempotent")[::PARTITIONS]

@@ -366,8 +366,16 @@ def emit_records(req: dict, resp: dict) -> tuple[list[str], list[str], list[str]
     return lines, list(dict.fromkeys(names["req"])), list(dict.fromkeys(names["resp"]))
 
 
+#: specs the project keeps itself, newer than the shared ones (ConsumerGroupHeartbeat v1 from
+#: Kafka 4.0: librdkafka 2.16 refuses a broker that serves only v0)
+KEPT_SPECS = pathlib.Path(__file__).parent / "specs"
+
+
 def pick(spec_dir: pathlib.Path, newer: pathlib.Path | None, name: str) -> pathlib.Path:
-    """The newer/ copy of a spec when there is one (Metadata v13), else the 3.9 one."""
+    """The project's own copy of a spec (tools/specs), else the newer/ one when there is one
+    (Metadata v13), else the 3.9 one."""
+    if (KEPT_SPECS / f"{name}.json").exists():
+        return KEPT_SPECS / f"{name}.json"
     if newer is not None and (newer / f"{name}.json").exists():
         return newer / f"{name}.json"
     return spec_dir / f"{name}.json"

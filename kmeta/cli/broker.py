@@ -14,6 +14,7 @@ from kmeta.cli.daemon_options import daemon_fields, daemon_options, start_loggin
 from kmeta.cli.group_options import group_fields, group_options
 from kmeta.cli.host_port import host_ports
 from kmeta.cli.internal_topic_options import internal_topic_fields, internal_topic_options
+from kmeta.cli.offsets_options import offsets_fields, offsets_options
 from kmeta.cli.security_options import (
     authorizer_fields,
     authorizer_options,
@@ -29,8 +30,6 @@ from kmeta.server.controller_link import controller_link
 from kmeta.server.state_dir import StateDir, StateDirError
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
-#: offsets.retention.minutes: Kafka's 10080 (7 days)
-_DEFAULT_RETENTION_MINUTES = 7 * 24 * 60
 
 
 @click.command("broker", context_settings=daemon_settings("broker"))
@@ -107,6 +106,15 @@ _DEFAULT_RETENTION_MINUTES = 7 * 24 * 60
     "segments are dropped as retention would (their log start offset moves).",
 )
 @click.option(
+    "--producer-id-expiration-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["producer_id_expiration_ms"],
+    show_default=True,
+    help="producer.id.expiration.ms: a producer id with no open transaction that wrote nothing "
+    "to a partition for this long is forgotten there (checked with retention; its next batch "
+    "may then start at any sequence).",
+)
+@click.option(
     "--log-retention-check-interval-ms",
     type=click.IntRange(min=1),
     default=_DEFAULTS["log_retention_check_interval_ms"],
@@ -150,31 +158,24 @@ _DEFAULT_RETENTION_MINUTES = 7 * 24 * 60
     help="How often the transaction coordinator aborts transactions past their timeout.",
 )
 @click.option(
-    "--offsets-retention-minutes",
-    type=click.FloatRange(min=0, min_open=True),
-    default=_DEFAULT_RETENTION_MINUTES,
-    show_default=True,
-    help="offsets.retention.minutes: a committed offset of an empty group (counted from when it "
-    "became empty) or of a standalone consumer (from the commit) is removed after this long. "
-    "Fractions are allowed (0.05 is 3 s).",
-)
-@click.option(
-    "--offsets-retention-check-interval-ms",
+    "--transactional-id-expiration-ms",
     type=click.IntRange(min=1),
-    default=_DEFAULTS["offsets_retention_check_interval_ms"],
+    default=_DEFAULTS["transactional_id_expiration_ms"],
     show_default=True,
-    help="offsets.retention.check.interval.ms: how often each group coordinator removes expired offsets.",
+    help="transactional.id.expiration.ms: a transactional id with no transaction open and no "
+    "request for this long is forgotten (its producer id too).",
 )
 @click.option(
-    "--offset-metadata-max-bytes",
-    type=click.IntRange(min=0),
-    default=_DEFAULTS["offset_metadata_max_bytes"],
+    "--transaction-remove-expired-transaction-cleanup-interval-ms",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS["transaction_remove_expired_transaction_cleanup_interval_ms"],
     show_default=True,
-    help="offset.metadata.max.bytes: longer commit metadata is refused (OFFSET_METADATA_TOO_LARGE).",
+    help="How often the transaction coordinator removes expired transactional ids.",
 )
 @topic_default_options
 @internal_topic_options
 @group_options
+@offsets_options
 @daemon_options
 @limit_options
 @tls_options
@@ -209,9 +210,6 @@ def broker_command(
     log_cleaner_enable: bool,
     log_cleaner_backoff_ms: int,
     replica_lag_time_max_ms: int,
-    offsets_retention_minutes: float,
-    offsets_retention_check_interval_ms: int,
-    offset_metadata_max_bytes: int,
     **options: Any,
 ) -> None:
     """Run a broker until SIGTERM or SIGINT."""
@@ -237,21 +235,24 @@ def broker_command(
             zero_copy=zero_copy,
             log_dir=log_dir,
             log_memory_max_bytes=log_memory_max_bytes,
+            producer_id_expiration_ms=options.pop("producer_id_expiration_ms"),
             log_retention_check_interval_ms=log_retention_check_interval_ms,
             log_cleaner_enable=log_cleaner_enable,
             log_cleaner_backoff_ms=log_cleaner_backoff_ms,
             replica_lag_time_max_ms=replica_lag_time_max_ms,
-            offsets_retention_ms=max(1, round(offsets_retention_minutes * 60_000)),
-            offsets_retention_check_interval_ms=offsets_retention_check_interval_ms,
-            offset_metadata_max_bytes=offset_metadata_max_bytes,
             controller_security_protocol=options.pop("controller_security_protocol").upper(),
             transaction_max_timeout_ms=options.pop("transaction_max_timeout_ms"),
             transaction_abort_timed_out_transaction_cleanup_interval_ms=options.pop(
                 "transaction_abort_timed_out_transaction_cleanup_interval_ms"
             ),
+            transactional_id_expiration_ms=options.pop("transactional_id_expiration_ms"),
+            transaction_remove_expired_transaction_cleanup_interval_ms=options.pop(
+                "transaction_remove_expired_transaction_cleanup_interval_ms"
+            ),
             **topic_default_fields(options),
             **internal_topic_fields(options),
             **group_fields(options),
+            **offsets_fields(options),
             **limit_fields(options),
             **daemon_fields(options),
             **tls_fields(options),

@@ -75,6 +75,8 @@ class ClusterConfig:
     log_memory_max_bytes: int | None = None
     #: each broker's --replica-lag-time-max-ms (None: Kafka's 30 s)
     replica_lag_time_max_ms: int | None = None
+    #: each broker's --producer-id-expiration-ms (None: Kafka's 1 day)
+    producer_id_expiration_ms: int | None = None
     #: each broker's --log-retention-check-interval-ms / --log-cleaner-backoff-ms (None:
     #: Kafka's 300 s / 15 s)
     log_retention_check_interval_ms: int | None = None
@@ -263,6 +265,7 @@ def broker_argv(cfg: ClusterConfig, data_dir: Path, i: int) -> list[str]:
         "--log-dir", str(data_dir / f"broker-{i}" / "logs"),
         *(("--log-memory-max-bytes", str(m)) if (m := cfg.log_memory_max_bytes) else ()),
         *(("--replica-lag-time-max-ms", str(m)) if (m := cfg.replica_lag_time_max_ms) else ()),
+        *(("--producer-id-expiration-ms", str(m)) if (m := cfg.producer_id_expiration_ms) else ()),
         *(("--log-retention-check-interval-ms", str(m))
           if (m := cfg.log_retention_check_interval_ms) else ()),
         *(("--log-cleaner-backoff-ms", str(m)) if (m := cfg.log_cleaner_backoff_ms) else ()),

@@ -4,7 +4,8 @@ refusal to reset or delete a group that has active members.
 
 * ``list``: every group of every broker (``--state``: with its state and type).
 * ``describe --group G``: per partition the committed offset, the log end offset (from the
-  partition's leader), the lag and the member it is assigned to (``-`` when none).
+  partition's leader), the lag and the member it is assigned to (``-`` when none; a deleted
+  topic's partitions, until their offsets' tombstones land, have ``-`` as log end and lag).
 * ``reset-offsets --group G (--topic T[:P,...] ... | --all-topics) --to-earliest |
   --to-latest | --to-offset N | --shift-by N | --to-datetime T`` prints the new offsets; with
   ``--execute`` it commits them (the group must be inactive: no members).
@@ -28,7 +29,6 @@ from kmeta.cli.groups_client import (
     GroupError,
     GroupsAdmin,
     TopicPartition,
-    assignment_partitions,
     error_name,
 )
 from kmeta.net.connection import KafkaConnection
@@ -101,18 +101,20 @@ async def _describe(admin: GroupsAdmin, group_id: str) -> tuple[str, list[tuple[
     group = await admin.describe(group_id)
     committed = await admin.committed(group_id)
     owners: dict[TopicPartition, tuple[str, str, str]] = {}
-    for m in group.members:
-        for tp in assignment_partitions(bytes(m.member_assignment)):
-            owners[tp] = (m.member_id, m.client_host, m.client_id)
+    for member_id, host, client_id, partitions in group.members:
+        for tp in partitions:
+            owners[tp] = (member_id, host, client_id)
     tps = sorted(set(committed) | set(owners))
-    leaders = await admin.partitions(sorted({t for t, _ in tps})) if tps else {}
+    # (a topic deleted while its offsets are still committed: no log end, no lag, "-" as
+    # kafka-consumer-groups.sh shows it, until the coordinator's tombstones remove the row)
+    leaders = await admin.partitions(sorted({t for t, _ in tps}), missing_ok=True) if tps else {}
     ends = await admin.list_offsets({tp: leaders.get(tp, -1) for tp in tps}, LATEST)
     rows = []
     for tp in tps:
         current, end = committed.get(tp), ends.get(tp)
         lag = None if current is None or end is None else max(0, end - current)
         rows.append((group_id, tp[0], tp[1], current, end, lag, *owners.get(tp, (None, None, None))))
-    return group.group_state, rows
+    return group.state, rows
 
 
 def _topic_partitions(spec: str) -> tuple[str, list[int] | None]:
@@ -177,10 +179,10 @@ def reset_offsets_command(
 
     async def body(admin: GroupsAdmin) -> list[tuple[str, str, int, int]]:
         group = await admin.describe(group_id)
-        if execute and group.group_state not in INACTIVE:
+        if execute and group.state not in INACTIVE:
             raise GroupError(
                 f"Assignments can only be reset if the group '{group_id}' is inactive, but the current state is "
-                f"{group.group_state}."
+                f"{group.state}."
             )
         committed = await admin.committed(group_id)
         chosen: dict[TopicPartition, int] = {}

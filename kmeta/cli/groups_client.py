@@ -14,14 +14,16 @@ import asyncio
 import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import click
 
 from kmeta.cli.admin_client import Target, open_connection
 from kmeta.metadata.addresses import Address
-from kmeta.net.connection import KafkaConnection
-from kmeta.protocol.errors import ErrorCode
+from kmeta.net.connection import ConnectionClosedError, KafkaConnection
+from kmeta.protocol.errors import ErrorCode, ProtocolError
+from kmeta.protocol.messages import consumer_group_describe as cgd
 from kmeta.protocol.messages import delete_groups as dg
 from kmeta.protocol.messages import describe_groups as dsg
 from kmeta.protocol.messages import find_coordinator as fc
@@ -37,6 +39,19 @@ TopicPartition = tuple[str, int]
 #: errors after which the coordinator is looked up again
 RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 EARLIEST, LATEST = -2, -1
+
+
+#: DescribeGroups' answer for a group it does not know
+DEAD = "Dead"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """A group as ``kmeta groups`` shows it: its state and each member's (id, host, client
+    id, assigned partitions)."""
+
+    state: str
+    members: list[tuple[str, str, str, list[TopicPartition]]]
 
 
 def error_name(code: int) -> str:
@@ -115,12 +130,45 @@ class GroupsAdmin:
             found.update((g.group_id, g) for g in response.groups)
         return [found[g] for g in sorted(found)]
 
-    async def describe(self, group_id: str) -> dsg.DescribedGroup:
+    async def describe(self, group_id: str) -> GroupView:
+        """DescribeGroups; a group it answers Dead may be a KIP-848 consumer group, which only
+        ConsumerGroupDescribe describes (kafka-consumer-groups.sh asks both likewise)."""
+
         async def ask(conn: KafkaConnection) -> tuple[int, dsg.DescribedGroup]:
             response = await conn.request(dsg.DescribeGroupsRequest(version=5, groups=(group_id,)), self.target.timeout_s)
             return response.groups[0].error_code, response.groups[0]
 
-        return await self.retrying(group_id, ask)
+        group = await self.retrying(group_id, ask)
+        if group.group_state == DEAD:
+            consumer = await self.describe_consumer_group(group_id)
+            if consumer is not None:
+                return consumer
+        members = [(m.member_id, m.client_host, m.client_id, assignment_partitions(bytes(m.member_assignment))) for m in group.members]
+        return GroupView(group.group_state, members)
+
+    async def describe_consumer_group(self, group_id: str) -> GroupView | None:
+        """ConsumerGroupDescribe (KIP-848); None when the group is not one (or the broker does
+        not serve the API)."""
+
+        async def ask(conn: KafkaConnection) -> tuple[int, cgd.DescribedGroup | None]:
+            request = cgd.ConsumerGroupDescribeRequest(version=0, group_ids=(group_id,))
+            group = (await conn.request(request, self.target.timeout_s)).groups[0]
+            if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+                return ErrorCode.NONE, None
+            return group.error_code, group
+
+        try:
+            group = await self.retrying(group_id, ask)
+        except (ProtocolError, ConnectionClosedError):
+            return None  # (a broker without KIP-848)
+        if group is None:
+            return None
+        members = [
+            (m.member_id, m.client_host, m.client_id,
+             [(t.topic_name, p) for t in (m.assignment.topic_partitions if m.assignment else ()) for p in t.partitions])
+            for m in group.members
+        ]  # fmt: skip
+        return GroupView(group.group_state, members)
 
     async def committed(self, group_id: str) -> dict[TopicPartition, int]:
         """The group's committed offsets (OffsetFetch, all topics)."""
@@ -170,12 +218,15 @@ class GroupsAdmin:
 
         return await self.retrying(group_id, ask)
 
-    async def partitions(self, topics: Sequence[str] | None) -> dict[TopicPartition, int]:
-        """Each partition of ``topics`` (None: all) with its leader."""
+    async def partitions(self, topics: Sequence[str] | None, *, missing_ok: bool = False) -> dict[TopicPartition, int]:
+        """Each partition of ``topics`` (None: all) with its leader; a topic that does not
+        exist is an error, or left out with ``missing_ok``."""
         response = await self.metadata(topics)
         result: dict[TopicPartition, int] = {}
         for t in response.topics:
             if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                if missing_ok:
+                    continue
                 raise GroupError(f"topic {t.name!r} does not exist")
             result.update(((str(t.name), p.partition_index), p.leader_id) for p in t.partitions)
         return result

@@ -13,7 +13,8 @@ from kmeta.log.errors import (
     RecordTooLargeError,
 )
 from kmeta.log.log_manager import LogManager
-from kmeta.log.partition_log import EpochEndOffset, FetchDataInfo, LogAppendInfo, PartitionLog
+from kmeta.log.partition_log import FetchDataInfo, LogAppendInfo, PartitionLog
+from kmeta.log.replica_log import EpochEndOffset
 
 __all__ = [
     "CorruptRecordError",

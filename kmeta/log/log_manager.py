@@ -48,6 +48,8 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         #: (directory, why) of each partition load() could not recover
         self.load_errors: list[tuple[str, str]] = []
+        #: (directory, what) recovery ignored in a partition it loaded (a corrupt producer snapshot)
+        self.load_warnings: list[tuple[str, str]] = []
         self.cleaner = LogCleaner()
 
     @property
@@ -98,6 +100,7 @@ class LogManager:
                 except (LogStorageError, OSError) as exc:
                     self.load_errors.append((name, str(exc)))
                     continue
+                self.load_warnings.extend((name, w) for w in self._logs[key].recovery_warnings)
             loaded.append(key)
         return loaded
 

@@ -6,13 +6,14 @@ serialises calls and decides what the high watermark is; this class keeps the in
 ``log_start_offset <= high_watermark <= log_end_offset`` and that whatever raises leaves the
 log as it was. Segments live in memory, or in files under ``<log dir>/<topic>-<partition>/``
 recovered at start (:mod:`kmeta.log.log_loader`); ``local`` (Kafka's ``localLog``) holds
-them, for reading only from outside.
+them, for reading only from outside. The replication side (a follower's appends, truncation,
+the epoch queries) is :class:`~kmeta.log.replica_log.ReplicaLog`'s, what goes from its start
+(DeleteRecords, retention, the memory cap) :class:`~kmeta.log.retention.LogRetention`'s.
 """
 
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from typing import NamedTuple
 
@@ -21,7 +22,6 @@ from kmeta.log.batch import (
     NO_EPOCH,
     header_at,
     last_offset,
-    walk_batches,
 )
 from kmeta.log.config import LogConfig
 from kmeta.log.control import end_txn_marker_batch
@@ -33,17 +33,11 @@ from kmeta.log.errors import (
 from kmeta.log.list_offsets import fetch_offset_by_timestamp
 from kmeta.log.local_log import LocalLog
 from kmeta.log.log_loader import recover
-from kmeta.log.producer_replay import apply_stored, replay
-from kmeta.log.producer_state import BatchMetadata, ProducerStateManager
+from kmeta.log.log_producers import LogProducers
+from kmeta.log.producer_state import BatchMetadata
 from kmeta.log.record_set import check_keys
-from kmeta.log.retention import (
-    Rule,
-    any_segment,
-    below_log_start,
-    over_retention_bytes,
-    over_retention_ms,
-)
-from kmeta.log.segment import LogSegment
+from kmeta.log.replica_log import ReplicaLog
+from kmeta.log.retention import LogRetention
 from kmeta.log.stores import Buffer, MemoryAccount
 from kmeta.log.validator import validate_leader_batch
 from kmeta.protocol.record_batch import BatchHeader
@@ -83,21 +77,18 @@ class FetchDataInfo(NamedTuple):
     fetch_offset: int
 
 
-class EpochEndOffset(NamedTuple):
-    leader_epoch: int  # -1 when unknown
-    end_offset: int  # -1 when unknown
-
-
-class PartitionLog:
+class PartitionLog(ReplicaLog, LogRetention):
     __slots__ = (
         "_epochs",
         "_high_watermark",
         "_log_start_offset",
+        "_producers",
         "config",
         "dir",
         "local",
         "partition",
         "producer_state",
+        "recovery_warnings",
         "topic",
         "topic_id",
     )
@@ -123,14 +114,17 @@ class PartitionLog:
         )
         self._log_start_offset = 0
         self._high_watermark = 0
-        #: idempotent/transactional producers (rebuilt from the batches at recovery)
-        self.producer_state = ProducerStateManager()
-        if self.dir is not None and os.path.isdir(self.dir):
+        #: idempotent/transactional producers and their snapshot files (kmeta.log.log_producers)
+        self._producers = LogProducers(self.dir, self.local.ensure_dir)
+        self.producer_state = self._producers.state
+        #: what recovery ignored (a corrupt snapshot file): the owner logs it
+        self.recovery_warnings: list[str] = []
+        if self.dir is not None and (recovery := self._producers.recovery()) is not None:
             self._log_start_offset, self._high_watermark, found_id = recover(
-                self.dir, self.local, self._epochs, self._recovered_batch
+                self.dir, self.local, self._epochs, recovery.on_batch
             )
             self.topic_id = self.topic_id or found_id
-            self.producer_state.truncate_head(self._log_start_offset)
+            self.recovery_warnings = recovery.finish(self.local.segments, self._log_start_offset)
         else:
             self.local.start_at(0)
 
@@ -184,11 +178,10 @@ class PartitionLog:
         h = v.header
         if self.config.compact:
             check_keys(v.data, h, str(self))
-        if h.producer_id >= 0:  # (the one test a plain producer's batch costs)
-            if coordinator:
-                self.producer_state.check_coordinator_batch(h)
-            elif (duplicate := self.producer_state.check_data_batch(h)) is not None:
-                return LogAppendInfo.duplicate(duplicate, self._log_start_offset)
+        # (h.producer_id: the one test a plain producer's batch costs)
+        duplicate = self._producers.check_leader_batch(h, coordinator) if h.producer_id >= 0 else None
+        if duplicate is not None:
+            return LogAppendInfo.duplicate(duplicate, self._log_start_offset)
         self._store(v.data, v.prefix, [(0, h)], now_ms)
         return LogAppendInfo.of([h], self._log_start_offset, len(v.data), v.log_append_time_ms)
 
@@ -206,28 +199,15 @@ class PartitionLog:
         self._store(data, None, [(0, h)], now_ms)
         return LogAppendInfo.of([h], self._log_start_offset, len(data))
 
-    def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | None:
-        """Append batches as a leader's Fetch returned them (offsets and epochs set): each
-        CRC-checked, the first at the log end, each following the one before; a trailing
-        partial batch is ignored. None when there is no whole batch."""
-        walked = walk_batches(records, self.log_end_offset)
-        if walked.problem is not None:
-            raise walked.problem
-        if not walked.batches:
-            return None
-        data = memoryview(records)[: walked.valid_bytes]
-        self._store(data, None, walked.batches, int(time.time() * 1000))
-        return LogAppendInfo.of(
-            [h for _, h in walked.batches], self._log_start_offset, walked.valid_bytes
-        )
-
     def _store(self, data: Buffer, prefix: bytes | None, batches: Batches, now_ms: int) -> None:
         """Write, then record the epochs the batches start; a failed epoch checkpoint takes
         the write back, so an append is all or nothing. Then the batches with a producer id
         update the producer state (checked before, by the leader's append)."""
         saved = list(self._epochs.entries)
-        config = self.config
+        config, active = self.config, self.local.active
         self.local.append(data, prefix, batches, now_ms, config.segment_bytes, config.segment_ms)
+        if self.local.active is not active:  # (rolled: the state before the new segment)
+            self._producers.take_snapshot(self.local.active.base_offset)
         try:
             for _, h in batches:
                 if h.partition_leader_epoch != NO_EPOCH:
@@ -236,18 +216,10 @@ class PartitionLog:
             self._epochs.entries = saved
             self.local.truncate_to(batches[0][1].base_offset)
             raise
-        for pos, h in batches:
-            if h.producer_id >= 0:
-                apply_stored(self.producer_state, data, pos, h)
+        self._producers.stored(data, batches)
 
-    def _recovered_batch(self, view: memoryview, pos: int, h: BatchHeader) -> None:
-        if h.producer_id >= 0:
-            apply_stored(self.producer_state, view, pos, h)
-
-    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
-        """A new leader's epoch starts at its log end before it appends anything (Kafka's
-        ``Partition.makeLeader``), so OffsetForLeaderEpoch answers right at once."""
-        self._epochs.assign(leader_epoch, start_offset)
+    def _appended(self, batches: list[BatchHeader], size: int) -> LogAppendInfo:
+        return LogAppendInfo.of(batches, self._log_start_offset, size)
 
     def read(
         self, fetch_offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool = True
@@ -274,98 +246,12 @@ class PartitionLog:
             timestamp, self.local, self._epochs, self._log_start_offset
         )
 
-    def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
-        """OffsetForLeaderEpoch (Kafka's ``LeaderEpochFileCache.endOffsetFor``)."""
-        epoch, offset = self._epochs.end_offset_for(leader_epoch, self.log_end_offset)
-        return EpochEndOffset(-1, -1) if offset == -1 else EpochEndOffset(epoch, offset)
-
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: the log start moves up to ``offset`` (at most the high watermark,
-        else OffsetOutOfRangeError), whole segments below it go; returns the log start."""
-        if offset > self._high_watermark:
-            raise OffsetOutOfRangeError(
-                f"Cannot increment the log start offset to {offset} of partition {self} "
-                f"since it is larger than the high watermark {self._high_watermark}"
-            )
-        if offset > self._log_start_offset:
-            self._move_log_start(offset)
-            self._delete_old(below_log_start(self._log_start_offset))
-        return self._log_start_offset
-
     def _move_log_start(self, offset: int) -> None:
         self._checkpoint(checkpoints.LOG_START_FILE, offset)
         self._epochs.truncate_from_start(offset)
         self._log_start_offset = offset
         self._high_watermark = max(self._high_watermark, offset)
         self.producer_state.truncate_head(offset)
-
-    def truncate_to(self, offset: int) -> None:
-        """Follower truncation: the log ends before ``offset`` (a batch is never split); past
-        its end an epoch begun there goes (Kafka's truncateTo). Below the first segment: afresh."""
-        if offset < 0:
-            raise OffsetOutOfRangeError(f"Cannot truncate {self} to a negative offset ({offset})")
-        if offset >= self.log_end_offset:
-            return self._epochs.truncate_from_end(self.log_end_offset)
-        if offset < self.local.segments[0].base_offset:
-            self.truncate_fully_and_start_at(offset)
-            return
-        self.local.truncate_to(offset)
-        end = self.log_end_offset
-        self._epochs.truncate_from_end(end)
-        if end < self._log_start_offset:
-            self._move_log_start(end)
-        self._high_watermark = min(self._high_watermark, end)
-        start = self.producer_state.truncate(end)
-        if start is not None:  # (Kafka's rebuildProducerState, from a snapshot)
-            replay(self.producer_state, self.local.segments, start)
-            if start < 0:
-                self.producer_state.truncate_head(self._log_start_offset)
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Drop every segment; the log is empty and its next offset is ``offset``."""
-        self.local.truncate_fully(offset)
-        self.producer_state.clear()
-        self._epochs.clear()
-        self._move_log_start(offset)
-        self._high_watermark = offset
-
-    def enforce_retention(self, now_ms: int) -> int:
-        """Kafka's ``deleteOldSegments``: segments wholly below the log start, then, when
-        cleanup.policy has ``delete``, the oldest while the log exceeds retention.bytes (never
-        below it), then those whose newest timestamp is older than retention.ms; never past
-        the high watermark. A compact-only log keeps its records whatever their age or size:
-        the cleaner keeps it small. Bytes freed."""
-        freed = self._delete_old(below_log_start(self._log_start_offset))
-        if not self.config.delete:
-            return freed
-        for rules in (over_retention_bytes, over_retention_ms):
-            rule = rules(self.config, self.size_in_bytes, now_ms)
-            if rule is not None:
-                freed += self._delete_old(rule)
-        return freed
-
-    def oldest_deletable_segment(self) -> LogSegment | None:
-        """The segment a memory cap would drop next (the oldest, if retention could); never
-        one of a log whose cleanup.policy lacks ``delete``."""
-        if not self.config.delete:
-            return None
-        deletable = self.local.deletable(any_segment, self._high_watermark)
-        return self.local.segments[0] if deletable else None
-
-    def delete_oldest_segment(self) -> int:
-        """Drop the oldest segment as retention would (the log start moves); bytes freed."""
-        return self._delete_old(any_segment, limit=1)
-
-    def _delete_old(self, rule: Rule, limit: int | None = None) -> int:
-        count = min(self.local.deletable(rule, self._high_watermark), limit or 1 << 62)
-        if count == 0:
-            return 0
-        if count == len(self.local.segments):
-            self.local.roll()  # a log always has an active segment
-        new_start = self.local.segments[count].base_offset
-        if new_start > self._log_start_offset:
-            self._move_log_start(new_start)
-        return self.local.delete_oldest(count)
 
     def _dir_created(self) -> None:
         if self.dir is not None and self.topic_id is not None:
@@ -383,12 +269,15 @@ class PartitionLog:
             self._checkpoint(checkpoints.HIGH_WATERMARK_FILE, self._high_watermark)
 
     def close(self) -> None:
+        """Flush, then a producer snapshot at the log end (a clean restart replays nothing)."""
         try:
             self.flush()
+            self._producers.take_snapshot(self.log_end_offset)
         finally:
             self.local.close()
 
     def delete_files(self) -> None:
         """Close and drop everything this log holds (its directory is the caller's)."""
         self.local.truncate_fully(self.log_end_offset)
+        self._producers.clear()
         self.local.close()

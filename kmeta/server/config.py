@@ -46,6 +46,10 @@ def parse_listeners(text: str) -> tuple[ListenerSpec, ...]:
     return tuple(specs)
 
 
+#: the server assignors kmeta.server.group.assignors provides (Kafka's class names map to them)
+KNOWN_ASSIGNORS = frozenset({"uniform", "range", "UniformAssignor", "RangeAssignor"})
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     broker_id: int
@@ -141,6 +145,12 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
     group_initial_rebalance_delay_ms: int = 3_000
+    #: KIP-848 consumer groups' group.consumer.* settings (Kafka's names and defaults)
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2**31 - 1
+    #: group.consumer.assignors: the server assignors offered, the first the default
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     #: --authorizer acl: Kafka's ACL authorizer (super users, allow-everyone-if-no-acl-found)
     authorizer: AuthorizerConfig = NO_AUTHORIZER
     #: transaction.max.timeout.ms: the longest transaction.timeout.ms a producer may ask for
@@ -149,6 +159,11 @@ class BrokerConfig:
     #: transaction.abort.timed.out.transaction.cleanup.interval.ms: how often the transaction
     #: coordinator aborts the transactions past their timeout
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    #: transactional.id.expiration.ms: a transactional id idle this long (Empty or its last
+    #: transaction completed) is forgotten by its coordinator (a tombstone in
+    #: __transaction_state), checked every transaction.remove.expired.transaction.cleanup.interval.ms
+    transactional_id_expiration_ms: int = 7 * 24 * 60 * 60 * 1000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     #: offsets.retention.minutes (as milliseconds): a committed offset of a group that is empty
     #: (since it became so) or nobody joined (since the commit) is removed after this long
     offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
@@ -193,8 +208,14 @@ class BrokerConfig:
             raise ValueError("replica_lag_time_max_ms must be positive")
         if self.transaction_max_timeout_ms <= 0 or self.transaction_abort_timed_out_transaction_cleanup_interval_ms <= 0:
             raise ValueError("the transaction timeouts must be positive")
+        if self.transactional_id_expiration_ms <= 0 or self.transaction_remove_expired_transaction_cleanup_interval_ms <= 0:
+            raise ValueError("transactional id expiration and its cleanup interval must be positive")
         if not 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
             raise ValueError("group min session timeout must be positive and at most the max")
+        if min(self.group_consumer_session_timeout_ms, self.group_consumer_heartbeat_interval_ms, self.group_consumer_max_size) < 1:
+            raise ValueError("group.consumer.* settings must be positive")
+        if not self.group_consumer_assignors or not set(self.group_consumer_assignors) <= KNOWN_ASSIGNORS:
+            raise ValueError(f"group.consumer.assignors: one or more of {', '.join(sorted(KNOWN_ASSIGNORS))}")
         if self.group_max_size < 1 or self.group_initial_rebalance_delay_ms < 0:
             raise ValueError("group_max_size must be positive, group_initial_rebalance_delay_ms >= 0")
         if self.offsets_retention_ms <= 0 or self.offsets_retention_check_interval_ms <= 0:

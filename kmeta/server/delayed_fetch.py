@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from kmeta.log.errors import LogError
-from kmeta.log.partition_log import EpochEndOffset, PartitionLog
+from kmeta.log.partition_log import PartitionLog
+from kmeta.log.replica_log import EpochEndOffset
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.purgatory import DelayedOperation
 

@@ -46,6 +46,7 @@ from kmeta.server.group.offsets_lag import group_lags
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker
     from kmeta.server.loop_lag import LoopLagProbe
+    from kmeta.server.replica_manager import ReplicaManager
     from kmeta.server.state import BrokerState
 
 
@@ -74,9 +75,36 @@ def broker_status(state: BrokerState, loop_lag: LoopLagProbe | None = None) -> d
     }
 
 
+def under_replicated(rm: ReplicaManager) -> tuple[int, int]:
+    """(led partitions whose ISR is smaller than their replicas, those whose ISR is smaller
+    than their min.insync.replicas): over the partitions made here."""
+    under = under_min = 0
+    configs = rm.cache.snapshot.topic_configs
+    for partition in rm.led_partitions():
+        state = partition.state
+        if state is None:
+            continue
+        under += len(state.isr) < len(state.replicas)
+        try:
+            min_isr = int(configs.get(partition.topic, {}).get("min.insync.replicas", 1))
+        except ValueError:
+            min_isr = 1
+        under_min += len(state.isr) < min_isr
+    return under, under_min
+
+
+def log_totals(rm: ReplicaManager) -> tuple[int, int, int]:
+    """(logs held, their bytes, bytes held in memory): broker-wide."""
+    count = size = 0
+    for plog in rm.log_manager.logs():
+        count += 1
+        size += plog.size_in_bytes
+    return count, size, rm.log_manager.memory_bytes
+
+
 def _replication_status(state: BrokerState) -> dict[str, Any]:
     rm = state.replica_manager
-    under, under_min = rm.under_replicated()
+    under, under_min = under_replicated(rm)
     return {
         "under_replicated_partitions": under,
         "under_min_isr_partitions": under_min,
@@ -127,7 +155,7 @@ class BrokerCollector(Collector):
             ("bytes_out", "Record bytes answered to fetches", rm.bytes_out),
         ):
             yield CounterMetricFamily(f"kmeta_broker_{name}", doc, value=value)
-        logs, size, memory = rm.log_totals()
+        logs, size, memory = log_totals(rm)
         yield _gauge("kmeta_broker_logs", "Partition logs held", logs)
         yield _gauge("kmeta_broker_log_size_bytes", "Bytes of all partition logs", size)
         yield _gauge("kmeta_broker_log_memory_bytes", "Partition log bytes held in memory", memory)
@@ -138,7 +166,7 @@ class BrokerCollector(Collector):
             "kmeta_broker_delayed_produces", "acks=-1 produces waiting in the purgatory",
             rm.delayed_produce.watched(),
         )  # fmt: skip
-        under, under_min = rm.under_replicated()
+        under, under_min = under_replicated(rm)
         yield _gauge("kmeta_broker_under_replicated_partitions", "Led partitions whose ISR is smaller than their replicas", under)
         yield _gauge("kmeta_broker_under_min_isr_partitions", "Led partitions whose ISR is smaller than min.insync.replicas", under_min)
         yield CounterMetricFamily("kmeta_broker_isr_shrinks", "ISR shrinks the controller accepted", value=rm.isr.shrinks)

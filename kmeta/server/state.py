@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from kmeta.metadata.cache import MetadataCache
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.metrics import PlainHistogram
 from kmeta.net.security.authorizer import Authorizer
@@ -139,8 +140,12 @@ class BrokerState:
         self.coordinators.topic_replicas_changed(topic)
         self.replica_manager.stop_replica(topic, partition, delete)
 
-    def metadata_applied(self, full: bool) -> None:
-        """An UpdateMetadata was applied to the cache (``full``: it replaced the whole state)."""
+    def metadata_applied(self, full: bool, deleted: Sequence[TopicPartitionKey] = ()) -> None:
+        """An UpdateMetadata was applied to the cache (``full``: it replaced the whole state;
+        ``deleted``: the partitions it removed, whose committed offsets the groups drop)."""
+        self.coordinators.metadata_applied()
+        if deleted:
+            self.coordinators.partitions_deleted(deleted)
         if full and not self.holds_full_metadata:
             self.holds_full_metadata = True
             if self.on_full_metadata is not None:

@@ -94,9 +94,10 @@ class Cluster:
     applies retention / looks for a log to compact),
     ``offsets_topic_num_partitions`` / ``transaction_state_log_num_partitions`` (the internal
     topics' partitions; Kafka's 50 when None), ``group_initial_rebalance_delay_ms`` (each
-    broker's group.initial.rebalance.delay.ms), ``broker_args`` (more ``kmeta broker`` flags
-    for every broker, e.g. ``("--offsets-retention-minutes", "0.05")``). Each broker keeps its partition logs in its
-    state dir (``<data dir>/broker-<id>/logs``), so a restarted broker keeps its records."""
+    broker's group.initial.rebalance.delay.ms), ``producer_id_expiration_ms`` (each broker's
+    producer.id.expiration.ms; Kafka's 1 day when None), ``broker_args`` (more ``kmeta broker``
+    flags for every broker, e.g. ``("--offsets-retention-minutes", "0.05")``). Each broker keeps
+    its partition logs in its state dir (``<data dir>/broker-<id>/logs``): a restart keeps them."""
 
     def __init__(
         self,
@@ -127,6 +128,7 @@ class Cluster:
         offsets_topic_num_partitions: int | None = None,
         transaction_state_log_num_partitions: int | None = None,
         group_initial_rebalance_delay_ms: int | None = None,
+        producer_id_expiration_ms: int | None = None,
         broker_args: Sequence[str] = (),
     ) -> None:
         if controllers < 1:
@@ -151,7 +153,7 @@ class Cluster:
             offsets_topic_num_partitions=offsets_topic_num_partitions,
             transaction_state_log_num_partitions=transaction_state_log_num_partitions,
             group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
-            broker_args=tuple(broker_args),
+            producer_id_expiration_ms=producer_id_expiration_ms, broker_args=tuple(broker_args),
         )  # fmt: skip
         self._processes = ClusterProcesses(
             base, start_timeout_s=start_timeout_s, keep=keep, parent_dir=parent_dir,

@@ -145,3 +145,20 @@ def test_table_and_assignment_parsing() -> None:
     data = bytes.fromhex("0000" "00000001" "0001" "74" "00000002" "00000000" "00000002" "ffffffff")
     assert assignment_partitions(data) == [("t", 0), ("t", 2)]
     assert assignment_partitions(b"\x00") == []
+
+
+def test_the_broker_offsets_flags_default_to_kafkas() -> None:
+    from kmeta.cli.broker import broker_command
+    from kmeta.cli.offsets_options import offsets_fields
+    from kmeta.server.config import BrokerConfig
+
+    ctx = broker_command.make_context("broker", ["--broker-id", "1", "--listeners", "PLAINTEXT://127.0.0.1:0"])
+    fields = offsets_fields(dict(ctx.params))
+    defaults = {f: BrokerConfig.__dataclass_fields__[f].default for f in fields}
+    assert fields == defaults == {
+        "offsets_retention_ms": 7 * 24 * 3600 * 1000, "offsets_retention_check_interval_ms": 600_000,
+        "offset_metadata_max_bytes": 4096,
+    }  # fmt: skip
+    short = broker_command.make_context("broker", ["--broker-id", "1", "--listeners", "PLAINTEXT://127.0.0.1:0",
+                                                   "--offsets-retention-minutes", "0.05"])  # fmt: skip
+    assert offsets_fields(dict(short.params))["offsets_retention_ms"] == 3_000

@@ -14,7 +14,13 @@ import warnings
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 with warnings.catch_warnings():  # kafka-python uses importlib.resources' legacy API
@@ -148,6 +154,15 @@ def test_admin_clients_list_alter_and_delete_offsets(cluster: Cluster) -> None:
         kp.close()
     groups = admin.list_consumer_groups().result(30)
     assert group in {g.group_id for g in groups.valid}
+    # (a group known by its offsets only: Kafka's "simple" group, Empty, no protocol type)
+    described = admin.describe_consumer_groups([group])[group].result(30)
+    assert (described.state, described.members) == (ConsumerGroupState.EMPTY, [])
+    kp = KafkaAdminClient(**cluster.client_config(kafka_python=True))
+    try:
+        info = kp.describe_groups([group])[group]  # (kafka-python 3: by group id, as dicts)
+        assert (info["group_state"], info["members"], info["error"]) == ("Empty", [], None)
+    finally:
+        kp.close()
     deleted = admin.delete_consumer_groups([group])
     deleted[group].result(30)
     listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)

@@ -60,7 +60,7 @@ def _pushed_with_the_flag(cluster: Cluster) -> str:
     argv = [*controller_argv(cluster.config, _controller_dir(cluster).parent), "--accept-older-store"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # (a controller's start and push: seconds, more under load)
         while any(set(TOPICS) & topics for topics in _served(cluster).values()):
             assert proc.poll() is None, proc.communicate()[1][-2000:]
             assert time.monotonic() < deadline, "the older store was not pushed"

@@ -35,6 +35,8 @@ from kmeta.protocol.messages import find_coordinator as fc
 from kmeta.protocol.messages import init_producer_id as ip
 from kmeta.protocol.messages import list_transactions as lt
 from kmeta.protocol.messages import produce as pr
+from kmeta.server.coordinator.runtime import partition_for
+from kmeta.server.txn.records import decode_key
 from kmeta.testing import Cluster
 
 with warnings.catch_warnings():
@@ -494,3 +496,131 @@ def test_a_secure_cluster_checks_the_transactional_id_and_its_brokers_authentica
             refused.init_transactions(10)
         assert raised.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         assert consume(cluster, "sec", "read_committed") == [b"s0"]
+
+
+def _listed(cluster: Cluster) -> dict[str, int]:
+    """Every transactional id ListTransactions shows on any live broker, with its producer id."""
+    found: dict[str, int] = {}
+    for broker in cluster.broker_ids:
+        answer = ask(cluster, broker, lt.ListTransactionsRequest())
+        assert answer.error_code == ErrorCode.NONE
+        found.update((s.transactional_id, s.producer_id) for s in answer.transaction_states)
+    return found
+
+
+def _records_of(cluster: Cluster, topic: str, partition: int) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record of ``topic``-``partition`` up to its end now."""
+    consumer = Consumer({**cluster.client_config(), "group.id": "unused", "enable.auto.commit": False})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        got: list[tuple[int, bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        while (not got or got[-1][0] < high - 1) and time.monotonic() < deadline:
+            for m in consumer.consume(500, 0.5):
+                assert m.error() is None, m.error()
+                got.append((m.offset(), m.key(), m.value()))
+        return [(k, v) for _, k, v in got]
+    finally:
+        consumer.close()
+
+
+def test_a_transactional_id_idle_past_its_expiration_is_removed_and_starts_afresh() -> None:
+    """transactional.id.expiration.ms (here 3 s, scanned every 0.3 s): an id whose transaction
+    committed and that nobody used since is removed by a tombstone in ``__transaction_state``;
+    ListTransactions no longer shows it; a new producer of that id gets a new producer id."""
+    args = ("--transactional-id-expiration-ms", "3000", "--transaction-remove-expired-transaction-cleanup-interval-ms", "300")
+    with Cluster(3, transaction_state_log_num_partitions=TXN_PARTITIONS, broker_args=args) as cluster:
+        cluster.create_topic("ex", 1, 3, configs={"min.insync.replicas": "2"})
+        p = producer(cluster, "exp-1")
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("ex", b"kept", partition=0)
+        p.commit_transaction(30)
+        old_pid = describe(cluster, "exp-1").producer_id
+        assert _listed(cluster).get("exp-1") == old_pid
+        deadline = time.monotonic() + 30
+        while "exp-1" in _listed(cluster):
+            assert time.monotonic() < deadline, "exp-1 was not removed"
+            time.sleep(0.2)
+        coordinator = coordinator_of(cluster, "exp-1")
+        [state] = ask(cluster, coordinator, dt.DescribeTransactionsRequest(transactional_ids=("exp-1",))).transaction_states
+        assert state.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        index = partition_for("exp-1", TXN_PARTITIONS)
+        records = [(decode_key(k), v) for k, v in _records_of(cluster, "__transaction_state", index) if k is not None]
+        mine = [v for t, v in records if t == "exp-1"]
+        assert len(mine) >= 2  # (its states, then the tombstone)
+        assert mine[-1] is None
+        assert None not in mine[:-1]
+        # a new producer of the id starts afresh: a new producer id at epoch 0, and it works
+        again = producer(cluster, "exp-1")
+        again.init_transactions(30)
+        again.begin_transaction()
+        again.produce("ex", b"new", partition=0)
+        again.commit_transaction(30)
+        state = describe(cluster, "exp-1")
+        assert state.producer_id != old_pid
+        assert state.producer_epoch == 0
+        assert consume(cluster, "ex", "read_committed") == [b"kept", b"new"]
+        # the old producer's epoch is fenced by the new one: its next transaction fails
+        p.begin_transaction()
+        p.produce("ex", b"stale", partition=0)
+        with pytest.raises(KafkaException):
+            p.commit_transaction(30)
+        assert consume(cluster, "ex", "read_committed") == [b"kept", b"new"]
+
+
+_RETRIABLE_INIT = {
+    ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.CONCURRENT_TRANSACTIONS,
+}  # fmt: skip
+
+
+def _init(cluster: Cluster, txn_id: str, held: tuple[int, int] = (-1, -1), timeout_s: float = 60.0) -> Any:
+    """InitProducerId v4 from ``txn_id``'s coordinator, retried as a client retries (the
+    coordinator moving, loading); the first other answer."""
+    deadline = time.monotonic() + timeout_s
+    request = ip.InitProducerIdRequest(
+        version=4, transactional_id=txn_id, transaction_timeout_ms=60_000, producer_id=held[0], producer_epoch=held[1]
+    )
+    while True:
+        try:
+            answer = ask(cluster, coordinator_of(cluster, txn_id), request)
+        except OSError:
+            answer = None
+        if answer is not None and answer.error_code not in _RETRIABLE_INIT:
+            return answer
+        assert time.monotonic() < deadline, f"InitProducerId of {txn_id}: {answer}"
+        time.sleep(0.2)
+
+
+def test_a_retried_epoch_bump_across_a_coordinator_kill_is_answered_as_kafka_answers_it() -> None:
+    """KIP-360: a producer naming its id and epoch gets the epoch bumped; a retry (the answer
+    lost) naming the same epoch again gets the same bump back, from the coordinator's memory
+    (the epoch before the bump). Kafka 3.9 does not write that epoch, nor the previous producer
+    id, to ``__transaction_state`` (TransactionLogValue v0, or v1 with no tagged fields once
+    transaction.version >= 1; its reader sets both to -1), so after the coordinator's broker
+    is killed -9 the new coordinator knows only the current id and epoch: the retry is
+    PRODUCER_FENCED (as Kafka's), the producer id and bumped epoch survive, and the producer
+    naming them goes on."""
+    with Cluster(3, transaction_state_log_num_partitions=TXN_PARTITIONS) as cluster:
+        first = _init(cluster, "retry-1")
+        assert (first.error_code, first.producer_epoch) == (ErrorCode.NONE, 0)
+        pid = first.producer_id
+        bumped = _init(cluster, "retry-1", (pid, 0))
+        assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (ErrorCode.NONE, pid, 1)
+        retry = _init(cluster, "retry-1", (pid, 0))  # (the same coordinator: from its memory)
+        assert (retry.error_code, retry.producer_id, retry.producer_epoch) == (ErrorCode.NONE, pid, 1)
+        old = coordinator_of(cluster, "retry-1")
+        cluster.kill_broker(old)
+        deadline = time.monotonic() + 60
+        while coordinator_of(cluster, "retry-1") == old:
+            assert time.monotonic() < deadline, "the coordinator did not move"
+            time.sleep(0.2)
+        assert _init(cluster, "retry-1", (pid, 0)).error_code == ErrorCode.PRODUCER_FENCED
+        state = describe(cluster, "retry-1")
+        assert (state.transaction_state, state.producer_id, state.producer_epoch) == ("Empty", pid, 1)
+        after = _init(cluster, "retry-1", (pid, 1))
+        assert (after.error_code, after.producer_id, after.producer_epoch) == (ErrorCode.NONE, pid, 2)
+        again = _init(cluster, "retry-1", (pid, 1))  # (the new coordinator answers its own retry)
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (ErrorCode.NONE, pid, 2)

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from kmeta.protocol.errors import FrameTooLargeError, ProtocolError
-from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameSplitter, frame
+from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE, GATHER_FROM, FrameSplitter, frame
 
 PAYLOADS = [b"", b"a", b"hello world", bytes(range(256)) * 3]
 
@@ -86,3 +86,45 @@ def test_default_max_is_100_mib() -> None:
 
 def test_frame_too_large_is_a_protocol_error() -> None:
     assert issubclass(FrameTooLargeError, ProtocolError)
+
+
+def _reads(stream: bytes, step: int) -> list[bytes]:
+    return [stream[i : i + step] for i in range(0, len(stream), step)]
+
+
+@pytest.mark.parametrize("step", [1000, GATHER_FROM - 1, GATHER_FROM + 7, 256 * 1024, 3 << 20])
+def test_large_frames_gathered_across_reads_with_small_ones_between(step: int) -> None:
+    large = [bytes([i]) * (GATHER_FROM + i * 40_000) for i in range(1, 5)]
+    payloads = [b"a", large[0], large[1], b"", b"bc", large[2], b"d" * 300, large[3], b"e"]
+    stream = b"".join(frame(p) for p in payloads)
+    splitter = FrameSplitter()
+    out: list[bytes] = []
+    for piece in _reads(stream, step):
+        out += splitter.feed(piece)
+        assert all(type(f) is bytes for f in out)
+    assert out == payloads
+    assert splitter.buffered == 0
+
+
+def test_a_gathered_frame_counts_what_it_holds_and_keeps_no_reused_buffer() -> None:
+    payload = bytes(range(256)) * (GATHER_FROM // 256 + 10)
+    stream = frame(payload) + frame(b"next")
+    splitter = FrameSplitter()
+    reused = bytearray(stream[:1000])
+    assert splitter.feed(reused) == []
+    assert splitter.buffered == 1000
+    reused[:] = b"\xff" * 1000  # the caller's buffer, rewritten after feed returned
+    middle = memoryview(bytearray(stream[1000:-20]))
+    assert splitter.feed(middle) == []
+    assert splitter.buffered == len(stream) - 20
+    middle[:] = b"\xfe" * len(middle)
+    assert splitter.feed(stream[-20:]) == [payload, b"next"]
+    assert splitter.buffered == 0
+
+
+def test_a_large_frame_too_long_is_refused_on_its_prefix() -> None:
+    splitter = FrameSplitter(max_frame_size=GATHER_FROM)
+    with pytest.raises(FrameTooLargeError):
+        splitter.feed(struct.pack(">i", GATHER_FROM + 1) + b"x" * 100)
+    assert splitter.feed(frame(b"x" * 1000)[:500]) == []
+    assert splitter.buffered == 500

@@ -1,0 +1,2 @@
+"""The group coordinator: classic and KIP-848 consumer groups and their offsets, as records in
+__consumer_offsets (Kafka's group-coordinator)."""

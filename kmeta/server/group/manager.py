@@ -101,6 +101,10 @@ class GroupMetadataManager:
         return ErrorCode.NONE
 
     def delete_records(self, group_id: str) -> list[Record]:
+        group = self.ctx.groups.get(group_id)
+        tombstones = getattr(group, "tombstones", None)
+        if tombstones is not None:  # a KIP-848 consumer group: its own records
+            return list(tombstones())
         return [(group_metadata_key(group_id), None)]
 
     def begin_delete(self, group_id: str) -> ErrorCode:

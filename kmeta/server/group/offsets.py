@@ -223,12 +223,15 @@ class OffsetMetadataManager:
             if self.has_committed_offset(group_id, topic, p) or self.has_pending_transactional_offsets(group_id, topic, p)
         ]
 
-    def on_partitions_deleted(self, partitions: Iterable[tuple[str, int]]) -> list[Record]:
-        """Tombstones for the offsets (committed or pending) of deleted topic partitions."""
+    def on_partitions_deleted(self, partitions: Iterable[tuple[str, int]], before: int | None = None) -> list[Record]:
+        """Tombstones for the offsets (committed or pending) of deleted topic partitions, in
+        every group (Kafka's ``onPartitionsDeleted``). ``before``: only offsets whose record
+        is below that offset of ``__consumer_offsets`` (those written before the deletion was
+        learned: a commit to a topic re-created since under the same name stays)."""
         gone = set(partitions)
         records: dict[Record, None] = {}
         for store in (self.offsets, *self.pending_transactional_offsets.values()):
-            for group, topic, partition, _ in store.items():
-                if (topic, partition) in gone:
+            for group, topic, partition, offset in store.items():
+                if (topic, partition) in gone and (before is None or offset.record_offset < before):
                     records[offset_commit_tombstone(group, topic, partition)] = None
         return list(records)

@@ -19,6 +19,7 @@ from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.coordinator.runtime import CoordinatorRuntime
+from kmeta.server.group.classic import GroupState
 from kmeta.server.group.offset_records import Record
 from kmeta.server.group.offsets_groups import OffsetsGroup, offsets_group
 from kmeta.server.group.offsets_requests import (
@@ -100,6 +101,7 @@ async def commit_offsets(
     validate: Callable[[OffsetsGroup], ErrorCode],
     *,
     retention_time_ms: int = DEFAULT_RETENTION_TIME,
+    member_id: str = "",
     producer_id: int = -1,
     producer_epoch: int = -1,
 ) -> dict[tuple[str, int], ErrorCode]:
@@ -114,6 +116,8 @@ async def commit_offsets(
         error = validate(offsets_group(shard, group_id))
         if error is not ErrorCode.NONE:
             return [], dict.fromkeys(every, error)
+        if producer_id < 0 and member_id:
+            keep_session(shard, group_id, member_id)
         errors, records = commit_offset_records(
             group_id, accepted, now_ms(), retention_time_ms=retention_time_ms, metadata_max_bytes=max_bytes
         )
@@ -126,6 +130,17 @@ async def commit_offsets(
     if errors is None or error is not ErrorCode.NONE:
         return dict.fromkeys(every, error)
     return errors
+
+
+def keep_session(shard: GroupCoordinatorShard, group_id: str, member_id: str) -> None:
+    """A classic member's commit counts as a heartbeat while its group is Stable or
+    PreparingRebalance (Kafka's ``rescheduleClassicGroupMemberHeartbeat`` on commit)."""
+    group = shard.groups.classic_group(group_id)
+    if group is None or group.state not in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+        return
+    member = group.members.get(member_id)
+    if member is not None:
+        shard.groups.rebalancer.schedule_heartbeat(group, member_id, member.session_timeout_ms)
 
 
 def now_ms() -> int:

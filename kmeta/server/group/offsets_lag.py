@@ -12,6 +12,8 @@ follower's high watermark trails the leader's), so lag is never overstated. A pa
 broker holds no replica of has no series: it is counted in
 ``kmeta_broker_group_lag_unknown_partitions`` (with replication factor = brokers, as
 ``__consumer_offsets`` defaults to, every broker holds every partition of small clusters).
+A partition the metadata no longer has (its topic deleted: the coordinator is writing the
+tombstones of its offsets) has neither: its lag means nothing any more.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def group_lags(state: BrokerState) -> tuple[list[GroupLag], int]:
     had no local replica to read the log end from."""
     runtime = groups_runtime_of(state)
     rm = state.replica_manager
+    snap = state.cache.snapshot
     lags: list[GroupLag] = []
     unknown = 0
     for index in runtime.led_partitions():
@@ -48,6 +51,8 @@ def group_lags(state: BrokerState) -> tuple[list[GroupLag], int]:
         if shard is None:
             continue
         for group, topic, partition, offset in offsets_of(shard).offsets.items():
+            if snap.partition(topic, partition) is None:
+                continue  # (deleted: see the module docstring)
             replica, _ = rm.get_partition_or_error(topic, partition)
             if replica is None:
                 unknown += 1

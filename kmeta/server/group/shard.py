@@ -12,7 +12,7 @@ as a newer broker's record would be by Kafka's loader only if ignorable: it is l
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from kmeta.protocol.errors import ErrorCode
@@ -36,6 +36,8 @@ class OffsetsReplayer(Protocol):
     def delete_all_offsets(self, group_id: str) -> list[Record]: ...
 
     def has_offsets(self, group_id: str) -> bool: ...
+
+    def on_partitions_deleted(self, partitions: Iterable[tuple[str, int]], before: int | None = None) -> list[Record]: ...
 
     def on_loaded(self) -> None: ...  # (the offsets' retention check starts)
 
@@ -80,6 +82,9 @@ class GroupCoordinatorShard:
 
     def on_loaded(self) -> None:
         self.groups.on_loaded()
+        on_loaded = getattr(self.consumer_records, "on_loaded", None)
+        if on_loaded is not None:  # (KIP-848 members get their sessions)
+            on_loaded()
         if self.offsets is not None:
             self.offsets.on_loaded()
 
@@ -94,3 +99,8 @@ class GroupCoordinatorShard:
             return [], error
         records = [] if self.offsets is None else list(self.offsets.delete_all_offsets(group_id))
         return records + self.groups.delete_records(group_id), ErrorCode.NONE
+
+    def on_partitions_deleted(self, partitions: Iterable[tuple[str, int]], before: int | None = None) -> list[Record]:
+        """Topics were deleted: tombstones for their offsets in every group of this shard
+        (Kafka's ``GroupCoordinatorShard.onPartitionsDeleted``), run as one write operation."""
+        return [] if self.offsets is None else self.offsets.on_partitions_deleted(partitions, before)

@@ -48,6 +48,8 @@ HANDLER_MODULES: tuple[str, ...] = (
     "init_producer_id",
     "write_txn_markers",
     "describe_producers",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
     "join_group",
     "sync_group",
     "heartbeat",

@@ -66,7 +66,10 @@ async def handle(ctx: BrokerContext, request: oc.OffsetCommitRequest) -> oc.Offs
                 for name, parts in split.accepted
             ]  # fmt: skip
             errors.update(
-                await commit_offsets(ctx, request.group_id, accepted, validate, retention_time_ms=request.retention_time_ms)
+                await commit_offsets(
+                    ctx, request.group_id, accepted, validate, retention_time_ms=request.retention_time_ms,
+                    member_id=request.member_id,
+                )
             )
     return oc.OffsetCommitResponse(
         version=request.version,
@@ -78,4 +81,4 @@ async def handle(ctx: BrokerContext, request: oc.OffsetCommitRequest) -> oc.Offs
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(oc.API, handle)
+    registry.register(oc.API, handle, on_control=False)

@@ -76,4 +76,4 @@ async def handle(ctx: BrokerContext, request: od.OffsetDeleteRequest) -> od.Offs
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(od.API, handle)
+    registry.register(od.API, handle, on_control=False)

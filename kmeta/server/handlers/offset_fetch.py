@@ -138,4 +138,4 @@ async def _group(
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(of.API, handle)
+    registry.register(of.API, handle, on_control=False)

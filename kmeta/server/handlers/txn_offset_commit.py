@@ -91,4 +91,4 @@ async def handle(ctx: BrokerContext, request: tc.TxnOffsetCommitRequest) -> tc.T
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(tc.API, handle)
+    registry.register(tc.API, handle, on_control=False)

@@ -43,6 +43,7 @@ from collections.abc import Generator
 from typing import TypeAlias
 
 from kmeta.metadata.cache import FULL_UPDATE
+from kmeta.metadata.model import TopicPartition
 from kmeta.metadata.update import NOT_SENT
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.authorizer import AclSet
@@ -115,13 +116,13 @@ def _apply(
                 yield
                 deadline = time.monotonic() + STEP_S
         rest = request.rest(end)
-        update.finish(ctx.header.correlation_id, rest)
+        deleted = update.finish(ctx.header.correlation_id, rest)
         names, partitions = update.topic_names, update.partitions
-        _applied(state, rest, start)
+        _applied(state, rest, start, deleted)
     else:
-        state.cache.update_metadata(ctx.header.correlation_id, request)
+        deleted = state.cache.update_metadata(ctx.header.correlation_id, request)
         names, partitions = topic_names(request), len(partition_states(request))
-        _applied(state, request, start)
+        _applied(state, request, start, deleted)
     log_apply(
         ctx,
         request,
@@ -134,13 +135,14 @@ def _apply(
     return UpdateMetadataResponse(version=request.version, error_code=error)
 
 
-def _applied(state: BrokerState, request: um.UpdateMetadataRequest, start: float) -> None:
-    """What follows an applied update: ACLs, credentials, the apply metric, the full flag."""
+def _applied(state: BrokerState, request: um.UpdateMetadataRequest, start: float, deleted: list[TopicPartition]) -> None:
+    """What follows an applied update: ACLs, credentials, the apply metric, the full flag,
+    the deleted partitions' committed offsets (Kafka's ``groupCoordinator.onPartitionsDeleted``)."""
     if request.kmeta_acls is not None and state.authorizer is not None:
         state.authorizer.replace(AclSet(AclBinding(*acl) for acl in request.kmeta_acls))
     state.apply_credentials(request.kmeta_scram_credentials)
     state.update_apply.observe(time.monotonic() - start)
-    state.metadata_applied(request.version >= 8 and request.type == FULL_UPDATE)
+    state.metadata_applied(request.version >= 8 and request.type == FULL_UPDATE, deleted)
 
 
 def handle(

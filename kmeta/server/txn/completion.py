@@ -4,7 +4,13 @@ appends and ``TransactionMarkerChannelManager``): a prepared transition written 
 CompleteCommit / CompleteAbort, what a newly loaded shard finds prepared completed, and the
 scan aborting transactions past their timeout (every
 transaction.abort.timed.out.transaction.cleanup.interval.ms, with the producer's epoch bumped,
-so its producer is fenced in every partition the abort's markers reach).
+so its producer is fenced in every partition the abort's markers reach), and the scan removing
+the transactional ids idle past transactional.id.expiration.ms (every
+transaction.remove.expired.transaction.cleanup.interval.ms; Kafka's
+``removeExpiredTransactionalIds``): an id in Empty, CompleteCommit or CompleteAbort whose last
+update is that old is prepared Dead (so a request meanwhile meets CONCURRENT_TRANSACTIONS) and a
+tombstone is written for it; the tombstone's replay removes it from memory, and the next
+InitProducerId naming it starts afresh with a new producer id. Dead itself is never written.
 """
 
 from __future__ import annotations
@@ -28,6 +34,13 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 #: retry.backoff for a CompleteX record whose write failed while this broker still leads
 _COMPLETE_RETRY_S = 0.2
 _TIMEOUT_SCAN = "txn-abort-timed-out"
+_EXPIRE_SCAN = "txn-remove-expired"
+#: the record bytes of one batch of tombstones (Kafka fills a batch up to the topic's
+#: max.message.bytes, 1 MiB by default, then starts another): half of that, overhead included
+_TOMBSTONE_BATCH_BYTES = 512 * 1024
+_TOMBSTONE_OVERHEAD = 32
+#: the states an id may expire in (``TransactionState.isExpirationAllowed``)
+_EXPIRABLE = frozenset({TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT})
 
 
 TxnRuntime = CoordinatorRuntime[TransactionStateShard]
@@ -39,12 +52,18 @@ class TxnConfig:
     max_timeout_ms: int = 900_000
     #: transaction.abort.timed.out.transaction.cleanup.interval.ms
     abort_timed_out_interval_ms: int = 10_000
+    #: transactional.id.expiration.ms
+    transactional_id_expiration_ms: int = 7 * 24 * 60 * 60 * 1000
+    #: transaction.remove.expired.transaction.cleanup.interval.ms
+    remove_expired_interval_ms: int = 3_600_000
 
     @classmethod
     def of(cls, config: BrokerConfig) -> TxnConfig:
         return cls(
             config.transaction_max_timeout_ms,
             config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            config.transactional_id_expiration_ms,
+            config.transaction_remove_expired_transaction_cleanup_interval_ms,
         )
 
 
@@ -110,6 +129,7 @@ class TransactionCompletion:
             if metadata.state in PREPARED:
                 self.complete_later(shard.partition, shard, metadata)
         self._schedule_scan(shard)
+        self._schedule_expiration(shard)
 
     def _schedule_scan(self, shard: TransactionStateShard) -> None:
         interval_s = self.config.abort_timed_out_interval_ms / 1000
@@ -138,3 +158,62 @@ class TransactionCompletion:
                 error = await self.prepare_end(shard.partition, shard, metadata, transit)
                 if error != ErrorCode.NONE:
                     log.info("%s: timeout abort not written: %s", metadata.transactional_id, error.name)
+
+    # -- transactional.id.expiration.ms ------------------------------------------------------
+    def _schedule_expiration(self, shard: TransactionStateShard) -> None:
+        interval_s = self.config.remove_expired_interval_ms / 1000
+
+        async def scan() -> None:
+            if not self.owns(shard.partition, shard):
+                return
+            await self.remove_expired(shard)
+            self._schedule_expiration(shard)
+
+        self.runtime.schedule(shard.partition, _EXPIRE_SCAN, interval_s, scan)
+
+    def expired(self, shard: TransactionStateShard, now: int) -> list[TransactionMetadata]:
+        """The ids of ``shard`` idle past transactional.id.expiration.ms (``shouldExpire``),
+        none of them with a transition being written."""
+        oldest = now - self.config.transactional_id_expiration_ms
+        return [
+            m for m in shard.transactions.values()
+            if m.state in _EXPIRABLE and not m.pending_transition_in_progress
+            and m.txn_last_update_timestamp_ms <= oldest
+        ]  # fmt: skip
+
+    async def remove_expired(self, shard: TransactionStateShard) -> int:
+        """Prepare every expired id Dead and write its tombstone, in batches; the ids whose
+        tombstone is written are gone (the replay removed them), the others are as they were
+        (their Dead dropped: the next scan tries again). How many were removed."""
+        now = now_ms()
+        batch: list[tuple[TransactionMetadata, TxnTransit]] = []
+        size = 0
+        removed = 0
+        for metadata in self.expired(shard, now):
+            if batch and size + len(metadata.transactional_id) + _TOMBSTONE_OVERHEAD > _TOMBSTONE_BATCH_BYTES:
+                removed += await self._write_tombstones(shard, batch)
+                batch, size = [], 0
+            if metadata.pending_transition_in_progress or not self.owns(shard.partition, shard):
+                continue  # (a request came first while an earlier batch was written)
+            batch.append((metadata, metadata.prepare_dead(now)))
+            size += len(metadata.transactional_id) + _TOMBSTONE_OVERHEAD
+        if batch:
+            removed += await self._write_tombstones(shard, batch)
+        return removed
+
+    async def _write_tombstones(
+        self, shard: TransactionStateShard, batch: list[tuple[TransactionMetadata, TxnTransit]]
+    ) -> int:
+        records = [(encode_key(m.transactional_id), None) for m, _ in batch]
+        error = await self.runtime.write(shard.partition, records)
+        if error != ErrorCode.NONE:
+            log.warning("__transaction_state-%d: %d expired transactional ids not removed: %s",
+                        shard.partition, len(batch), error.name)  # fmt: skip
+            for metadata, transit in batch:
+                if metadata.pending is transit:
+                    metadata.abort_transition()
+            return 0
+        for metadata, _ in batch:
+            log.info("%s: expired (idle past %d ms), removed", metadata.transactional_id,
+                     self.config.transactional_id_expiration_ms)  # fmt: skip
+        return len(batch)

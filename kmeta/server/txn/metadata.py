@@ -276,8 +276,9 @@ class TransactionMetadata:
 
     def complete_transition(self, t: TxnTransit) -> None:
         """The record ``t`` was written (or read while loading): it is the state now. The
-        record (version 0) carries neither the last epoch nor the previous producer id: when it
-        is the pending transition's, that one's (with both) is applied."""
+        record (version 0, as Kafka 3.9's) carries neither the last epoch nor the previous
+        producer id: when it is the pending transition's, that one's (with both) is applied;
+        read while loading, both are -1 (Kafka's ``readTxnRecordValue``)."""
         pending = self.pending
         if pending is not None and replace(
             pending, last_producer_epoch=t.last_producer_epoch, previous_producer_id=t.previous_producer_id

@@ -6,11 +6,18 @@ Both are "data" messages declared with the schema DSL, each written behind an in
 (Kafka's ``TransactionLog.keyToBytes`` / ``valueToBytes``):
 
 * key, version 0: ``TransactionalId`` (string).
-* value, version 0 (what Kafka writes for clients of transaction version 1, as all of ours):
-  ProducerId, ProducerEpoch, TransactionTimeoutMs, TransactionStatus (int8, the state's id),
-  TransactionPartitions (nullable; null in Empty), TransactionLastUpdateTimestampMs,
-  TransactionStartTimestampMs. Version 1 is flexible and adds tagged PreviousProducerId (0),
-  NextProducerId (1) and ClientTransactionVersion (2); both versions are read.
+* value, version 0: ProducerId, ProducerEpoch, TransactionTimeoutMs, TransactionStatus (int8,
+  the state's id), TransactionPartitions (nullable; null in Empty),
+  TransactionLastUpdateTimestampMs, TransactionStartTimestampMs. Kafka 3.9 writes version 0
+  while the finalized ``transaction.version`` feature is 0 (its default; kmeta finalizes no
+  such feature, so it writes version 0 always), else version 1, which in 3.9 is the same fields
+  flexible, with no tagged field. Kafka 4.0 declares tagged PreviousProducerId (0),
+  NextProducerId (1) and ClientTransactionVersion (2) in version 1 (and writes version 1 for
+  transaction version 2 clients only); both versions and those tags are read here.
+* Neither version carries the epoch before the last InitProducerId bump (KIP-360's
+  ``lastProducerEpoch``), and Kafka 3.9's reader sets it and the previous producer id to -1: a
+  retried bump is answered from memory by the coordinator that made it, and a new coordinator
+  fences it (PRODUCER_FENCED), as Kafka's does.
 
 A value is None for a tombstone (an expired transactional id). Bytes that do not decode raise
 :class:`~kmeta.protocol.errors.CorruptMessageError`; a key of a version Kafka does not define is

@@ -1,0 +1,82 @@
+"""The replica manager's appends (Kafka's ``ReplicaManager.appendRecords`` as the leader does
+it), a part of :class:`~kmeta.server.replica_manager.ReplicaManager` of their own.
+
+A batch goes onto the leader's log only while this broker leads the partition (else
+NOT_LEADER_OR_FOLLOWER) and, for acks=-1, while the ISR is at least min.insync.replicas (else
+NOT_ENOUGH_REPLICAS); the log's own refusals (:class:`~kmeta.log.errors.LogError`) become
+their error codes. After an append the high watermark may move (a single-replica ISR), which
+wakes what waits on it; else followers long-polling at the old log end are woken to read it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, TypeAlias
+
+from kmeta.log.errors import LogError
+from kmeta.log.partition_log import LogAppendInfo
+from kmeta.protocol.errors import ErrorCode
+from kmeta.server.partition import Partition
+from kmeta.server.replica_states import LEADER, ReplicaState
+
+if TYPE_CHECKING:  # (it imports this module)
+    from kmeta.server.replica_manager import ReplicaManager
+
+#: the internal topics, written by their coordinators only (clients may not produce to them)
+COORDINATOR_TOPICS = frozenset(("__consumer_offsets", "__transaction_state"))
+
+#: an append's outcome: the log's answer, or the error (and its message)
+AppendResult: TypeAlias = LogAppendInfo | tuple[ErrorCode, str | None]
+
+
+def append_records(
+    rm: ReplicaManager, partition: Partition, records: bytes, acks: int, min_insync_replicas: int,
+    coordinator: bool | None = None,
+) -> AppendResult:  # fmt: skip
+    """``Partition.appendRecordsToLeader``: one checked batch onto the leader's log.
+    ``coordinator`` (Kafka's AppendOrigin.COORDINATOR: no sequence checks, no duplicates)
+    defaults to whether the topic is an internal one, which only coordinators write."""
+    state = partition.state
+    if state is None or state.role != LEADER:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+    if acks == -1 and len(state.isr) < min_insync_replicas:
+        return ErrorCode.NOT_ENOUGH_REPLICAS, None
+    partition.refresh_config(rm.cache.snapshot.topic_configs.get(partition.topic))
+    try:
+        if coordinator is None:
+            coordinator = partition.topic in COORDINATOR_TOPICS
+        info = partition.log.append_as_leader(
+            records, state.leader_epoch, int(time.time() * 1000), coordinator=coordinator
+        )
+    except LogError as exc:
+        return exc.error, str(exc) or None
+    return _appended(rm, partition, state, info)
+
+
+def append_txn_marker(
+    rm: ReplicaManager, partition: Partition, producer_id: int, producer_epoch: int,
+    coordinator_epoch: int, commit: bool, min_insync_replicas: int,
+) -> AppendResult:  # fmt: skip
+    """WriteTxnMarkers' append (Kafka's appendRecords with origin COORDINATOR, acks=-1):
+    one control batch onto the leader's log (:meth:`Partition.write_txn_marker`)."""
+    state = partition.state
+    if state is None or state.role != LEADER:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+    if len(state.isr) < min_insync_replicas:
+        return ErrorCode.NOT_ENOUGH_REPLICAS, None
+    info = partition.write_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+    if not isinstance(info, LogAppendInfo):
+        return info
+    return _appended(rm, partition, state, info)
+
+
+def _appended(rm: ReplicaManager, partition: Partition, state: ReplicaState, info: LogAppendInfo) -> AppendResult:
+    rm.bytes_in += info.size_in_bytes
+    rm.messages_in += info.record_count
+    if partition.maybe_increment_leader_hw(state):
+        rm.high_watermark_moved(partition)
+    else:  # (followers long-polling at the old log end read the batch now)
+        rm.delayed_fetch.check_and_complete(partition.key)
+    if rm.log_manager.memory_bytes > rm.memory_max_bytes:
+        rm.enforce_retention()
+    return info
