@@ -47,8 +47,14 @@ CHECK_BUDGET_BYTES = 512 * 1024
 _RECORD_OVERHEAD = 24
 
 
-def expired_records(
-    shard: GroupCoordinatorShard, now_ms: int, retention_ms: int, budget: int = CHECK_BUDGET_BYTES
+def expired_records(shard: GroupCoordinatorShard, now_ms: int, retention_ms: int) -> tuple[list[Record], list[str]]:
+    """The tombstones of a retention check without a budget, and the groups they delete."""
+    records, emptied, _ = expired_records_within(shard, now_ms, retention_ms, budget=None)
+    return records, emptied
+
+
+def expired_records_within(
+    shard: GroupCoordinatorShard, now_ms: int, retention_ms: int, budget: int | None = CHECK_BUDGET_BYTES
 ) -> tuple[list[Record], list[str], bool]:
     """The tombstones of one retention check, the groups they delete, and whether more is left
     for the next check (the budget ran out; a group's tombstones stay in one check, and the
@@ -67,7 +73,7 @@ def expired_records(
         if not group_records:
             continue
         cost = sum(len(key) + len(value or b"") + _RECORD_OVERHEAD for key, value in group_records)
-        if records and size + cost > budget:
+        if budget is not None and records and size + cost > budget:
             return records, emptied, True
         records += group_records
         size += cost
@@ -95,7 +101,7 @@ class OffsetExpiration:
 
         def op(shard: GroupCoordinatorShard) -> tuple[list[Record], tuple[GroupCoordinatorShard, list[str], int]]:
             nonlocal more
-            records, emptied, more = expired_records(shard, now_ms(), self.config.retention_ms)
+            records, emptied, more = expired_records_within(shard, now_ms(), self.config.retention_ms)
             return records, (shard, emptied, len(records))
 
         again = False
