@@ -1,6 +1,7 @@
 """The once-per-group scenario of :mod:`tests.e2e.test_group_once` with three kafka-python
 members: a 6-partition topic (replication factor 3 on 3 brokers) while a producer runs, across
-a member leaving; every acknowledged record processed, none again behind a successful commit.
+a member leaving, partitions added (6 -> 9) and the group coordinator's broker killed -9; every
+acknowledged record processed, none again behind a successful commit.
 
 Each member runs in its own thread, polling without pause, as kafka-python is meant to be used.
 Polling three kafka-python consumers in turn from one thread does not settle with any broker
@@ -21,7 +22,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kmeta.testing import Cluster
-from tests.e2e.test_group_once import Ledger, split
+from tests.e2e.test_group_once import Ledger, Moved, coordinator, split
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -41,8 +42,9 @@ class Member:
     def __init__(self, cluster: Cluster, ledger: Ledger, lock: threading.Lock, name: str) -> None:
         self.cluster, self.ledger, self.lock = cluster, ledger, lock
         self.consumer = KafkaConsumer(
-            TOPIC, group_id="once-kp", client_id=name, enable_auto_commit=False,
+            TOPIC, group_id="once", client_id=name, enable_auto_commit=False,
             auto_offset_reset="earliest", heartbeat_interval_ms=300, session_timeout_ms=10000,
+            metadata_max_age_ms=1000,  # (to see the added partitions soon)
             **cluster.client_config(kafka_python=True),
         )  # fmt: skip
         self.assigned: list[int] = []
@@ -91,13 +93,17 @@ class Member:
 
 
 class Feed:
-    """Numbered records round the six partitions, each batch acknowledged (acks=all) before
+    """Numbered records round the topic's partitions, each batch acknowledged (acks=all) before
     the next; ``delivered`` holds (partition, offset) of every one."""
 
     def __init__(self, cluster: Cluster) -> None:
-        self.producer = Producer({**cluster.client_config(), "acks": "all", "linger.ms": 5})
+        self.producer = Producer({
+            **cluster.client_config(), "acks": "all", "linger.ms": 5,
+            "topic.metadata.refresh.interval.ms": 1000,
+        })  # fmt: skip
         self.delivered: set[tuple[int, int]] = set()
         self.sent = 0
+        self.partitions = 6
 
     def _report(self, err: Any, msg: Any) -> None:
         assert err is None, err
@@ -106,13 +112,28 @@ class Feed:
     def produce(self, n: int) -> None:
         for _ in range(n):
             self.producer.produce(
-                TOPIC, b"r-%d" % self.sent, partition=self.sent % 6, on_delivery=self._report
+                TOPIC,
+                b"r-%d" % self.sent,
+                partition=self.sent % self.partitions,
+                on_delivery=self._report,
             )
             self.sent += 1
         assert self.producer.flush(30) == 0
 
+    def grow(self, partitions: int) -> None:
+        """Write to ``partitions`` once this producer's metadata shows them."""
+        deadline = time.monotonic() + PHASE_S
+        while (
+            len(self.producer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions) < partitions
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        self.partitions = partitions
 
-def test_three_kafka_python_members_consume_every_record_once_across_a_leave() -> None:
+
+def test_three_kafka_python_members_consume_every_record_once_across_a_leave_a_partition_add_and_a_coordinator_kill() -> (
+    None
+):
     with Cluster(
         3, offsets_topic_num_partitions=3, group_initial_rebalance_delay_ms=200
     ) as cluster:
@@ -141,8 +162,19 @@ def test_three_kafka_python_members_consume_every_record_once_across_a_leave() -
         wait_until(lambda: split([m.assigned for m in members], 6), "two members after one left")
         feed.produce(300)
         wait_until(consumed, "consuming after the leave")
+        cluster.add_partitions(TOPIC, 9)
+        feed.grow(9)
+        wait_until(lambda: split([m.assigned for m in members], 9), "the added partitions assigned")
+        feed.produce(300)
+        wait_until(consumed, "consuming the added partitions")
+        dead = coordinator(cluster)
+        cluster.kill_broker(dead)
+        wait_until(Moved(cluster, dead), "the coordinator moving")
+        feed.produce(300)
+        wait_until(consumed, "consuming after the coordinator's kill")
         for member in members:
             member.leave()
         assert ledger.problems(feed.delivered) == []
-        assert len(feed.delivered) >= 600
+        assert len(feed.delivered) >= 1200
+        assert {p for p, _ in ledger.processed} == set(range(9))
         del feed.producer  # (destroyed now, not after the cluster it would keep calling)
