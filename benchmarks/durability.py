@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kmeta.testing import Cluster
 
@@ -84,6 +84,11 @@ class Stream:
                 n += 1
             except BufferError:
                 pass
+            except KafkaException as exc:
+                # (the producer's metadata does not show partition 0 yet, e.g. a first answer
+                # from a broker the new topic has not reached: librdkafka refuses at once)
+                if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+                    raise
             self.producer.poll(0.002)
 
     def start(self) -> None:
