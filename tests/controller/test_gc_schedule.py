@@ -55,6 +55,7 @@ def _topics(n_topics: int, per_topic: int) -> list[TopicInfo]:
 def test_a_heap_of_many_partitions_spaces_full_collections_out(
     schedule: FullCollectionSchedule,
 ) -> None:
+    gc.collect()  # (what earlier tests in this worker left is freed here: not measured)
     gc.collect()
     small_cost, small_threshold = schedule.last_cost_s, schedule.threshold2
     assert small_cost is not None
@@ -66,7 +67,7 @@ def test_a_heap_of_many_partitions_spaces_full_collections_out(
     assert big_cost is not None
     assert big_cost > small_cost
     assert schedule.threshold2 == threshold_for(big_cost) > small_threshold
-    assert schedule.full_collections == 2
+    assert schedule.full_collections == 3
 
     # the partitions deleted: the next full collection is cheap, the pace comes back
     del held
