@@ -83,6 +83,11 @@ class ControllerDaemon:
                     pool=pool,
                 )
             )
+            # a quorum's controller: an answer leaves only while it holds its lease, asked
+            # as it is written (KafkaController.may_answer, set by act_while)
+            self.listeners[-1].hooks = self.listeners[-1].hooks.with_may_answer(
+                lambda: self.controller.may_answer()
+            )
             protocol = config.security_protocol(name)
             if uses_sasl(protocol):
                 # the controller's listeners are the control plane: with a cluster credential

@@ -63,6 +63,8 @@ from kmeta.net.serving import ServingInfo as ServingInfo  # re-export (old home)
 from kmeta.protocol.errors import ProtocolError
 
 log = logging.getLogger("kmeta.net.server")
+#: how often held answers look whether they may leave (ConnectionHooks.may_answer)
+HOLD_POLL_S = 0.05
 
 
 class ServerConnection(asyncio.Protocol):
@@ -244,8 +246,13 @@ class ServerConnection(asyncio.Protocol):
         self._on_close(self)
 
     # -- answers of slow requests -------------------------------------------------------------
-    def _async_done(self, _future: asyncio.Future[Any]) -> None:
+    def _async_done(self, _future: asyncio.Future[Any] | None) -> None:
         if self._transport is None or self._transport.is_closing():
+            return
+        may_answer = self._hooks.may_answer
+        if may_answer is not None and not may_answer():
+            # held, in order, until it may answer again or the connection is closed
+            asyncio.get_running_loop().call_later(HOLD_POLL_S, self._async_done, None)
             return
         out: Chunks = []
         pending = self._pending

@@ -273,3 +273,33 @@ async def test_handlers_see_the_principal_the_gate_established() -> None:
         writer2.close()
     finally:
         await lst.shutdown(1.0)
+
+
+async def test_slow_answers_are_held_while_may_answer_says_no_and_leave_in_order_after() -> None:
+    """A quorum controller's hook (its lease): answers of slow requests wait, in order, while
+    ``may_answer()`` is False, asked as they are written; the connection stays open."""
+    registry = HandlerRegistry()
+
+    async def metadata(_ctx: RequestContext, request: md.MetadataRequest) -> md.MetadataResponse:
+        await asyncio.sleep(0)
+        return md.MetadataResponse(version=request.version)
+
+    registry.register(md.API, metadata)
+    lease = [False]
+    lst = Listener("PLAINTEXT", "127.0.0.1", 0, is_control=False, registry=registry, state=None)
+    lst.hooks = ConnectionHooks().with_may_answer(lambda: lease[0])
+    await lst.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
+        for correlation_id in (1, 2, 3):
+            writer.write(encode_frame(md.MetadataRequest(version=12, topics=None), correlation_id))
+        first = asyncio.ensure_future(read_frame(reader))
+        await asyncio.sleep(0.3)  # (six hold polls)
+        assert not first.done()
+        lease[0] = True
+        ids = [int.from_bytes((await first)[:4], "big")]
+        ids += [int.from_bytes((await read_frame(reader))[:4], "big") for _ in range(2)]
+        assert ids == [1, 2, 3]
+        writer.close()
+    finally:
+        await lst.shutdown(1.0)
