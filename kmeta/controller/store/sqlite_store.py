@@ -37,6 +37,7 @@ from kmeta.controller.model import (
     ProducerIdsBlock,
     TopicInfo,
 )
+from kmeta.controller.store.cluster_store import epoch_after
 from kmeta.controller.store.errors import storage_error
 from kmeta.controller.store.sqlite_transactions import SqliteTransactions
 from kmeta.metadata.model import Endpoint, TopicPartitionKey
@@ -234,9 +235,10 @@ class ControllerStore:
             self.set_meta("controller_epoch", epoch)
         return epoch
 
-    def next_broker_epoch(self) -> int:
-        """A broker epoch never handed out before (call inside a transaction)."""
-        epoch = self.get_meta("broker_epoch") + 1
+    def next_broker_epoch(self, above: int = -1) -> int:
+        """A broker epoch never handed out before, and above ``above`` (call inside a
+        transaction): see :func:`kmeta.controller.store.cluster_store.epoch_after`."""
+        epoch = epoch_after(self.get_meta("broker_epoch"), above)
         self.set_meta("broker_epoch", epoch)
         return epoch
 
