@@ -30,6 +30,7 @@ from kmeta.controller.store.cluster_store import STORE_RETRY_S
 from kmeta.controller.topics.deletion import TopicDeletionManager
 from kmeta.controller.topics.reassignment import ReassignmentManager
 
+#: (the controller's logger: "controller startup failed" keeps the name it was logged under)
 log = logging.getLogger("kmeta.controller.controller")
 
 
