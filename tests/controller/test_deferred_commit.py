@@ -11,8 +11,7 @@ import uuid
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import PartitionRegistration, TopicInfo
-from kmeta.controller.store.sqlite_rows import json_ints
-from kmeta.controller.store.sqlite_store import ControllerStore
+from kmeta.controller.store.sqlite_store import ControllerStore, json_ints
 from tests.controller.helpers import RecordedEvent
 
 

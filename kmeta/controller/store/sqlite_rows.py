@@ -1,7 +1,9 @@
-"""What the SQLite engine's rows hold: replica lists as JSON text, and the whole state read back.
+"""The SQLite engine's whole state read back, in one scan of each table (at start, and after
+every refused commit).
 
-A cluster has few distinct replica lists, so both directions are memoised (:func:`ints`,
-:func:`json_ints`), and equal partition states read back are one object (:func:`read_state`).
+A cluster has few distinct replica lists: the JSON text of one is read into a tuple once
+(:func:`ints`, as :func:`kmeta.controller.store.sqlite_store.json_ints` writes it once), and
+equal partition states read back are one object (:func:`read_state`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ _INT_TUPLES: dict[str, tuple[int, ...]] = {}
 
 
 def ints(text: str) -> tuple[int, ...]:
-    """``tuple(json.loads(text))``, memoised as :func:`json_ints`: a load (at start, and
+    """``tuple(json.loads(text))``, memoised: a load (at start, and
     after every refused commit) reads 100k partitions' replica lists, few of them distinct."""
     ids = _INT_TUPLES.get(text)
     if ids is None:
@@ -26,20 +28,6 @@ def ints(text: str) -> tuple[int, ...]:
             _INT_TUPLES.clear()
         ids = _INT_TUPLES[text] = tuple(json.loads(text))
     return ids
-
-
-_JSON_LISTS: dict[tuple[int, ...], str] = {}
-
-
-def json_ints(ids: tuple[int, ...]) -> str:
-    """``json.dumps(ids)``, memoised: a cluster has few distinct replica lists, and a full
-    resync writes 100k partitions, where json.dumps is most of the time."""
-    text = _JSON_LISTS.get(ids)
-    if text is None:
-        if len(_JSON_LISTS) >= 100_000:
-            _JSON_LISTS.clear()
-        text = _JSON_LISTS[ids] = json.dumps(ids)
-    return text
 
 
 def read_state(db: sqlite3.Connection, controller_epoch: int) -> ControllerContext:

@@ -12,8 +12,9 @@ So does the last block of producer ids handed out (``producer_id_block``, one ro
 
 Transactions (one per event, or one per group of events with a savepoint each, committed
 off the event loop) are :mod:`sqlite_transactions`'s, the tables and the opening
-:mod:`sqlite_schema`'s, the rows' encoding and the whole-state read :mod:`sqlite_rows`'s;
-this module is the store's reads and writes.
+:mod:`sqlite_schema`'s, the whole-state read :mod:`sqlite_rows`'s; this module is the
+store's reads and writes (a write's path, a CreateTopics', stays in this module and the
+transactions').
 
 A write or commit that fails (disk full, I/O error, read-only file system: any SQLite error)
 raises :class:`StorageError`, the one failure type of the seam
@@ -36,12 +37,25 @@ from kmeta.controller.model import (
     TopicInfo,
 )
 from kmeta.controller.store.errors import storage_error
-from kmeta.controller.store.sqlite_rows import ints, json_ints, read_state
+from kmeta.controller.store.sqlite_rows import ints, read_state
 from kmeta.controller.store.sqlite_schema import open_database
 from kmeta.controller.store.sqlite_transactions import SqliteTransactions
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import ScramCredential
+
+_JSON_LISTS: dict[tuple[int, ...], str] = {}
+
+
+def json_ints(ids: tuple[int, ...]) -> str:
+    """``json.dumps(ids)``, memoised: a cluster has few distinct replica lists, and a full
+    resync writes 100k partitions, where json.dumps is most of the time."""
+    text = _JSON_LISTS.get(ids)
+    if text is None:
+        if len(_JSON_LISTS) >= 100_000:
+            _JSON_LISTS.clear()
+        text = _JSON_LISTS[ids] = json.dumps(ids)
+    return text
 
 
 class ControllerStore:
