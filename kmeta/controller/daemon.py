@@ -83,10 +83,10 @@ class ControllerDaemon:
                     pool=pool,
                 )
             )
-            # a quorum's controller: an answer leaves only while it holds its lease, asked
-            # as it is written (KafkaController.may_answer, set by act_while)
+            # a quorum's controller: an answer that claims a change leaves only while it holds
+            # its lease, asked as it is written (ControllerEventManager.may_leave)
             self.listeners[-1].hooks = self.listeners[-1].hooks.with_may_answer(
-                lambda: self.controller.may_answer()
+                self.controller.events.may_leave
             )
             protocol = config.security_protocol(name)
             if uses_sasl(protocol):

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar, cast
 
@@ -155,6 +156,10 @@ class ControllerEventManager:
         self.may_answer: Callable[[], bool] = lambda: True
         #: set when the controller stops: answers still held are cancelled
         self.stopped = False
+        #: the request tasks an event's success was handed to: their answers claim a durable
+        #: change, so they leave only while the controller may answer, asked again as they
+        #: are written (:meth:`may_leave`); a refusal's answer leaves at once
+        self._claiming: weakref.WeakSet[asyncio.Future[Any]] = weakref.WeakSet()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="controller-events")
@@ -168,11 +173,21 @@ class ControllerEventManager:
         future: asyncio.Future[T] = loop.create_future()
         future.add_done_callback(_observed)
         durable: asyncio.Future[T] = loop.create_future()
-        durable.add_done_callback(lambda done: self._release(done, future))
+        asker = asyncio.current_task()  # (the request's task, when a handler asks)
+        durable.add_done_callback(lambda done: self._release(done, future, asker))
         self.put(QueuedEvent(name, fn, durable))
         return future
 
-    def _release(self, durable: asyncio.Future[T], future: asyncio.Future[T]) -> None:
+    def may_leave(self, answer: asyncio.Future[Any]) -> bool:
+        """May this request's answer be written now? (the connection asks it in the call that
+        writes): not while an answer claiming a change finds the controller unable to answer.
+        ``_release`` checks when it hands the result on, but a process stopped (SIGSTOP)
+        between that and the write would otherwise write it when resumed, its lease over."""
+        return answer not in self._claiming or self.may_answer()
+
+    def _release(
+        self, durable: asyncio.Future[T], future: asyncio.Future[T], asker: asyncio.Future[Any] | None
+    ) -> None:
         """Hand an event's result to its request while the controller may answer (a quorum's:
         holds its lease). Else it waits for the lease, or for the resignation, which closes the
         request's connection unanswered: the client cannot tell the outcome (REQUEST_TIMED_OUT
@@ -185,8 +200,12 @@ class ControllerEventManager:
         elif (exc := durable.exception()) is not None:  # (a refusal claims nothing was done)
             future.set_exception(exc)
         elif not self.may_answer():
-            asyncio.get_running_loop().call_later(_HOLD_POLL_S, self._release, durable, future)
+            asyncio.get_running_loop().call_later(
+                _HOLD_POLL_S, self._release, durable, future, asker
+            )
         else:
+            if asker is not None:
+                self._claiming.add(asker)
             future.set_result(durable.result())
 
     def put(self, event: ControllerEvent) -> None:

@@ -19,12 +19,13 @@ subclasses the connection or depends on the wording of its log lines.
   :class:`~kmeta.net.principal.KafkaPrincipal`) once it knows who the peer is; every
   later request's handler sees it as ``ctx.principal`` (User:ANONYMOUS until then).
 
-* ``may_answer`` says whether the answers of slow requests may leave now: a quorum's
-  controller answers only while it holds its lease (kmeta.controller.quorum.election). It is
-  asked in the same call that writes them, so a controller stopped (SIGSTOP) after it handed
-  an answer on but before the write finds its lease over when it resumes and holds the
-  answer until its resignation closes the connection, instead of claiming a success it may
-  no longer stand behind.
+* ``may_answer(answer)`` says whether a slow request's answer (its future) may leave now: a
+  quorum's controller writes an answer claiming a change only while it holds its lease
+  (kmeta.controller.quorum.election). It is asked in the call that writes, so a controller
+  stopped (SIGSTOP) after it handed a success on but before the write finds its lease over
+  when it resumes, and holds the answer (and those behind it, in order) until its
+  resignation closes the connection, instead of claiming a success it may no longer stand
+  behind.
 
 After a SaslHandshake v0 the gate makes the connection hand it the next frames whole (raw SASL
 tokens, a :data:`RawFrameReceiver`) through ``conn.receive_raw_frames`` until it is done.
@@ -170,7 +171,7 @@ class ConnectionHooks:
 
     observer: ObserverFactory | None = None
     gate: GateFactory | None = None
-    may_answer: Callable[[], bool] | None = None
+    may_answer: Callable[[asyncio.Future[Any]], bool] | None = None
 
     def with_observer(self, observer: ObserverFactory) -> ConnectionHooks:
         return replace(self, observer=observer)
@@ -178,7 +179,7 @@ class ConnectionHooks:
     def with_gate(self, gate: GateFactory) -> ConnectionHooks:
         return replace(self, gate=gate)
 
-    def with_may_answer(self, may_answer: Callable[[], bool]) -> ConnectionHooks:
+    def with_may_answer(self, may_answer: Callable[[asyncio.Future[Any]], bool]) -> ConnectionHooks:
         return replace(self, may_answer=may_answer)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Callable
 from typing import Any
 
 from kmeta.net.answer_framing import Chunks, encode_answer
@@ -31,6 +32,13 @@ class _SlowAnswer:
         self.handler = handler
 
 
+class Held:
+    """take_ready stopped at a finished answer that may not leave yet (ConnectionHooks)."""
+
+
+HELD = Held()
+
+
 class PendingAnswers(collections.deque[Chunks | _SlowAnswer]):
     """Encoded answers (``Chunks``) and slow answers still running, in request order."""
 
@@ -43,16 +51,21 @@ class PendingAnswers(collections.deque[Chunks | _SlowAnswer]):
         encode_answer(header, handler, result, chunks)
         self.append(chunks)
 
-    def take_ready(self, out: Chunks) -> BaseException | None:
+    def take_ready(
+        self, out: Chunks, may_leave: Callable[[asyncio.Future[Any]], bool] | None = None
+    ) -> BaseException | Held | None:
         """Move the answers ready at the head into ``out``, in order, up to the first slow one
         still running. A slow one that failed stops it: its exception is returned
-        (``CancelledError`` when it was cancelled) and it stays at the head."""
+        (``CancelledError`` when it was cancelled) and it stays at the head. So does a
+        finished one ``may_leave`` holds back: :data:`HELD` is returned."""
         while self:
             head = self[0]
             if isinstance(head, list):
                 out += head
             elif not head.future.done():
                 return None
+            elif may_leave is not None and not may_leave(head.future):
+                return HELD
             elif head.future.cancelled():
                 return asyncio.CancelledError()
             else:

@@ -55,6 +55,7 @@ from kmeta.net.hooks import (
     RawFrameReceiver,
 )
 from kmeta.net.memo_path import ReadOutcome
+from kmeta.net.pending_answers import Held
 from kmeta.net.principal import ANONYMOUS, KafkaPrincipal
 from kmeta.net.read_buffer import ReadBuffer
 from kmeta.net.request_pipeline import RequestPipeline
@@ -249,15 +250,13 @@ class ServerConnection(asyncio.Protocol):
     def _async_done(self, _future: asyncio.Future[Any] | None) -> None:
         if self._transport is None or self._transport.is_closing():
             return
-        may_answer = self._hooks.may_answer
-        if may_answer is not None and not may_answer():
-            # held, in order, until it may answer again or the connection is closed
-            asyncio.get_running_loop().call_later(HOLD_POLL_S, self._async_done, None)
-            return
         out: Chunks = []
         pending = self._pending
-        failure = pending.take_ready(out)
-        if failure is not None:
+        failure = pending.take_ready(out, self._hooks.may_answer)
+        if isinstance(failure, Held):
+            # held, in order, until it may leave or the connection is closed
+            asyncio.get_running_loop().call_later(HOLD_POLL_S, self._async_done, None)
+        elif failure is not None:
             self._writer.write(out)
             self._fail(failure)
             return

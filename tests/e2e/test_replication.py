@@ -94,9 +94,23 @@ def _await_isr(cluster: Cluster, topic: str, want: list[int], timeout_s: float, 
     a client library may ask the cut or stopped one, whose view is as old as the cut.)"""
     started = time.monotonic()
     while (isr := sorted(cluster.metadata(asking).topics[topic][0].isr)) != want:
-        assert time.monotonic() - started < timeout_s, f"ISR {isr}, not {want}, after {timeout_s} s"
+        assert time.monotonic() - started < timeout_s, (
+            f"ISR {isr}, not {want}, after {timeout_s} s; the ISR's log lines:\n{_isr_lines(cluster)}"
+        )
         time.sleep(0.1)
     return time.monotonic() - started
+
+
+def _isr_lines(cluster: Cluster) -> str:
+    """What the daemons logged of ISR changes (a failure's evidence: their dir goes with it)."""
+    assert cluster.data_dir is not None
+    lines = [
+        f"{log.stem}: {line}"
+        for log in sorted((cluster.data_dir / "logs").glob("*.log"))
+        for line in log.read_text(errors="replace").splitlines()
+        if "ISR" in line or "AlterPartition" in line or "fenc" in line
+    ]
+    return "\n".join(lines[-40:])
 
 
 def test_a_stopped_follower_leaves_the_isr_and_rejoins_after_sigcont() -> None:

@@ -276,8 +276,9 @@ async def test_handlers_see_the_principal_the_gate_established() -> None:
 
 
 async def test_slow_answers_are_held_while_may_answer_says_no_and_leave_in_order_after() -> None:
-    """A quorum controller's hook (its lease): answers of slow requests wait, in order, while
-    ``may_answer()`` is False, asked as they are written; the connection stays open."""
+    """A quorum controller's hook (its lease): a slow answer ``may_answer(answer)`` holds
+    back waits, and those behind it, in order, asked again as they are written; the
+    connection stays open."""
     registry = HandlerRegistry()
 
     async def metadata(_ctx: RequestContext, request: md.MetadataRequest) -> md.MetadataResponse:
@@ -287,7 +288,7 @@ async def test_slow_answers_are_held_while_may_answer_says_no_and_leave_in_order
     registry.register(md.API, metadata)
     lease = [False]
     lst = Listener("PLAINTEXT", "127.0.0.1", 0, is_control=False, registry=registry, state=None)
-    lst.hooks = ConnectionHooks().with_may_answer(lambda: lease[0])
+    lst.hooks = ConnectionHooks().with_may_answer(lambda _answer: lease[0])
     await lst.start()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", lst.port)
