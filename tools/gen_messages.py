@@ -265,9 +265,9 @@ def emit_message(spec: dict, var: str, names: list[str], records: list[str]) -> 
 _PY_TYPES = {
     "int8": "int", "int16": "int", "int32": "int", "int64": "int", "uint16": "int",
     "uint32": "int", "float64": "float", "bool": "bool", "string": "str", "bytes": "bytes",
-    "records": "bytes", "uuid": "uuid.UUID",
+    "records": "bytes | memoryview", "uuid": "uuid.UUID",
 }
-_TYPE_DEFAULTS = {"int": "0", "float": "0.0", "bool": "False", "str": "''", "bytes": "b''",
+_TYPE_DEFAULTS = {"bytes | memoryview": "b''", "int": "0", "float": "0.0", "bool": "False", "str": "''", "bytes": "b''",
                   "uuid.UUID": "ZERO_UUID"}
 #: field names that shadow a tuple method: legal in a namedtuple, flagged by mypy
 _TUPLE_ATTRS = {"count", "index"}

@@ -166,15 +166,19 @@ class PartitionLog(ReplicaLog, LogRetention):
         self.config = config  # a smaller segment.bytes rolls at the next append
 
     def append_as_leader(
-        self, records: bytes, leader_epoch: int, now_ms: int, *, coordinator: bool = False
-    ) -> LogAppendInfo:
+        self, records: bytes | memoryview, leader_epoch: int, now_ms: int, *,
+        coordinator: bool = False, crc_checked: bool = False,
+    ) -> LogAppendInfo:  # fmt: skip
         """Append one client batch (magic 2) at the log end, checked and set as
         :func:`~kmeta.log.validator.validate_leader_batch` says (on a compacted topic every
         record needs a key); the epoch is recorded in the cache when it starts here; a producer
         id's batch passes the producer state's checks (a ``coordinator``'s, Kafka's origin
         COORDINATOR, only its epoch and transaction's), a retry answered with the original's
-        offsets. Raises a LogError, nothing stored."""
-        v = validate_leader_batch(records, self.config, self.log_end_offset, leader_epoch, now_ms)
+        offsets. Raises a LogError, nothing stored. ``crc_checked``: the caller checked these
+        immutable bytes' CRC already (:func:`~kmeta.protocol.record_batch.check_produce_records`)."""
+        v = validate_leader_batch(
+            records, self.config, self.log_end_offset, leader_epoch, now_ms, crc_checked=crc_checked
+        )
         h = v.header
         if self.config.compact:
             check_keys(v.data, h, str(self))

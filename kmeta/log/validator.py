@@ -38,15 +38,18 @@ class ValidatedBatch(NamedTuple):
 
 
 def validate_leader_batch(
-    records: bytes, config: LogConfig, base_offset: int, leader_epoch: int, now_ms: int
-) -> ValidatedBatch:
-    _check(records, config)
+    records: bytes | memoryview, config: LogConfig, base_offset: int, leader_epoch: int,
+    now_ms: int, *, crc_checked: bool = False,
+) -> ValidatedBatch:  # fmt: skip
+    """``crc_checked``: the caller checked these immutable bytes' CRC already (the Produce
+    handler: :func:`~kmeta.protocol.record_batch.check_produce_records`'s seam)."""
+    _check(records, config, crc_checked)
     if records[16] != MAGIC_V2:  # a v0/v1 message set, checked as such: stored as v2
         converted = up_convert(records, config.max_message_bytes)
         if converted.error != ErrorCode.NONE:
             raise BY_CODE.get(converted.error, InvalidRecordError)(converted.message)
         records = converted.records
-        _check(records, config)
+        _check(records, config, False)
     h = header_at(records)
     view = memoryview(records)[: h.batch_length + LOG_OVERHEAD]  # (a partial tail is no batch)
     assigned = h._replace(base_offset=base_offset, partition_leader_epoch=leader_epoch)
@@ -60,8 +63,8 @@ def validate_leader_batch(
     return ValidatedBatch(view, offset_and_epoch_prefix(h, base_offset, leader_epoch), assigned, -1)
 
 
-def _check(records: bytes, config: LogConfig) -> None:
-    checked = check_produce_records(11, records, config.max_message_bytes)
+def _check(records: bytes | memoryview, config: LogConfig, crc_checked: bool) -> None:
+    checked = check_produce_records(11, records, config.max_message_bytes, crc_checked=crc_checked)
     if checked.error != ErrorCode.NONE:
         raise BY_CODE.get(checked.error, InvalidRecordError)(checked.message)
 

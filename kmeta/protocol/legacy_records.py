@@ -44,6 +44,7 @@ from kmeta.protocol.record_batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     RECORD_OVERHEAD_V0,
+    RecordBytes,
     RecordsChecked,
     check_produce_records,
     crc32c,
@@ -378,8 +379,8 @@ def build_v2_batch(records: list[Record], codec: int = 0) -> bytes:
 
 
 def check_old_produce_records(
-    records: bytes | None, max_message_bytes: int
-) -> tuple[RecordsChecked, bytes | None]:
+    records: RecordBytes | None, max_message_bytes: int
+) -> tuple[RecordsChecked, RecordBytes | None]:
     """Produce v0-v2's records for one partition, as Kafka 3.x appends them: the check and
     the records to append (a legacy set's up-converted batch, else the records as sent).
 

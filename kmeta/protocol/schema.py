@@ -30,6 +30,7 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.columnar import gc_paused
 from kmeta.protocol.compiler import Codec, compile_struct
 from kmeta.protocol.errors import CorruptMessageError, UnsupportedVersionError
+from kmeta.protocol.record_views import KRecordsView
 from kmeta.protocol.splice import Splice
 from kmeta.protocol.stream import Stream
 from kmeta.protocol.types import (
@@ -214,6 +215,7 @@ class Message(Generic[R]):
         self.fields = tuple(fields)
         self._struct = cache(self._make_struct)
         self._codec = cache(self._make_codec)
+        self._view_codec = cache(self._make_view_codec)
         self._splice = cache(self._make_splice)
         self._stream = cache(self._make_stream)
 
@@ -254,8 +256,9 @@ class Message(Generic[R]):
         return self._struct_of(self.cls, self.fields, version, prefix=(version,))
 
     def _struct_of(
-        self, cls: Any, fields: tuple[Field, ...], version: int, prefix: tuple[Any, ...] = ()
-    ) -> KStruct:
+        self, cls: Any, fields: tuple[Field, ...], version: int, prefix: tuple[Any, ...] = (),
+        views: bool = False,
+    ) -> KStruct:  # fmt: skip
         flexible = version in self.flexible
         wire: list[tuple[str, KafkaType | None, Any]] = []
         tagged: list[TaggedField] = []
@@ -265,29 +268,33 @@ class Message(Generic[R]):
                 wire.append((f.name, None, default))
             elif f.tag is not None and version in f.tagged:
                 wire.append((f.name, None, default))
-                tagged.append(TaggedField(i, f.name, f.tag, self._wire_type(f, version), default))
+                tagged.append(TaggedField(i, f.name, f.tag, self._wire_type(f, version, views), default))
             else:
-                wire.append((f.name, self._wire_type(f, version), default))
+                wire.append((f.name, self._wire_type(f, version, views), default))
         return KStruct(cls, wire, tagged, flexible, prefix)
 
-    def _wire_type(self, f: Field, version: int) -> KafkaType:
+    def _wire_type(self, f: Field, version: int, views: bool = False) -> KafkaType:
         compact = version in (f.flexible if f.flexible is not None else self.flexible)
         nullable = version in f.nullable
-        element = self._element_type(f.element, version, compact, nullable and not f.is_array)
+        element = self._element_type(f.element, version, compact, nullable and not f.is_array, views)
         if f.is_array:
             return KArray(element, compact=compact, nullable=nullable)
         return element
 
-    def _element_type(self, type_: str, version: int, compact: bool, nullable: bool) -> KafkaType:
+    def _element_type(
+        self, type_: str, version: int, compact: bool, nullable: bool, views: bool = False
+    ) -> KafkaType:
         if type_ in _FIXED:
             return _FIXED[type_]
         if type_ == "string":
             return KString(compact, nullable)
+        if type_ == "records" and views:
+            return KRecordsView(compact, nullable)
         if type_ in ("bytes", "records"):
             return KBytes(compact, nullable)
         if type_ == "uuid":
             return _UUID
-        struct_ = self._struct_of(self.classes[type_], self.structs[type_], version)
+        struct_ = self._struct_of(self.classes[type_], self.structs[type_], version, views=views)
         return NullableStruct(struct_) if nullable else struct_
 
     # -- compiled codecs ----------------------------------------------------------------------
@@ -297,6 +304,20 @@ class Message(Generic[R]):
 
     def _make_codec(self, version: int) -> Codec:
         return compile_struct(self._struct(version), f"{self.name} v{version}")
+
+    def _make_view_codec(self, version: int) -> Codec:
+        struct_ = self._struct_of(self.cls, self.fields, version, prefix=(version,), views=True)
+        return compile_struct(struct_, f"{self.name} v{version}")
+
+    def decode_viewing_records(self, data: bytes, version: int, pos: int = 0) -> R:
+        """:meth:`decode`, with each ``records`` field a read-only view of ``data`` instead of
+        a copy (:mod:`kmeta.protocol.record_views`: its measurement and why it is safe)."""
+        self._check(version)
+        codec = self._view_codec(version)
+        if len(data) - pos > _GC_PAUSE_BYTES:
+            with gc_paused():
+                return codec.decode_from(data, pos)[0]  # type: ignore[no-any-return]
+        return codec.decode_from(data, pos)[0]  # type: ignore[no-any-return]
 
     def splice(self, version: int, field: str) -> Splice:
         """This version laid out around its top-level array ``field``, for bodies built from

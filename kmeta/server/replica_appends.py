@@ -30,12 +30,14 @@ AppendResult: TypeAlias = LogAppendInfo | tuple[ErrorCode, str | None]
 
 
 def append_records(
-    rm: ReplicaManager, partition: Partition, records: bytes, acks: int, min_insync_replicas: int,
-    coordinator: bool | None = None,
+    rm: ReplicaManager, partition: Partition, records: bytes | memoryview, acks: int,
+    min_insync_replicas: int, coordinator: bool | None = None, crc_checked: bool = False,
 ) -> AppendResult:  # fmt: skip
     """``Partition.appendRecordsToLeader``: one checked batch onto the leader's log.
     ``coordinator`` (Kafka's AppendOrigin.COORDINATOR: no sequence checks, no duplicates)
-    defaults to whether the topic is an internal one, which only coordinators write."""
+    defaults to whether the topic is an internal one, which only coordinators write.
+    ``crc_checked``: the Produce handler checked these bytes' CRC already (the log does not
+    recompute it: :func:`~kmeta.protocol.record_batch.check_produce_records`)."""
     state = partition.state
     if state is None or state.role != LEADER:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
@@ -46,8 +48,9 @@ def append_records(
         if coordinator is None:
             coordinator = partition.topic in COORDINATOR_TOPICS
         info = partition.log.append_as_leader(
-            records, state.leader_epoch, int(time.time() * 1000), coordinator=coordinator
-        )
+            records, state.leader_epoch, int(time.time() * 1000), coordinator=coordinator,
+            crc_checked=crc_checked,
+        )  # fmt: skip
     except LogError as exc:
         return exc.error, str(exc) or None
     return _appended(rm, partition, state, info)

@@ -236,10 +236,12 @@ class ReplicaManager:
 
     # -- appends (kmeta.server.replica_appends) ----------------------------------------------
     def append_records(
-        self, partition: Partition, records: bytes, acks: int, min_insync_replicas: int,
-        coordinator: bool | None = None,
+        self, partition: Partition, records: bytes | memoryview, acks: int, min_insync_replicas: int,
+        coordinator: bool | None = None, crc_checked: bool = False,
     ) -> AppendResult:  # fmt: skip
-        return replica_appends.append_records(self, partition, records, acks, min_insync_replicas, coordinator)
+        return replica_appends.append_records(
+            self, partition, records, acks, min_insync_replicas, coordinator, crc_checked
+        )
 
     def append_txn_marker(
         self, partition: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int,

@@ -150,7 +150,7 @@ class PartitionData(NamedTuple):
     snapshot_id: SnapshotId | None = None
     aborted_transactions: Sequence[AbortedTransaction] | None = ()
     preferred_read_replica: int = -1
-    records: bytes | None = b''
+    records: bytes | memoryview | None = b''
 
 
 class EpochEndOffset(NamedTuple):

@@ -64,7 +64,7 @@ class PartitionProduceData(NamedTuple):
     """PartitionProduceData (request)."""
 
     index: int = 0  # type: ignore[assignment]
-    records: bytes | None = b''
+    records: bytes | memoryview | None = b''
 
 
 class ProduceResponse(NamedTuple):

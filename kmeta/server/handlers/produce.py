@@ -80,6 +80,7 @@ from kmeta.protocol.record_batch import (
     DEFAULT_MAX_MESSAGE_BYTES,
     LOG_OVERHEAD,
     MAGIC_V2,
+    RecordBytes,
     RecordsChecked,
     check_produce_records,
 )
@@ -98,19 +99,19 @@ _PRODUCER = struct.Struct(">qh")  # a batch's producer id and epoch, at byte 43
 
 
 #: a partition's records checked, and the records to append
-Checked = tuple[RecordsChecked, bytes | None]
+Checked = tuple[RecordsChecked, RecordBytes | None]
 #: a partition's outcome: the log's append, or the error (and its message)
 Outcome: TypeAlias = tuple[ErrorCode, str | None] | LogAppendInfo
 
 
-def _transactional(records: bytes | None) -> bool:
+def _transactional(records: RecordBytes | None) -> bool:
     """``RequestUtils.hasTransactionalRecords``: the first batch says it is transactional."""
     if records is None or len(records) <= 22 or records[16] != MAGIC_V2:
         return False
     return bool(records[22] & _TRANSACTIONAL)  # (attributes' low byte)
 
 
-def _in_transaction(partition: Partition, records: bytes) -> bool:
+def _in_transaction(partition: Partition, records: RecordBytes) -> bool:
     """Kafka's ``hasOngoingTransaction(producerId, producerEpoch)``: no verification needed."""
     producer_id, epoch = _PRODUCER.unpack_from(records, 43)
     entry = partition.log.producer_state.producers.get(producer_id)
@@ -159,7 +160,7 @@ def _check_all(snap: MetadataSnapshot, request: pr.ProduceRequest) -> list[Check
 
 def _append(
     ctx: BrokerContext, snap: MetadataSnapshot, acks: int, topic: str, index: int,
-    records: bytes | None, checked: RecordsChecked, version: int,
+    records: RecordBytes | None, checked: RecordsChecked, version: int,
     verified: dict[TopicPartitionKey, ErrorCode] | None = None,
 ) -> Outcome:  # fmt: skip
     """One partition through ``ReplicaManager.appendRecords``: the append or the error."""
@@ -180,7 +181,8 @@ def _append(
             return vouched, None
     size = int.from_bytes(records[8:12], "big") + LOG_OVERHEAD
     batch = records if len(records) == size else records[:size]  # (a trailing partial batch: none)
-    outcome = rm.append_records(partition, batch, acks, _limits(snap, topic)[1])
+    # (checked above, CRC included: the log does not recompute it)
+    outcome = rm.append_records(partition, batch, acks, _limits(snap, topic)[1], crc_checked=True)
     if not isinstance(outcome, LogAppendInfo) and version < 8:
         return outcome[0], None
     return outcome
@@ -206,12 +208,12 @@ def handle(
     return _answer(ctx, request, snap, checks)
 
 
-def _unverified(ctx: BrokerContext, request: pr.ProduceRequest, checks: list[Checked]) -> dict[TopicPartitionKey, bytes]:
+def _unverified(ctx: BrokerContext, request: pr.ProduceRequest, checks: list[Checked]) -> dict[TopicPartitionKey, RecordBytes]:
     """The partitions led here whose transactional batch would open the producer's transaction
     there (their records): the coordinator must vouch for them first."""
     if request.transactional_id is None:
         return {}
-    out: dict[TopicPartitionKey, bytes] = {}
+    out: dict[TopicPartitionKey, RecordBytes] = {}
     checked = iter(checks)
     rm = ctx.state.replica_manager
     for t in request.topic_data:
@@ -226,7 +228,7 @@ def _unverified(ctx: BrokerContext, request: pr.ProduceRequest, checks: list[Che
 
 
 async def _verified_answer(
-    ctx: BrokerContext, request: pr.ProduceRequest, checks: list[Checked], unverified: dict[TopicPartitionKey, bytes],
+    ctx: BrokerContext, request: pr.ProduceRequest, checks: list[Checked], unverified: dict[TopicPartitionKey, RecordBytes],
 ) -> pr.ProduceResponse | NoResponse:  # fmt: skip
     producer_id, epoch = _PRODUCER.unpack_from(next(iter(unverified.values())), 43)
     verified = await verify_transaction(
@@ -366,4 +368,7 @@ def _response(
 
 
 def register(registry: BrokerRegistry) -> None:
-    registry.register(pr.API, handle, on_control=False, min_version=MIN_VERSION)
+    # (each partition's records a view of the request's frame, not a copy: kmeta.protocol.record_views)
+    registry.register(
+        pr.API, handle, on_control=False, min_version=MIN_VERSION, decode=pr.REQUEST.decode_viewing_records
+    )
