@@ -1,7 +1,7 @@
 """Replication's cost, acks=all against acks=1 on replication factor 3, in one run (issue 29).
 
     .venv/bin/python benchmarks/replication.py [--peak-s 4] [--record-bytes 1024]
-        [--latency-s 8] [--repeat 2] [--sample-ms 10]
+        [--latency-s 8] [--slices 4] [--repeat 2] [--sample-ms 10]
 
 A cluster of 3 brokers and a controller (kmeta.testing.Cluster: processes of their own, file
 logs), one topic of 4 partitions, RF 3, min.insync.replicas 2, leaders spread over the brokers.
@@ -25,7 +25,12 @@ moves absolute figures, much less a ratio measured within minutes). The issue's 
   keeps the flush after it short, so a run stops by itself in about ``--peak-s`` seconds.
 * ``ack_ms``: a producer at half the acks=1 peak rate (records/s, the same rate for both) for
   ``--latency-s`` s, each value carrying its send time: produce() -> delivery report, p50 /
-  p99. The acks=all p99 <= 2x the acks=1 p99. Half the acks=1 peak is most of the acks=all
+  p99. The acks=all p99 <= 2x the acks=1 p99. The latency runs of a repeat are taken in
+  ``--slices`` slices in turn (acks=1, acks=all, acks=all at its own half; then backwards;
+  ...), a new producer each, and each one's percentiles are over all its slices: on a shared
+  box the neighbours' load comes and goes within seconds, and one run after the other gave
+  acks=1 a quiet minute and acks=all a loaded one (acks=1's p50 ranged 6-480 ms over the
+  repeats of one run). Half the acks=1 peak is most of the acks=all
   peak when their throughput ratio is near 0.5, so acks=all is also measured at half its own
   peak (``acks_all_at_half_its_peak``: the cost of waiting for the followers, without the
   queueing of a producer near saturation).
@@ -122,7 +127,7 @@ def throughput_process(conn: Connection, bootstrap: str, acks: str, seconds: flo
 
 def latency_process(conn: Connection, bootstrap: str, acks: str, rate: float, seconds: float, record_bytes: int) -> None:
     """Produce at ``rate`` records/s with the send time in each value; each delivery report
-    gives one ack latency. Reports the percentiles in ms."""
+    gives one ack latency. Reports them all (ms), with the counts."""
     producer = _producer(bootstrap, acks)
     producer.list_topics(TOPIC, timeout=10)
     acked: list[float] = []
@@ -150,12 +155,7 @@ def latency_process(conn: Connection, bootstrap: str, acks: str, rate: float, se
             sent += 1
         producer.poll(0.001)
     left = producer.flush(60)
-    acked.sort()
-    conn.send({
-        "rate_records_s": round(rate), "sent": sent, "acknowledged": len(acked),
-        "failed": failed + left, "p50": round(pct(acked, 50), 2), "p99": round(pct(acked, 99), 2),
-        "max": round(acked[-1], 2) if acked else None,
-    })  # fmt: skip
+    conn.send({"sent": sent, "failed": failed + left, "acked_ms": acked})
 
 
 def pct(sorted_values: list[float], q: float) -> float:
@@ -177,7 +177,7 @@ async def _log_ends(conn: KafkaConnection) -> tuple[float, dict[int, int]]:
 
 async def sample_log_ends(
     cluster: Cluster, leaders: dict[int, int], sample_s: float, done: Connection
-) -> dict[str, Any]:
+) -> dict[str, list[Any]]:
     """Every broker's log ends every ``sample_s`` until ``done`` has something to read; the
     followers' lag behind their leaders over the samples taken while records arrived."""
     conns = {b: await KafkaConnection.open(*cluster.address(b)) for b in cluster.broker_ids}
@@ -211,13 +211,7 @@ async def sample_log_ends(
             # when the leader's log end first passed this follower's (ends only grow)
             passed = bisect.bisect_right(ends, end)
             lag_ms.append(max(0.0, (at - times[passed]) * 1000) if passed < len(times) and times[passed] <= at else 0.0)
-    lag_ms.sort()
-    lag_records.sort()
-    return {
-        "samples": len(lag_ms),
-        "lag_ms": {"p50": round(pct(lag_ms, 50), 2), "p99": round(pct(lag_ms, 99), 2), "max": round(lag_ms[-1], 2) if lag_ms else None},
-        "lag_records": {"p50": pct(lag_records, 50), "p99": pct(lag_records, 99), "max": lag_records[-1] if lag_records else None},
-    }  # fmt: skip
+    return {"lag_ms": lag_ms, "lag_records": lag_records}
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -272,15 +266,57 @@ def throughput(cluster: Cluster, acks: str, a: argparse.Namespace) -> dict[str, 
     return result
 
 
-def latency(cluster: Cluster, leaders: dict[int, int], acks: str, rate: float, a: argparse.Namespace) -> dict[str, Any]:
+def latency(
+    cluster: Cluster, leaders: dict[int, int], acks: str, rate: float, seconds: float, a: argparse.Namespace
+) -> dict[str, Any]:  # fmt: skip
+    """One slice: a producer at ``rate`` for ``seconds`` while the log ends are sampled."""
     bootstrap = cluster.client_config()["bootstrap.servers"]
     before = _scheduled(cluster)
-    proc, parent = _spawn(latency_process, bootstrap, acks, rate, a.latency_s, a.record_bytes)
+    proc, parent = _spawn(latency_process, bootstrap, acks, rate, seconds, a.record_bytes)
     if not parent.poll(60) or parent.recv() != "started":
         raise TimeoutError("the latency producer did not start")
     lag = asyncio.run(sample_log_ends(cluster, leaders, a.sample_ms / 1000, parent))
-    ack = _result(proc, parent, a.latency_s + 120)
-    return {"ack_ms": ack, "follower_lag": lag, "brokers": _brokers_since(cluster, before)}
+    ack = _result(proc, parent, seconds + 120)
+    return {**ack, **lag, "brokers": _brokers_since(cluster, before)}
+
+
+def latency_runs(
+    cluster: Cluster, leaders: dict[int, int], runs: list[tuple[str, str, float]], a: argparse.Namespace
+) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Each run (name, acks, rate) for ``--latency-s`` in all, as ``--slices`` slices taken in
+    turn (ABC CBA ABC ...), so that each sees the same mix of the neighbours' load."""
+    pooled: dict[str, dict[str, Any]] = {
+        name: {"sent": 0, "failed": 0, "acked_ms": [], "lag_ms": [], "lag_records": [], "cpu_s": 0.0, "wait_s": 0.0}
+        for name, _, _ in runs
+    }  # fmt: skip
+    for i in range(a.slices):
+        for name, acks, rate in runs if i % 2 == 0 else runs[::-1]:
+            one = latency(cluster, leaders, acks, rate, a.latency_s / a.slices, a)
+            into = pooled[name]
+            for key in ("sent", "failed", "acked_ms", "lag_ms", "lag_records"):
+                into[key] += one[key]
+            if one["brokers"] is not None:
+                into["cpu_s"] += one["brokers"]["cpu_s"]
+                into["wait_s"] += one["brokers"]["runqueue_wait_s"]
+    rates = {name: rate for name, _, rate in runs}
+    return {name: _summary(p, rates[name], a.slices) for name, p in pooled.items()}
+
+
+def _summary(p: dict[str, Any], rate: float, slices: int) -> dict[str, Any]:
+    acked, lag_ms, lag_records = sorted(p["acked_ms"]), sorted(p["lag_ms"]), sorted(p["lag_records"])
+    return {
+        "ack_ms": {
+            "rate_records_s": round(rate), "slices": slices, "sent": p["sent"], "acknowledged": len(acked),
+            "failed": p["failed"], "p50": round(pct(acked, 50), 2), "p99": round(pct(acked, 99), 2),
+            "max": round(acked[-1], 2) if acked else None,
+        },
+        "follower_lag": {
+            "samples": len(lag_ms),
+            "lag_ms": {"p50": round(pct(lag_ms, 50), 2), "p99": round(pct(lag_ms, 99), 2), "max": round(lag_ms[-1], 2) if lag_ms else None},
+            "lag_records": {"p50": pct(lag_records, 50), "p99": pct(lag_records, 99), "max": lag_records[-1] if lag_records else None},
+        },
+        "brokers": {"cpu_s": round(p["cpu_s"], 2), "runqueue_wait_s": round(p["wait_s"], 2)} if p["cpu_s"] else None,
+    }  # fmt: skip
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -300,9 +336,9 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
             one["runs_mb_s"] = [r["mb_s"] for acks, r in runs if acks == "1"]
             every["runs_mb_s"] = [r["mb_s"] for acks, r in runs if acks == "all"]
             rate = one["records_s"] / 2
-            lat_one = latency(cluster, leaders, "1", rate, a)
-            lat_all = latency(cluster, leaders, "all", rate, a)
-            lat_own = latency(cluster, leaders, "all", every["records_s"] / 2, a)
+            runs_at = [("acks_1", "1", rate), ("acks_all", "all", rate), ("acks_all_at_half_its_peak", "all", every["records_s"] / 2)]
+            lat = latency_runs(cluster, leaders, runs_at, a)
+            lat_one, lat_all, lat_own = lat["acks_1"], lat["acks_all"], lat["acks_all_at_half_its_peak"]
             repeats.append({
                 "throughput": {"acks_1": one, "acks_all": every},
                 "latency_at_half_peak": {"acks_1": lat_one, "acks_all": lat_all, "acks_all_at_half_its_peak": lat_own},
@@ -317,7 +353,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         return round(statistics.median(values), 3) if values else None
 
     return {
-        "parameters": {k: getattr(a, k) for k in ("peak_s", "record_bytes", "latency_s", "repeat", "sample_ms")},
+        "parameters": {k: getattr(a, k) for k in ("peak_s", "record_bytes", "latency_s", "slices", "repeat", "sample_ms")},
         "leaders": leaders,
         "repeats": repeats,
         "ratios": {
@@ -333,6 +369,7 @@ def main() -> None:
     parser.add_argument("--peak-s", type=float, default=4.0)
     parser.add_argument("--record-bytes", type=int, default=1024)
     parser.add_argument("--latency-s", type=float, default=8.0)
+    parser.add_argument("--slices", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--sample-ms", type=float, default=10.0)
     args = parser.parse_args()

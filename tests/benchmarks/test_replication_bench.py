@@ -30,7 +30,7 @@ def _run(script: str, *args: str, timeout_s: float = 240) -> dict[str, Any]:
 
 
 def test_replication_bench_measures_both_acks_and_the_followers_lag() -> None:
-    doc = _run("replication.py", "--peak-s", "0.5", "--latency-s", "1.5", "--repeat", "1")
+    doc = _run("replication.py", "--peak-s", "0.5", "--latency-s", "1.5", "--slices", "2", "--repeat", "1")
     [one] = doc["repeats"]
     for acks in ("acks_1", "acks_all"):
         produced = one["throughput"][acks]
@@ -50,6 +50,7 @@ def test_replication_bench_measures_both_acks_and_the_followers_lag() -> None:
         assert ack["sent"] == ack["acknowledged"] > 0
         assert ack["failed"] == 0
         assert ack["rate_records_s"] == rate
+        assert ack["slices"] == 2  # (taken in turn with the other runs, pooled)
         assert 0 < ack["p50"] <= ack["p99"] <= ack["max"]
         assert latency["brokers"]["cpu_s"] > 0
         lag = latency["follower_lag"]
