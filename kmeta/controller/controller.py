@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar
 
 from kmeta.controller.brokers.fault_reactions import FaultReactions
 from kmeta.controller.brokers.lifecycle import BrokerLifecycleManager
@@ -57,8 +57,8 @@ from kmeta.controller.model import ControllerContext, PartitionRegistration, Top
 from kmeta.controller.producer_ids import ProducerIdControlManager
 from kmeta.controller.security.acls import AclManager
 from kmeta.controller.security.scram_users import ScramUserManager
-from kmeta.controller.slices import in_slices
-from kmeta.controller.store.cluster_store import STORE_RETRY_S, ClusterStore
+from kmeta.controller.startup import ControllerStartup
+from kmeta.controller.store.cluster_store import ClusterStore
 from kmeta.controller.store.errors import StorageError
 from kmeta.controller.store.sqlite_store import ControllerStore
 from kmeta.controller.topics.admin_manager import AdminManager
@@ -73,38 +73,8 @@ from kmeta.net.security.scram import ScramCredentials
 from kmeta.net.state_change_log import StateChangeLog
 
 log = logging.getLogger(__name__)
-#: how often a held admin answer looks whether it may leave (see KafkaController._release)
-_HOLD_POLL_S = 0.05
-
 
 T = TypeVar("T")
-
-
-class _Event(Generic[T]):
-    __slots__ = ("fn", "future", "name", "result")
-
-    def __init__(self, name: str, fn: Callable[[], T], future: asyncio.Future[T] | None) -> None:
-        self.name = name
-        self.fn = fn
-        self.future = future
-        self.result: T | None = None
-
-    def process(self) -> None:
-        self.result = self.fn()
-
-    def complete(self) -> None:
-        """The event's writes are durable: answer (never before, see the event manager)."""
-        if self.future is not None and not self.future.done():
-            self.future.set_result(cast(T, self.result))  # (set by process() before)
-
-    def fail(self, exc: BaseException) -> None:
-        if self.future is not None and not self.future.done():
-            self.future.set_exception(exc)
-
-
-def _observed(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()  # (retrieved: an unawaited event's failure is not logged twice)
 
 
 class KafkaController:
@@ -118,10 +88,6 @@ class KafkaController:
         self.state_log = StateChangeLog(log_path, config.node_id, component="controller")
         #: fault injection (delay / drop / pause the requests to chosen brokers)
         self.faults = FaultInjector()
-        #: may an admin answer leave now? (a quorum's controller: while it holds its lease;
-        #: the channel's ``may_send`` likewise for requests: see ``act_while``)
-        self.may_answer: Callable[[], bool] = lambda: True
-        self._stopped = False
         for broker_id, fault in configured_faults(config.faults, config.fault_file).items():
             self.faults.set(broker_id, fault)
         self.channel = ControllerChannelManager(
@@ -193,6 +159,9 @@ class KafkaController:
         #: it (kmeta.controller.apis.common), since a change applied before Startup would be
         #: sent to brokers whose channels Startup adds, i.e. to none
         self._active = asyncio.Event()
+        self.startup = ControllerStartup(
+            self, self.brokers, self.deletion, self.resync, self.reassignments, self._active.set
+        )
         #: refused registrations already logged (a refused broker retries every 100 ms)
         self._said: set[tuple[object, ...]] = set()
 
@@ -206,14 +175,14 @@ class KafkaController:
         self.state_log.controller_epoch = self.epoch
         log.info("controller %d starting with epoch %d", self.config.node_id, self.epoch)
         self.events.start()
-        self._startup()
+        self.startup.begin()
         self.store_guard.started(self.epoch)  # (starts the channel: senders as verified)
         self.brokers.start()
         self.elections.start()
         self.reassignments.start()
 
     async def stop(self) -> None:
-        self._stopped = True
+        self.events.stopped = True
         self._active.clear()
         self.resync.stop()
         self.store_guard.stop()
@@ -233,34 +202,6 @@ class KafkaController:
                 log.error("could not raise the store's controller epoch to %d: %s", seen, exc)
         self.store.close()
 
-    def _startup(self) -> None:
-        """The Startup event, after its full update's topic blocks were encoded in slices of
-        topics (:mod:`slices`: with 1M partitions that is seconds of work, which one event
-        would hold the loop for), then its LeaderAndIsr to each broker as it registers here,
-        only for the topics whose digest differs (:mod:`kmeta.controller.brokers.startup_resync`). Again after
-        STORE_RETRY_S if it is refused (the blocks are then already encoded). Once it is
-        durable the controller is :attr:`active`: an admin request queued after that comes
-        after Startup in the event order."""
-
-        def done(future: asyncio.Future[Any]) -> None:
-            if future.cancelled():
-                return
-            if future.exception() is not None:
-                log.error("controller startup failed (%s); retrying", future.exception())
-                asyncio.get_running_loop().call_later(STORE_RETRY_S, self._startup)
-                return
-            self._active.set()
-            self.resync.started()
-            self.reassignments.resume()
-
-        in_slices(
-            self,
-            "StartupEncodeUpdateMetadata",
-            list(self.state.topics),
-            self.encode_update_metadata,
-            then=lambda: self.enqueue("Startup", self._on_startup).add_done_callback(done),
-        )
-
     @property
     def active(self) -> bool:
         """The Startup event is done: an event queued now comes after it."""
@@ -269,7 +210,7 @@ class KafkaController:
     def act_while(self, check: Callable[[], bool]) -> None:
         """Send requests and answer admin requests only while ``check()`` holds (a quorum's
         controller: its lease, :mod:`kmeta.controller.quorum.election`)."""
-        self.may_answer = check
+        self.events.may_answer = check
         self.barriers.may_answer = check
         self.channel.may_send = check
 
@@ -297,34 +238,14 @@ class KafkaController:
         return self.acls.authorizer()
 
     def enqueue(self, name: str, fn: Callable[[], T]) -> asyncio.Future[T]:
-        """The one way to queue a controller event: the future gets fn's result once the
-        event's writes are durable (or its failure), and only while this controller may act
-        (:meth:`_release`). Nobody need await it: a failure nobody asked for is not reported
-        again by asyncio (the event manager logged it)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        future.add_done_callback(_observed)
-        durable: asyncio.Future[T] = loop.create_future()
-        durable.add_done_callback(lambda done: self._release(done, future))
-        self.events.put(_Event(name, fn, durable))
-        return future
+        """The one way to queue a controller event: :meth:`ControllerEventManager.enqueue`
+        (answered once durable, while this controller may answer)."""
+        return self.events.enqueue(name, fn)
 
-    def _release(self, durable: asyncio.Future[T], future: asyncio.Future[T]) -> None:
-        """Hand an event's result to its request while this controller may act (a quorum's:
-        holds its lease). Else it waits for the lease, or for the resignation, which closes the
-        request's connection unanswered: the client cannot tell the outcome (REQUEST_TIMED_OUT
-        through a broker), never a success answered by a controller that may be deposed. A
-        failure (nothing kept: NOT_CONTROLLER, KAFKA_STORAGE_ERROR) is true at once."""
-        if future.done():
-            return
-        if durable.cancelled() or self._stopped:
-            future.cancel()
-        elif (exc := durable.exception()) is not None:  # (a refusal claims nothing was done)
-            future.set_exception(exc)
-        elif not self.may_answer():
-            asyncio.get_running_loop().call_later(_HOLD_POLL_S, self._release, durable, future)
-        else:
-            future.set_result(durable.result())
+    def may_answer(self) -> bool:
+        """May an admin answer leave now? (a quorum's controller: while it holds its lease,
+        see :meth:`act_while`)"""
+        return self.events.may_answer()
 
     def _event_done(self, event: Any, queue_s: float, process_s: float) -> None:
         self.state_log.write(
@@ -388,26 +309,3 @@ class KafkaController:
             self._said.clear()
         self._said.add(key)
         return True
-
-    # -- events -----------------------------------------------------------------------------------
-    def _on_startup(self) -> None:
-        """Failover (Kafka's onControllerFailover): resume from the store and push everything.
-
-        Brokers registered before the restart stay registered (the store holds them, as
-        ZooKeeper held Kafka's broker registrations) with their epochs and a fresh session;
-        one that died meanwhile expires after the session timeout. As Kafka, the live brokers
-        first get the full partition set with the live brokers (sendUpdateMetadataRequest),
-        spliced from the topic blocks encoded before this event, then LeaderAndIsr for the
-        partitions they host (the replica state machine's startup, in slices after this
-        event; each broker's once it registered here, and only the topics it does not hold
-        as stored: :mod:`kmeta.controller.brokers.startup_resync`), all stamped with the new controller epoch, which
-        fences any request of the previous controller.
-        """
-        self.brokers.resume_sessions()
-        self.send(
-            ControllerRequests(
-                update_metadata_to=self.state.live_broker_ids(),
-                full_update_metadata=True,
-            ),
-        )
-        self.deletion.resume()  # Kafka resumes the topics still under /admin/delete_topics

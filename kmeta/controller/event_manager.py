@@ -19,6 +19,10 @@ An event that raises is failed alone and its effects dropped. Either way memory 
 changes the store does not, so ``on_rollback`` runs (the controller reloads its state from
 the store) before anyone is answered or the next event runs. The loop goes on, and works
 again as soon as the disk does.
+
+:meth:`ControllerEventManager.enqueue` is the controller's one way to queue an event (Kafka's
+``ControllerEventManager.put`` handing back a ``QueuedEvent``): its future gets the result
+once the event is durable, and only while the controller may answer (:attr:`may_answer`).
 """
 
 from __future__ import annotations
@@ -28,12 +32,16 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.store.errors import StorageError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+#: how often a held answer looks whether it may leave (see ControllerEventManager._release)
+_HOLD_POLL_S = 0.05
 
 
 class ControllerEvent(Protocol):
@@ -82,6 +90,35 @@ class Outbox(Protocol):
     def release(self) -> None: ...
 
 
+class QueuedEvent(Generic[T]):
+    """A function run as one controller event, its result handed to ``future``."""
+
+    __slots__ = ("fn", "future", "name", "result")
+
+    def __init__(self, name: str, fn: Callable[[], T], future: asyncio.Future[T] | None) -> None:
+        self.name = name
+        self.fn = fn
+        self.future = future
+        self.result: T | None = None
+
+    def process(self) -> None:
+        self.result = self.fn()
+
+    def complete(self) -> None:
+        """The event's writes are durable: answer (never before, see the module docstring)."""
+        if self.future is not None and not self.future.done():
+            self.future.set_result(cast(T, self.result))  # (set by process() before)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.future is not None and not self.future.done():
+            self.future.set_exception(exc)
+
+
+def _observed(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # (retrieved: an unawaited event's failure is not logged twice)
+
+
 class _Retry(Exception):
     """The outcome of an event that wrote nothing in a group whose commit failed: it is not
     refused (nothing of its own was), it runs again on the reloaded state."""
@@ -114,9 +151,43 @@ class ControllerEventManager:
         self._needs_rollback = False
         #: hook(event, queue_s, process_s) called after each event (used for the state log)
         self.on_processed = on_processed
+        #: may an event's answer leave now? (a quorum's controller: while it holds its lease)
+        self.may_answer: Callable[[], bool] = lambda: True
+        #: set when the controller stops: answers still held are cancelled
+        self.stopped = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="controller-events")
+
+    def enqueue(self, name: str, fn: Callable[[], T]) -> asyncio.Future[T]:
+        """Queue ``fn`` as the event ``name``: the future gets fn's result once the event's
+        writes are durable (or its failure), and only while the controller may answer
+        (:meth:`_release`). Nobody need await it: a failure nobody asked for is not reported
+        again by asyncio (it was logged here)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        future.add_done_callback(_observed)
+        durable: asyncio.Future[T] = loop.create_future()
+        durable.add_done_callback(lambda done: self._release(done, future))
+        self.put(QueuedEvent(name, fn, durable))
+        return future
+
+    def _release(self, durable: asyncio.Future[T], future: asyncio.Future[T]) -> None:
+        """Hand an event's result to its request while the controller may answer (a quorum's:
+        holds its lease). Else it waits for the lease, or for the resignation, which closes the
+        request's connection unanswered: the client cannot tell the outcome (REQUEST_TIMED_OUT
+        through a broker), never a success answered by a controller that may be deposed. A
+        failure (nothing kept: NOT_CONTROLLER, KAFKA_STORAGE_ERROR) is true at once."""
+        if future.done():
+            return
+        if durable.cancelled() or self.stopped:
+            future.cancel()
+        elif (exc := durable.exception()) is not None:  # (a refusal claims nothing was done)
+            future.set_exception(exc)
+        elif not self.may_answer():
+            asyncio.get_running_loop().call_later(_HOLD_POLL_S, self._release, durable, future)
+        else:
+            future.set_result(durable.result())
 
     def put(self, event: ControllerEvent) -> None:
         self._queue.put_nowait((event, time.monotonic()))

@@ -112,7 +112,7 @@ async def _create(state: BrokerState, names: list[str]) -> None:
         link = state.controller_link
         if link is None:
             return
-        answer = await link.forward(request, CREATE_TIMEOUT_MS / 1000.0 + FORWARD_MARGIN_S)
+        answer = await link.forwarding.forward(request, CREATE_TIMEOUT_MS / 1000.0 + FORWARD_MARGIN_S)
         for result in answer.topics:
             if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                 log.warning("auto-creating topic %r: error %d (%s)", result.name,

@@ -5,7 +5,8 @@
   ``BrokerState.broker_epoch`` (control requests are fenced with it). Each registration
   carries a digest per topic of the LeaderAndIsr states held (kmeta's tagged field
   ``KmetaTopicDigests``, :mod:`kmeta.metadata.replica_digest`): a controller that took over
-  sends LeaderAndIsr only for the topics whose digest differs from its own.
+  sends LeaderAndIsr only for the topics whose digest differs from its own. What a
+  registration says is :mod:`controller_registration`'s.
 * Each new connection starts with ApiVersions (18), as Kafka's broker-to-controller channel
   does; registration, heartbeat and controlled shutdown then use the highest version both
   sides serve, and a forwarded admin request whose version the controller does not serve is
@@ -20,11 +21,12 @@
   quick restart) is retried quietly, backing off up to 1 s, until that session expires. With
   a state dir (``--state-dir``, :mod:`kmeta.server.state_dir`) the first registration names
   the previous process's last epoch and incarnation, and the controller registers us at once.
-* On stop: ControlledShutdown (7), so the controller moves leaderships away first.
+* On stop: ControlledShutdown (7), so the controller moves leaderships away first
+  (:mod:`controlled_shutdown`).
 * NOT_CONTROLLER to a registration or heartbeat (a deposed controller still listening) moves
   the link to the next controller at once, with the same incarnation and epoch.
-* ``forward(request)`` sends an admin request (CreateTopics, DeleteTopics, CreatePartitions) on
-  a second connection, so a slow admin answer never delays heartbeats; client id
+* Its ``forwarding`` manager sends admin requests (CreateTopics, DeleteTopics, CreatePartitions)
+  on a second connection, so a slow admin answer never delays heartbeats; client id
   ``kmeta-broker-<id>`` tells the controller which broker forwarded it, an Envelope the
   client's principal. As Kafka's ForwardingManager (KIP-590, :mod:`kmeta.server.forwarding`):
   a request that finds no active controller is held and sent when one is found, within its
@@ -37,137 +39,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from typing import TYPE_CHECKING
 
-from kmeta.metadata.replica_digest import MAX_DIGEST_TOPICS
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.tls import SECURITY_PROTOCOLS, uses_sasl, uses_tls
 from kmeta.protocol.api_keys import ApiKey
-from kmeta.protocol.errors import ErrorCode, UnsupportedVersionError
+from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh
-from kmeta.protocol.messages import broker_registration as br
-from kmeta.protocol.messages import controlled_shutdown as cs
-from kmeta.protocol.registry import highest_common
-from kmeta.protocol.schema import Request
-from kmeta.server.controller_connection import (
-    NET_ERRORS,
-    REQUEST_TIMEOUT_S,
-    R,
-    call,
-    open_connection,
+from kmeta.server.controlled_shutdown import controlled_shutdown
+from kmeta.server.controller_connection import NET_ERRORS, call, open_connection
+from kmeta.server.controller_registration import (
+    NotController,
+    RegistrationRefused,
+    pick_version,
+    registration_request,
+    topic_digests,
 )
-from kmeta.server.forwarding import ForwardedClient, ForwardingManager, ForwardTimedOut, forward
+from kmeta.server.forwarding import ForwardingManager
 from kmeta.server.state_dir import StateDir
-from kmeta.server.streamed import STEP_S
 
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker
-    from kmeta.server.replica_states import ReplicaStates
 
 log = logging.getLogger("kmeta.server.controller_link")
-#: (re-exported: the admin handlers forward through here, kmeta broker builds the link)
-__all__ = [
-    "REQUEST_TIMEOUT_S",
-    "ControllerLink",
-    "ForwardTimedOut",
-    "NotController",
-    "RegistrationRefused",
-    "controller_link",
-    "forward",
-]
-
 HEARTBEAT_INTERVAL_S = 2.0  # broker.heartbeat.interval.ms default
 RETRY_BACKOFF_S = 0.1
 #: the longest wait between registrations refused as DUPLICATE_BROKER_REGISTRATION
 MAX_DUPLICATE_BACKOFF_S = 1.0
-
-
-class NotController(Exception):
-    """A controller answered NOT_CONTROLLER (it was deposed, and still listens): the link moves
-    on to the next controller at once, keeping its incarnation and epoch (KRaft's
-    NodeToControllerChannelManager forgets that controller and finds the active one)."""
-
-
-class RegistrationRefused(Exception):
-    """The controller answered the registration with an error: another cluster id
-    (INCONSISTENT_CLUSTER_ID), listeners it does not accept (INVALID_REQUEST), or our id's
-    previous incarnation still inside its session (DUPLICATE_BROKER_REGISTRATION)."""
-
-    def __init__(self, error: ErrorCode) -> None:
-        super().__init__(error.name)
-        self.error = error
-
-
-def _pick(versions: dict[int, range], api_key: int, ours: int) -> int:
-    """The highest version of ``api_key`` up to ``ours`` that the controller serves."""
-    version = highest_common(versions, api_key, range(ours + 1))
-    if version is None:
-        raise UnsupportedVersionError(f"the controller does not serve api {api_key} <= v{ours}")
-    return version
-
-
-def advertised_listeners(broker: Broker) -> tuple[br.Listener, ...]:
-    """The listeners a registration names: each advertised one, its port the bound one when
-    the advertised spec left it 0."""
-    out = []
-    for spec in broker.config.advertised:
-        port = spec.port or broker.port(spec.name)
-        protocol = broker.config.security_protocol(spec.name)
-        out.append(
-            br.Listener(name=spec.name, host=spec.host, port=port, security_protocol=protocol)
-        )
-    return tuple(out)
-
-
-async def topic_digests(replicas: ReplicaStates) -> list[br.KmetaTopicDigest]:
-    """A digest per topic of the LeaderAndIsr states held (kmeta's tagged field: a
-    controller taking over sends LeaderAndIsr only where its own differs). Computed in
-    steps of STEP_S (at 1M partitions it is a fraction of a second); each is kept until
-    its topic changes."""
-    out: list[br.KmetaTopicDigest] = []
-    step_end = time.monotonic() + STEP_S
-    for name in replicas.topic_names()[:MAX_DIGEST_TOPICS]:
-        digest = replicas.digest(name)
-        if digest is not None:
-            out.append(br.KmetaTopicDigest(name, digest))
-        if time.monotonic() > step_end:
-            await asyncio.sleep(0)
-            step_end = time.monotonic() + STEP_S
-    return out
-
-
-def registration_request(
-    broker: Broker,
-    version: int,
-    incarnation_id: uuid.UUID,
-    broker_epoch: int,
-    previous: tuple[int, uuid.UUID] | None,
-    digests: list[br.KmetaTopicDigest],
-) -> br.BrokerRegistrationRequest:
-    """BrokerRegistration for this broker; ``previous``: the (epoch, incarnation) of the
-    process before this one, as its state dir recorded them (named only until we have an
-    epoch: the controller then need not wait out that process's session)."""
-    request = br.BrokerRegistrationRequest(
-        version=version,
-        broker_id=broker.config.broker_id,
-        cluster_id=broker.config.cluster_id or "",
-        incarnation_id=incarnation_id,
-        listeners=advertised_listeners(broker),
-        features=(),
-        rack=broker.config.rack,
-        log_dirs=(),
-        previous_broker_epoch=broker_epoch,
-        kmeta_topic_digests=digests,
-        # what we have seen of the cluster: a controller on an older store refuses to push
-        kmeta_controller_epoch=broker.state.controller_epoch,
-    )
-    if previous is not None:
-        request = request._replace(
-            previous_broker_epoch=previous[0], kmeta_previous_incarnation_id=previous[1]
-        )
-    return request
 
 
 class ControllerLink:
@@ -230,7 +129,7 @@ class ControllerLink:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self.broker_epoch >= 0:
-            await self._controlled_shutdown()
+            await controlled_shutdown(self)
         if self._conn is not None:
             self._conn.close()
         self.forwarding.close()
@@ -243,7 +142,7 @@ class ControllerLink:
     def port(self) -> int:
         return self.endpoints[self._at][1]
 
-    def _next_controller(self) -> None:
+    def next_controller(self) -> None:
         """Connection lost or NOT_CONTROLLER: try the quorum's next controller (as KRaft
         brokers do with their bootstrap list). The session is claimed again there: same
         incarnation, same epoch (it survives a failover)."""
@@ -251,21 +150,31 @@ class ControllerLink:
             left, self._at = self._at, (self._at + 1) % len(self.endpoints)
             self.forwarding.controller_left(left)
 
+    def drop_connection(self) -> None:
+        """Close the link's connection (the next request opens one, at :attr:`host`)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
     # -- registration and heartbeats --------------------------------------------------------------
-    async def _connection(self) -> KafkaConnection:
+    async def connection(self) -> KafkaConnection:
+        """The connection to the current controller, opened (with ApiVersions) if need be."""
         if self._conn is None or not self._conn.is_open:
             self._conn, self.controller_versions = await open_connection(
                 self.host, self.port, self.client_id, self._ssl, self._sasl
             )
         return self._conn
 
-    async def _register(self) -> None:
+    async def register(self) -> None:
+        """BrokerRegistration on :meth:`connection`: the epoch it gives is ours (the same
+        one when the session is claimed again). NotController / RegistrationRefused: the
+        controller's refusals."""
         digests = await topic_digests(self.broker.state.replicas)
-        conn = await self._connection()
+        conn = await self.connection()
         previous = self.state_dir.previous if self.state_dir is not None else None
         request = registration_request(
             self.broker,
-            _pick(self.controller_versions, ApiKey.BROKER_REGISTRATION, 4),
+            pick_version(self.controller_versions, ApiKey.BROKER_REGISTRATION, 4),
             self.incarnation_id,
             self.broker_epoch,
             previous if self.broker_epoch < 0 else None,
@@ -293,13 +202,13 @@ class ControllerLink:
         while not self._stopping:
             try:
                 if need_registration:
-                    await self._register()
+                    await self.register()
                     need_registration, refused = False, None
-                conn = await self._connection()
+                conn = await self.connection()
                 response = await call(
                     conn,
                     bh.BrokerHeartbeatRequest(
-                        version=_pick(self.controller_versions, ApiKey.BROKER_HEARTBEAT, 1),
+                        version=pick_version(self.controller_versions, ApiKey.BROKER_HEARTBEAT, 1),
                         broker_id=self.broker_id,
                         broker_epoch=self.broker_epoch,
                         current_metadata_offset=self.broker.state.cache.snapshot.version,
@@ -314,7 +223,7 @@ class ControllerLink:
                     # session's (it restarted, or we reconnected): register again. The same
                     # incarnation keeps its epoch unless it was fenced.
                     before = self.broker_epoch
-                    await self._register()
+                    await self.register()
                     if self.broker_epoch != before:
                         log.warning(
                             "controller had fenced broker %d (epoch %d); registered again",
@@ -327,11 +236,9 @@ class ControllerLink:
                 # at the next controller (same incarnation, same epoch)
                 log.info("broker %d: controller %s:%d answered NOT_CONTROLLER; moving on",
                          self.broker_id, self.host, self.port)  # fmt: skip
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
+                self.drop_connection()
                 need_registration = True
-                self._next_controller()
+                self.next_controller()
                 await asyncio.sleep(self.retry_backoff_s)
             except RegistrationRefused as exc:
                 if exc.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
@@ -363,63 +270,8 @@ class ControllerLink:
                     self._conn.close()
                     self._conn = None
                     need_registration = len(self.endpoints) > 1  # (claim the session there)
-                self._next_controller()
+                self.next_controller()
                 await asyncio.sleep(self.retry_backoff_s)
-
-    async def _controlled_shutdown(self) -> None:
-        """ControlledShutdown to the active controller: one that answers NOT_CONTROLLER or
-        cannot be reached is left for the next, each controller once."""
-        for _ in range(len(self.endpoints)):
-            try:
-                response = await self._send_controlled_shutdown()
-                if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
-                    # our session is known on another connection (we reconnected, or moved
-                    # on): claim it on this one (same incarnation, same epoch) and ask again
-                    await self._register()
-                    response = await self._send_controlled_shutdown()
-                if response.error_code == ErrorCode.NOT_CONTROLLER and len(self.endpoints) > 1:
-                    raise NotController
-                log.info(
-                    "controlled shutdown: %s, %d partitions could not move",
-                    ErrorCode(response.error_code).name,
-                    len(response.remaining_partitions),
-                )
-                return
-            except RegistrationRefused as exc:
-                log.warning("controlled shutdown failed: registration refused (%s)", exc.error.name)
-                return
-            except (NotController, *NET_ERRORS) as exc:
-                log.warning("controlled shutdown at %s:%d failed: %r", self.host, self.port, exc)
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
-                if len(self.endpoints) == 1:
-                    return
-                self._next_controller()
-
-    async def _send_controlled_shutdown(self) -> cs.ControlledShutdownResponse:
-        conn = await self._connection()
-        return await call(
-            conn,
-            cs.ControlledShutdownRequest(
-                version=_pick(self.controller_versions, ApiKey.CONTROLLED_SHUTDOWN, 3),
-                broker_id=self.broker_id,
-                broker_epoch=self.broker_epoch,
-            ),
-        )
-
-    # -- forwarding (ForwardingManager) ----------------------------------------------------------
-    async def forward(
-        self, request: Request[R], timeout_s: float, client: ForwardedClient | None = None
-    ) -> R:
-        """Send an admin request to the active controller (in an Envelope naming ``client``):
-        :meth:`ForwardingManager.forward`."""
-        return await self.forwarding.forward(request, timeout_s, client)
-
-    @property
-    def _admin_versions(self) -> dict[int, range]:
-        """(the forwarding connection's ApiVersions: a test pins an older controller's here)"""
-        return self.forwarding.admin_versions
 
 
 def controller_link(broker: Broker, state_dir: StateDir | None = None) -> ControllerLink:

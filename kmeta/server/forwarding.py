@@ -296,7 +296,7 @@ async def forward(
     client = ForwardedClient(ctx.principal, client_host(ctx.peer), ctx.header.client_id)
     try:
         # error_response and the request's response_class() name the same response record
-        return await link.forward(cast("Request[Resp]", request), timeout_s, client)
+        return await link.forwarding.forward(cast("Request[Resp]", request), timeout_s, client)
     except ForwardTimedOut as exc:
         log.warning("forwarding api %d: outcome unknown (%s): REQUEST_TIMED_OUT",
                     ctx.header.api_key, exc)  # fmt: skip

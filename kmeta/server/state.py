@@ -65,7 +65,7 @@ class BrokerState:
         #: of the internal topics' partitions this broker leads
         self.coordinators = Coordinators(
             config, self.replica_manager, self.cache,
-            lambda: None if self.controller_link is None else self.controller_link.forward,
+            lambda: None if self.controller_link is None else self.controller_link.forwarding.forward,
         )  # fmt: skip
         self.coordinators.install()
         #: producer ids (InitProducerId, the transaction coordinator), from blocks the

@@ -12,7 +12,7 @@ from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, cluster_allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.schema import Record
-from kmeta.server.controller_link import forward
+from kmeta.server.forwarding import forward
 from kmeta.server.state import BrokerContext
 
 AUTHORIZATION_FAILED = "Authorization failed."

@@ -338,20 +338,20 @@ async def test_controller_serves_api_versions(tmp_path):
 
 async def test_broker_link_negotiates_versions_with_the_controller(cluster):
     from kmeta.protocol.api_keys import ApiKey
-    from kmeta.server.controller_link import _pick
+    from kmeta.server.controller_registration import pick_version
 
     link = cluster.brokers[1].state.controller_link
     assert link.heartbeat_interval_s == 0.1  # --heartbeat-interval-ms 100 in the helper
     assert link.controller_versions[ApiKey.BROKER_REGISTRATION] == range(5)
-    assert _pick({ApiKey.BROKER_HEARTBEAT: range(1)}, ApiKey.BROKER_HEARTBEAT, 1) == 0
+    assert pick_version({ApiKey.BROKER_HEARTBEAT: range(1)}, ApiKey.BROKER_HEARTBEAT, 1) == 0
     with pytest.raises(Exception, match="does not serve"):
-        _pick({}, ApiKey.BROKER_HEARTBEAT, 1)
+        pick_version({}, ApiKey.BROKER_HEARTBEAT, 1)
     # a forwarded version the controller does not serve is refused at the broker
     conn = await cluster.connect(1)
     try:
         first = await conn.request(ct.CreateTopicsRequest(version=7, topics=(topic("v7", 1, 1),)))
         assert first.topics[0].error_code == 0
-        link._admin_versions[ApiKey.CREATE_TOPICS] = range(5)  # as an older controller
+        link.forwarding.admin_versions[ApiKey.CREATE_TOPICS] = range(5)  # as an older controller
         refused = await conn.request(
             ct.CreateTopicsRequest(version=7, topics=(topic("v7b", 1, 1),))
         )

@@ -11,7 +11,7 @@ import uuid
 from kmeta.controller.event_manager import ControllerEventManager
 from kmeta.controller.metrics import ControllerMetrics
 from kmeta.controller.model import PartitionRegistration, TopicInfo
-from kmeta.controller.store.sqlite_store import ControllerStore, _json_ints
+from kmeta.controller.store.sqlite_store import ControllerStore, json_ints
 from tests.controller.helpers import RecordedEvent
 
 
@@ -75,8 +75,8 @@ async def test_an_event_is_answered_only_after_its_writes_are_durable(tmp_path):
 
 def test_replica_lists_are_stored_as_json():
     for ids in [(), (1,), (3, 1, 2), (1000, -1)]:
-        assert _json_ints(ids) == json.dumps(ids)
-        assert _json_ints(ids) is _json_ints(ids)
+        assert json_ints(ids) == json.dumps(ids)
+        assert json_ints(ids) is json_ints(ids)
 
 
 async def test_queued_events_share_one_commit_and_a_failing_one_is_undone_alone(tmp_path):

@@ -177,7 +177,7 @@ async def test_topics_past_the_brokers_digest_bound_are_sent_and_a_list_over_the
     (the rest are not reported, so they are sent); a controller ignores a longer list (the
     broker gets every partition it hosts, outcome ``everything``)."""
     import kmeta.controller.brokers.startup_resync as startup_resync
-    import kmeta.server.controller_link as link
+    import kmeta.server.controller_registration as link
 
     c = await _cluster(tmp_path)
     try:

@@ -63,6 +63,18 @@ def test_controller_and_broker_epochs_only_rise(tmp_path):
     assert store.load().controller_epoch == 2
 
 
+def test_a_new_broker_epoch_is_above_the_one_the_broker_holds(tmp_path):
+    """A store older than the cluster counts broker epochs from an older value: the broker's
+    own epoch (PreviousBrokerEpoch) is a floor; a report past int64's headroom is not."""
+    store = ControllerStore(tmp_path)
+    with store.transaction():
+        assert store.next_broker_epoch(41) == 42
+        assert store.next_broker_epoch(5) == 43  # (never below what was handed out)
+        assert store.next_broker_epoch(-1) == 44
+        assert store.next_broker_epoch(2**63 - 1) == 45
+    store.close()
+
+
 def test_wal_and_full_sync(tmp_path):
     store = ControllerStore(tmp_path)
     assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

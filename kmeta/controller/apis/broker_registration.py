@@ -115,7 +115,8 @@ async def handle(ctx: ControllerRequestContext, req: br.BrokerRegistrationReques
         error, epoch = await c.enqueue(
             "BrokerRegistration",
             lambda: c.brokers.register(
-                req.broker_id, str(req.incarnation_id), listeners, req.rack, ctx.peer, succeeds
+                req.broker_id, str(req.incarnation_id), listeners, req.rack, ctx.peer, succeeds,
+                previous,
             ),
         )
     except StorageError as exc:

@@ -92,6 +92,7 @@ class BrokerLifecycleManager:
         rack: str | None,
         peer: object = None,
         succeeds: tuple[int, str] | None = None,
+        held_epoch: int = -1,
     ) -> tuple[ErrorCode, int]:
         """BrokerRegistration event: (error, broker epoch).
 
@@ -114,7 +115,11 @@ class BrokerLifecycleManager:
         Here kmeta differs from Kafka: KRaft's controller does not read PreviousBrokerEpoch
         to end a session (KIP-966 sends it after a clean shutdown, for the eligible leader
         replicas), so a Kafka broker restarted within broker.session.timeout.ms waits it
-        out; kmeta's brokers keep no logs to recover, and that wait was most of a restart."""
+        out; kmeta's brokers keep no logs to recover, and that wait was most of a restart.
+
+        ``held_epoch``: the epoch the broker holds now (PreviousBrokerEpoch): a new epoch is
+        above it even on a store older than the cluster
+        (:func:`kmeta.controller.store.cluster_store.epoch_after`)."""
         old = self.host.state.brokers.get(broker_id)
         if old is not None and old.alive and old.incarnation_id == incarnation_id:
             # the same process again (a retry, or its session on a new connection)
@@ -144,7 +149,7 @@ class BrokerLifecycleManager:
             for waiting in list(self.host.barriers):
                 waiting.broker_gone(broker_id)
         with self.host.store.transaction():
-            epoch = self.host.store.next_broker_epoch()
+            epoch = self.host.store.next_broker_epoch(held_epoch)
             broker = BrokerInfo(broker_id, epoch, incarnation_id, listeners, rack, True)
             self.host.state.brokers[broker_id] = broker
             self.host.store.put_broker(broker)

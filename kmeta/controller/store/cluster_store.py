@@ -26,6 +26,18 @@ from kmeta.net.security.scram import ScramCredential
 #: removal, the startup push) waits this long, so a full disk is not hammered
 STORE_RETRY_S = 1.0
 
+#: a broker's report of the epoch it holds above this is not believed (int64 headroom)
+MAX_HELD_BROKER_EPOCH = 1 << 62
+
+
+def epoch_after(last: int, above: int) -> int:
+    """The next broker epoch after the store's ``last``, and above ``above``: the epoch the
+    registering broker says it holds (PreviousBrokerEpoch, -1: none). A store older than the
+    cluster (``--accept-older-store``, a restored copy) counts from an older ``last``; an
+    epoch below the broker's would make it refuse the controller's requests stamped with it
+    as STALE_BROKER_EPOCH whenever they arrive before the registration's answer."""
+    return max(last + 1, above + 1 if 0 <= above < MAX_HELD_BROKER_EPOCH else 0)
+
 
 class ClusterStore(Protocol):
     """The seam (ARCHITECTURE.md): what the controller and its collaborators store through.
@@ -46,7 +58,7 @@ class ClusterStore(Protocol):
     @property
     def group_lost(self) -> bool: ...
     def bump_controller_epoch(self) -> int: ...
-    def next_broker_epoch(self) -> int: ...
+    def next_broker_epoch(self, above: int = -1) -> int: ...
     def put_broker(self, b: BrokerInfo) -> None: ...
     def put_topic(self, t: TopicInfo, deleting: bool = False) -> None: ...
     def put_partitions(

@@ -11,7 +11,10 @@ The controller epoch and the broker-epoch counter live in the ``meta`` table; bo
 So does the last block of producer ids handed out (``producer_id_block``, one row).
 
 Transactions (one per event, or one per group of events with a savepoint each, committed
-off the event loop) are :mod:`sqlite_transactions`'s; this module says what the rows hold.
+off the event loop) are :mod:`sqlite_transactions`'s, the tables and the opening
+:mod:`sqlite_schema`'s, the whole-state read :mod:`sqlite_rows`'s; this module is the
+store's reads and writes (a write's path, a CreateTopics', stays in this module and the
+transactions').
 
 A write or commit that fails (disk full, I/O error, read-only file system: any SQLite error)
 raises :class:`StorageError`, the one failure type of the seam
@@ -21,12 +24,8 @@ forget it (the controller reloads its state, see ``KafkaController``).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
-import os
 import sqlite3
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -37,47 +36,19 @@ from kmeta.controller.model import (
     ProducerIdsBlock,
     TopicInfo,
 )
+from kmeta.controller.store.cluster_store import epoch_after
 from kmeta.controller.store.errors import storage_error
+from kmeta.controller.store.sqlite_rows import ints, read_state
+from kmeta.controller.store.sqlite_schema import open_database
 from kmeta.controller.store.sqlite_transactions import SqliteTransactions
-from kmeta.metadata.model import Endpoint, TopicPartitionKey
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import ScramCredential
-
-log = logging.getLogger(__name__)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS identity (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS brokers (
-    broker_id INTEGER PRIMARY KEY, epoch INTEGER NOT NULL, incarnation_id TEXT NOT NULL,
-    listeners TEXT NOT NULL, rack TEXT, alive INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS topics (name TEXT PRIMARY KEY, topic_id TEXT NOT NULL,
-    deleting INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS partitions (
-    topic TEXT NOT NULL, partition INTEGER NOT NULL, replicas TEXT NOT NULL, isr TEXT NOT NULL,
-    leader INTEGER NOT NULL, leader_epoch INTEGER NOT NULL, partition_epoch INTEGER NOT NULL,
-    PRIMARY KEY (topic, partition)) WITHOUT ROWID;
-"""
-
-
-_INT_TUPLES: dict[str, tuple[int, ...]] = {}
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    """``tuple(json.loads(text))``, memoised as :func:`_json_ints`: a load (at start, and
-    after every refused commit) reads 100k partitions' replica lists, few of them distinct."""
-    ids = _INT_TUPLES.get(text)
-    if ids is None:
-        if len(_INT_TUPLES) >= 100_000:
-            _INT_TUPLES.clear()
-        ids = _INT_TUPLES[text] = tuple(json.loads(text))
-    return ids
-
 
 _JSON_LISTS: dict[tuple[int, ...], str] = {}
 
 
-def _json_ints(ids: tuple[int, ...]) -> str:
+def json_ints(ids: tuple[int, ...]) -> str:
     """``json.dumps(ids)``, memoised: a cluster has few distinct replica lists, and a full
     resync writes 100k partitions, where json.dumps is most of the time."""
     text = _JSON_LISTS.get(ids)
@@ -88,67 +59,6 @@ def _json_ints(ids: tuple[int, ...]) -> str:
     return text
 
 
-def _read_state(db: sqlite3.Connection, controller_epoch: int) -> ControllerContext:
-    """The whole state in one scan of each table."""
-    state = ControllerContext(controller_epoch=controller_epoch)
-    for bid, epoch, inc, listeners, rack, alive in db.execute("SELECT * FROM brokers"):
-        state.brokers[bid] = BrokerInfo(
-            bid,
-            epoch,
-            inc,
-            tuple(Endpoint(*ep) for ep in json.loads(listeners)),
-            rack,
-            bool(alive),
-        )
-    for name, topic_id, deleting in db.execute("SELECT * FROM topics"):
-        state.topics[name] = TopicInfo(name, uuid.UUID(topic_id))
-        if deleting:
-            state.deleting.add(name)
-    # Partition states are immutable and replaced whole, so equal ones are one object:
-    # at 1M partitions most share a handful of (replicas, isr, leader, epochs) values,
-    # and one tuple each was ~100 bytes per partition of the controller's RSS.
-    shared: dict[tuple[object, ...], PartitionRegistration] = {}
-    for row in db.execute("SELECT * FROM partitions ORDER BY topic, partition"):
-        info = state.topics.get(row[0])
-        if info is None:
-            continue
-        values = row[2:]
-        st = shared.get(values)
-        if st is None:
-            replicas, isr, leader, leader_epoch, partition_epoch = values
-            st = shared[values] = tuple.__new__(
-                PartitionRegistration,
-                (_ints(replicas), _ints(isr), leader, leader_epoch, partition_epoch),
-            )
-        info.partitions[row[1]] = st
-    for topic, name, value in db.execute("SELECT * FROM topic_configs"):
-        info = state.topics.get(topic)
-        if info is not None:
-            info.configs[name] = value
-    state.acls = {AclBinding(*row) for row in db.execute("SELECT * FROM acls")}
-    return state
-
-
-def private_files(data_dir: Path, db: Path) -> None:
-    """The data dir 0700 and the database with its WAL and shared memory 0600: they hold the
-    salted SCRAM keys (SQLite creates the WAL with the database file's mode)."""
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _tighten(data_dir, 0o700)
-    os.close(os.open(db, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
-    for name in (db.name, db.name + "-wal", db.name + "-shm", db.name + "-journal"):
-        with contextlib.suppress(FileNotFoundError):
-            _tighten(data_dir / name, 0o600)
-
-
-def _tighten(path: Path, mode: int) -> None:
-    """``path`` to ``mode`` (from an older kmeta's 0755/0644); one not ours is said, not fatal."""
-    if path.stat().st_mode & 0o777 != mode:
-        try:
-            path.chmod(mode)
-        except PermissionError as exc:
-            log.warning("cannot make %s %o (it holds secrets): %s", path, mode, exc.strerror)
-
-
 class ControllerStore:
     """Open (or create) ``<data_dir>/controller.db``. Writes happen inside :meth:`transaction`."""
 
@@ -156,16 +66,7 @@ class ControllerStore:
         path = Path(data_dir)
         self.path = path / "controller.db"
         try:
-            private_files(path, self.path)
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-            self._db.executescript(_REASSIGNMENTS_SCHEMA)
-            self._db.executescript(_TOPIC_CONFIGS_SCHEMA)
-            self._db.executescript(_ACLS_SCHEMA)
-            self._db.executescript(_SCRAM_CREDENTIALS_SCHEMA)
-            self._db.executescript(_PRODUCER_ID_BLOCK_SCHEMA)
+            self._db = open_database(path, self.path)
         except sqlite3.Error as exc:
             raise storage_error(exc, f"opening {self.path}") from exc
         self._tx = SqliteTransactions(self._db)
@@ -234,9 +135,10 @@ class ControllerStore:
             self.set_meta("controller_epoch", epoch)
         return epoch
 
-    def next_broker_epoch(self) -> int:
-        """A broker epoch never handed out before (call inside a transaction)."""
-        epoch = self.get_meta("broker_epoch") + 1
+    def next_broker_epoch(self, above: int = -1) -> int:
+        """A broker epoch never handed out before, and above ``above`` (call inside a
+        transaction): see :func:`kmeta.controller.store.cluster_store.epoch_after`."""
+        epoch = epoch_after(self.get_meta("broker_epoch"), above)
         self.set_meta("broker_epoch", epoch)
         return epoch
 
@@ -268,8 +170,8 @@ class ControllerStore:
         """Deferred (see begin_deferred): the rows are written in the commit's thread.
 
         A row's columns after (topic, partition) are made once per distinct state object
-        (equal states are one object, see :func:`_read_state`): a 1000-partition topic's rows
-        took 0.36 ms with each column read per partition, ~0.2-0.26 ms so (best of 7x50)."""
+        (equal states are one object, see :func:`sqlite_rows.read_state`): a 1000-partition
+        topic's rows took 0.36 ms with each column read per partition, ~0.2-0.26 ms so (best of 7x50)."""
         sql = "INSERT OR REPLACE INTO partitions VALUES(?, ?, ?, ?, ?, ?, ?)"
         tails: dict[int, tuple[object, ...]] = {}
         rows: list[tuple[object, ...]] = []
@@ -278,8 +180,8 @@ class ControllerStore:
             tail = tails.get(id(st))  # (the states are alive: ``parts`` holds them)
             if tail is None:
                 tail = tails[id(st)] = (
-                    _json_ints(st.replicas),
-                    _json_ints(st.isr),
+                    json_ints(st.replicas),
+                    json_ints(st.isr),
                     st.leader,
                     st.leader_epoch,
                     st.partition_epoch,
@@ -298,7 +200,7 @@ class ControllerStore:
     def load(self) -> ControllerContext:
         """The whole committed state (at start, and after a failed commit)."""
         try:
-            return _read_state(self._db, self.get_meta("controller_epoch"))
+            return read_state(self._db, self.get_meta("controller_epoch"))
         except sqlite3.Error as exc:
             raise storage_error(exc, "read") from exc
 
@@ -311,7 +213,7 @@ class ControllerStore:
         self._tx.flush()
         self._db.executemany(
             "INSERT OR REPLACE INTO reassignments VALUES(?, ?, ?, ?)",
-            [(t, p, _json_ints(a), _json_ints(r)) for t, p, a, r in rows],
+            [(t, p, json_ints(a), json_ints(r)) for t, p, a, r in rows],
         )
 
     def delete_reassignments(self, tps: Iterable[TopicPartitionKey]) -> None:
@@ -327,7 +229,7 @@ class ControllerStore:
             rows = self._db.execute("SELECT * FROM reassignments").fetchall()
         except sqlite3.Error as exc:
             raise storage_error(exc, "read") from exc
-        return {(topic, p): (_ints(adding), _ints(removing)) for topic, p, adding, removing in rows}
+        return {(topic, p): (ints(adding), ints(removing)) for topic, p, adding, removing in rows}
 
     # -- topic configs (Kafka's /config/topics/<topic>) ----------------------------------------
     def put_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
@@ -398,36 +300,3 @@ class ControllerStore:
         )
 
 
-_PRODUCER_ID_BLOCK_SCHEMA = """
-CREATE TABLE IF NOT EXISTS producer_id_block (
-    id INTEGER PRIMARY KEY CHECK (id = 0), broker INTEGER NOT NULL, block_start INTEGER NOT NULL,
-    block_end INTEGER NOT NULL);
-"""
-
-_ACLS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS acls (
-    resource_type INTEGER NOT NULL, resource_name TEXT NOT NULL, pattern_type INTEGER NOT NULL,
-    principal TEXT NOT NULL, host TEXT NOT NULL, operation INTEGER NOT NULL,
-    permission_type INTEGER NOT NULL,
-    PRIMARY KEY (resource_type, resource_name, pattern_type, principal, host, operation,
-                 permission_type)) WITHOUT ROWID;
-"""
-
-_SCRAM_CREDENTIALS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS scram_credentials (
-    user TEXT NOT NULL, mechanism TEXT NOT NULL, salt BLOB NOT NULL, stored_key BLOB NOT NULL,
-    server_key BLOB NOT NULL, iterations INTEGER NOT NULL,
-    PRIMARY KEY (user, mechanism)) WITHOUT ROWID;
-"""
-
-_TOPIC_CONFIGS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS topic_configs (
-    topic TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL,
-    PRIMARY KEY (topic, name)) WITHOUT ROWID;
-"""
-
-_REASSIGNMENTS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS reassignments (
-    topic TEXT NOT NULL, partition INTEGER NOT NULL, adding TEXT NOT NULL, removing TEXT NOT NULL,
-    PRIMARY KEY (topic, partition)) WITHOUT ROWID;
-"""

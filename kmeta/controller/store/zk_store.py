@@ -37,6 +37,7 @@ from kmeta.controller.model import (
     ProducerIdsBlock,
     TopicInfo,
 )
+from kmeta.controller.store.cluster_store import epoch_after
 from kmeta.controller.store.errors import StorageError
 from kmeta.controller.store.zk_layout import (
     BROKER_IDS,
@@ -149,8 +150,10 @@ class ZooKeeperStore:
         """The election raised it (with the /controller znode, in one multi-op)."""
         return self.epoch
 
-    def next_broker_epoch(self) -> int:
-        epoch = self.get_meta("broker_epoch") + 1
+    def next_broker_epoch(self, above: int = -1) -> int:
+        """A broker epoch never handed out before, and above ``above`` (call inside a
+        transaction): see :func:`kmeta.controller.store.cluster_store.epoch_after`."""
+        epoch = epoch_after(self.get_meta("broker_epoch"), above)
         self.set_meta("broker_epoch", epoch)
         return epoch
 

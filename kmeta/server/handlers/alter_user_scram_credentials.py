@@ -11,7 +11,7 @@ from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_user_scram_credentials as ausc
-from kmeta.server.controller_link import forward
+from kmeta.server.forwarding import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 #: AlterUserScramCredentials has no timeout of its own: the controller's request timeout

@@ -23,7 +23,7 @@ from kmeta.net.security.authorizer import allowed, authorizer_of, cluster_allowe
 from kmeta.protocol import error_responses
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
-from kmeta.server.controller_link import forward
+from kmeta.server.forwarding import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
 from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, by_name, forward_authorized
 
