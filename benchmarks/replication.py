@@ -1,7 +1,7 @@
 """Replication's cost, acks=all against acks=1 on replication factor 3, in one run (issue 29).
 
-    .venv/bin/python benchmarks/replication.py [--mb 32] [--record-bytes 1024]
-        [--latency-s 8] [--repeat 2] [--sample-ms 10]
+    .venv/bin/python benchmarks/replication.py [--peak-s 4] [--record-bytes 1024]
+        [--latency-s 8] [--slices 4] [--repeat 2] [--sample-ms 10]
 
 A cluster of 3 brokers and a controller (kmeta.testing.Cluster: processes of their own, file
 logs), one topic of 4 partitions, RF 3, min.insync.replicas 2, leaders spread over the brokers.
@@ -10,13 +10,27 @@ Every figure is measured for acks=1 and for acks=all in the same run, one after 
 moves absolute figures, much less a ratio measured within minutes). The issue's goals:
 
 * ``throughput_mb_s``: a real producer (confluent-kafka, librdkafka) in a process of its own
-  sends ``--mb`` MiB of ``--record-bytes`` records (``linger.ms`` 5, ``batch.size`` 1 MiB, no
-  compression, idempotence off), from the first ``produce()`` to the end of ``flush()`` (every
-  record acknowledged). Each repeat runs acks=1, acks=all, acks=1, acks=all and takes each
-  one's better run as its peak (the other's load moves both alike). acks=all ÷ acks=1 >= 0.5.
+  sends ``--record-bytes`` records as fast as it can for ``--peak-s`` seconds (``linger.ms``
+  5, ``batch.size`` 1 MiB, no compression, idempotence off, a 32 MiB queue), then flushes;
+  MB/s from the first ``produce()`` to the end of ``flush()`` (every record acknowledged).
+  Each repeat runs acks=1, acks=all, acks=1, acks=all and takes each one's better run as its
+  peak (the other's load moves both alike). acks=all ÷ acks=1 >= 0.5.
+
+  The peak is a sustained one, timed, not a fixed amount: an earlier version sent 24 MiB,
+  which took ~0.1 s (220 MB/s) — a burst the producer's and the sockets' buffers and the
+  first appends absorb, several times what the 3 brokers sustain while replicating. Half
+  that "peak" was at or past the cluster's sustained capacity, so the latency runs measured
+  a queue growing near saturation (p99s of 0.1-0.9 s), not the cost of acks=all. A window
+  of a few seconds (``--peak-s``) is dominated by the steady state, and the bounded queue
+  keeps the flush after it short, so a run stops by itself in about ``--peak-s`` seconds.
 * ``ack_ms``: a producer at half the acks=1 peak rate (records/s, the same rate for both) for
   ``--latency-s`` s, each value carrying its send time: produce() -> delivery report, p50 /
-  p99. The acks=all p99 <= 2x the acks=1 p99. Half the acks=1 peak is most of the acks=all
+  p99. The acks=all p99 <= 2x the acks=1 p99. The latency runs of a repeat are taken in
+  ``--slices`` slices in turn (acks=1, acks=all, acks=all at its own half; then backwards;
+  ...), a new producer each, and each one's percentiles are over all its slices: on a shared
+  box the neighbours' load comes and goes within seconds, and one run after the other gave
+  acks=1 a quiet minute and acks=all a loaded one (acks=1's p50 ranged 6-480 ms over the
+  repeats of one run). Half the acks=1 peak is most of the acks=all
   peak when their throughput ratio is near 0.5, so acks=all is also measured at half its own
   peak (``acks_all_at_half_its_peak``: the cost of waiting for the followers, without the
   queueing of a producer near saturation).
@@ -26,6 +40,11 @@ moves absolute figures, much less a ratio measured within minutes). The issue's 
   leader's log end first passed the follower's (0 when it holds all the leader had; the
   resolution is the sampling interval), and in records the leader's log end minus its own:
   p50 / p99 / max over the samples taken while records were arriving.
+* ``brokers``: with each run, the 3 brokers' CPU seconds and the seconds they were runnable
+  but waited for a CPU (``/proc/<pid>/task/*/schedstat``, Linux): how contended the run was.
+  acks=all's answer needs the leader, then each follower, then the leader again to get a
+  CPU in turn, where acks=1's needs the leader once, so a box where the brokers wait for a
+  CPU as long as they run stretches acks=all's tail several times more than acks=1's.
 
 Prints one JSON object, with the load average at start and end.
 """
@@ -56,23 +75,29 @@ TOPIC = "replicated"
 PARTITIONS = 4
 #: ListOffsetsRequest.DEBUGGING_REPLICA_ID: a follower answers with its own log end
 DEBUGGING_REPLICA_ID = -2
+#: the throughput producer's queue (KiB): enough to keep 4 partitions' 1 MiB batches in
+#: flight, small enough that the flush after the timed window is short
+THROUGHPUT_QUEUE_KBYTES = 32 * 1024
 
 
-def _producer(bootstrap: str, acks: str) -> Any:
+def _producer(bootstrap: str, acks: str, queue_kbytes: int = 256 * 1024) -> Any:
     from confluent_kafka import Producer
 
     return Producer({
         "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 1 << 20,
         "compression.type": "none", "enable.idempotence": False,
-        "queue.buffering.max.kbytes": 256 * 1024, "log_level": 0,
+        "queue.buffering.max.kbytes": queue_kbytes, "log_level": 0,
     })  # fmt: skip
 
 
-def throughput_process(conn: Connection, bootstrap: str, acks: str, mb: int, record_bytes: int) -> None:
-    """Send ``mb`` MiB as fast as the producer takes them; MB/s to the last acknowledgement."""
-    producer = _producer(bootstrap, acks)
+def throughput_process(conn: Connection, bootstrap: str, acks: str, seconds: float, record_bytes: int) -> None:
+    """Send records as fast as the producer takes them for ``seconds``, then flush; MB/s from
+    the first ``produce()`` to the last acknowledgement. The producer's queue is bounded
+    (``THROUGHPUT_QUEUE_KBYTES``), so it fills within the first few ms and from then on the
+    producer only takes what the brokers acknowledge: the figure is the brokers' sustained
+    rate, and the flush after ``seconds`` takes one queue's worth at most."""
+    producer = _producer(bootstrap, acks, THROUGHPUT_QUEUE_KBYTES)
     value = os.urandom(record_bytes)
-    count = (mb << 20) // record_bytes
     failed = 0
 
     def report(err: Any, _msg: Any) -> None:
@@ -81,17 +106,20 @@ def throughput_process(conn: Connection, bootstrap: str, acks: str, mb: int, rec
 
     producer.list_topics(TOPIC, timeout=10)
     start = time.perf_counter()
-    for i in range(count):
-        while True:
+    count = 0
+    while time.perf_counter() - start < seconds:
+        for _ in range(256):  # (the clock read once per 256 records)
             try:
-                producer.produce(TOPIC, value, partition=i % PARTITIONS, on_delivery=report)
-                break
+                producer.produce(TOPIC, value, partition=count % PARTITIONS, on_delivery=report)
             except BufferError:
-                producer.poll(0.01)
+                producer.poll(0.005)
+                break
+            count += 1
+    produced_s = time.perf_counter() - start
     left = producer.flush(120)
     elapsed = time.perf_counter() - start
     conn.send({
-        "records": count, "seconds": round(elapsed, 3),
+        "records": count, "seconds": round(elapsed, 3), "producing_s": round(produced_s, 3),
         "mb_s": round(count * record_bytes / elapsed / 1e6, 1), "records_s": round(count / elapsed),
         "failed": failed + left,
     })  # fmt: skip
@@ -99,7 +127,7 @@ def throughput_process(conn: Connection, bootstrap: str, acks: str, mb: int, rec
 
 def latency_process(conn: Connection, bootstrap: str, acks: str, rate: float, seconds: float, record_bytes: int) -> None:
     """Produce at ``rate`` records/s with the send time in each value; each delivery report
-    gives one ack latency. Reports the percentiles in ms."""
+    gives one ack latency. Reports them all (ms), with the counts."""
     producer = _producer(bootstrap, acks)
     producer.list_topics(TOPIC, timeout=10)
     acked: list[float] = []
@@ -127,12 +155,7 @@ def latency_process(conn: Connection, bootstrap: str, acks: str, rate: float, se
             sent += 1
         producer.poll(0.001)
     left = producer.flush(60)
-    acked.sort()
-    conn.send({
-        "rate_records_s": round(rate), "sent": sent, "acknowledged": len(acked),
-        "failed": failed + left, "p50": round(pct(acked, 50), 2), "p99": round(pct(acked, 99), 2),
-        "max": round(acked[-1], 2) if acked else None,
-    })  # fmt: skip
+    conn.send({"sent": sent, "failed": failed + left, "acked_ms": acked})
 
 
 def pct(sorted_values: list[float], q: float) -> float:
@@ -154,7 +177,7 @@ async def _log_ends(conn: KafkaConnection) -> tuple[float, dict[int, int]]:
 
 async def sample_log_ends(
     cluster: Cluster, leaders: dict[int, int], sample_s: float, done: Connection
-) -> dict[str, Any]:
+) -> dict[str, list[Any]]:
     """Every broker's log ends every ``sample_s`` until ``done`` has something to read; the
     followers' lag behind their leaders over the samples taken while records arrived."""
     conns = {b: await KafkaConnection.open(*cluster.address(b)) for b in cluster.broker_ids}
@@ -188,13 +211,7 @@ async def sample_log_ends(
             # when the leader's log end first passed this follower's (ends only grow)
             passed = bisect.bisect_right(ends, end)
             lag_ms.append(max(0.0, (at - times[passed]) * 1000) if passed < len(times) and times[passed] <= at else 0.0)
-    lag_ms.sort()
-    lag_records.sort()
-    return {
-        "samples": len(lag_ms),
-        "lag_ms": {"p50": round(pct(lag_ms, 50), 2), "p99": round(pct(lag_ms, 99), 2), "max": round(lag_ms[-1], 2) if lag_ms else None},
-        "lag_records": {"p50": pct(lag_records, 50), "p99": pct(lag_records, 99), "max": lag_records[-1] if lag_records else None},
-    }  # fmt: skip
+    return {"lag_ms": lag_ms, "lag_records": lag_records}
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -216,18 +233,90 @@ def _result(proc: Any, parent: Connection, timeout_s: float) -> Any:
             proc.kill()
 
 
-def throughput(bootstrap: str, acks: str, a: argparse.Namespace) -> dict[str, Any]:
-    proc, parent = _spawn(throughput_process, bootstrap, acks, a.mb, a.record_bytes)
-    return dict(_result(proc, parent, 600))
+def _scheduled(cluster: Cluster) -> tuple[float, float] | None:
+    """The brokers' CPU seconds and seconds spent runnable but waiting for a CPU, summed over
+    their threads (``/proc/<pid>/task/*/schedstat``); None where there is no such file."""
+    on_cpu = waiting = 0
+    try:
+        for broker in cluster.broker_ids:
+            pid = cluster.pid(f"broker-{broker}")
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                    ran, waited, _ = map(int, f.read().split())
+                on_cpu += ran
+                waiting += waited
+    except (OSError, ValueError):  # (not Linux, or a thread gone while read)
+        return None
+    return on_cpu / 1e9, waiting / 1e9
 
 
-def latency(cluster: Cluster, leaders: dict[int, int], acks: str, rate: float, a: argparse.Namespace) -> dict[str, Any]:
+def _brokers_since(cluster: Cluster, before: tuple[float, float] | None) -> dict[str, float] | None:
+    after = _scheduled(cluster)
+    if before is None or after is None:
+        return None
+    return {"cpu_s": round(after[0] - before[0], 2), "runqueue_wait_s": round(after[1] - before[1], 2)}
+
+
+def throughput(cluster: Cluster, acks: str, a: argparse.Namespace) -> dict[str, Any]:
     bootstrap = cluster.client_config()["bootstrap.servers"]
-    proc, parent = _spawn(latency_process, bootstrap, acks, rate, a.latency_s, a.record_bytes)
+    before = _scheduled(cluster)
+    proc, parent = _spawn(throughput_process, bootstrap, acks, a.peak_s, a.record_bytes)
+    result = dict(_result(proc, parent, a.peak_s + 180))
+    result["brokers"] = _brokers_since(cluster, before)
+    return result
+
+
+def latency(
+    cluster: Cluster, leaders: dict[int, int], acks: str, rate: float, seconds: float, a: argparse.Namespace
+) -> dict[str, Any]:  # fmt: skip
+    """One slice: a producer at ``rate`` for ``seconds`` while the log ends are sampled."""
+    bootstrap = cluster.client_config()["bootstrap.servers"]
+    before = _scheduled(cluster)
+    proc, parent = _spawn(latency_process, bootstrap, acks, rate, seconds, a.record_bytes)
     if not parent.poll(60) or parent.recv() != "started":
         raise TimeoutError("the latency producer did not start")
     lag = asyncio.run(sample_log_ends(cluster, leaders, a.sample_ms / 1000, parent))
-    return {"ack_ms": _result(proc, parent, a.latency_s + 120), "follower_lag": lag}
+    ack = _result(proc, parent, seconds + 120)
+    return {**ack, **lag, "brokers": _brokers_since(cluster, before)}
+
+
+def latency_runs(
+    cluster: Cluster, leaders: dict[int, int], runs: list[tuple[str, str, float]], a: argparse.Namespace
+) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Each run (name, acks, rate) for ``--latency-s`` in all, as ``--slices`` slices taken in
+    turn (ABC CBA ABC ...), so that each sees the same mix of the neighbours' load."""
+    pooled: dict[str, dict[str, Any]] = {
+        name: {"sent": 0, "failed": 0, "acked_ms": [], "lag_ms": [], "lag_records": [], "cpu_s": 0.0, "wait_s": 0.0}
+        for name, _, _ in runs
+    }  # fmt: skip
+    for i in range(a.slices):
+        for name, acks, rate in runs if i % 2 == 0 else runs[::-1]:
+            one = latency(cluster, leaders, acks, rate, a.latency_s / a.slices, a)
+            into = pooled[name]
+            for key in ("sent", "failed", "acked_ms", "lag_ms", "lag_records"):
+                into[key] += one[key]
+            if one["brokers"] is not None:
+                into["cpu_s"] += one["brokers"]["cpu_s"]
+                into["wait_s"] += one["brokers"]["runqueue_wait_s"]
+    rates = {name: rate for name, _, rate in runs}
+    return {name: _summary(p, rates[name], a.slices) for name, p in pooled.items()}
+
+
+def _summary(p: dict[str, Any], rate: float, slices: int) -> dict[str, Any]:
+    acked, lag_ms, lag_records = sorted(p["acked_ms"]), sorted(p["lag_ms"]), sorted(p["lag_records"])
+    return {
+        "ack_ms": {
+            "rate_records_s": round(rate), "slices": slices, "sent": p["sent"], "acknowledged": len(acked),
+            "failed": p["failed"], "p50": round(pct(acked, 50), 2), "p99": round(pct(acked, 99), 2),
+            "max": round(acked[-1], 2) if acked else None,
+        },
+        "follower_lag": {
+            "samples": len(lag_ms),
+            "lag_ms": {"p50": round(pct(lag_ms, 50), 2), "p99": round(pct(lag_ms, 99), 2), "max": round(lag_ms[-1], 2) if lag_ms else None},
+            "lag_records": {"p50": pct(lag_records, 50), "p99": pct(lag_records, 99), "max": lag_records[-1] if lag_records else None},
+        },
+        "brokers": {"cpu_s": round(p["cpu_s"], 2), "runqueue_wait_s": round(p["wait_s"], 2)} if p["cpu_s"] else None,
+    }  # fmt: skip
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -238,19 +327,18 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     repeats: list[dict[str, Any]] = []
     with Cluster(3, log_level="WARNING") as cluster:
         cluster.create_topic(TOPIC, PARTITIONS, 3, configs={"min.insync.replicas": "2"})
-        bootstrap = cluster.client_config()["bootstrap.servers"]
         view = cluster.metadata(1)
         leaders = {p: view.leader(TOPIC, p) for p in range(PARTITIONS)}
         for _ in range(a.repeat):
-            runs = [(acks, throughput(bootstrap, acks, a)) for _ in range(2) for acks in ("1", "all")]
+            runs = [(acks, throughput(cluster, acks, a)) for _ in range(2) for acks in ("1", "all")]
             one = max((r for acks, r in runs if acks == "1"), key=lambda r: r["mb_s"])
             every = max((r for acks, r in runs if acks == "all"), key=lambda r: r["mb_s"])
             one["runs_mb_s"] = [r["mb_s"] for acks, r in runs if acks == "1"]
             every["runs_mb_s"] = [r["mb_s"] for acks, r in runs if acks == "all"]
             rate = one["records_s"] / 2
-            lat_one = latency(cluster, leaders, "1", rate, a)
-            lat_all = latency(cluster, leaders, "all", rate, a)
-            lat_own = latency(cluster, leaders, "all", every["records_s"] / 2, a)
+            runs_at = [("acks_1", "1", rate), ("acks_all", "all", rate), ("acks_all_at_half_its_peak", "all", every["records_s"] / 2)]
+            lat = latency_runs(cluster, leaders, runs_at, a)
+            lat_one, lat_all, lat_own = lat["acks_1"], lat["acks_all"], lat["acks_all_at_half_its_peak"]
             repeats.append({
                 "throughput": {"acks_1": one, "acks_all": every},
                 "latency_at_half_peak": {"acks_1": lat_one, "acks_all": lat_all, "acks_all_at_half_its_peak": lat_own},
@@ -265,7 +353,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         return round(statistics.median(values), 3) if values else None
 
     return {
-        "parameters": {k: getattr(a, k) for k in ("mb", "record_bytes", "latency_s", "repeat", "sample_ms")},
+        "parameters": {k: getattr(a, k) for k in ("peak_s", "record_bytes", "latency_s", "slices", "repeat", "sample_ms")},
         "leaders": leaders,
         "repeats": repeats,
         "ratios": {
@@ -278,9 +366,10 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mb", type=int, default=32)
+    parser.add_argument("--peak-s", type=float, default=4.0)
     parser.add_argument("--record-bytes", type=int, default=1024)
     parser.add_argument("--latency-s", type=float, default=8.0)
+    parser.add_argument("--slices", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--sample-ms", type=float, default=10.0)
     args = parser.parse_args()

@@ -6,15 +6,26 @@ NOT_LEADER_OR_FOLLOWER) and, for acks=-1, while the ISR is at least min.insync.r
 NOT_ENOUGH_REPLICAS); the log's own refusals (:class:`~kmeta.log.errors.LogError`) become
 their error codes. After an append the high watermark may move (a single-replica ISR), which
 wakes what waits on it; else followers long-polling at the old log end are woken to read it.
+
+A Produce's appends are made inside :func:`actions` (Kafka's ``ActionQueue``:
+``ReplicaManager.appendRecords`` queues the purgatory checks and ``KafkaApis`` runs them after
+the request): the followers waiting at the old log ends are woken once every partition of the
+request is appended. A follower's fetch names every partition it follows from this leader, so
+woken after the first append it would carry that batch alone, and the request's other
+partitions would wait for its next fetch: one more follower round trip before their high
+watermark, and the acks=-1 answer, move.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeAlias
 
 from kmeta.log.errors import LogError
 from kmeta.log.partition_log import LogAppendInfo
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.partition import Partition
 from kmeta.server.replica_states import LEADER, ReplicaState
@@ -78,8 +89,32 @@ def _appended(rm: ReplicaManager, partition: Partition, state: ReplicaState, inf
     rm.messages_in += info.record_count
     if partition.maybe_increment_leader_hw(state):
         rm.high_watermark_moved(partition)
-    else:  # (followers long-polling at the old log end read the batch now)
-        rm.delayed_fetch.check_and_complete(partition.key)
+    else:  # (followers long-polling at the old log end read the batch)
+        wake_fetches(rm, partition.key)
     if rm.log_manager.memory_bytes > rm.memory_max_bytes:
         rm.enforce_retention()
     return info
+
+
+def wake_fetches(rm: ReplicaManager, key: TopicPartitionKey) -> None:
+    """The fetches waiting on ``key`` are checked now, or inside :func:`actions` at its end."""
+    if rm.fetch_wakes is None:
+        rm.delayed_fetch.check_and_complete(key)
+    else:
+        rm.fetch_wakes[key] = None
+
+
+@contextmanager
+def actions(rm: ReplicaManager) -> Iterator[None]:
+    """The appends made inside wake the fetches waiting on their partitions once, at the end
+    (nested: at the end of the outermost)."""
+    if rm.fetch_wakes is not None:
+        yield
+        return
+    rm.fetch_wakes = {}
+    try:
+        yield
+    finally:
+        keys, rm.fetch_wakes = rm.fetch_wakes, None
+        for key in keys:
+            rm.delayed_fetch.check_and_complete(key)

@@ -11,7 +11,8 @@
   UNKNOWN_TOPIC_OR_PARTITION; a log that cannot be opened is KAFKA_STORAGE_ERROR.
 * Appends (:meth:`append_records`, :mod:`kmeta.server.replica_appends`) go to the leader's
   log; the high watermark follows :meth:`Partition.maybe_increment_leader_hw`, and a move
-  wakes the fetch purgatory.
+  wakes the fetch purgatory; inside :meth:`actions` (a Produce's appends) the followers
+  waiting at the old log ends are woken once all are done (Kafka's action queue).
 * Reads (:meth:`read_from_log`, :meth:`fetch_messages`) follow ``readFromLog`` /
   ``fetchMessages``: the first non-empty partition's first batch is returned whole, later ones
   only within what is left of the request's max bytes; a fetch that finds too little waits in
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 
 from kmeta.log.config import LogConfig
 from kmeta.log.errors import LogError
@@ -64,6 +66,9 @@ class ReplicaManager:
         self.delayed_fetch = DelayedOperationPurgatory("fetch")
         #: acks=-1 produces waiting for their high watermark (kmeta.server.delayed_produce)
         self.delayed_produce = DelayedOperationPurgatory("produce")
+        #: the partitions appended to inside ``actions()``, whose waiting fetches are checked
+        #: at its end (kmeta.server.replica_appends); None: outside, checked at each append
+        self.fetch_wakes: dict[TopicPartitionKey, None] | None = None
         self._partitions: dict[TopicPartitionKey, Partition] = {}
         #: topic -> its partitions made here (what a LeaderAndIsr of the topic may change)
         self._by_topic: dict[str, set[int]] = {}
@@ -242,6 +247,11 @@ class ReplicaManager:
         return replica_appends.append_records(
             self, partition, records, acks, min_insync_replicas, coordinator, crc_checked
         )
+
+    def actions(self) -> AbstractContextManager[None]:
+        """:func:`kmeta.server.replica_appends.actions`: the appends made inside wake the
+        fetches waiting on their partitions at the end, once (Kafka's ActionQueue)."""
+        return replica_appends.actions(self)
 
     def append_txn_marker(
         self, partition: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int,

@@ -35,14 +35,17 @@ from tests.server.helpers import CONTROL, PLAINTEXT, live_broker
 EPOCH = 4
 
 
-def _topics(isr: tuple[int, ...], epoch: int = EPOCH) -> dict[str, list[Part]]:
-    return {"r": [(0, 1, (1, 2), isr, epoch)]}
+def _topics(isr: tuple[int, ...], epoch: int = EPOCH, partitions: int = 1) -> dict[str, list[Part]]:
+    return {"r": [(index, 1, (1, 2), isr, epoch) for index in range(partitions)]}
 
 
 @asynccontextmanager
-async def leading(min_isr: int = 1, isr: tuple[int, ...] = (1, 2)) -> AsyncIterator[tuple[Broker, KafkaConnection]]:
-    """Broker 1 leading ``r-0`` (replicas 1, 2) with ``isr``; a client connection to it
-    (answers leave a connection in order: a waiting produce goes on one of its own)."""
+async def leading(
+    min_isr: int = 1, isr: tuple[int, ...] = (1, 2), partitions: int = 1
+) -> AsyncIterator[tuple[Broker, KafkaConnection]]:
+    """Broker 1 leading ``r-0`` (and up to ``r-<partitions - 1>``; replicas 1, 2) with
+    ``isr``; a client connection to it (answers leave a connection in order: a waiting
+    produce goes on one of its own)."""
     broker = Broker(BrokerConfig(
         broker_id=1, listeners=(ListenerSpec(PLAINTEXT, "127.0.0.1", 0), ListenerSpec(CONTROL, "127.0.0.1", 0)),
         cluster_id="kmeta-test",
@@ -50,8 +53,9 @@ async def leading(min_isr: int = 1, isr: tuple[int, ...] = (1, 2)) -> AsyncItera
     await broker.start()
     conn = await KafkaConnection.open("127.0.0.1", broker.port(PLAINTEXT))
     try:
-        await control(broker, metadata_for(_topics(isr), _brokers(broker), configs={"r": {"min.insync.replicas": str(min_isr)}}))
-        await control(broker, leader_and_isr(_topics(isr)))
+        topics = _topics(isr, partitions=partitions)
+        await control(broker, metadata_for(topics, _brokers(broker), configs={"r": {"min.insync.replicas": str(min_isr)}}))
+        await control(broker, leader_and_isr(topics))
         yield broker, conn
     finally:
         conn.close()
@@ -71,8 +75,13 @@ async def control(broker: Broker, request: Any) -> None:
         conn.close()
 
 
-def produce(records: bytes, *, acks: int = -1, timeout_ms: int = 10_000) -> pr.ProduceRequest:
-    data = (pr.TopicProduceData("r", (pr.PartitionProduceData(0, records),)),)
+def produce(records: bytes, *, acks: int = -1, timeout_ms: int = 10_000, partition: int = 0) -> pr.ProduceRequest:
+    return produce_to({partition: records}, acks=acks, timeout_ms=timeout_ms)
+
+
+def produce_to(batches: dict[int, bytes], *, acks: int = -1, timeout_ms: int = 10_000) -> pr.ProduceRequest:
+    """One Produce of a batch to each ``r-<index>``."""
+    data = (pr.TopicProduceData("r", tuple(pr.PartitionProduceData(i, b) for i, b in batches.items())),)
     return pr.ProduceRequest(version=9, acks=acks, timeout_ms=timeout_ms, topic_data=data)
 
 
@@ -155,3 +164,23 @@ async def test_strangers_and_stale_broker_epochs_are_refused_and_change_nothing(
         assert await high_watermark(conn) == 0
         assert (await replica_fetch(conn, 2, broker_epoch=8)).error_code == E.NONE  # (a newer one)
         assert await high_watermark(conn) == 2
+
+
+async def test_a_waiting_follower_fetch_is_answered_after_all_of_a_produces_appends() -> None:
+    """Kafka's action queue: a follower's fetch waiting on ``r-0`` and ``r-1`` is woken once
+    the Produce's appends are all done, so one answer carries both batches (woken after the
+    first append, it carried ``r-0``'s alone and ``r-1``'s waited for the next fetch)."""
+    async with leading(partitions=2) as (_, conn):
+        for index in (0, 1):
+            assert only(await conn.request(produce(batch(2), acks=1, partition=index), 10)).error_code == 0
+        request = fetch([("r", 0, 2), ("r", 1, 2)], version=15, replica_id=2, max_wait_ms=10_000)
+        request = request._replace(replica_state=fe.ReplicaState(2, 7))
+        waiting = asyncio.ensure_future(request_alone(conn, request))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()  # (at both log ends: it waits)
+        first, second = batch(3), batch(4)
+        answer = await conn.request(produce_to({0: first, 1: second}, acks=1), 10)
+        assert [p.error_code for t in answer.responses for p in t.partition_responses] == [0, 0]
+        read = await asyncio.wait_for(waiting, 5)
+        records = {p.partition_index: bytes(p.records) for t in read.responses for p in t.partitions}
+        assert records == {0: as_stored(first, 2, EPOCH), 1: as_stored(second, 2, EPOCH)}

@@ -265,20 +265,22 @@ def _answer(
     else:
         outcomes = {}
         checked = iter(checks)
-        # (a partition named twice: the last one counts, as in Kafka's map)
-        for t in request.topic_data:
-            write = allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, t.name)
-            partitions = snap.partition_states.get(t.name)
-            for p in t.partition_data:
-                check, records = next(checked)
-                outcome: Outcome
-                if not write:
-                    outcome = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
-                elif partitions is None or p.index not in partitions:
-                    outcome = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
-                else:
-                    outcome = _append(ctx, snap, acks, t.name, p.index, records, check, version, verified)
-                outcomes[(t.name, p.index)] = outcome
+        # (a partition named twice: the last one counts, as in Kafka's map; the followers
+        # waiting on the partitions are woken once all are appended: ReplicaManager.actions)
+        with ctx.state.replica_manager.actions():
+            for t in request.topic_data:
+                write = allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, t.name)
+                partitions = snap.partition_states.get(t.name)
+                for p in t.partition_data:
+                    check, records = next(checked)
+                    outcome: Outcome
+                    if not write:
+                        outcome = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+                    elif partitions is None or p.index not in partitions:
+                        outcome = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                    else:
+                        outcome = _append(ctx, snap, acks, t.name, p.index, records, check, version, verified)
+                    outcomes[(t.name, p.index)] = outcome
     if acks == -1:
         pending = {
             key: ProducePending(o.last_offset + 1, _limits(snap, key[0])[1])
