@@ -247,10 +247,14 @@ def test_scale_scenario_measures_each_size_from_creation_to_restart(tmp_path: Pa
         assert ctl["first_create_acked_s"] > 0
         assert 0 < ctl["all_on_new_epoch_s"] <= ctl["all_caught_up_s"]
         assert set(ctl["startup_resync"]) == {"skipped_topics", "sent_partitions", "brokers"}
-        # read once every broker's wait ended: each registered again with its digests
-        assert {b: o["outcome"] for b, o in ctl["startup_resync"]["brokers"].items()} == {
-            "1": "digests", "2": "digests", "3": "digests"
-        }
+        # read once every broker's wait ended: each registered again with its digests, unless
+        # the box starved it past its session first (the same process fenced, then rejoined)
+        brokers = ctl["startup_resync"]["brokers"]
+        assert set(brokers) == {"1", "2", "3"}
+        for b, o in brokers.items():
+            assert o["outcome"] == "digests" or (
+                o["outcome"] == "rejoined" and o["fenced_first"]
+            ), (b, o)
         assert ctl["rss_before"]["rss"] > 0
         assert ctl["peak_rss_to_rss_before"] > 0
     # three times the partitions: a bigger all-topics answer on every broker

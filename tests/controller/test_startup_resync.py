@@ -431,6 +431,8 @@ def test_brokers_whose_session_ends_before_they_register_are_fenced_and_rejoin_o
         state, epoch = resync["epochs"][3]
         assert state == "alive"
         assert epoch > epochs[3]
+        # the same process (it held its stored epoch) was fenced here first: not a new one
+        assert resync["brokers"]["3"]["fenced_first"] is True
         assert c.data_dir is not None
         new_epoch = c.controller_status()["controller"]["epoch"]
         log = c.data_dir / "broker-3.state-change.log"

@@ -123,7 +123,7 @@ async def handle(ctx: ControllerRequestContext, req: br.BrokerRegistrationReques
         return refused(refusal_code(exc))
     if error != ErrorCode.NONE:
         return refused(error)
-    c.resync.broker_registered(req.broker_id, epoch, digests)
+    c.resync.broker_registered(req.broker_id, epoch, digests, previous)
     return br.BrokerRegistrationResponse(version=req.version, error_code=0, broker_epoch=epoch)
 
 

@@ -38,7 +38,10 @@ Every broker's wait ends within its session, each in one defined way, shown per 
 * ``silent``: not heard from within the grace: every partition it hosts (a registration
   that comes later changes nothing more);
 * ``rejoined``: it registered as a new incarnation or after a fencing (a new epoch): the
-  registration's rejoin sends it everything (:mod:`kmeta.controller.brokers.lifecycle`), this push nothing;
+  registration's rejoin sends it everything (:mod:`kmeta.controller.brokers.lifecycle`), this push
+  nothing; ``fenced_first`` says which: true when it still held its stored epoch
+  (PreviousBrokerEpoch), so the same process lost its session here before it registered
+  (a broker starved of CPU past its session, as Kafka would fence it too);
 * ``fenced``: its session ended before it registered (killed, stopped past the session, or
   cut off): the expiry fences it as any lost broker and what was queued for it is dropped
   with its channel; should it come back, it registers with a new epoch (``rejoined``);
@@ -160,6 +163,8 @@ class StartupResync:
         #: seconds from the Startup event to its registration here (0: before it was done)
         self._outcomes: dict[int, str] = {}
         self._registered_after_s: dict[int, float] = {}
+        #: rejoined brokers that still held their stored epoch: fenced here first
+        self._fenced_first: set[int] = set()
         self._started_at: float | None = None
         #: brokers heard from with their stored epoch since the start (heartbeat, registration)
         self._heard: set[int] = set()
@@ -175,6 +180,7 @@ class StartupResync:
         self._pending = None
         self._outcomes.clear()
         self._registered_after_s.clear()
+        self._fenced_first.clear()
         self._started_at = None
         self._heard.clear()
 
@@ -244,6 +250,7 @@ class StartupResync:
             out[broker_id] = {
                 "outcome": outcome,
                 "registered_after_s": None if after is None else round(after, 3),
+                "fenced_first": broker_id in self._fenced_first,
             }
         return out
 
@@ -252,8 +259,11 @@ class StartupResync:
         broker = self.host.state.brokers.get(broker_id)
         return broker is not None and broker.alive and broker.epoch == self._epochs.get(broker_id)
 
-    def broker_registered(self, broker_id: int, epoch: int, digests: dict[str, int] | None) -> None:
-        """A registration answered with ``epoch`` (outside an event: only queues events)."""
+    def broker_registered(
+        self, broker_id: int, epoch: int, digests: dict[str, int] | None, held: int = -1
+    ) -> None:
+        """A registration answered with ``epoch`` (outside an event: only queues events);
+        ``held``: the epoch the broker said it held (PreviousBrokerEpoch, -1: none)."""
         if broker_id not in self._epochs:
             return  # (not live at the start: its registration's rejoin sends everything)
         self._heard.add(broker_id)
@@ -267,6 +277,8 @@ class StartupResync:
             # everything
             self._registered.pop(broker_id, None)
             self._outcomes[broker_id] = REJOINED
+            if held == self._epochs[broker_id]:
+                self._fenced_first.add(broker_id)
             if self._pending is not None:
                 self._pending.discard(broker_id)
             return
