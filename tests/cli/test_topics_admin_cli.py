@@ -160,8 +160,13 @@ def _reassign_in_progress(cluster, plan: Path, tmp_path: Path) -> None:
         "Successfully started partition reassignments for mv-0,mv-1",
     ]
     for port in (cluster.client_ports[1], cluster.client_ports[2]):  # RS = TRS + ORS meanwhile
-        parts = metadata(port).topics["mv"].partitions
-        assert (parts[0].replicas, parts[1].replicas) == ([3, 2, 1], [3, 2])
+        deadline = time.monotonic() + 20  # (as the brokers get it: 3's requests are dropped)
+        while True:
+            parts = metadata(port).topics["mv"].partitions
+            if (parts[0].replicas, parts[1].replicas) == ([3, 2, 1], [3, 2]):
+                break
+            assert time.monotonic() < deadline, (parts[0].replicas, parts[1].replicas)
+            time.sleep(0.1)
 
     result = topics(cluster, "reassign", "--plan", str(plan), "--verify")
     assert result.exit_code == 0, result.output
