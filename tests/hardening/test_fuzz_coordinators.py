@@ -8,7 +8,6 @@ test_fuzz_request_path.py and the atheris harness.)"""
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -36,12 +35,7 @@ async def broker() -> AsyncIterator[Harness]:
     fast = {"group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": SESSION_MS}
     async with coordinator_broker(register=False, group_shards=True, **fast) as h:
         for index in range(PARTITIONS):
-            for _ in range(500):
-                if h.runtime.shard_or_error(index)[0] is not None:
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise AssertionError(f"__consumer_offsets-{index} did not load")
+            await h.shard(index)  # (every __consumer_offsets partition loaded)
         yield h
 
 

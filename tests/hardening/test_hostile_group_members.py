@@ -35,12 +35,7 @@ PROTOCOLS = (jg.JoinGroupRequestProtocol("range", b"sub"),)
 async def broker() -> AsyncIterator[Harness]:
     async with coordinator_broker(register=False, group_shards=True, **FAST) as h:
         for index in range(PARTITIONS):
-            for _ in range(500):
-                if h.runtime.shard_or_error(index)[0] is not None:
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise AssertionError(f"__consumer_offsets-{index} did not load")
+            await h.shard(index)  # (every __consumer_offsets partition loaded)
         yield h
 
 

@@ -91,8 +91,8 @@ class Harness:
         assert (await self.control(request)).error_code == 0
 
     async def shard(self, index: int) -> Shard:
-        """The loaded shard of ``index`` (waiting for its load)."""
-        for _ in range(200):
+        """The loaded shard of ``index`` (waiting up to 5 s for its load)."""
+        for _ in range(500):
             shard, error = self.runtime.shard_or_error(index)
             if shard is not None:
                 return shard

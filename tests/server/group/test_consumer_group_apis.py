@@ -22,7 +22,7 @@ from kmeta.server.coordinator.records import DataRecord, read_entries
 from kmeta.server.coordinator.runtime import partition_for
 from kmeta.server.group import consumer_records as rec
 from tests.server.coordinator_broker import PARTITIONS, TOPIC, Harness, coordinator_broker
-from tests.server.group.test_group_apis import connect, loaded
+from tests.server.group.test_group_apis import connect
 from tests.server.helpers import PLAINTEXT, live_broker, partition, topic_id, update_metadata
 from tests.server.principals import QueuedPrincipals, user
 
@@ -33,7 +33,7 @@ FAST = {"group_consumer_heartbeat_interval_ms": 500}
 async def broker() -> AsyncIterator[Harness]:
     async with coordinator_broker(register=False, group_shards=True, **FAST) as h:
         for i in range(PARTITIONS):
-            await loaded(h, i)
+            await h.shard(i)
         yield h
 
 
@@ -119,7 +119,7 @@ async def test_group_and_topic_acls() -> None:
     authz = AuthorizerConfig(True, parse_super_users("User:ANONYMOUS"))
     async with coordinator_broker(register=False, group_shards=True, authorizer=authz, **FAST) as h:
         for i in range(PARTITIONS):
-            await loaded(h, i)
+            await h.shard(i)
         await add_topic(h, "t", 2)
         assert h.broker.state.authorizer is not None
         h.broker.state.authorizer.replace(AclSet([

@@ -41,16 +41,8 @@ PROTOCOLS = (jg.JoinGroupRequestProtocol("range", b"sub"),)
 async def broker() -> AsyncIterator[Harness]:
     async with coordinator_broker(register=False, group_shards=True, **FAST) as h:
         for i in range(PARTITIONS):
-            await loaded(h, i)
+            await h.shard(i)
         yield h
-
-
-async def loaded(h: Harness, index: int) -> None:
-    for _ in range(500):
-        if h.runtime.shard_or_error(index)[0] is not None:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{TOPIC}-{index} did not load")
 
 
 async def connect(h: Harness) -> KafkaConnection:
@@ -181,7 +173,7 @@ async def test_group_acls() -> None:
     authz = AuthorizerConfig(True, parse_super_users("User:ANONYMOUS"))
     async with coordinator_broker(register=False, group_shards=True, authorizer=authz, **FAST) as h:
         for i in range(PARTITIONS):
-            await loaded(h, i)
+            await h.shard(i)
         assert h.broker.state.authorizer is not None
         h.broker.state.authorizer.replace(AclSet([
             allow(ALICE, AclOperation.READ), allow(ALICE, AclOperation.DESCRIBE),
