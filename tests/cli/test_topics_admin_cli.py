@@ -6,6 +6,7 @@ cancelled."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import time
@@ -18,6 +19,8 @@ from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kmeta.cli.main import cli
+from kmeta.net.connection import KafkaConnection
+from kmeta.protocol.messages import metadata as md
 from tests.e2e.test_cluster import Cluster, leaders, metadata, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -143,6 +146,34 @@ def test_reassign_as_kafka_reassign_partitions_sh(cluster, tmp_path: Path):
         _reassign_in_progress(cluster, plan, tmp_path)
 
 
+def replicas_on(port: int, topic: str, partition: int) -> list[int]:
+    """A partition's replicas as the broker on ``port`` itself answers them. (An AdminClient
+    asks whichever broker it picks: broker 3 here, whose requests are dropped, answers the
+    replicas from before the reassignment.)"""
+
+    async def ask() -> md.MetadataResponse:
+        conn = await KafkaConnection.open("127.0.0.1", port, timeout_s=5.0)
+        try:
+            response: md.MetadataResponse = await conn.request(
+                md.MetadataRequest(version=12, topics=None), 10.0
+            )
+            return response
+        finally:
+            conn.close()
+
+    (found,) = (t for t in asyncio.run(ask()).topics if t.name == topic)
+    return next(list(p.replica_nodes) for p in found.partitions if p.partition_index == partition)
+
+
+def replicas_become(port: int, topic: str, partition: int, expected: list[int]) -> None:
+    """As the broker gets it: the controller answers once its change is durable, and pushes it
+    to the brokers after."""
+    deadline = time.monotonic() + 20
+    while (replicas := replicas_on(port, topic, partition)) != expected:
+        assert time.monotonic() < deadline, replicas
+        time.sleep(0.1)
+
+
 def _reassign_in_progress(cluster, plan: Path, tmp_path: Path) -> None:
     result = topics(cluster, "reassign", "--plan", str(plan))
     assert result.exit_code == 0, result.output
@@ -160,13 +191,8 @@ def _reassign_in_progress(cluster, plan: Path, tmp_path: Path) -> None:
         "Successfully started partition reassignments for mv-0,mv-1",
     ]
     for port in (cluster.client_ports[1], cluster.client_ports[2]):  # RS = TRS + ORS meanwhile
-        deadline = time.monotonic() + 20  # (as the brokers get it: 3's requests are dropped)
-        while True:
-            parts = metadata(port).topics["mv"].partitions
-            if (parts[0].replicas, parts[1].replicas) == ([3, 2, 1], [3, 2]):
-                break
-            assert time.monotonic() < deadline, (parts[0].replicas, parts[1].replicas)
-            time.sleep(0.1)
+        replicas_become(port, "mv", 0, [3, 2, 1])
+        replicas_become(port, "mv", 1, [3, 2])
 
     result = topics(cluster, "reassign", "--plan", str(plan), "--verify")
     assert result.exit_code == 0, result.output
@@ -179,7 +205,7 @@ def _reassign_in_progress(cluster, plan: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output == "Successfully cancelled partition reassignment for: mv-0\n"
     # the original replicas, in TRS + ORS order: Kafka cannot restore the original order either
-    assert metadata(cluster.client_ports[1]).topics["mv"].partitions[0].replicas == [2, 1]
+    replicas_become(cluster.client_ports[1], "mv", 0, [2, 1])
     result = topics(cluster, "reassign", "--plan", str(plan), "--verify")
     assert (
         "There is no active reassignment of partition mv-0, but replica set is 2,1 rather than 3,2."
@@ -192,7 +218,7 @@ def _reassign_in_progress(cluster, plan: Path, tmp_path: Path) -> None:
     rollback.write_text(current)
     result = topics(cluster, "reassign", "--reassignment-json-file", str(rollback))
     assert result.exit_code == 0, result.output
-    assert metadata(cluster.client_ports[1]).topics["mv"].partitions[1].replicas == [2, 3]
+    replicas_become(cluster.client_ports[1], "mv", 1, [2, 3])
 
     bad = tmp_path / "bad.json"
     bad.write_text(

