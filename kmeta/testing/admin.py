@@ -74,8 +74,8 @@ class ClusterAdmin:
             try:
                 return run_sync(lambda: fn(p.address(live[0]), security, *args))
             except KafkaRequestError as exc:
-                running = any(p.running(n) for n in p.controller_names)
-                if exc.code != ErrorCode.NOT_CONTROLLER or not p.quorum or not running:
+                running = any(p.running(n) for n in p.layout.controller_names)
+                if exc.code != ErrorCode.NOT_CONTROLLER or not p.layout.quorum or not running:
                     raise
                 if time.monotonic() > deadline:
                     raise
@@ -100,7 +100,7 @@ class ClusterAdmin:
         the replication factor), wait until the reassignment completed, then
         ``kafka-leader-election.sh --election-type PREFERRED`` for the partition (ElectLeaders).
         The leader epoch rises; clients routing to the old leader must refresh their metadata."""
-        self._processes.check_id(broker_id)
+        self._processes.layout.check_id(broker_id)
         state = self.served_partitions(topic, "move_leader").get(partition)
         if state is None:  # as AlterPartitionReassignments answers for it
             raise KafkaRequestError(

@@ -27,12 +27,12 @@ class ClusterBrokers:
         other ISR members and shrinks the ISRs, as Kafka does on a broker's death. Started
         again before that, it registers at once (its state dir says the old process is
         gone: :mod:`kmeta.server.state_dir`), and the old incarnation is failed then."""
-        self._processes.end(f"broker-{self._processes.check_id(broker_id)}", signal.SIGKILL)
+        self._processes.end(f"broker-{self._processes.layout.check_id(broker_id)}", signal.SIGKILL)
 
     def stop(self, broker_id: int) -> None:
         """SIGTERM: ``kafka-server-stop.sh``. The broker sends ControlledShutdown, the
         controller moves its leaderships away first, then the broker exits."""
-        self._processes.end(f"broker-{self._processes.check_id(broker_id)}", signal.SIGTERM)
+        self._processes.end(f"broker-{self._processes.layout.check_id(broker_id)}", signal.SIGTERM)
 
     def start(self, broker_id: int, *, wait: bool = True) -> None:
         """Start a stopped broker again (same id, ports and cluster id) and wait until every
@@ -40,7 +40,7 @@ class ClusterBrokers:
         got the full metadata, as a Kafka broker that rejoins. ``wait=False``: return once the
         process is started (the caller watches the rejoin itself, as a benchmark does)."""
         p = self._processes
-        name = f"broker-{p.check_id(broker_id)}"
+        name = f"broker-{p.layout.check_id(broker_id)}"
         if p.running(name):
             raise RuntimeError(f"{name} is running")
         p.spawn(name)

@@ -70,7 +70,9 @@ class _OfPart(Generic[P_, Params, R]):
         self._method = method
 
     @overload
-    def __get__(self, handle: None, owner: type[Any] | None = None) -> Callable[Concatenate[P_, Params], R]: ...
+    def __get__(
+        self, handle: None, owner: type[Any] | None = None
+    ) -> Callable[Concatenate[P_, Params], R]: ...
     @overload
     def __get__(self, handle: Cluster, owner: type[Any] | None = None) -> Callable[Params, R]: ...
     def __get__(
@@ -182,29 +184,29 @@ class Cluster:
 
     # -- the processes (the ClusterProcesses part): what runs, and where it listens ---------------
     #: the broker and controller counts, the data dir (None until started)
-    brokers = _OfProcesses(lambda p: p.brokers)
-    controllers = _OfProcesses(lambda p: p.controllers)
+    brokers = _OfProcesses(lambda p: p.layout.brokers)
+    controllers = _OfProcesses(lambda p: p.layout.controllers)
     data_dir = _OfProcesses(lambda p: p.data_dir)
     start_timeout_s = _OfProcesses(lambda p: p.start_timeout_s)
     sasl_mechanism = _OfProcesses(lambda p: p.sasl_mechanism)
     closed = _OfProcesses(lambda p: p.closed)
     #: the started cluster's configuration (RuntimeError before the start)
     config = _OfProcesses(lambda p: p.config)
-    broker_ids = _OfProcesses(lambda p: p.broker_ids)
+    broker_ids = _OfProcesses(lambda p: p.layout.broker_ids)
     #: ``host:port,...`` of every broker's client listener (stopped ones included)
     bootstrap_servers = _OfProcesses(lambda p: p.bootstrap_servers)
     address = _OfProcesses(lambda p: p.address)
     #: ``host:port`` of the controller (a quorum: every controller's, comma-separated)
     controller_address = _OfProcesses(lambda p: p.controller_address)
-    controller_ids = _OfProcesses(lambda p: p.controller_ids)
-    controller_name = _OfProcesses(lambda p: p.controller_name)
-    controller_names = _OfProcesses(lambda p: p.controller_names)
+    controller_ids = _OfProcesses(lambda p: p.layout.controller_ids)
+    controller_name = _OfProcesses(lambda p: p.layout.controller_name)
+    controller_names = _OfProcesses(lambda p: p.layout.controller_names)
     zookeeper_connect = _OfProcesses(lambda p: p.zookeeper_connect)
     #: the identity the quorum's ZooKeeper requires of every client (None: one controller)
     zookeeper_credential = _OfProcesses(lambda p: p.zookeeper_credential)
     #: the daemons' names: ``controller`` (a quorum: ``zookeeper``, ``controller-<node id>``),
     #: ``broker-<id>``; whether one runs, its pid, its log
-    daemons = _OfProcesses(lambda p: p.daemons)
+    daemons = _OfProcesses(lambda p: p.layout.daemons)
     running = _OfProcesses(lambda p: p.running)
     pid = _OfProcesses(lambda p: p.pid)
     log_path = _OfProcesses(lambda p: p.log_path)

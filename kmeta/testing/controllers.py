@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kmeta.cli.status import from_zookeeper
-from kmeta.testing.processes import SINGLE_CONTROLLER_ID, ClusterProcesses
+from kmeta.testing.layout import SINGLE_CONTROLLER_ID
+from kmeta.testing.processes import ClusterProcesses
 
 #: how long a read of ZooKeeper's view may take
 _ZK_TIMEOUT_S = 5.0
@@ -55,7 +56,7 @@ class ClusterControllers:
         view = from_zookeeper(connect, _ZK_TIMEOUT_S, self._processes.zookeeper_credential)
         standbys = view["standbys"]
         assert isinstance(standbys, list)
-        return {view["active"], *map(int, standbys)} >= set(self._processes.controller_ids)
+        return {view["active"], *map(int, standbys)} >= set(self._processes.layout.controller_ids)
 
     # -- which controller is active --------------------------------------------------------------
     def active(self) -> int | None:
@@ -65,8 +66,10 @@ class ClusterControllers:
         p = self._processes
         if p.zookeeper_connect is None:
             return SINGLE_CONTROLLER_ID if p.running("controller") else None
-        active = from_zookeeper(p.zookeeper_connect, _ZK_TIMEOUT_S, p.zookeeper_credential)["active"]
-        if not isinstance(active, int) or not p.running(p.controller_name(active)):
+        active = from_zookeeper(p.zookeeper_connect, _ZK_TIMEOUT_S, p.zookeeper_credential)[
+            "active"
+        ]
+        if not isinstance(active, int) or not p.running(p.layout.controller_name(active)):
             return None
         return active
 
@@ -75,7 +78,9 @@ class ClusterControllers:
         connect = self._processes.zookeeper_connect
         if connect is None:
             return []
-        standbys = from_zookeeper(connect, _ZK_TIMEOUT_S, self._processes.zookeeper_credential)["standbys"]
+        standbys = from_zookeeper(connect, _ZK_TIMEOUT_S, self._processes.zookeeper_credential)[
+            "standbys"
+        ]
         assert isinstance(standbys, list)
         return [int(n) for n in standbys]
 
@@ -116,12 +121,12 @@ class ClusterControllers:
     def end(self, node_id: int | None, sig: signal.Signals, wait: bool) -> None:
         """``sig`` to the active controller (or ``node_id``); ``wait``: with others running,
         until one of them is active and every running broker registered with it."""
-        p = self._processes
+        p, layout = self._processes, self._processes.layout
         target = self.active() if node_id is None else node_id
         if target is None:
             raise RuntimeError("no controller is active")
-        p.end(p.controller_name(target), sig)
-        others = [n for n in p.controller_ids if p.running(p.controller_name(n))]
+        p.end(layout.controller_name(target), sig)
+        others = [n for n in layout.controller_ids if p.running(layout.controller_name(n))]
         if not wait or not others:
             return
         until(
@@ -133,8 +138,8 @@ class ClusterControllers:
     def start(self, node_id: int | None) -> set[int]:
         """Start the stopped controllers (or ``node_id``) again; the node ids that join as
         standbys (another controller is active), else none (one of them takes over)."""
-        p = self._processes
-        names = [p.controller_name(node_id)] if node_id is not None else p.controller_names
+        p, layout = self._processes, self._processes.layout
+        names = layout.controller_names if node_id is None else [layout.controller_name(node_id)]
         stopped = [n for n in names if not p.running(n)]
         if not stopped:
             raise RuntimeError(f"{', '.join(names)}: running")
@@ -143,4 +148,4 @@ class ClusterControllers:
             p.spawn(name)
         if was_active is None:
             return set()
-        return {n for n in p.controller_ids if p.controller_name(n) in stopped}
+        return {n for n in layout.controller_ids if layout.controller_name(n) in stopped}

@@ -39,7 +39,7 @@ class ClusterFaults:
         chosen = [s for s, on in ((f"delay={delay}s", delay is not None), ("drop", drop), ("pause", pause)) if on]  # fmt: skip
         if len(chosen) != 1:
             raise ValueError("give exactly one of delay=<seconds>, drop=True, pause=True")
-        self._faults[self._processes.check_id(broker_id)] = chosen[0]
+        self._faults[self._processes.layout.check_id(broker_id)] = chosen[0]
         self._apply()
 
     def clear(self, broker_id: int | None = None) -> None:
@@ -62,7 +62,7 @@ class ClusterFaults:
         active = self._controllers.active()
         if active is None:
             return  # read when one starts
-        p.send_signal(p.controller_name(active), signal.SIGHUP)
+        p.send_signal(p.layout.controller_name(active), signal.SIGHUP)
         want = set(self._faults)
         until(
             lambda: {int(b) for b in self._controllers.status().get("faults", {})} == want,

@@ -2,10 +2,11 @@
 
 :class:`ClusterProcesses` owns one cluster's data dir and daemons (``python -m kmeta ...`` with
 the argv of :mod:`kmeta.cli.cluster_config`, started by :mod:`kmeta.cli.launch` as ``kmeta cluster
-up`` does) and knows where everything listens; it is one part of the handle
-(:class:`~kmeta.testing.Cluster`), next to its controllers, faults and admin requests. A daemon
-that lost the race for an OS-picked port (another process took it between the pick and the
-bind) makes the start try again on new ports.
+up`` does; their names and node ids are its :class:`~kmeta.testing.layout.ClusterLayout`) and
+knows where everything listens; it is one part of the handle (:class:`~kmeta.testing.Cluster`),
+next to its controllers, faults and admin requests. A daemon that lost the race for an
+OS-picked port (another process took it between the pick and the bind) makes the start try
+again on new ports.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from kmeta.cli.zookeeper import LocalZooKeeper
 from kmeta.controller.store.zk_auth import ZkCredential
 from kmeta.metadata.addresses import Address
 from kmeta.net.security.sasl_client import ClientCredential, read_credential_file
+from kmeta.testing.layout import ZOOKEEPER, ClusterLayout
 from kmeta.testing.requests import ClientSecurity
 
 T = TypeVar("T")
@@ -46,11 +48,6 @@ _PORT_TAKEN = "address already in use"
 _START_ATTEMPTS = 3
 #: log lines of each daemon in the error of a failed start
 _LOG_LINES = 20
-#: the local ZooKeeper of a controller quorum, among the daemons (killed with them)
-ZOOKEEPER = "zookeeper"
-#: node id of the single controller (``kmeta controller``'s default) and of quorum member j:
-#: 3000 + j, as ``kmeta cluster up --controllers N`` numbers them
-SINGLE_CONTROLLER_ID = 3000
 
 
 def run_sync(make: Callable[[], Awaitable[T]]) -> T:
@@ -65,6 +62,15 @@ def run_sync(make: Callable[[], Awaitable[T]]) -> T:
         return asyncio.run(main())
     with concurrent.futures.ThreadPoolExecutor(1) as pool:  # not on the caller's loop
         return pool.submit(asyncio.run, main()).result()
+
+
+def _tail(log: Path, lines: int) -> str:
+    """The last ``lines`` lines of a daemon's log ("" before it wrote one)."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def _kill(procs: dict[str, subprocess.Popen[bytes]]) -> None:
@@ -100,8 +106,8 @@ class ClusterProcesses:
         self.sasl_mechanism = sasl_mechanism
         #: completed with the data dir and ports at start
         self._base = base
-        self.brokers = base.brokers
-        self.controllers = base.controllers
+        #: the daemons' names and node ids
+        self.layout = ClusterLayout(base.brokers, base.controllers, base.quorum)
         self._zookeeper: LocalZooKeeper | None = None
         self.keep = keep
         self.start_timeout_s = start_timeout_s
@@ -129,7 +135,7 @@ class ClusterProcesses:
             self._cfg = dataclasses.replace(
                 self._base,
                 data_dir=str(self.data_dir),
-                ports=Ports.free(self.brokers, self._base.host, self.controllers),
+                ports=Ports.free(self.layout.brokers, self._base.host, self.layout.controllers),
                 fault_file=str(self.data_dir / "faults"),
             )
             try:
@@ -138,11 +144,11 @@ class ClusterProcesses:
                         raise RuntimeError("the Cluster was closed while starting")
                     if self._base.quorum and self._zookeeper is None:
                         self._start_zookeeper()
-                    for name in self.controller_names:
+                    for name in self.layout.controller_names:
                         self.spawn(name)
-                    for i in self.broker_ids:
+                    for i in self.layout.broker_ids:
                         self.spawn(f"broker-{i}")
-                self.await_serving(self.broker_ids)
+                self.await_serving(self.layout.broker_ids)
                 return
             except DaemonExited as exc:
                 port_taken = _PORT_TAKEN in self.log_tail(exc.name, 50).lower()
@@ -166,7 +172,7 @@ class ClusterProcesses:
         if isinstance(exc, Exception) and self.data_dir is not None:  # not on Ctrl-C
             fate = "kept" if self.keep else "removed"
             lines = [f"kmeta cluster data dir: {self.data_dir} ({fate})"]
-            for name in self.daemons:
+            for name in self.layout.daemons:
                 lines += [f"--- {name}, last {_LOG_LINES} lines:", self.log_tail(name, _LOG_LINES)]
             exc.add_note("\n".join(lines))
         self.close()
@@ -209,17 +215,13 @@ class ClusterProcesses:
         return self._cfg
 
     @property
-    def broker_ids(self) -> list[int]:
-        return list(range(1, self.brokers + 1))
-
-    @property
     def bootstrap_servers(self) -> str:
         """``host:port,...`` of every broker's client listener (stopped ones included, as a
         client's bootstrap list would be)."""
         return self.config.bootstrap
 
     def address(self, broker_id: int) -> Address:
-        return Address(self.config.host, self.config.client_port(self.check_id(broker_id)))
+        return Address(self.config.host, self.config.client_port(self.layout.check_id(broker_id)))
 
     @property
     def controller_address(self) -> str:
@@ -230,42 +232,10 @@ class ClusterProcesses:
     def log_path(self, name: str) -> Path:
         """A name of :attr:`daemons`: where that daemon's output goes."""
         assert self.data_dir is not None
-        if name == ZOOKEEPER:  # (where LocalZooKeeper writes it)
-            return self.data_dir / ZOOKEEPER / "zookeeper.out"
-        return self.data_dir / "logs" / f"{name}.log"
+        return self.layout.log_path(self.data_dir, name)
 
     def log_tail(self, name: str, lines: int = 20) -> str:
-        try:
-            text = self.log_path(name).read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    @property
-    def quorum(self) -> bool:
-        """Controllers in a quorum on a local ZooKeeper (not one alone)."""
-        return self._base.quorum
-
-    @property
-    def controller_ids(self) -> list[int]:
-        """Node ids of the controllers: 3000 alone, 3001..300N in a quorum."""
-        if not self._base.quorum:
-            return [SINGLE_CONTROLLER_ID]
-        return [SINGLE_CONTROLLER_ID + j for j in range(1, self.controllers + 1)]
-
-    def controller_name(self, node_id: int) -> str:
-        if node_id not in self.controller_ids:
-            raise ValueError(f"no controller {node_id}: controllers are {self.controller_ids}")
-        return "controller" if not self._base.quorum else f"controller-{node_id}"
-
-    @property
-    def controller_names(self) -> list[str]:
-        return [self.controller_name(n) for n in self.controller_ids]
-
-    @property
-    def daemons(self) -> list[str]:
-        zookeeper = [ZOOKEEPER] if self._base.quorum else []
-        return [*zookeeper, *self.controller_names, *(f"broker-{i}" for i in self.broker_ids)]
+        return _tail(self.log_path(name), lines)
 
     @property
     def zookeeper_connect(self) -> str | None:
@@ -284,13 +254,12 @@ class ClusterProcesses:
     def pid(self, name: str) -> int | None:
         """The process id of ``controller`` or ``broker-<id>`` while it runs, else None (a
         benchmark reads its memory from ``/proc``)."""
-        proc = self._procs.get(name)
-        return proc.pid if proc is not None and proc.poll() is None else None
+        return self._procs[name].pid if self.running(name) else None
 
     @property
     def live_brokers(self) -> list[int]:
         """Brokers whose process runs now."""
-        return [i for i in self.broker_ids if self.running(f"broker-{i}")]
+        return [i for i in self.layout.broker_ids if self.running(f"broker-{i}")]
 
     @property
     def sasl_credential(self) -> ClientCredential | None:
@@ -310,21 +279,15 @@ class ClusterProcesses:
         return ClientSecurity(self._ssl, self.sasl_credential)
 
     # -- acting on the daemons ----------------------------------------------------------------------
-    def check_id(self, broker_id: int) -> int:
-        if broker_id not in self.broker_ids:
-            raise ValueError(f"no broker {broker_id}: brokers are {self.broker_ids}")
-        return broker_id
-
     def spawn(self, name: str) -> None:
         """Start the daemon ``name`` (a name of :attr:`daemons`) with its argv."""
         self._procs[name] = spawn(self._argv(name), os.environ, self.log_path(name))
 
     def send_signal(self, name: str, sig: signal.Signals) -> None:
         """Send ``sig`` to the running daemon ``name`` (RuntimeError if it does not run)."""
-        proc = self._procs.get(name)
-        if proc is None or proc.poll() is not None:
+        if not self.running(name):
             raise RuntimeError(f"{name} is not running")
-        proc.send_signal(sig)
+        self._procs[name].send_signal(sig)
 
     def end(self, name: str, sig: signal.Signals) -> None:
         """Send ``sig`` and wait for the exit (SIGKILL after the stop timeout)."""
@@ -348,7 +311,7 @@ class ClusterProcesses:
     def _argv(self, name: str) -> list[str]:
         assert self.data_dir is not None
         if name.startswith("controller"):  # quorum member j is node 3000 + j
-            j = self.controller_names.index(name) + 1
+            j = self.layout.controller_names.index(name) + 1
             return controller_argv(self.config, self.data_dir, j, self.zookeeper_connect)
         return broker_argv(self.config, self.data_dir, int(name.split("-")[1]))
 
