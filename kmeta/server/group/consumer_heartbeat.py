@@ -228,6 +228,22 @@ def check_epoch(member: ConsumerGroupMember, received: int, owned: Sequence[cgh.
         )
 
 
+def check_static_member(
+    static: ConsumerGroupMember | None, member_id: str, instance_id: str
+) -> ConsumerGroupMember:
+    """Kafka's ``throwIfStaticMemberIsUnknown`` and ``throwIfInstanceIdIsFenced``: the member
+    that holds ``instance_id`` (``static``) must be ``member_id``."""
+    if static is None:
+        raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+    if static.member_id != member_id:
+        raise GroupError(
+            ErrorCode.FENCED_INSTANCE_ID,
+            f"The static member {member_id} with instance id {instance_id} is fenced by "
+            f"existing member {static.member_id}.",
+        )
+    return static
+
+
 def reconcile_member(
     d: Decision, member: ConsumerGroupMember, target_epoch: int, target: Assignment,
     owned: Sequence[cgh.TopicPartitions] | None,

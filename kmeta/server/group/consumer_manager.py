@@ -1,7 +1,8 @@
 """The consumer groups of one ``__consumer_offsets`` partition (the KIP-848 half of Kafka's
 ``GroupMetadataManager``): replays their records and decides heartbeats, leaves, timeouts,
 metadata refreshes and describes. The state changes only in ``replay``; every decision
-returns an :class:`Outcome` whose records the coordinator writes (see consumer_heartbeat).
+returns an :class:`Outcome` whose records the coordinator writes (see consumer_heartbeat,
+which also holds the heartbeat's checks); a described group is consumer_describe's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from kmeta.protocol.errors import CorruptMessageError, ErrorCode, UnsupportedVer
 from kmeta.protocol.messages import consumer_group_describe as cgd
 from kmeta.protocol.messages import consumer_group_heartbeat as cgh
 from kmeta.server.group import consumer_records as rec
-from kmeta.server.group.assignors import Assignment, PartitionAssignor, assignors
+from kmeta.server.group.assignors import PartitionAssignor, assignors
+from kmeta.server.group.consumer_describe import described_group
 from kmeta.server.group.consumer_group import DEAD, EMPTY, ConsumerGroup
 from kmeta.server.group.consumer_heartbeat import (
     ConsumerGroupConfig,
@@ -24,6 +26,7 @@ from kmeta.server.group.consumer_heartbeat import (
     GroupError,
     Outcome,
     check_epoch,
+    check_static_member,
     joined,
     member_records,
     new_member_id,
@@ -39,7 +42,7 @@ from kmeta.server.group.consumer_member import (
     MemberState,
 )
 from kmeta.server.group.consumer_records import Record
-from kmeta.server.group.consumer_target import preferred_assignor, target_member_record
+from kmeta.server.group.consumer_target import target_member_record
 from kmeta.server.group.records import group_metadata_key
 
 log = logging.getLogger(__name__)
@@ -196,23 +199,9 @@ class ConsumerGroupManager:
                 ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}."
             )
         if instance_id is not None:
-            self._check_static(group, static, member_id, instance_id)
+            check_static_member(static, member_id, instance_id)
         check_epoch(known, request.member_epoch, request.topic_partitions)
         return known, known, None
-
-    @staticmethod
-    def _check_static(
-        group: ConsumerGroup, static: ConsumerGroupMember | None, member_id: str, instance_id: str
-    ) -> ConsumerGroupMember:
-        if static is None:
-            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-        if static.member_id != member_id:
-            raise GroupError(
-                ErrorCode.FENCED_INSTANCE_ID,
-                f"The static member {member_id} with instance id {instance_id} is fenced by "
-                f"existing member {static.member_id}.",
-            )
-        return static
 
     def _leave(self, request: cgh.ConsumerGroupHeartbeatRequest, snap: MetadataSnapshot) -> Outcome:
         group = self._group(request.group_id, False, [])
@@ -224,7 +213,8 @@ class ConsumerGroupManager:
                     f"Member {request.member_id} is not a member of group {group.group_id}.",
                 )
         else:
-            member = self._check_static(group, group.static_member(request.instance_id), request.member_id, request.instance_id)
+            static = group.static_member(request.instance_id)
+            member = check_static_member(static, request.member_id, request.instance_id)
         d = Decision(group, snap, self.assignors)
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # a static member leaving for a while keeps its partitions for its next incarnation
@@ -291,35 +281,4 @@ class ConsumerGroupManager:
                 else f"Group {group_id} not found."
             )
             return cgd.DescribedGroup(error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=message, group_id=group_id)
-        names = {meta.topic_id: name for name, meta in group.subscription_metadata.items()}
-        names.update({topic_id: name for name, topic_id in snap.topic_ids.items() if topic_id not in names})
-
-        def assignment(a: Assignment) -> cgd.Assignment:
-            return cgd.Assignment(
-                topic_partitions=tuple(
-                    cgd.TopicPartitions(t, names[t], tuple(sorted(ps))) for t, ps in sorted(a.items()) if t in names
-                )
-            )
-
-        return cgd.DescribedGroup(
-            group_id=group_id,
-            group_state=group.state,
-            group_epoch=group.group_epoch,
-            assignment_epoch=group.assignment_epoch,
-            assignor_name=preferred_assignor(group, self.assignors).name,
-            members=tuple(
-                cgd.Member(
-                    member_id=m.member_id,
-                    instance_id=m.instance_id,
-                    rack_id=m.rack_id,
-                    member_epoch=m.member_epoch,
-                    client_id=m.client_id,
-                    client_host=m.client_host,
-                    subscribed_topic_names=m.subscribed_topic_names,
-                    subscribed_topic_regex=m.subscribed_topic_regex,
-                    assignment=assignment(m.assigned_partitions),
-                    target_assignment=assignment(group.target_of(m.member_id)),
-                )
-                for m in group.members.values()
-            ),
-        )
+        return described_group(group, snap, self.assignors)
