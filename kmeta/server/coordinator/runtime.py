@@ -17,13 +17,13 @@ keeps them, smaller.
   election, which it does once the followers in the ISR have fetched that far (or left the
   ISR). Nothing the previous leader had not made durable on this replica is lost, and nothing
   uncommitted is ever seen.
-* :meth:`write` appends one batch as the leader with acks=all, waits for the high watermark to
-  pass it, replays the committed tail (its own records among them) and answers NONE; errors are
-  mapped as Kafka's ``GroupCoordinatorService.handleOperationException`` and
-  ``TransactionStateManager.appendTransactionToLog`` map them. Writes to one partition run one
-  at a time, in the order they were submitted. :meth:`write_op` (Kafka's
-  ``scheduleWriteOperation``) runs a function of the shard in that order, once every earlier
-  write is replayed, and writes the records it returns: a check-then-write without a race.
+* :meth:`write` appends one batch as the leader with acks=all and waits for the high watermark
+  to pass it (the :class:`~kmeta.server.coordinator.partition_writer.CoordinatorPartitionWriter`'s
+  part, which maps the errors as Kafka does), replays the committed tail (its own records among
+  them) and answers NONE. Writes to one partition run one at a time, in the order they were
+  submitted. :meth:`write_op` (Kafka's ``scheduleWriteOperation``) runs a function of the shard
+  in that order, once every earlier write is replayed, and writes the records it returns: a
+  check-then-write without a race.
 * After a write, and whenever the partition's high watermark moves, the committed tail is
   replayed: COMMIT/ABORT markers that WriteTxnMarkers appended reach
   ``replay_end_transaction`` in log order without a hook of their own.
@@ -36,12 +36,12 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-from kmeta.log.partition_log import LogAppendInfo
 from kmeta.metadata.cache import MetadataCache
 from kmeta.metadata.model import Node
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.coordinator.internal_topics import InternalTopic, TopicCreator
-from kmeta.server.coordinator.records import Record, encode_batch
+from kmeta.server.coordinator.partition_writer import CoordinatorPartitionWriter
+from kmeta.server.coordinator.records import Record
 from kmeta.server.coordinator.shard_context import (
     LOAD_BUFFER_BYTES,
     CoordinatorShard,
@@ -49,7 +49,6 @@ from kmeta.server.coordinator.shard_context import (
     ShardContext,
     ShardState,
 )
-from kmeta.server.delayed_produce import ProducePending
 from kmeta.server.partition import Partition
 from kmeta.server.replica_manager import ReplicaManager
 from kmeta.server.replica_states import LEADER
@@ -65,19 +64,6 @@ ShardFactory = Callable[["ShardContext[S]"], S]
 
 #: a write's wait for replication when the caller gives none (offsets.commit.timeout.ms)
 DEFAULT_WRITE_TIMEOUT_S = 5.0
-
-#: the errors of an append, as a coordinator answers them (Kafka's mapping, see the docstring)
-_WRITE_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
 
 
 def java_string_hash(key: str) -> int:
@@ -106,6 +92,8 @@ class CoordinatorRuntime(Generic[S]):
         self.name = topic.name
         self.replica_manager = replica_manager
         self.cache = cache
+        #: appends the shards' batches and waits for their commit
+        self.writer = CoordinatorPartitionWriter(topic.name, replica_manager, cache)
         self._creator = creator
         self._factory: ShardFactory[S] | None = None
         self._contexts: dict[int, ShardContext[S]] = {}
@@ -244,10 +232,12 @@ class CoordinatorRuntime(Generic[S]):
         if ctx.active:
             asyncio.get_running_loop().call_soon(self._replay_active, ctx)
 
-    def _replay_active(self, ctx: ShardContext[S]) -> None:
+    def _replay_active(self, ctx: ShardContext[S]) -> bool:
+        """Replay the committed tail while ``ctx`` is active and led here (False: it is not)."""
         partition = self._led(ctx) if ctx.active else None
         if partition is not None:
             ctx.replay_committed(partition)
+        return partition is not None
 
     # -- writes ----------------------------------------------------------------------------
     async def write(
@@ -287,56 +277,20 @@ class CoordinatorRuntime(Generic[S]):
         except TimeoutError:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None  # (REQUEST_TIMED_OUT, mapped)
         try:
-            shard = ctx.shard if ctx.active and self._led(ctx) is not None else None
-            if shard is None:
+            led = self._led(ctx) if ctx.active else None
+            if led is None or ctx.shard is None:
                 return ErrorCode.NOT_COORDINATOR, None
-            records, result = op(shard)
+            records, result = op(ctx.shard)  # (no await from the check to the append)
             if not records:
                 return ErrorCode.NONE, result
-            remaining = deadline - loop.time()
-            error = await self._write_locked(ctx, records, producer_id, producer_epoch, transactional, remaining)
+            error = await self.writer.append(
+                led, records, producer_id, producer_epoch, transactional, deadline - loop.time()
+            )
+            if error == ErrorCode.NONE and not self._replay_active(ctx):
+                error = ErrorCode.NOT_COORDINATOR  # (leadership went while it replicated)
             return error, result
         finally:
             ctx.lock.release()
-
-    async def _write_locked(
-        self, ctx: ShardContext[S], records: Sequence[Record], producer_id: int,
-        producer_epoch: int, transactional: bool, timeout_s: float,
-    ) -> ErrorCode:  # fmt: skip
-        led = self._led(ctx) if ctx.active else None
-        if led is None:
-            return ErrorCode.NOT_COORDINATOR
-        rm = self.replica_manager
-        min_isr = self._min_insync_replicas()
-        batch = encode_batch(records, producer_id=producer_id, producer_epoch=producer_epoch, transactional=transactional)
-        outcome = rm.append_records(led, batch, -1, min_isr)
-        if not isinstance(outcome, LogAppendInfo):
-            log.debug("%s-%d: append failed: %s %s", self.name, ctx.partition, outcome[0], outcome[1])
-            return _WRITE_ERRORS.get(outcome[0], outcome[0])
-        done: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
-        key = led.key
-
-        def replicated(errors: dict[tuple[str, int], ErrorCode]) -> None:
-            if not done.done():
-                done.set_result(errors.get(key, ErrorCode.REQUEST_TIMED_OUT))
-
-        pending = {key: ProducePending(outcome.last_offset + 1, min_isr)}
-        rm.await_replication(pending, max(int(timeout_s * 1000), 0), replicated)
-        error = await done
-        if error != ErrorCode.NONE:
-            return _WRITE_ERRORS.get(error, error)
-        led = self._led(ctx) if ctx.active else None
-        if led is None:
-            return ErrorCode.NOT_COORDINATOR
-        ctx.replay_committed(led)
-        return ErrorCode.NONE
-
-    def _min_insync_replicas(self) -> int:
-        configs = self.cache.snapshot.topic_configs.get(self.name, {})
-        try:
-            return int(configs.get("min.insync.replicas", 1))
-        except ValueError:
-            return 1
 
     # -- timers ----------------------------------------------------------------------------
     def schedule(self, partition: int, key: str, delay_s: float, fn: Callable[[], Awaitable[None]]) -> None:
