@@ -7,7 +7,9 @@ write and says how far it got; the connection writes them and decides whether to
 
 * Frames that repeat the header of the last memoised request are answered from the memo
   (:class:`~kmeta.net.memo_path.MemoPath`), the others through the registry
-  (:mod:`~kmeta.net.serve_request`).
+  (:mod:`~kmeta.net.serve_request`). A read the connection checked in place with
+  :meth:`MemoPath.answer_read` and could not answer with one write of its own (pipelined
+  frames, a large answer, a miss) is finished by :meth:`RequestPipeline.answer_in_place`.
 * A handler may return an awaitable: the answer waits in
   :class:`~kmeta.net.pending_answers.PendingAnswers`, and every answer after it joins the
   queue until it is done (the connection is told through ``on_slow_done``).
@@ -22,10 +24,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kmeta.net.answer_framing import FLUSH_AT, Chunks, encode_answer
-from kmeta.net.dispatch import Peer, RequestContext
+from kmeta.net.answer_framing import FLUSH_AT, Chunks, append_answer, encode_answer
+from kmeta.net.dispatch import Answer, Peer, RequestContext
 from kmeta.net.hooks import ConnectionObserver, RawFrameReceiver, RequestGate
-from kmeta.net.memo_path import MemoPath
+from kmeta.net.memo_path import MemoPath, ReadOutcome
 from kmeta.net.pending_answers import PendingAnswers
 from kmeta.net.principal import KafkaPrincipal
 from kmeta.net.raw_tokens import RawTokens
@@ -102,6 +104,24 @@ class RequestPipeline:
             if out and (len(out) > 1 or len(out[0]) >= FLUSH_AT):
                 return i
         return n
+
+    def answer_in_place(
+        self, data: bytes, read: Answer | ReadOutcome, out: Chunks
+    ) -> tuple[int, bool]:
+        """Answer from the memo, in place in ``data``, a read :meth:`MemoPath.answer_read`
+        found no small answer for (``read``, what it said): SEVERAL, the whole frames the read
+        starts with; a large answer, its pieces (framed, not copied); MISSED, nothing. The
+        answers go to ``out``; returns how many bytes of ``data`` they answer, and whether the
+        frame after them may be looked up in the memo (False: it just missed)."""
+        if read is ReadOutcome.SEVERAL:  # pipelined: the whole frames it starts with
+            answered, hits, missed = self.memo_path.answer_data(data, out)
+            self.handled += hits
+            return answered, not missed
+        if read is ReadOutcome.MISSED:
+            return 0, False
+        self.handled += 1
+        append_answer(data[8:12], self.memo_path.response_header_version, read, out)
+        return len(data), True
 
     def _serve(self, frame: bytes, out: Chunks) -> asyncio.Future[Any] | None:
         """Serve one frame: its answer goes to ``out`` (or the queue behind a slow one); an

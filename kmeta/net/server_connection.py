@@ -43,9 +43,9 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
-from kmeta.net.answer_framing import FLUSH_AT, Chunks, append_answer
+from kmeta.net.answer_framing import FLUSH_AT, Chunks
 from kmeta.net.answer_writer import AnswerWriter
-from kmeta.net.dispatch import Peer
+from kmeta.net.dispatch import Answer, Peer
 from kmeta.net.flow_control import FlowControl
 from kmeta.net.hooks import (
     NO_HOOKS,
@@ -144,8 +144,7 @@ class ServerConnection(asyncio.Protocol):
         observer = self._observer
         if observer is not None:
             observer.on_read(len(data))
-        watchdog = self._watchdog
-        now = watchdog.last_active = time.monotonic()
+        now = self._watchdog.last_active = time.monotonic()
         memo = True  # look frames up in the memo (False: this read's one frame just missed)
         read = self._read
         if observer is None and not read.splitter.buffered and read.stashed is None and not self._pending:
@@ -158,25 +157,16 @@ class ServerConnection(asyncio.Protocol):
                 if transport is not None and not transport.is_closing():
                     transport.write(answer)
                 return
-            if answer is ReadOutcome.SEVERAL:  # pipelined: the whole frames it starts with
+            if answer is not None:  # pipelined, a large answer, or a miss
                 out: Chunks = []
-                answered, hits, missed = self._memo_path.answer_data(data, out)
+                found = cast("Answer | ReadOutcome", answer)  # (not bytes: written above)
+                answered, memo = self._requests.answer_in_place(data, found, out)
                 if answered:
-                    self._requests.handled += hits
                     self._writer.write(out)
                     if answered == len(data):
                         return
                     read.stash([])  # the peer stopped reading: the rest of the read waits
                     data = data[answered:]
-                memo = not missed
-            elif answer is ReadOutcome.MISSED:
-                memo = False
-            elif answer is not None:  # a large answer: its pieces are framed, not copied
-                self._requests.handled += 1
-                pieces: Chunks = []
-                append_answer(data[8:12], self._memo_path.response_header_version, answer, pieces)
-                self._writer.write(pieces)
-                return
         try:
             frames = read.split(data, now)
         except ProtocolError as exc:
@@ -277,10 +267,8 @@ class ServerConnection(asyncio.Protocol):
 
     def _drop(self, kind: FaultKind, reason: str, abort: bool = False) -> None:
         """Close because of the peer (or an internal failure), without answering further.
-
         ``abort``: discard unsent answers too (a peer that does not read would otherwise keep
-        them, and the socket, alive).
-        """
+        them, and the socket, alive)."""
         log.debug("closing connection from %s on %s: %s", self.peer, self.info.listener, reason)
         if self.fault is None:
             self.fault = kind
