@@ -1,9 +1,9 @@
 """What a ``kmeta cluster up`` cluster is, and the argv of its daemons.
 
-Split from :mod:`kmeta.cli.cluster` (which starts, watches and stops the processes): the
-configuration, the command line each daemon gets, the credentials and cluster id made once
-per data dir, and what ``--ready-file`` holds. ``kmeta.testing.Cluster`` starts its daemons
-from the same argv, so tests run what users run.
+Split from :mod:`kmeta.cli.cluster` (the command; :mod:`kmeta.cli.cluster_supervisor` starts,
+watches and stops the processes): the configuration, the command line each daemon gets, the
+credentials and cluster id made once per data dir, and what ``--ready-file`` holds.
+``kmeta.testing.Cluster`` starts its daemons from the same argv, so tests run what users run.
 """
 
 from __future__ import annotations
