@@ -23,6 +23,7 @@ from kmeta.server.follower_truncation import truncation_offset
 if TYPE_CHECKING:
     from kmeta.server.partition import Partition
 
+#: the fetcher's logger: these lines are the fetcher's, where operators look
 log = logging.getLogger("kmeta.server.replica_fetcher")
 
 
