@@ -275,7 +275,7 @@ _TUPLE_ATTRS = {"count", "index"}
 
 def annotation(f: dict) -> tuple[str, str]:
     """The field's Python type and default, as source text (the schema's defaults:
-    kmeta.protocol.schema._type_default)."""
+    kmeta.protocol.field_spec.type_default)."""
     element = f["type"].lstrip("[]")
     py = _PY_TYPES.get(element, element)
     nullable = "nullableVersions" in f

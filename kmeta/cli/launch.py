@@ -1,7 +1,7 @@
 """How ``kmeta cluster up`` and ``kmeta.testing.Cluster`` start daemons and know they serve.
 
 One implementation for both: :class:`Ports` says where every daemon listens (fixed offsets from
-a base port for ``cluster up``, ports the OS picked for tests), :func:`spawn` starts one daemon
+a base port for ``cluster up``, free ports drawn for tests), :func:`spawn` starts one daemon
 as a child process in a session of its own, and :func:`await_serving` waits until every
 broker's Metadata answer lists every broker, which holds only once the controller is up, each
 broker registered and the controller's first full UpdateMetadata reached it.
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from kmeta.cli import free_ports
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.security.sasl_client import ClientCredential, authenticate
 from kmeta.protocol.messages import metadata as md
@@ -62,11 +63,13 @@ class Ports:
 
     @classmethod
     def free(cls, brokers: int, host: str = "127.0.0.1", controllers: int = 1) -> Ports:
-        """Ports the OS picks, all distinct (held together while picked, then released)."""
-        socks = [socket.socket() for _ in range(2 * controllers + 3 * brokers)]
+        """Ports free now, all distinct (held together while picked, then released), from
+        outside the OS's ephemeral range (:mod:`kmeta.cli.free_ports`: a killed broker
+        restarts on its ports)."""
+        socks: list[socket.socket] = []
         try:
-            for s in socks:
-                s.bind((host, 0))
+            for _ in range(2 * controllers + 3 * brokers):
+                socks.append(free_ports.draw().bind(host))
             ports = [s.getsockname()[1] for s in socks]
         finally:
             for s in socks:

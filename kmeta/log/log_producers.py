@@ -13,9 +13,10 @@ import os
 from collections.abc import Callable, Sequence
 
 from kmeta.log.errors import LogStorageError
+from kmeta.log.producer_entry import BatchMetadata
 from kmeta.log.producer_replay import ProducerRecovery, apply_stored, rebuild, replay
 from kmeta.log.producer_snapshot import ProducerSnapshotFiles
-from kmeta.log.producer_state import BatchMetadata, ProducerStateManager
+from kmeta.log.producer_state import ProducerStateManager
 from kmeta.log.segment import LogSegment
 from kmeta.log.stores import Buffer
 from kmeta.protocol.record_batch import BatchHeader

@@ -34,7 +34,7 @@ from kmeta.log.list_offsets import fetch_offset_by_timestamp
 from kmeta.log.local_log import LocalLog
 from kmeta.log.log_loader import recover
 from kmeta.log.log_producers import LogProducers
-from kmeta.log.producer_state import BatchMetadata
+from kmeta.log.producer_entry import BatchMetadata
 from kmeta.log.record_set import check_keys
 from kmeta.log.replica_log import ReplicaLog
 from kmeta.log.retention import LogRetention

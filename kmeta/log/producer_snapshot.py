@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 
 from kmeta.log.checkpoints import private_opener
 from kmeta.log.errors import LogStorageError
-from kmeta.log.producer_state import INT32_MAX, NO_SEQUENCE, ProducerStateEntry
+from kmeta.log.producer_entry import INT32_MAX, NO_SEQUENCE, ProducerStateEntry
 from kmeta.protocol.record_batch import crc32c
 
 SNAPSHOT_SUFFIX = ".snapshot"

@@ -1,9 +1,10 @@
 """Idempotent and transactional producers' state in one partition log (Kafka's
 ``ProducerStateManager``, ``ProducerStateEntry``, ``ProducerAppendInfo``, the transaction index).
 
-Per producer id: its epoch, the last five batches' sequence and offset ranges (a retried
-batch among them is a duplicate: answered with the original's offsets, not stored again),
-the coordinator epoch of its last marker and the first offset of its open transaction.
+Per producer id, an entry (:mod:`kmeta.log.producer_entry`): its epoch, the last five
+batches' sequence and offset ranges (a retried batch among them is a duplicate: answered with
+the original's offsets, not stored again), the coordinator epoch of its last marker and the
+first offset of its open transaction.
 Per log: the open transactions (first offset per producer, in offset order), the completed
 ones whose marker is not yet below the high watermark, and the aborted-transaction index
 ``(producer id, first offset, last offset, last stable offset at the abort)``.
@@ -49,35 +50,20 @@ from kmeta.log.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from kmeta.log.producer_entry import (
+    INT32_MAX,
+    NO_PRODUCER_EPOCH,
+    BatchMetadata,
+    ProducerStateEntry,
+    last_sequence,
+)
 from kmeta.protocol.record_batch import BatchHeader
 
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-INT32_MAX = (1 << 31) - 1
-#: Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN (a producer's max.in.flight is at most 5)
-BATCHES_RETAINED = 5
 #: producer batches between two in-memory snapshots (at least), and how many are kept
 SNAPSHOT_EVERY = 1000
 SNAPSHOTS_KEPT = 4
 #: Kafka's producer.id.expiration.ms default: a producer idle this long is forgotten
 PRODUCER_ID_EXPIRATION_MS = 86_400_000
-
-
-def last_sequence(h: BatchHeader) -> int:
-    """``DefaultRecordBatch.lastSequence``: the base sequence plus the offset delta, wrapping
-    past Int32.MAX to 0."""
-    if h.base_sequence < 0:
-        return NO_SEQUENCE
-    seq = h.base_sequence + h.last_offset_delta
-    return seq if seq <= INT32_MAX else seq - INT32_MAX - 1
-
-
-class BatchMetadata(NamedTuple):
-    first_seq: int
-    last_seq: int
-    first_offset: int
-    last_offset: int
-    timestamp: int  # the batch's max timestamp
 
 
 class AbortedTxn(NamedTuple):
@@ -94,83 +80,6 @@ class CompletedTxn(NamedTuple):
     first_offset: int
     last_offset: int
     aborted: bool
-
-
-class ProducerStateEntry:
-    """One producer's state. Its last batches are kept flat, five ints each (first sequence,
-    last sequence, first offset, last offset, timestamp), so recording a batch allocates no
-    object the garbage collector tracks (with a tuple per batch, idempotent produce made
-    0.91x plain's MB per broker CPU second; flat, 1.02x: one run each of
-    benchmarks/idempotent_produce.py, benchmarks/results/idempotent-produce.json)."""
-
-    __slots__ = (
-        "_meta",
-        "coordinator_epoch",
-        "current_txn_first_offset",
-        "last_offset",
-        "last_timestamp",
-        "producer_epoch",
-        "producer_id",
-    )
-
-    def __init__(self, producer_id: int) -> None:
-        self.producer_id = producer_id
-        self.producer_epoch = NO_PRODUCER_EPOCH
-        self._meta: list[int] = []
-        self.coordinator_epoch = -1
-        self.last_timestamp = -1
-        self.current_txn_first_offset = -1  # -1: no open transaction
-        #: the last offset of anything of this producer's in the log (data or marker)
-        self.last_offset = -1
-
-    @property
-    def batches(self) -> list[BatchMetadata]:
-        """The kept batches, oldest first."""
-        m = self._meta
-        return [BatchMetadata(*m[i : i + 5]) for i in range(0, len(m), 5)]
-
-    @property
-    def last_seq(self) -> int:
-        return self._meta[-4] if self._meta else NO_SEQUENCE
-
-    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        if epoch != self.producer_epoch:
-            return None
-        m = self._meta
-        for i in range(0, len(m), 5):
-            if m[i] == first_seq and m[i + 1] == last_seq:
-                return BatchMetadata(*m[i : i + 5])
-        return None
-
-    def copy(self) -> ProducerStateEntry:
-        other = ProducerStateEntry(self.producer_id)
-        other.producer_epoch, other._meta = self.producer_epoch, self._meta[:]
-        other.coordinator_epoch, other.last_timestamp = self.coordinator_epoch, self.last_timestamp
-        other.current_txn_first_offset, other.last_offset = self.current_txn_first_offset, self.last_offset
-        return other
-
-    def set_epoch(self, epoch: int) -> None:
-        """A new epoch starts its sequences afresh (``maybeUpdateProducerEpoch``)."""
-        if epoch != self.producer_epoch:
-            self._meta.clear()
-            self.producer_epoch = epoch
-
-    def add_batch(
-        self, epoch: int, first_seq: int, last_seq: int, first_offset: int, last_offset: int, timestamp: int
-    ) -> None:
-        if epoch != self.producer_epoch:
-            self.set_epoch(epoch)
-        m = self._meta
-        if len(m) == 5 * BATCHES_RETAINED:  # (the oldest's slots reused: nothing allocated)
-            del m[:5]
-        add = m.append
-        add(first_seq)
-        add(last_seq)
-        add(first_offset)
-        add(last_offset)
-        add(timestamp)
-        self.last_timestamp = timestamp
-        self.last_offset = last_offset
 
 
 class Snapshot(NamedTuple):
@@ -249,7 +158,9 @@ class ProducerStateManager:
                 f"the last seen epoch {entry.producer_epoch}"
             )
         if entry.current_txn_first_offset >= 0 and not h.is_transactional:
-            raise InvalidTxnStateError(f"Expected transactional write from producer {h.producer_id}")
+            raise InvalidTxnStateError(
+                f"Expected transactional write from producer {h.producer_id}"
+            )
 
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """A marker a coordinator asks for: LogError when its epochs are stale."""
@@ -283,7 +194,12 @@ class ProducerStateManager:
             return
         first = h.base_offset
         entry.add_batch(
-            h.producer_epoch, h.base_sequence, last_sequence(h), first, first + h.last_offset_delta, h.max_timestamp
+            h.producer_epoch,
+            h.base_sequence,
+            last_sequence(h),
+            first,
+            first + h.last_offset_delta,
+            h.max_timestamp,
         )
         if h.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first
@@ -348,7 +264,11 @@ class ProducerStateManager:
         the batches from ``offset`` on are applied next. Kept as an in-memory snapshot too."""
         self.clear()
         self.producers = {e.producer_id: e for e in entries}
-        open_txns = sorted((e.current_txn_first_offset, e.producer_id) for e in entries if e.current_txn_first_offset >= 0)
+        open_txns = sorted(
+            (e.current_txn_first_offset, e.producer_id)
+            for e in entries
+            if e.current_txn_first_offset >= 0
+        )
         self.ongoing = {pid: first for first, pid in open_txns}
         self._take_snapshot(offset)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from kmeta.protocol.codegen import Gen
-from kmeta.protocol.primitives import KBytes
+from kmeta.protocol.length_prefixed import KBytes
 
 
 def records_view(buf: Any, pos: int, n: int) -> bytes | memoryview:

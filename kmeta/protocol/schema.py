@@ -1,7 +1,9 @@
 """A small declarative schema that mirrors Kafka's JSON message specs.
 
 ``messages/<api>.py`` declare each API with :func:`F` fields, exactly as the JSON does
-(snake_case names). From one declaration this module derives, per version:
+(snake_case names; the declaration itself is :mod:`kmeta.protocol.field_spec`, re-exported
+here so that a declaring module imports ``F``, ``S``, ``Message`` and ``Api`` from one place).
+From one declaration this module derives, per version:
 
 * the record classes: one namedtuple per struct, with every field of every version and the
   spec's defaults; the top-level class also carries ``version`` (one type per API, not per
@@ -30,18 +32,12 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.columnar import gc_paused
 from kmeta.protocol.compiler import Codec, compile_struct
 from kmeta.protocol.errors import CorruptMessageError, UnsupportedVersionError
+from kmeta.protocol.field_spec import FIXED, MISSING, F, Field, S, Versions, type_default
 from kmeta.protocol.record_views import KRecordsView
 from kmeta.protocol.splice import Splice
 from kmeta.protocol.stream import Stream
 from kmeta.protocol.types import (
     ZERO_UUID,
-    Bool,
-    Fixed,
-    Float64,
-    Int8,
-    Int16,
-    Int32,
-    Int64,
     KafkaType,
     KArray,
     KBytes,
@@ -49,23 +45,21 @@ from kmeta.protocol.types import (
     KStruct,
     NullableStruct,
     TaggedField,
-    UInt16,
-    UInt32,
     Uuid,
 )
 
-_FIXED: dict[str, Fixed] = {
-    "int8": Int8,
-    "int16": Int16,
-    "int32": Int32,
-    "int64": Int64,
-    "uint16": UInt16,
-    "uint32": UInt32,
-    "float64": Float64,
-    "bool": Bool,
-}
+__all__ = [
+    "Api",
+    "F",
+    "Field",
+    "Message",
+    "Record",
+    "Request",
+    "S",
+    "uuid_or_zero",
+]
+
 _UUID = Uuid()
-_MISSING: Any = object()
 #: frames larger than this are decoded with the cyclic GC paused (see ``Message.decode_from``);
 #: from about a thousand partitions on, collections during the decode cost it a third or more
 _GC_PAUSE_BYTES = 1 << 16
@@ -90,93 +84,6 @@ class Request(Record, Protocol[R_co]):
     returns the response's type, not ``Any``."""
 
     def response_class(self) -> type[R_co]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Versions:
-    """A version range as the JSON writes it: "0+", "3-7", "5" or "none"."""
-
-    low: int
-    high: int  # inclusive; 2**15 for open-ended ranges
-
-    @classmethod
-    def parse(cls, text: str) -> Versions:
-        if text == "none":
-            return cls(1, 0)
-        if text.endswith("+"):
-            return cls(int(text[:-1]), 1 << 15)
-        low, _, high = text.partition("-")
-        return cls(int(low), int(high or low))
-
-    def __contains__(self, version: int) -> bool:
-        return self.low <= version <= self.high
-
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    type: str  # "int32", "string", "uuid", "[]int32", "[]SomeStruct", "SomeStruct"
-    versions: Versions
-    nullable: Versions
-    tag: int | None
-    tagged: Versions
-    default: Any
-    fields: tuple[Field, ...]
-    flexible: Versions | None  # a per-field override: ClientId is never compact
-
-    @property
-    def element(self) -> str:
-        return self.type[2:] if self.type.startswith("[]") else self.type
-
-    @property
-    def is_array(self) -> bool:
-        return self.type.startswith("[]")
-
-
-def F(
-    name: str,
-    type: str,
-    versions: str,
-    *fields: Field,
-    nullable: str = "none",
-    tag: int | None = None,
-    tagged: str = "none",
-    default: Any = _MISSING,
-    flexible: str | None = None,
-) -> Field:
-    """Declare one field, with the JSON spec's attributes."""
-    return Field(
-        name,
-        type,
-        Versions.parse(versions),
-        Versions.parse(nullable),
-        tag,
-        Versions.parse(tagged),
-        default,
-        tuple(fields),
-        None if flexible is None else Versions.parse(flexible),
-    )
-
-
-def S(name: str, *fields: Field) -> tuple[str, tuple[Field, ...]]:
-    """Declare a common struct (the JSON's ``commonStructs``)."""
-    return name, tuple(fields)
-
-
-def _type_default(f: Field) -> Any:
-    if f.default is not _MISSING:
-        return f.default
-    if f.is_array:
-        return ()
-    if f.type in _FIXED:
-        return _FIXED[f.type].default
-    if f.type == "string":
-        return ""
-    if f.type in ("bytes", "records"):
-        return b""
-    if f.type == "uuid":
-        return ZERO_UUID
-    return None  # a nested struct with no default
 
 
 class Message(Generic[R]):
@@ -206,11 +113,11 @@ class Message(Generic[R]):
             self.classes[struct_name] = self._record(
                 struct_name,
                 tuple(f.name for f in struct_fields),
-                tuple(_type_default(f) for f in struct_fields),
+                tuple(type_default(f) for f in struct_fields),
                 declared,
             )
         top = ("version", *(f.name for f in fields))
-        defaults = (self.max_version, *(_type_default(f) for f in fields))
+        defaults = (self.max_version, *(type_default(f) for f in fields))
         self.cls: type[R] = self._record(name, top, defaults, declared)
         self.fields = tuple(fields)
         self._struct = cache(self._make_struct)
@@ -236,7 +143,7 @@ class Message(Generic[R]):
             made.__module__ = "kmeta.protocol.messages"
             return made
         given = getattr(cls, "_field_defaults", {})
-        if cls._fields != fields or tuple(given.get(n, _MISSING) for n in fields) != defaults:
+        if cls._fields != fields or tuple(given.get(n, MISSING) for n in fields) != defaults:
             raise TypeError(f"record {name} does not match its fields {fields} = {defaults}")
         return cls
 
@@ -263,12 +170,14 @@ class Message(Generic[R]):
         wire: list[tuple[str, KafkaType | None, Any]] = []
         tagged: list[TaggedField] = []
         for i, f in enumerate(fields):
-            default = _type_default(f)
+            default = type_default(f)
             if version not in f.versions:
                 wire.append((f.name, None, default))
             elif f.tag is not None and version in f.tagged:
                 wire.append((f.name, None, default))
-                tagged.append(TaggedField(i, f.name, f.tag, self._wire_type(f, version, views), default))
+                tagged.append(
+                    TaggedField(i, f.name, f.tag, self._wire_type(f, version, views), default)
+                )
             else:
                 wire.append((f.name, self._wire_type(f, version, views), default))
         return KStruct(cls, wire, tagged, flexible, prefix)
@@ -276,7 +185,9 @@ class Message(Generic[R]):
     def _wire_type(self, f: Field, version: int, views: bool = False) -> KafkaType:
         compact = version in (f.flexible if f.flexible is not None else self.flexible)
         nullable = version in f.nullable
-        element = self._element_type(f.element, version, compact, nullable and not f.is_array, views)
+        element = self._element_type(
+            f.element, version, compact, nullable and not f.is_array, views
+        )
         if f.is_array:
             return KArray(element, compact=compact, nullable=nullable)
         return element
@@ -284,8 +195,8 @@ class Message(Generic[R]):
     def _element_type(
         self, type_: str, version: int, compact: bool, nullable: bool, views: bool = False
     ) -> KafkaType:
-        if type_ in _FIXED:
-            return _FIXED[type_]
+        if type_ in FIXED:
+            return FIXED[type_]
         if type_ == "string":
             return KString(compact, nullable)
         if type_ == "records" and views:

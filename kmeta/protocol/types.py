@@ -1,9 +1,10 @@
 """Kafka's wire types: structs with their tag sections, plus the primitives they are made of.
 
-This is the one place to import the type system from. The primitives (ints, varints, uuid,
-strings, bytes, arrays) live in :mod:`kmeta.protocol.primitives` and are re-exported here; the
-runtime that generated code calls is :mod:`kmeta.protocol.codegen`; the fast path for arrays of
-flat structs (partition states) is :mod:`kmeta.protocol.runs`.
+This is the one place to import the type system from. The primitives live in
+:mod:`kmeta.protocol.primitives` (ints, varints, uuid) and :mod:`kmeta.protocol.length_prefixed`
+(strings, bytes, arrays) and are re-exported here; the runtime that generated code calls is
+:mod:`kmeta.protocol.codegen`; the fast path for arrays of flat structs (partition states) is
+:mod:`kmeta.protocol.runs`.
 
 A :class:`KStruct` is one struct at one version. Like the primitives it has an interpreted
 construct face, the definition of the format, and an emitter for the compiler; decoded structs
@@ -21,6 +22,7 @@ from typing import Any
 from construct import stream_read, stream_write
 
 from kmeta.protocol.codegen import Gen, read_uvarint, short_read, uvarint_bytes
+from kmeta.protocol.length_prefixed import KArray, KBytes, KString
 from kmeta.protocol.primitives import (
     ZERO_UUID,
     Bool,
@@ -31,9 +33,6 @@ from kmeta.protocol.primitives import (
     Int32,
     Int64,
     KafkaType,
-    KArray,
-    KBytes,
-    KString,
     UInt16,
     UInt32,
     Uuid,
@@ -131,7 +130,7 @@ class KStruct(KafkaType):
         return self.cls(*self.prefix, *values)
 
     def _build(self, obj: Any, stream: Any, context: Any, path: str) -> Any:
-        values = tuple(obj)[len(self.prefix):]
+        values = tuple(obj)[len(self.prefix) :]
         for (name, t, _), value in zip(self.fields, values, strict=True):
             if t is not None:
                 t._build(value, stream, context, f"{path} -> {name}")
@@ -211,7 +210,11 @@ class KStruct(KafkaType):
             self._emit_parse_tags(g, slot_vars)
         cls = g.const(self.cls, "C")
         values = names + slot_vars  # (none: a stream's tail with nothing after its array)
-        g.line(f"{target} = _tuple_new({cls}, ({', '.join(values)},))" if values else f"{target} = {cls}()")
+        g.line(
+            f"{target} = _tuple_new({cls}, ({', '.join(values)},))"
+            if values
+            else f"{target} = {cls}()"
+        )
 
     def _emit_parse_tags(self, g: Gen, slot_vars: list[str]) -> None:
         if not self.tagged:  # nothing known to read: skip whatever is there

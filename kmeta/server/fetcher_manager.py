@@ -21,7 +21,8 @@ from kmeta.metadata.cache import MetadataCache
 from kmeta.net.security.sasl_client import ClientCredential
 from kmeta.net.tls import uses_sasl, uses_tls
 from kmeta.server.config import BrokerConfig
-from kmeta.server.replica_fetcher import PartitionFetchState, ReplicaFetcher
+from kmeta.server.partition_fetch_state import PartitionFetchState
+from kmeta.server.replica_fetcher import ReplicaFetcher
 from kmeta.server.replica_states import FOLLOWER, ReplicaState, ReplicaStates
 
 if TYPE_CHECKING:

@@ -24,6 +24,12 @@ Each partition is fetching or truncating (Kafka's ``PartitionFetchState``):
 * Other errors (not the leader any more, an epoch this leader does not know yet, a
   connection lost) retry after replica.fetch.backoff.ms; the next LeaderAndIsr moves the
   partition to another fetcher if the leader changed.
+
+Here is the loop: when to ask the leader, what to retry, and whether a partition is still
+the one asked about when the answer comes. What goes on the wire is in
+:mod:`kmeta.server.leader_endpoint`, what an answer does to a partition's log in
+:mod:`kmeta.server.partition_fetch_state` (Kafka's split of ``AbstractFetcherThread``,
+``ReplicaFetcherThread`` and ``LeaderEndPoint``, roughly).
 """
 
 from __future__ import annotations
@@ -31,21 +37,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kmeta.log.errors import LogError
 from kmeta.net.connection import KafkaConnection
-from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import fetch as fe
-from kmeta.protocol.messages import list_offsets as lo
-from kmeta.protocol.messages import offset_for_leader_epoch as ofle
-from kmeta.protocol.registry import highest_common
-from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.controller_connection import NET_ERRORS, call, open_connection
-from kmeta.server.follower_truncation import truncation_offset
+from kmeta.server.leader_endpoint import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    epoch_end_offsets_request,
+    fetch_request,
+    list_offset,
+)
+from kmeta.server.partition_fetch_state import (
+    PartitionFetchState,
+    apply_truncation,
+    process_partition_data,
+    start_at_leader_start,
+    start_fetching,
+    truncate_to_leader_end,
+)
 
 if TYPE_CHECKING:
     from kmeta.server.fetcher_manager import ReplicaFetcherManager
@@ -55,28 +67,8 @@ log = logging.getLogger("kmeta.server.replica_fetcher")
 
 Key = tuple[str, int]
 
-#: Kafka's replica.fetch.wait.max.ms, replica.fetch.min.bytes, replica.fetch.max.bytes,
-#: replica.fetch.response.max.bytes and replica.fetch.backoff.ms
-FETCH_WAIT_MAX_MS = 500
-FETCH_MIN_BYTES = 1
-FETCH_MAX_BYTES = 1_048_576
-FETCH_RESPONSE_MAX_BYTES = 10_485_760
+#: Kafka's replica.fetch.backoff.ms (the other replica.fetch.* settings: leader_endpoint)
 FETCH_BACKOFF_S = 1.0
-#: Fetch versions a follower uses (v12: last fetched epoch and diverging epoch)
-FETCH_VERSIONS = range(12, 18)
-_EARLIEST, _LATEST = -2, -1
-
-
-@dataclass(slots=True)
-class PartitionFetchState:
-    """Where a partition's fetching stands (Kafka's ``PartitionFetchState``)."""
-
-    fetch_offset: int
-    current_leader_epoch: int
-    truncating: bool
-    topic_id: uuid.UUID | None
-    #: monotonic time before which the partition is not fetched (after an error)
-    delayed_until: float = 0.0
 
 
 class ReplicaFetcher:
@@ -178,7 +170,9 @@ class ReplicaFetcher:
         if self.partitions.get(key) is state:
             state.delayed_until = asyncio.get_running_loop().time() + FETCH_BACKOFF_S
 
-    def _current(self, key: Key, state: PartitionFetchState, offset: int, make: bool = True) -> Partition | None:
+    def _current(
+        self, key: Key, state: PartitionFetchState, offset: int, make: bool = True
+    ) -> Partition | None:
         """The follower partition when ``state`` is still the one asked with, at ``offset``
         (a LeaderAndIsr may have replaced or removed it while the request was out); its log
         made now unless ``make`` is False."""
@@ -205,19 +199,12 @@ class ReplicaFetcher:
             asks[key] = (state, epoch, state.fetch_offset)
         if not asks:
             return
-        by_topic: dict[str, list[ofle.OffsetForLeaderPartition]] = {}
-        for (topic, index), (state, epoch, _) in asks.items():
-            by_topic.setdefault(topic, []).append(
-                ofle.OffsetForLeaderPartition(index, state.current_leader_epoch, epoch)
-            )
-        version = highest_common(self._versions, ApiKey.OFFSET_FOR_LEADER_EPOCH, range(3, 5))
-        if version is None:
-            raise ConnectionError("the leader does not serve OffsetForLeaderEpoch v3+")
-        request = ofle.OffsetForLeaderEpochRequest(
-            version=version, replica_id=self.manager.broker_id,
-            topics=tuple(ofle.OffsetForLeaderTopic(t, tuple(ps)) for t, ps in by_topic.items()),
-        )  # fmt: skip
-        response = await call(conn, request)
+        epochs = {
+            key: (state.current_leader_epoch, epoch) for key, (state, epoch, _) in asks.items()
+        }
+        response = await call(
+            conn, epoch_end_offsets_request(self._versions, self.manager.broker_id, epochs)
+        )
         for t in response.topics:
             for p in t.partitions:
                 key = (t.topic, p.partition)
@@ -244,11 +231,15 @@ class ReplicaFetcher:
         if not wanted:
             return False
         manager = self.manager
-        request = fetch_request(self._versions, self.leader_id, manager.broker_id, manager.broker_epoch(), wanted)
+        request = fetch_request(
+            self._versions, self.leader_id, manager.broker_id, manager.broker_epoch(), wanted
+        )
         response = await call(conn, request)  # (its wait, 500 ms, well within the timeout)
         self.fetches += 1
         if response.error_code != ErrorCode.NONE:
-            log.warning("fetch from leader %d: %s", self.leader_id, ErrorCode(response.error_code).name)
+            log.warning(
+                "fetch from leader %d: %s", self.leader_id, ErrorCode(response.error_code).name
+            )
             for key, (state, _, _) in wanted.items():
                 self._delay(key, state)
             return True
@@ -269,7 +260,11 @@ class ReplicaFetcher:
         error = data.error_code
         # (the log is made when there is something to write or cut; else an empty log not
         # made yet stays so: see kmeta.server.follower_reads)
-        make = error == ErrorCode.OFFSET_OUT_OF_RANGE or bool(data.records) or data.diverging_epoch is not None
+        make = (
+            error == ErrorCode.OFFSET_OUT_OF_RANGE
+            or bool(data.records)
+            or data.diverging_epoch is not None
+        )
         partition = self._current(key, state, offset, make)
         if partition is None:  # (gone, moved on, or an empty log not made: nothing to write)
             if error != ErrorCode.NONE:
@@ -284,24 +279,8 @@ class ReplicaFetcher:
                          partition, self.leader_id, state.current_leader_epoch)  # fmt: skip
             self._delay(key, state)
             return
-        plog = partition.log
-        diverging = data.diverging_epoch
-        if diverging is not None and diverging.epoch >= 0:
-            apply_truncation(partition, state, self.leader_id, diverging.epoch, diverging.end_offset)
-            return
-        records = data.records
-        try:
-            if records:
-                plog.append_as_follower(records)
-            plog.update_high_watermark(min(data.high_watermark, plog.log_end_offset))
-            start = data.log_start_offset
-            if plog.log_start_offset < start <= plog.high_watermark:
-                plog.delete_records_before(start)
-        except LogError as exc:
-            log.error("%s: cannot append what leader %d sent at %d: %s", partition, self.leader_id, offset, exc)
+        if not process_partition_data(partition, state, self.leader_id, offset, data):
             self._delay(key, state)
-            return
-        state.fetch_offset = plog.log_end_offset
 
     async def _out_of_range(
         self, conn: KafkaConnection, key: Key, state: PartitionFetchState, partition: Partition
@@ -309,98 +288,20 @@ class ReplicaFetcher:
         """``AbstractFetcherThread.fetchOffsetAndTruncate``: the leader's log end below ours
         cuts ours there; else a log end below the leader's log start starts afresh there."""
         offset = state.fetch_offset
-        leader_end = await list_offset(conn, self._versions, self.manager.broker_id, key, state.current_leader_epoch, _LATEST)
+        leader_end = await self._leader_offset(conn, key, state, LATEST_TIMESTAMP)
         if leader_end is None or self._current(key, state, offset) is None:
             self._delay(key, state)
-            return
-        plog = partition.log
-        if leader_end < plog.log_end_offset:
-            log.warning("%s: leader %d's log ends at %d, below ours (%d): truncating",
-                        partition, self.leader_id, leader_end, plog.log_end_offset)  # fmt: skip
-            plog.truncate_to(leader_end)
+        elif leader_end < partition.log.log_end_offset:
+            truncate_to_leader_end(partition, state, self.leader_id, leader_end)
         else:
-            leader_start = await list_offset(conn, self._versions, self.manager.broker_id, key, state.current_leader_epoch, _EARLIEST)
+            leader_start = await self._leader_offset(conn, key, state, EARLIEST_TIMESTAMP)
             if leader_start is None or self._current(key, state, offset) is None:
                 self._delay(key, state)
-                return
-            if leader_start > plog.log_end_offset:
-                log.info("%s: starting at leader %d's log start %d", partition, self.leader_id, leader_start)
-                plog.truncate_fully_and_start_at(leader_start)
-        state.fetch_offset = plog.log_end_offset
+            else:
+                start_at_leader_start(partition, state, self.leader_id, leader_start)
 
-
-def apply_truncation(
-    partition: Partition, state: PartitionFetchState, leader_id: int, leader_epoch: int, end_offset: int
-) -> None:
-    """Cut the log where the leader's answer says (:func:`truncation_offset`); fetch from
-    its end then, or, not completed, ask again with our latest epoch."""
-    offset, completed = truncation_offset(partition.log, leader_epoch, end_offset, state.fetch_offset)
-    if offset < partition.log.log_end_offset:
-        log.info("truncating %s to %d (leader %d's epoch %d ends at %d)",
-                 partition, offset, leader_id, leader_epoch, end_offset)  # fmt: skip
-    partition.log.truncate_to(offset)
-    if completed:
-        start_fetching(partition, state)
-    else:
-        state.fetch_offset = partition.log.log_end_offset
-        state.truncating = True
-
-
-def start_fetching(partition: Partition, state: PartitionFetchState) -> None:
-    state.fetch_offset = partition.log.log_end_offset
-    state.truncating = False
-
-
-def fetch_request(
-    versions: dict[int, range], leader_id: int, me: int, broker_epoch: int,
-    wanted: dict[Key, tuple[PartitionFetchState, int, Partition | None]],
-) -> fe.FetchRequest:  # fmt: skip
-    """One Fetch of ``wanted`` (state, offset, partition if its log was made), at the highest
-    version both sides speak (v13+ names topics by id: v12 when a topic has none)."""
-    by_topic: dict[str, list[fe.FetchPartition]] = {}
-    ids: dict[str, uuid.UUID | None] = {}
-    for (topic, index), (state, offset, partition) in wanted.items():
-        # (a log not made yet: empty, at 0)
-        last = None if partition is None else partition.log.latest_epoch
-        by_topic.setdefault(topic, []).append(fe.FetchPartition(
-            partition=index, current_leader_epoch=state.current_leader_epoch,
-            fetch_offset=offset, last_fetched_epoch=-1 if last is None else last,
-            log_start_offset=0 if partition is None else partition.log.log_start_offset,
-            partition_max_bytes=FETCH_MAX_BYTES,
-        ))  # fmt: skip
-        ids[topic] = state.topic_id
-    top = 17 if all(i is not None for i in ids.values()) else 12  # (v13+ names topics by id)
-    version = highest_common(versions, ApiKey.FETCH, range(FETCH_VERSIONS.start, top + 1))
-    if version is None:
-        raise ConnectionError(f"leader {leader_id} does not serve Fetch v12+")
-    return fe.FetchRequest(
-        version=version, replica_id=me if version < 15 else -1,
-        replica_state=fe.ReplicaState(me, broker_epoch) if version >= 15 else None,
-        max_wait_ms=FETCH_WAIT_MAX_MS, min_bytes=FETCH_MIN_BYTES,
-        max_bytes=FETCH_RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
-        topics=tuple(
-            fe.FetchTopic(topic=t, topic_id=ids[t] or ZERO_UUID, partitions=tuple(ps))
-            for t, ps in by_topic.items()
-        ),
-    )  # fmt: skip
-
-
-async def list_offset(
-    conn: KafkaConnection, versions: dict[int, range], me: int, key: Key, leader_epoch: int, which: int
-) -> int | None:
-    """The leader's earliest (-2) or latest (-1) offset of ``key`` (ListOffsets as replica ``me``)."""
-    version = highest_common(versions, ApiKey.LIST_OFFSETS, range(1, 8))
-    if version is None:
-        raise ConnectionError("the leader does not serve ListOffsets v1+")
-    request = lo.ListOffsetsRequest(
-        version=version, replica_id=me,
-        topics=(lo.ListOffsetsTopic(key[0], (
-            lo.ListOffsetsPartition(key[1], leader_epoch, which),
-        )),),
-    )  # fmt: skip
-    response = await call(conn, request)
-    for t in response.topics:
-        for p in t.partitions:
-            if (t.name, p.partition_index) == key and p.error_code == ErrorCode.NONE:
-                return int(p.offset)
-    return None
+    async def _leader_offset(
+        self, conn: KafkaConnection, key: Key, state: PartitionFetchState, which: int
+    ) -> int | None:
+        me, epoch = self.manager.broker_id, state.current_leader_epoch
+        return await list_offset(conn, self._versions, me, key, epoch, which)

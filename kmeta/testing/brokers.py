@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 
+from kmeta.cli.launch import DaemonExited
 from kmeta.testing.controllers import ClusterControllers
 from kmeta.testing.processes import ClusterProcesses
 
@@ -45,7 +46,11 @@ class ClusterBrokers:
             raise RuntimeError(f"{name} is running")
         p.spawn(name)
         if wait and self._controllers.active() is not None:
-            p.await_serving(p.live_brokers)
+            try:
+                p.await_serving(p.live_brokers)
+            except DaemonExited as exc:  # (why it exited is in its log: the report shows it)
+                exc.add_note(f"--- {exc.name}, last 20 lines:\n{p.log_tail(exc.name, 20)}")
+                raise
 
     def advertise_control(self, broker_id: int, port: int) -> None:
         """Restart the broker (controlled) advertising its CONTROL listener on ``port`` of

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kmeta.log import LogConfig, LogManager, PartitionLog
+from kmeta.log.producer_entry import ProducerStateEntry
 from kmeta.log.producer_snapshot import (
     CorruptSnapshotError,
     ProducerSnapshotFiles,
@@ -20,7 +21,6 @@ from kmeta.log.producer_snapshot import (
     encode,
     snapshot_file_name,
 )
-from kmeta.log.producer_state import ProducerStateEntry
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.record_batch import crc32c
 from tests.log.helpers import batch as plain

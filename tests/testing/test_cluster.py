@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -47,7 +48,9 @@ def test_starts_serves_and_leaves_nothing_behind(tmp_path: Path) -> None:
     assert not data_dir.exists()
 
 
-def test_brokers_keep_their_records_in_their_state_dirs_and_auto_create_topics(tmp_path: Path) -> None:
+def test_brokers_keep_their_records_in_their_state_dirs_and_auto_create_topics(
+    tmp_path: Path,
+) -> None:
     """Each broker's logs are in <data dir>/broker-<id>/logs: killed (-9) and started again, the
     broker serves the records it acknowledged. A producer's unknown topic is created with the
     cluster's ``partitions`` and ``replication_factor``; ``auto_create_topics=False`` leaves it
@@ -64,23 +67,37 @@ def test_brokers_keep_their_records_in_their_state_dirs_and_auto_create_topics(t
         assert cluster.data_dir is not None
         for leader in {s.leader for s in served.values()}:
             logs = cluster.data_dir / f"broker-{leader}" / "logs"
-            assert {f"kept-{p}" for p, s in served.items() if s.leader == leader} <= {d.name for d in logs.iterdir()}
+            assert {f"kept-{p}" for p, s in served.items() if s.leader == leader} <= {
+                d.name for d in logs.iterdir()
+            }
             cluster.restart_broker(leader, kill=True)
         for p, s in served.items():  # (back in the ISR once caught up: then it can lead again)
             _await_in_isr(cluster, "kept", p, s.replicas[0])
         cluster.elect_preferred("kept")  # (leaderships back on the restarted brokers' logs)
-        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "unused", "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": "unused",
+                "enable.auto.commit": False,
+            }
+        )
         try:
             consumer.assign([TopicPartition("kept", p, 0) for p in (0, 1)])
             got: list[bytes] = []
             deadline = time.monotonic() + 20
             while len(got) < 10 and time.monotonic() < deadline:
-                got += [m.value() for m in consumer.consume(10 - len(got), timeout=1) if m.error() is None]
+                got += [
+                    m.value()
+                    for m in consumer.consume(10 - len(got), timeout=1)
+                    if m.error() is None
+                ]
         finally:
             consumer.close()
         assert sorted(got, key=int) == [b"%d" % i for i in range(10)]
     with Cluster(1, parent_dir=tmp_path, auto_create_topics=False) as cluster:
-        md = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(topic="nope", timeout=5)
+        md = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(
+            topic="nope", timeout=5
+        )
         assert md.topics["nope"].error is not None
         assert md.topics["nope"].error.name() == "UNKNOWN_TOPIC_OR_PART"
 
@@ -184,6 +201,23 @@ def test_kill_stop_and_restart_brokers(cluster: Cluster) -> None:
         cluster.start_broker(3)
     with pytest.raises(ValueError, match="no broker 9"):
         cluster.kill_broker(9)
+
+
+def test_a_failed_restart_says_why_in_the_brokers_words(cluster: Cluster) -> None:
+    cluster.kill_broker(2)
+    taken = socket.socket()  # (its client port taken meanwhile: the restart cannot bind it)
+    try:
+        taken.bind(cluster.address(2))
+        taken.listen()
+        with pytest.raises(DaemonExited, match="broker-2 exited") as info:
+            cluster.start_broker(2)
+    finally:
+        taken.close()
+    note = "\n".join(getattr(info.value, "__notes__", []))
+    assert "--- broker-2, last 20 lines:" in note
+    assert "address already in use" in note.lower()  # the broker's own error line
+    cluster.start_broker(2)
+    assert sorted(cluster.metadata(2).brokers) == [1, 2, 3]
 
 
 def test_controller_stop_and_failover(cluster: Cluster) -> None:

@@ -7,7 +7,8 @@
   topic's entry encoded once (UpdateMetadataBlocks); :mod:`leader_and_isr_blocks` -- the
   LeaderAndIsr entries, likewise.
 * :mod:`channel_manager` / :mod:`request_send_thread` -- one queue and one sender task per
-  broker, retries, the controller and broker epochs.
+  broker, retries, the controller and broker epochs; :mod:`channel_bookkeeping` -- their
+  metrics and state-change log lines.
 * :mod:`barrier` -- what an admin answer waits for: the brokers' acknowledgements.
 * :mod:`faults` -- fault injection (delay, drop, pause the requests to chosen brokers).
 """

@@ -19,7 +19,9 @@ As Kafka's ``ControllerChannelManager``:
   accepts: its next registration (a restart), a controller restart, or the end of a drop
   fault. STALE_CONTROLLER_EPOCH means something raised the broker's controller epoch above
   ours (another controller, or a forged request): said loudly, once per broker and epoch.
-* Measured: queue size per broker, total queue size, queue time of each request.
+* Measured: queue size per broker, total queue size, queue time of each request. The
+  metrics, the rejection log lines and the state-change log lines are kept by
+  :class:`ChannelBookkeeping` (:mod:`channel_bookkeeping`), which the senders report to.
 
 While the controller processes events, the manager is *held* (:meth:`hold`): requests and
 broker additions/removals wait, in order, until the events' commit, then :meth:`release`
@@ -40,6 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kmeta.controller.channel.channel_bookkeeping import ChannelBookkeeping
 from kmeta.controller.channel.faults import FaultInjector
 from kmeta.controller.channel.request_send_thread import (
     Callback,
@@ -57,18 +60,14 @@ from kmeta.net.security.sasl_client import (
     SaslAuthenticationError,
     authenticate,
 )
-from kmeta.net.state_change_log import StateChangeLog, wall_ms
+from kmeta.net.state_change_log import StateChangeLog
 from kmeta.net.tls import NO_TLS, TlsConfig, uses_sasl, uses_tls
-from kmeta.protocol.api_keys import ApiKey
-from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.messages.update_metadata import UpdateMetadataRequest
 
 log = logging.getLogger(__name__)
 
 #: (re-exported: the controller imports the channel's vocabulary from here)
 __all__ = [
     "Callback",
-    "ChannelBookkeeping",
     "ControlRequest",
     "ControlResponse",
     "ControllerChannelManager",
@@ -78,8 +77,6 @@ __all__ = [
 
 #: an operation held until release: ("send", broker, QueueItem) or ("add"/"remove", broker, listeners)
 _HeldOp = tuple[str, int, Any]
-#: UpdateMetadata v8 Type FULL (KIP-866): the broker's whole partition set replaced
-_UM_FULL = 2
 
 
 class ControllerChannelManager:
@@ -300,112 +297,3 @@ class ControllerChannelManager:
             return sum(ch.queue.qsize() for ch in self._channels.values())
         ch = self._channels.get(broker_id)
         return 0 if ch is None else ch.queue.qsize()
-
-
-class ChannelBookkeeping:
-    """The channel's metrics and state-change log lines: what the manager and its senders
-    report (Kafka's ControllerChannelManager gauges QueueSize and RequestRateAndQueueTimeMs,
-    its state-change logger's lines, and kmeta's propagation tracker and rejections)."""
-
-    def __init__(
-        self,
-        metrics: ControllerMetrics,
-        state_log: StateChangeLog,
-        total_queue_size: Callable[[], int],
-    ) -> None:
-        self.metrics = metrics
-        self.state_log = state_log
-        self._total_queue_size = total_queue_size
-        #: (broker, broker epoch, controller epoch) whose STALE_CONTROLLER_EPOCH was said
-        self._stale_said: set[tuple[int, int, int]] = set()
-
-    def queue_changed(self, broker_id: int, size: int) -> None:
-        self.metrics.broker_queue_size.labels(str(broker_id)).set(size)
-        self._update_total()
-
-    def _update_total(self) -> None:
-        self.metrics.total_queue_size.set(self._total_queue_size())
-
-    def broker_removed(self, broker_id: int) -> None:
-        self.metrics.broker_queue_size.labels(str(broker_id)).set(0)
-        self._update_total()
-        self.metrics.propagation.broker_removed(broker_id)
-
-    def enqueued(self, broker_id: int, item: QueueItem) -> None:
-        propagation = self.metrics.propagation
-        propagation.enqueued(broker_id, item.api_key, item.update_id, item.enqueue_time)
-        self._log("enqueue", broker_id, item)
-
-    def send_failed(self, broker_id: int) -> None:
-        self.metrics.send_failures.labels(str(broker_id)).inc()
-
-    def sent(self, broker_id: int, item: QueueItem, now: float) -> None:
-        item.send_time = now
-        queue_ms = (now - item.enqueue_time) * 1000
-        self.metrics.request_queue_time_ms.observe(queue_ms)
-        self.metrics.request_rate_and_queue_time_ms.labels(str(broker_id)).observe(queue_ms)
-        self._log("send", broker_id, item, send_ms=wall_ms(now))
-
-    def acked(self, broker_id: int, item: QueueItem, response: ControlResponse) -> None:
-        request = item.request
-        full = isinstance(request, UpdateMetadataRequest) and request.type == _UM_FULL
-        self.metrics.propagation.acked(broker_id, item.api_key, item.update_id, full=full)
-        self._log_answer(broker_id, item, ErrorCode.NONE)
-
-    def rejected(
-        self, broker_id: int, item: QueueItem, response: ControlResponse, error: ErrorCode
-    ) -> None:
-        api = ApiKey(item.api_key).name
-        self.metrics.rejections.labels(str(broker_id), api, error.name).inc()
-        started = self.metrics.propagation.rejected(
-            broker_id, item.api_key, item.update_id, error.name
-        )
-        epoch = item.request.controller_epoch
-        if error == ErrorCode.STALE_CONTROLLER_EPOCH:
-            key = (broker_id, item.request.broker_epoch, epoch)
-            if key not in self._stale_said:
-                if len(self._stale_said) >= 10_000:  # (bounded; a forger can bump epochs)
-                    self._stale_said.clear()
-                self._stale_said.add(key)
-                log.error(
-                    "broker %d refused controller epoch %d as stale: another controller, or a "
-                    "forged control request, raised its controller epoch. It refuses every "
-                    "change from this controller until it restarts; check for a second "
-                    "controller or an unauthorised client on its control listener",
-                    broker_id, epoch,
-                )  # fmt: skip
-        elif started:
-            log.error(
-                "broker %d rejected %s (update %d, controller epoch %d, broker epoch %d): %s; "
-                "it does not count as holding the change",
-                broker_id, api, item.update_id, epoch, item.request.broker_epoch, error.name,
-            )  # fmt: skip
-        else:
-            log.debug("broker %d rejected %s again: %s", broker_id, api, error.name)
-        self._log_answer(broker_id, item, error)
-
-    def _log_answer(self, broker_id: int, item: QueueItem, error: ErrorCode) -> None:
-        self._log(
-            "ack",
-            broker_id,
-            item,
-            error_code=int(error),
-            send_ms=wall_ms(item.send_time),
-            ack_ms=time.time() * 1000.0,
-        )
-        self.state_log.flush()
-
-    def _log(self, event: str, broker_id: int, item: QueueItem, **extra: object) -> None:
-        if not self.state_log.enabled:
-            return
-        self.state_log.write(
-            event,
-            api_key=item.api_key,
-            target_broker=broker_id,
-            update_id=item.update_id,
-            correlation_id=item.correlation_id,
-            topics=item.topics,
-            partitions=item.partitions,
-            enqueue_ms=wall_ms(item.enqueue_time),
-            **extra,
-        )
