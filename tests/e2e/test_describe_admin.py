@@ -4,6 +4,7 @@ shared by the tests of this module."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import warnings
@@ -17,6 +18,7 @@ with warnings.catch_warnings():  # kafka-python uses importlib.resources' legacy
 
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import describe_cluster as dc
+from kmeta.protocol.messages import describe_configs as dcf
 from kmeta.protocol.messages import describe_topic_partitions as dtp
 from tests.e2e.test_cluster_admin import RACKS, RackCluster
 
@@ -86,7 +88,9 @@ def test_kafka_python_describe_topic_partitions_pages(cluster):
         cursor = None
         pages = 0
         while True:
-            page = admin.describe_topic_partitions(["narrow", "wide"], response_partition_limit=3, cursor=cursor)
+            page = admin.describe_topic_partitions(
+                ["narrow", "wide"], response_partition_limit=3, cursor=cursor
+            )
             pages += 1
             for t in page["topics"]:
                 assert t["error_code"] == 0
@@ -113,9 +117,15 @@ async def test_raw_requests_on_every_broker(cluster):
             resp = await conn.request(dc.DescribeClusterRequest(version=1, endpoint_type=2), 5)
             assert resp.error_code == 114  # MISMATCHED_ENDPOINT_TYPE
             resp = await conn.request(
-                dtp.DescribeTopicPartitionsRequest(version=0, topics=(), response_partition_limit=5), 5
+                dtp.DescribeTopicPartitionsRequest(
+                    version=0, topics=(), response_partition_limit=5
+                ),
+                5,
             )
-            assert [(t.name, len(t.partitions)) for t in resp.topics] == [("narrow", 1), ("wide", 4)]
+            assert [(t.name, len(t.partitions)) for t in resp.topics] == [
+                ("narrow", 1),
+                ("wide", 4),
+            ]
             assert (resp.next_cursor.topic_name, resp.next_cursor.partition_index) == ("wide", 4)
         finally:
             conn.close()
@@ -126,7 +136,9 @@ def _confluent_configs(cluster, broker: int, topic: str) -> dict:
     from confluent_kafka.admin import ConfigResource, ResourceType
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap(broker)})
-    (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)], request_timeout=10).values()
+    (future,) = admin.describe_configs(
+        [ConfigResource(ResourceType.TOPIC, topic)], request_timeout=10
+    ).values()
     return future.result(10)
 
 
@@ -152,7 +164,9 @@ def test_confluent_create_describe_and_incrementally_alter_topic_configs(cluster
         assert described["cleanup.policy"].value == "compact"
         segment = described["segment.bytes"]
         assert (segment.value, segment.source, segment.is_default) == (
-            "1073741824", ConfigSource.DEFAULT_CONFIG.value, True
+            "1073741824",
+            ConfigSource.DEFAULT_CONFIG.value,
+            True,
         )
         assert len(described) == 36  # every topic config Kafka 3.9 defines
 
@@ -161,13 +175,16 @@ def test_confluent_create_describe_and_incrementally_alter_topic_configs(cluster
         ConfigEntry("cleanup.policy", None, incremental_operation=AlterConfigOpType.DELETE),
         ConfigEntry("min.insync.replicas", "2", incremental_operation=AlterConfigOpType.SET),
     ]
-    (future,) = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=ops)]).values()
+    (future,) = admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=ops)]
+    ).values()
     future.result(10)
     for broker in (1, 2, 3):
         described = _confluent_configs(cluster, broker, "cfg")
         assert described["retention.ms"].value == "1000"
         assert (described["cleanup.policy"].value, described["cleanup.policy"].source) == (
-            "delete", ConfigSource.DEFAULT_CONFIG.value
+            "delete",
+            ConfigSource.DEFAULT_CONFIG.value,
         )
         assert described["min.insync.replicas"].value == "2"
 
@@ -178,12 +195,16 @@ def test_confluent_create_describe_and_incrementally_alter_topic_configs(cluster
     ]
     for name, value in bad:
         entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-        (future,) = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=[entry])]).values()
+        (future,) = admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=[entry])]
+        ).values()
         with pytest.raises(KafkaException) as info:
             future.result(10)
         assert info.value.args[0].code() == KafkaError.INVALID_CONFIG, name
     entry = ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.SET)
-    (future,) = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "ghost", incremental_configs=[entry])]).values()
+    (future,) = admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, "ghost", incremental_configs=[entry])]
+    ).values()
     with pytest.raises(KafkaException) as info:
         future.result(10)
     assert info.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
@@ -204,17 +225,31 @@ def test_kafka_python_describe_and_alter_configs(cluster):
     try:
         admin.create_topics([KNewTopic("kp-cfg", num_partitions=1, replication_factor=1)])
         # IncrementalAlterConfigs (the client's default), then legacy AlterConfigs (a whole set)
-        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-cfg", configs={"retention.bytes": "1048576"})])
-        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-cfg")], include_synonyms=True)
+        admin.alter_configs(
+            [
+                ConfigResource(
+                    ConfigResourceType.TOPIC, "kp-cfg", configs={"retention.bytes": "1048576"}
+                )
+            ]
+        )
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "kp-cfg")], include_synonyms=True
+        )
         modified = described["topic"]["kp-cfg"]
         assert set(modified) == {"retention.bytes"}
         assert modified["retention.bytes"]["value"] == "1048576"
         admin.alter_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, "kp-cfg", configs={"segment.ms": "60000"})], incremental=False
+            [ConfigResource(ConfigResourceType.TOPIC, "kp-cfg", configs={"segment.ms": "60000"})],
+            incremental=False,
         )
-        modified = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-cfg")])["topic"]["kp-cfg"]
+        modified = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-cfg")])[
+            "topic"
+        ]["kp-cfg"]
         # (the client re-sends the other modified keys: AlterConfigs replaces the whole set)
-        assert {k: v["value"] for k, v in modified.items()} == {"segment.ms": "60000", "retention.bytes": "1048576"}
+        assert {k: v["value"] for k, v in modified.items()} == {
+            "segment.ms": "60000",
+            "retention.bytes": "1048576",
+        }
     finally:
         admin.close()
 
@@ -241,19 +276,48 @@ def test_configs_survive_controller_restart_and_broker_kill(cluster):
     cluster.start_controller()
     cluster.start_broker(2)
 
+    # (broker 2 itself, and every broker listing it: an AdminClient asks whichever broker it
+    # picks, so broker 1 or 3 could answer from before the restarts, and the next test asks
+    # for broker 2's own configs)
     def served() -> bool:
         try:
-            return _confluent_configs(cluster, 2, "durable-cfg")["max.message.bytes"].value == "2048"
-        except Exception:
+            return asyncio.run(_served_by_every_broker("durable-cfg", "max.message.bytes", cluster))
+        except (OSError, ConnectionError, TimeoutError):
             return False
 
     wait_for(served, 30)
     assert _confluent_configs(cluster, 3, "durable-cfg")["max.message.bytes"].value == "2048"
 
 
+async def _served_by_every_broker(topic: str, key: str, cluster: RackCluster) -> bool:
+    """Each broker answers ``topic``'s ``key`` as 2048 itself and lists all three brokers."""
+    for port in cluster.client_ports.values():
+        conn = await KafkaConnection.open("127.0.0.1", port)
+        try:
+            brokers = await conn.request(dc.DescribeClusterRequest(version=0), 5)
+            configs = await conn.request(
+                dcf.DescribeConfigsRequest(
+                    version=4, resources=(dcf.DescribeConfigsResource(2, topic, (key,)),)
+                ),
+                5,
+            )
+        finally:
+            conn.close()
+        (result,) = configs.results
+        if [b.broker_id for b in brokers.brokers] != [1, 2, 3] or result.error_code:
+            return False
+        if [(c.name, c.value) for c in result.configs] != [(key, "2048")]:
+            return False
+    return True
+
+
 def _kmeta(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kmeta", *args], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-m", "kmeta", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -265,8 +329,20 @@ def test_kmeta_configs_cli(cluster):
         "configs", "alter", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg",
         "--add-config", "retention.ms=120000,cleanup.policy=[compact,delete]",
     )  # fmt: skip
-    assert (done.returncode, done.stdout) == (0, "Completed updating config for topic cli-cfg.\n"), done.stderr
-    shown = _kmeta("configs", "describe", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg")
+    assert (done.returncode, done.stdout) == (
+        0,
+        "Completed updating config for topic cli-cfg.\n",
+    ), done.stderr
+    shown = _kmeta(
+        "configs",
+        "describe",
+        "--bootstrap-server",
+        bootstrap,
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "cli-cfg",
+    )
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines() == [
         "Dynamic configs for topic cli-cfg are:",
@@ -279,12 +355,35 @@ def test_kmeta_configs_cli(cluster):
         "--delete-config", "retention.ms",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    every = _kmeta("configs", "describe", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg", "--all")
+    every = _kmeta(
+        "configs",
+        "describe",
+        "--bootstrap-server",
+        bootstrap,
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "cli-cfg",
+        "--all",
+    )
     assert "  retention.ms=604800000 sensitive=false synonyms={}" in every.stdout.splitlines()
-    broker = _kmeta("configs", "describe", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-name", "2", "--all")
+    broker = _kmeta(
+        "configs",
+        "describe",
+        "--bootstrap-server",
+        bootstrap,
+        "--entity-type",
+        "brokers",
+        "--entity-name",
+        "2",
+        "--all",
+    )
     assert broker.returncode == 0, broker.stderr
     assert broker.stdout.splitlines()[0] == "All configs for broker 2 are:"
-    assert "  broker.rack=rack-a sensitive=false synonyms={STATIC_BROKER_CONFIG:broker.rack=rack-a}" in broker.stdout
+    assert (
+        "  broker.rack=rack-a sensitive=false synonyms={STATIC_BROKER_CONFIG:broker.rack=rack-a}"
+        in broker.stdout
+    )
 
     bad = _kmeta(
         "configs", "alter", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg",
@@ -295,5 +394,17 @@ def test_kmeta_configs_cli(cluster):
         "Error: topic 'cli-cfg': INVALID_CONFIG: Invalid config value for resource ConfigResource(type=TOPIC, "
         "name='cli-cfg'): Invalid value soon for configuration retention.ms: Not a number of type LONG"
     ]
-    ghost = _kmeta("configs", "describe", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "ghost")
-    assert (ghost.returncode, ghost.stderr.strip()) == (1, "Error: topic 'ghost': UNKNOWN_TOPIC_OR_PARTITION")
+    ghost = _kmeta(
+        "configs",
+        "describe",
+        "--bootstrap-server",
+        bootstrap,
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "ghost",
+    )
+    assert (ghost.returncode, ghost.stderr.strip()) == (
+        1,
+        "Error: topic 'ghost': UNKNOWN_TOPIC_OR_PARTITION",
+    )
