@@ -88,9 +88,7 @@ def test_kafka_python_describe_topic_partitions_pages(cluster):
         cursor = None
         pages = 0
         while True:
-            page = admin.describe_topic_partitions(
-                ["narrow", "wide"], response_partition_limit=3, cursor=cursor
-            )
+            page = admin.describe_topic_partitions(["narrow", "wide"], response_partition_limit=3, cursor=cursor)
             pages += 1
             for t in page["topics"]:
                 assert t["error_code"] == 0
@@ -117,15 +115,9 @@ async def test_raw_requests_on_every_broker(cluster):
             resp = await conn.request(dc.DescribeClusterRequest(version=1, endpoint_type=2), 5)
             assert resp.error_code == 114  # MISMATCHED_ENDPOINT_TYPE
             resp = await conn.request(
-                dtp.DescribeTopicPartitionsRequest(
-                    version=0, topics=(), response_partition_limit=5
-                ),
-                5,
+                dtp.DescribeTopicPartitionsRequest(version=0, topics=(), response_partition_limit=5), 5
             )
-            assert [(t.name, len(t.partitions)) for t in resp.topics] == [
-                ("narrow", 1),
-                ("wide", 4),
-            ]
+            assert [(t.name, len(t.partitions)) for t in resp.topics] == [("narrow", 1), ("wide", 4)]
             assert (resp.next_cursor.topic_name, resp.next_cursor.partition_index) == ("wide", 4)
         finally:
             conn.close()
@@ -136,9 +128,7 @@ def _confluent_configs(cluster, broker: int, topic: str) -> dict:
     from confluent_kafka.admin import ConfigResource, ResourceType
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap(broker)})
-    (future,) = admin.describe_configs(
-        [ConfigResource(ResourceType.TOPIC, topic)], request_timeout=10
-    ).values()
+    (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)], request_timeout=10).values()
     return future.result(10)
 
 
@@ -164,9 +154,7 @@ def test_confluent_create_describe_and_incrementally_alter_topic_configs(cluster
         assert described["cleanup.policy"].value == "compact"
         segment = described["segment.bytes"]
         assert (segment.value, segment.source, segment.is_default) == (
-            "1073741824",
-            ConfigSource.DEFAULT_CONFIG.value,
-            True,
+            "1073741824", ConfigSource.DEFAULT_CONFIG.value, True
         )
         assert len(described) == 36  # every topic config Kafka 3.9 defines
 
@@ -175,16 +163,13 @@ def test_confluent_create_describe_and_incrementally_alter_topic_configs(cluster
         ConfigEntry("cleanup.policy", None, incremental_operation=AlterConfigOpType.DELETE),
         ConfigEntry("min.insync.replicas", "2", incremental_operation=AlterConfigOpType.SET),
     ]
-    (future,) = admin.incremental_alter_configs(
-        [ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=ops)]
-    ).values()
+    (future,) = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=ops)]).values()
     future.result(10)
     for broker in (1, 2, 3):
         described = _confluent_configs(cluster, broker, "cfg")
         assert described["retention.ms"].value == "1000"
         assert (described["cleanup.policy"].value, described["cleanup.policy"].source) == (
-            "delete",
-            ConfigSource.DEFAULT_CONFIG.value,
+            "delete", ConfigSource.DEFAULT_CONFIG.value
         )
         assert described["min.insync.replicas"].value == "2"
 
@@ -195,16 +180,12 @@ def test_confluent_create_describe_and_incrementally_alter_topic_configs(cluster
     ]
     for name, value in bad:
         entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-        (future,) = admin.incremental_alter_configs(
-            [ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=[entry])]
-        ).values()
+        (future,) = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg", incremental_configs=[entry])]).values()
         with pytest.raises(KafkaException) as info:
             future.result(10)
         assert info.value.args[0].code() == KafkaError.INVALID_CONFIG, name
     entry = ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.SET)
-    (future,) = admin.incremental_alter_configs(
-        [ConfigResource(ResourceType.TOPIC, "ghost", incremental_configs=[entry])]
-    ).values()
+    (future,) = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "ghost", incremental_configs=[entry])]).values()
     with pytest.raises(KafkaException) as info:
         future.result(10)
     assert info.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
@@ -225,31 +206,17 @@ def test_kafka_python_describe_and_alter_configs(cluster):
     try:
         admin.create_topics([KNewTopic("kp-cfg", num_partitions=1, replication_factor=1)])
         # IncrementalAlterConfigs (the client's default), then legacy AlterConfigs (a whole set)
-        admin.alter_configs(
-            [
-                ConfigResource(
-                    ConfigResourceType.TOPIC, "kp-cfg", configs={"retention.bytes": "1048576"}
-                )
-            ]
-        )
-        described = admin.describe_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, "kp-cfg")], include_synonyms=True
-        )
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-cfg", configs={"retention.bytes": "1048576"})])
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-cfg")], include_synonyms=True)
         modified = described["topic"]["kp-cfg"]
         assert set(modified) == {"retention.bytes"}
         assert modified["retention.bytes"]["value"] == "1048576"
         admin.alter_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, "kp-cfg", configs={"segment.ms": "60000"})],
-            incremental=False,
+            [ConfigResource(ConfigResourceType.TOPIC, "kp-cfg", configs={"segment.ms": "60000"})], incremental=False
         )
-        modified = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-cfg")])[
-            "topic"
-        ]["kp-cfg"]
+        modified = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-cfg")])["topic"]["kp-cfg"]
         # (the client re-sends the other modified keys: AlterConfigs replaces the whole set)
-        assert {k: v["value"] for k, v in modified.items()} == {
-            "segment.ms": "60000",
-            "retention.bytes": "1048576",
-        }
+        assert {k: v["value"] for k, v in modified.items()} == {"segment.ms": "60000", "retention.bytes": "1048576"}
     finally:
         admin.close()
 
@@ -295,12 +262,8 @@ async def _served_by_every_broker(topic: str, key: str, cluster: RackCluster) ->
         conn = await KafkaConnection.open("127.0.0.1", port)
         try:
             brokers = await conn.request(dc.DescribeClusterRequest(version=0), 5)
-            configs = await conn.request(
-                dcf.DescribeConfigsRequest(
-                    version=4, resources=(dcf.DescribeConfigsResource(2, topic, (key,)),)
-                ),
-                5,
-            )
+            resource = dcf.DescribeConfigsResource(2, topic, (key,))  # (2: a topic)
+            configs = await conn.request(dcf.DescribeConfigsRequest(version=4, resources=(resource,)), 5)
         finally:
             conn.close()
         (result,) = configs.results
@@ -313,11 +276,7 @@ async def _served_by_every_broker(topic: str, key: str, cluster: RackCluster) ->
 
 def _kmeta(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kmeta", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+        [sys.executable, "-m", "kmeta", *args], capture_output=True, text=True, timeout=60, check=False
     )
 
 
@@ -329,20 +288,8 @@ def test_kmeta_configs_cli(cluster):
         "configs", "alter", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg",
         "--add-config", "retention.ms=120000,cleanup.policy=[compact,delete]",
     )  # fmt: skip
-    assert (done.returncode, done.stdout) == (
-        0,
-        "Completed updating config for topic cli-cfg.\n",
-    ), done.stderr
-    shown = _kmeta(
-        "configs",
-        "describe",
-        "--bootstrap-server",
-        bootstrap,
-        "--entity-type",
-        "topics",
-        "--entity-name",
-        "cli-cfg",
-    )
+    assert (done.returncode, done.stdout) == (0, "Completed updating config for topic cli-cfg.\n"), done.stderr
+    shown = _kmeta("configs", "describe", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines() == [
         "Dynamic configs for topic cli-cfg are:",
@@ -355,35 +302,12 @@ def test_kmeta_configs_cli(cluster):
         "--delete-config", "retention.ms",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    every = _kmeta(
-        "configs",
-        "describe",
-        "--bootstrap-server",
-        bootstrap,
-        "--entity-type",
-        "topics",
-        "--entity-name",
-        "cli-cfg",
-        "--all",
-    )
+    every = _kmeta("configs", "describe", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg", "--all")
     assert "  retention.ms=604800000 sensitive=false synonyms={}" in every.stdout.splitlines()
-    broker = _kmeta(
-        "configs",
-        "describe",
-        "--bootstrap-server",
-        bootstrap,
-        "--entity-type",
-        "brokers",
-        "--entity-name",
-        "2",
-        "--all",
-    )
+    broker = _kmeta("configs", "describe", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-name", "2", "--all")
     assert broker.returncode == 0, broker.stderr
     assert broker.stdout.splitlines()[0] == "All configs for broker 2 are:"
-    assert (
-        "  broker.rack=rack-a sensitive=false synonyms={STATIC_BROKER_CONFIG:broker.rack=rack-a}"
-        in broker.stdout
-    )
+    assert "  broker.rack=rack-a sensitive=false synonyms={STATIC_BROKER_CONFIG:broker.rack=rack-a}" in broker.stdout
 
     bad = _kmeta(
         "configs", "alter", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "cli-cfg",
@@ -394,17 +318,5 @@ def test_kmeta_configs_cli(cluster):
         "Error: topic 'cli-cfg': INVALID_CONFIG: Invalid config value for resource ConfigResource(type=TOPIC, "
         "name='cli-cfg'): Invalid value soon for configuration retention.ms: Not a number of type LONG"
     ]
-    ghost = _kmeta(
-        "configs",
-        "describe",
-        "--bootstrap-server",
-        bootstrap,
-        "--entity-type",
-        "topics",
-        "--entity-name",
-        "ghost",
-    )
-    assert (ghost.returncode, ghost.stderr.strip()) == (
-        1,
-        "Error: topic 'ghost': UNKNOWN_TOPIC_OR_PARTITION",
-    )
+    ghost = _kmeta("configs", "describe", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", "ghost")
+    assert (ghost.returncode, ghost.stderr.strip()) == (1, "Error: topic 'ghost': UNKNOWN_TOPIC_OR_PARTITION")

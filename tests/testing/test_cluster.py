@@ -48,9 +48,7 @@ def test_starts_serves_and_leaves_nothing_behind(tmp_path: Path) -> None:
     assert not data_dir.exists()
 
 
-def test_brokers_keep_their_records_in_their_state_dirs_and_auto_create_topics(
-    tmp_path: Path,
-) -> None:
+def test_brokers_keep_their_records_in_their_state_dirs_and_auto_create_topics(tmp_path: Path) -> None:
     """Each broker's logs are in <data dir>/broker-<id>/logs: killed (-9) and started again, the
     broker serves the records it acknowledged. A producer's unknown topic is created with the
     cluster's ``partitions`` and ``replication_factor``; ``auto_create_topics=False`` leaves it
@@ -67,37 +65,23 @@ def test_brokers_keep_their_records_in_their_state_dirs_and_auto_create_topics(
         assert cluster.data_dir is not None
         for leader in {s.leader for s in served.values()}:
             logs = cluster.data_dir / f"broker-{leader}" / "logs"
-            assert {f"kept-{p}" for p, s in served.items() if s.leader == leader} <= {
-                d.name for d in logs.iterdir()
-            }
+            assert {f"kept-{p}" for p, s in served.items() if s.leader == leader} <= {d.name for d in logs.iterdir()}
             cluster.restart_broker(leader, kill=True)
         for p, s in served.items():  # (back in the ISR once caught up: then it can lead again)
             _await_in_isr(cluster, "kept", p, s.replicas[0])
         cluster.elect_preferred("kept")  # (leaderships back on the restarted brokers' logs)
-        consumer = Consumer(
-            {
-                "bootstrap.servers": cluster.bootstrap_servers,
-                "group.id": "unused",
-                "enable.auto.commit": False,
-            }
-        )
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "unused", "enable.auto.commit": False})
         try:
             consumer.assign([TopicPartition("kept", p, 0) for p in (0, 1)])
             got: list[bytes] = []
             deadline = time.monotonic() + 20
             while len(got) < 10 and time.monotonic() < deadline:
-                got += [
-                    m.value()
-                    for m in consumer.consume(10 - len(got), timeout=1)
-                    if m.error() is None
-                ]
+                got += [m.value() for m in consumer.consume(10 - len(got), timeout=1) if m.error() is None]
         finally:
             consumer.close()
         assert sorted(got, key=int) == [b"%d" % i for i in range(10)]
     with Cluster(1, parent_dir=tmp_path, auto_create_topics=False) as cluster:
-        md = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(
-            topic="nope", timeout=5
-        )
+        md = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(topic="nope", timeout=5)
         assert md.topics["nope"].error is not None
         assert md.topics["nope"].error.name() == "UNKNOWN_TOPIC_OR_PART"
 
