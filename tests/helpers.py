@@ -15,8 +15,14 @@ from collections.abc import Callable
 #: ports picked for daemons come from below Linux's ephemeral range (32768-60999 by default),
 #: which the OS hands out to outgoing connections: a port picked there and closed could be
 #: taken by some client's connection before the daemon binds it ("Address already in use").
-#: Picked at random, two test workers (pytest-xdist) seldom try the same one either.
-_PICK_FROM = range(20_000, 32_000)
+#: Picked at random, two test workers (pytest-xdist) seldom try the same one either. Below:
+#: ``cluster up`` plans from a base port (:data:`BASE_PORTS`); kmeta.testing's clusters draw
+#: from 10000-19999 (kmeta.cli.free_ports).
+_PICK_FROM = range(26_000, 32_000)
+#: the base ports of the tests' ``kmeta cluster up`` plans: each plan (brokers from +0, +100,
+#: +200, controllers from +300 and +1000) stays under 26000, apart from the ports above and
+#: below the ephemeral range
+BASE_PORTS = range(20_000, 24_900, 10)
 
 
 def free_ports(n: int) -> list[int]:

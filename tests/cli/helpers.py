@@ -9,12 +9,14 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.helpers import BASE_PORTS
+
 
 def free_base_port(brokers: int, controllers: int = 1) -> int:
     """A base port whose whole `cluster up` plan is free now (brokers from +0/+100/+200,
     controllers from +300/+1000)."""
     for _ in range(50):
-        base = random.randrange(20_000, 40_000)
+        base = random.choice(BASE_PORTS)
         wanted = [base + off + i for off in (0, 100, 200) for i in range(brokers)]
         wanted += [base + off + j for off in (300, 1000) for j in range(controllers)]
         socks = []

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kmeta.testing import Cluster
-from tests.helpers import free_port
+from tests.helpers import BASE_PORTS, free_port
 
 KMETA = [sys.executable, "-m", "kmeta"]
 
@@ -51,7 +51,7 @@ def _free(port: int) -> bool:
 def free_base(brokers: int = 2) -> int:
     """A --base-port whose cluster ports (no metrics) are all free, below the ephemeral range
     so that other tests' connections do not take them meanwhile."""
-    for base in random.Random().sample(range(20_000, 30_000), 200):
+    for base in random.Random().sample(BASE_PORTS, 200):
         ports = [base + 1000] + [base + d + i for i in range(brokers) for d in (0, 100)]
         if all(_free(p) for p in ports):
             return base

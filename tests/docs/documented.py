@@ -29,6 +29,7 @@ without a traceback.
 from __future__ import annotations
 
 import os
+import random
 import re
 import shlex
 import signal
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.docs.pages import ROOT, SHELL, Block, Command, commands
-from tests.helpers import accepts, free_port
+from tests.helpers import BASE_PORTS, accepts, free_port
 
 ADDRESS = re.compile(r"(?<=127\.0\.0\.1:)(\d+)")
 PORT_FLAG = re.compile(r"(?<=--metrics-port[ =])(\d+)")
@@ -57,7 +58,7 @@ COMMAND_TIMEOUT_S = 180.0
 def _free_base(brokers: int, controllers: int, taken: set[int]) -> int:
     """A base port whose whole cluster up plan is free now (and not promised elsewhere)."""
     for _ in range(200):
-        base = 20_000 + 10 * (free_port() % 2_000)
+        base = random.choice(BASE_PORTS)
         wanted = [base + off + i for off in BROKER_OFFSETS for i in range(brokers)]
         wanted += [base + off + j for off in CONTROLLER_OFFSETS for j in range(controllers)]
         if taken & set(wanted):
