@@ -29,10 +29,6 @@ from kmeta.cli.cluster_config import controller_argv as controller_argv
 from kmeta.cli.cluster_config import credential_of as credential_of
 from kmeta.cli.cluster_config import ready_info as ready_info
 from kmeta.cli.cluster_config import write_ready_file as write_ready_file
-from kmeta.cli.cluster_supervisor import await_ready as await_ready  # re-exported: old home
-from kmeta.cli.cluster_supervisor import cluster_ports as cluster_ports
-from kmeta.cli.cluster_supervisor import refuse_busy_ports as refuse_busy_ports
-from kmeta.cli.cluster_supervisor import stop_all as stop_all
 from kmeta.cli.cluster_supervisor import up
 from kmeta.cli.logging_setup import parse_levels
 from kmeta.cli.topic_defaults import topic_default_options
