@@ -241,11 +241,22 @@ def test_configs_survive_controller_restart_and_broker_kill(cluster):
     cluster.brokers[2].kill()  # and broker 2 loses its cache
     cluster.brokers[2].wait(10)
     cluster.start_controller()
+
+    # The restarted controller resumes the killed broker 2's session from its store, and
+    # refuses another incarnation of broker 2 (these brokers keep no state dir) until that
+    # session expired. Broker 2 starts once the others stopped listing it, so a broker
+    # listing it afterwards lists the new process (which the next test asks for its configs).
+    def listed_by_the_others() -> list[list[int]]:
+        try:
+            return [asyncio.run(_listed_by(cluster.client_ports[b])) for b in (1, 3)]
+        except (OSError, ConnectionError, TimeoutError):
+            return []
+
+    wait_for(lambda: listed_by_the_others() == [[1, 3], [1, 3]], 30)
     cluster.start_broker(2)
 
     # (broker 2 itself, and every broker listing it: an AdminClient asks whichever broker it
-    # picks, so broker 1 or 3 could answer from before the restarts, and the next test asks
-    # for broker 2's own configs)
+    # picks, so broker 1 or 3 could answer from before the restarts)
     def served() -> bool:
         try:
             return asyncio.run(_served_by_every_broker("durable-cfg", "max.message.bytes", cluster))
@@ -256,18 +267,29 @@ def test_configs_survive_controller_restart_and_broker_kill(cluster):
     assert _confluent_configs(cluster, 3, "durable-cfg")["max.message.bytes"].value == "2048"
 
 
+async def _listed_by(port: int) -> list[int]:
+    """The brokers the broker at ``port`` lists in DescribeCluster."""
+    conn = await KafkaConnection.open("127.0.0.1", port)
+    try:
+        brokers = await conn.request(dc.DescribeClusterRequest(version=0), 5)
+    finally:
+        conn.close()
+    return [b.broker_id for b in brokers.brokers]
+
+
 async def _served_by_every_broker(topic: str, key: str, cluster: RackCluster) -> bool:
     """Each broker answers ``topic``'s ``key`` as 2048 itself and lists all three brokers."""
     for port in cluster.client_ports.values():
+        if await _listed_by(port) != [1, 2, 3]:
+            return False
         conn = await KafkaConnection.open("127.0.0.1", port)
         try:
-            brokers = await conn.request(dc.DescribeClusterRequest(version=0), 5)
             resource = dcf.DescribeConfigsResource(2, topic, (key,))  # (2: a topic)
             configs = await conn.request(dcf.DescribeConfigsRequest(version=4, resources=(resource,)), 5)
         finally:
             conn.close()
         (result,) = configs.results
-        if [b.broker_id for b in brokers.brokers] != [1, 2, 3] or result.error_code:
+        if result.error_code:
             return False
         if [(c.name, c.value) for c in result.configs] != [(key, "2048")]:
             return False

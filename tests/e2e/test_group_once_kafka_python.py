@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kmeta.testing import Cluster
+from tests.e2e.test_group_metadata_rebalances import JOIN_POLL_MS
 from tests.e2e.test_group_once import Ledger, Moved, coordinator, split
 
 with warnings.catch_warnings():
@@ -64,7 +65,9 @@ class Member:
             self.consumer.close()  # LeaveGroup
 
     def _round(self) -> None:
-        batches = self.consumer.poll(timeout_ms=100, max_records=100)
+        # (a long poll: the partitions added make the leader rejoin, and kafka-python drops a
+        # leader's metadata-started round that outlives one poll(): see JOIN_POLL_MS)
+        batches = self.consumer.poll(timeout_ms=JOIN_POLL_MS, max_records=100)
         self.assigned = sorted(tp.partition for tp in self.consumer.assignment())
         taken: dict[int, int] = {}
         with self.lock:
@@ -86,10 +89,15 @@ class Member:
                 self.ledger.commit(partition, next_offset)
 
     def leave(self) -> None:
-        self.stop.set()
-        self.thread.join(30)
+        self.halt()
         assert not self.thread.is_alive()
         assert self.failure is None, self.failure
+
+    def halt(self) -> None:
+        """Stop polling and close (also when the test failed: a consumer left running in the
+        worker goes on calling the random module, which Hypothesis takes for a strategy's)."""
+        self.stop.set()
+        self.thread.join(30)
 
 
 class Feed:
@@ -155,25 +163,30 @@ def test_three_kafka_python_members_consume_every_record_once_across_a_leave_a_p
             with lock:
                 return feed.delivered <= ledger.processed.keys()
 
-        wait_until(lambda: split([m.assigned for m in members], 6), "three members")
-        feed.produce(300)
-        wait_until(consumed, "consuming with three")
-        members.pop(0).leave()
-        wait_until(lambda: split([m.assigned for m in members], 6), "two members after one left")
-        feed.produce(300)
-        wait_until(consumed, "consuming after the leave")
-        cluster.add_partitions(TOPIC, 9)
-        feed.grow(9)
-        wait_until(lambda: split([m.assigned for m in members], 9), "the added partitions assigned")
-        feed.produce(300)
-        wait_until(consumed, "consuming the added partitions")
-        dead = coordinator(cluster)
-        cluster.kill_broker(dead)
-        wait_until(Moved(cluster, dead), "the coordinator moving")
-        feed.produce(300)
-        wait_until(consumed, "consuming after the coordinator's kill")
-        for member in members:
-            member.leave()
+        everyone = list(members)
+        try:
+            wait_until(lambda: split([m.assigned for m in members], 6), "three members")
+            feed.produce(300)
+            wait_until(consumed, "consuming with three")
+            members.pop(0).leave()
+            wait_until(lambda: split([m.assigned for m in members], 6), "two members after one left")
+            feed.produce(300)
+            wait_until(consumed, "consuming after the leave")
+            cluster.add_partitions(TOPIC, 9)
+            feed.grow(9)
+            wait_until(lambda: split([m.assigned for m in members], 9), "the added partitions assigned")
+            feed.produce(300)
+            wait_until(consumed, "consuming the added partitions")
+            dead = coordinator(cluster)
+            cluster.kill_broker(dead)
+            wait_until(Moved(cluster, dead), "the coordinator moving")
+            feed.produce(300)
+            wait_until(consumed, "consuming after the coordinator's kill")
+            for member in members:
+                member.leave()
+        finally:
+            for member in everyone:
+                member.halt()
         assert ledger.problems(feed.delivered) == []
         assert len(feed.delivered) >= 1200
         assert {p for p, _ in ledger.processed} == set(range(9))

@@ -137,16 +137,33 @@ def _kafka_python(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         from kafka.admin import KafkaAdminClient
+        from kafka.net.compat import KafkaNetClient
 
         kw: dict[str, Any] = {}
         if listener == "SECURE":
             kw = {"ssl_cafile": cluster.cafile, "ssl_check_hostname": False}
-        admin = KafkaAdminClient(
-            bootstrap_servers=cluster.bootstrap(listener),
-            security_protocol="SASL_SSL" if listener == "SECURE" else "SASL_PLAINTEXT",
-            sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password=password,
-            request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms, **kw,
-        )  # fmt: skip
+        made: list[Any] = []
+
+        def network_client(**config: Any) -> Any:
+            made.append(KafkaNetClient(**config))
+            return made[-1]
+
+        try:
+            admin = KafkaAdminClient(
+                bootstrap_servers=cluster.bootstrap(listener),
+                security_protocol="SASL_SSL" if listener == "SECURE" else "SASL_PLAINTEXT",
+                sasl_mechanism=mechanism, sasl_plain_username="alice", sasl_plain_password=password,
+                request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms,
+                kafka_client=network_client, **kw,
+            )  # fmt: skip
+        except Exception:
+            # kafka-python 3.0.12 leaves a client whose bootstrap failed running: its IO thread
+            # would retry for the rest of the worker (calling the random module, which
+            # Hypothesis then takes for a strategy's). Closed as KafkaAdminClient.close does.
+            for client in made:
+                client.close()
+                client._manager._net.stop()
+            raise
         try:
             return sorted(admin.list_topics())
         finally:
