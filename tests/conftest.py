@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,6 +48,16 @@ def restore_logging() -> Iterator[None]:
         if isinstance(lg, logging.Logger):
             lg.setLevel(levels.get(lg, logging.NOTSET))
     root.setLevel(levels[root])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C deliverable to the daemons and commands tests start: a suite started as a
+    background job of a shell without job control (``make test &`` in a script) inherits
+    SIGINT ignored, and so would every child, so the tests that stop a command with Ctrl-C
+    (as a user does) would wait out its timeout instead. Python's own handler is restored;
+    children start with the default disposition again."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
