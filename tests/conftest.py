@@ -8,8 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from kmeta.cli.zookeeper import LocalZooKeeper
+
+# The suite shares a 2-core box with the daemons it starts (and in CI with the other worker's
+# Spark session): a wall-clock deadline per example or the "too slow" health check would measure
+# the box's load, not the code. Each test's own @settings still sets its examples and the rest.
+settings.register_profile("kmeta", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kmeta")
 
 
 @pytest.fixture
