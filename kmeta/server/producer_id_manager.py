@@ -9,7 +9,9 @@ coordinator), from blocks the controller hands out (Kafka's ``RPCProducerIdManag
   identity, to the active controller; its NOT_CONTROLLER answer goes on to the next one):
   one request in flight at a time, at most one block held in reserve.
 * With no id left and no block in reserve, :meth:`generate` asks for one and waits for the
-  request in flight up to :data:`WAIT_FOR_BLOCK_S`; still none: it raises
+  request in flight up to :data:`WAIT_FOR_BLOCK_S`, in line: the callers waiting get the new
+  block's ids in the order they asked, before any caller that comes after them (a request read
+  as the block lands queues behind them). Still none: it raises
   :class:`ProducerIdUnavailable` with COORDINATOR_LOAD_IN_PROGRESS, Kafka's answer then (older
   clients take REQUEST_TIMED_OUT as fatal; this one they retry). Kafka answers at once and
   lets the client retry; waiting for a block already asked for saves the client that round
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -62,6 +65,12 @@ class ProducerIdUnavailable(Exception):
         self.error = error
 
 
+def _unavailable() -> ProducerIdUnavailable:
+    return ProducerIdUnavailable(
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "Producer ID block is full. Waiting for next block"
+    )
+
+
 class ProducerIdManager:
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int]) -> None:
         self.broker_id = broker_id
@@ -73,6 +82,8 @@ class ProducerIdManager:
         self._prefetch_at = 0
         self._reserve: tuple[int, int] | None = None  # the next block: (start, length)
         self._in_flight: asyncio.Task[None] | None = None
+        #: callers waiting for the block in flight, first come first served
+        self._waiters: deque[asyncio.Future[int]] = deque()
         self._quiet_until = 0.0
         #: blocks received since this broker started (for tests and /status)
         self.blocks = 0
@@ -83,19 +94,36 @@ class ProducerIdManager:
 
     async def generate(self) -> int:
         """A producer id never given out before, or :class:`ProducerIdUnavailable`."""
-        pid = self._claim()
-        if pid is not None:
-            return pid
-        self._maybe_request()
-        task = self._in_flight
-        if task is not None:
-            await asyncio.wait((task,), timeout=WAIT_FOR_BLOCK_S)  # (its outcome is ours to read)
+        if not self._waiters:  # (else the ids at hand are theirs first)
             pid = self._claim()
             if pid is not None:
                 return pid
-        raise ProducerIdUnavailable(
-            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "Producer ID block is full. Waiting for next block"
-        )
+        self._maybe_request()
+        if self._in_flight is None:  # none on its way: backing off, or not served
+            raise _unavailable()
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(waiter, WAIT_FOR_BLOCK_S)
+        except TimeoutError:
+            raise _unavailable() from None
+
+    def _serve_waiters(self) -> None:
+        """Hands the ids at hand to the waiting callers in order; with none left and no request
+        on its way (it failed, or was refused) the rest get Kafka's retriable answer."""
+        while self._waiters:
+            if self._waiters[0].done():  # (timed out or cancelled)
+                self._waiters.popleft()
+                continue
+            pid = self._claim()
+            if pid is None:
+                break
+            self._waiters.popleft().set_result(pid)
+        if self._in_flight is None:
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if not waiter.done():
+                    waiter.set_exception(_unavailable())
 
     def _claim(self) -> int | None:
         if self._next_id >= self._end and self._reserve is not None:
@@ -122,6 +150,7 @@ class ProducerIdManager:
     def _done(self, task: asyncio.Task[None]) -> None:
         if self._in_flight is task:
             self._in_flight = None
+        self._serve_waiters()  # (a claim there may send the next request)
 
     async def _allocate(self) -> None:
         from kmeta.server.forwarding import ForwardTimedOut  # (it imports the broker state)

@@ -5,6 +5,7 @@ requests it refuses."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -78,6 +79,23 @@ async def test_thousands_of_ids_never_repeat_and_the_next_block_is_prefetched(cl
     assert (one.blocks, two.blocks) == (3, 2)  # 2500 and 1600 ids, each block prefetched
     stored = c.controller.controller.store.latest_producer_id_block()
     assert max(ids) <= stored.last_producer_id
+
+
+async def test_callers_waiting_for_a_block_get_its_ids_in_the_order_they_asked(
+    cluster: InProcessCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three InitProducerIds wait for a broker's first block; a fourth is read in the same
+    loop turn as the controller's answer, before the three resume: it queues behind them."""
+    manager = cluster.brokers[1].state.producer_ids
+    answered, late = manager._answered, []
+
+    def answered_as_a_request_is_read(response: object) -> None:
+        answered(response)  # type: ignore[arg-type]
+        late.append(asyncio.get_running_loop().create_task(manager.generate()))
+
+    monkeypatch.setattr(manager, "_answered", answered_as_a_request_is_read)
+    waiting = [asyncio.create_task(manager.generate()) for _ in range(3)]
+    assert [await task for task in waiting] + [await late[0]] == [0, 1, 2, 3]
 
 
 async def test_without_a_controller_the_answer_is_retriable(tmp_path: Path) -> None:
