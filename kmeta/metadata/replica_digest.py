@@ -79,10 +79,11 @@ _INDEXES_KEPT = 1 << 16
 
 
 def index_bytes(index: int) -> bytes:
-    """``index`` as a little-endian int32."""
-    if index < len(_INDEXES):
+    """``index`` as a little-endian int32 (a negative one too: a peer's request may carry it,
+    and it must never read the list from its end)."""
+    if 0 <= index < len(_INDEXES):
         return _INDEXES[index]
-    if index < _INDEXES_KEPT:
+    if 0 <= index < _INDEXES_KEPT:
         _INDEXES.extend(_INT32.pack(i) for i in range(len(_INDEXES), index + 1))
         return _INDEXES[index]
     return _INT32.pack(index)

@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import signal
+import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -20,7 +21,7 @@ import pytest
 from kmeta.controller.brokers.startup_resync import expected_digest, reported_digests
 from kmeta.controller.model import PartitionRegistration, TopicInfo
 from kmeta.controller.store.sqlite_store import ControllerStore
-from kmeta.metadata.replica_digest import MAX_DIGEST_TOPICS
+from kmeta.metadata.replica_digest import MAX_DIGEST_TOPICS, index_bytes
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import leader_and_isr as lai
@@ -161,6 +162,14 @@ def test_the_broker_and_the_controller_compute_the_same_digest() -> None:
     # rows under two topic ids: no digest (the topic is not reported, so it is sent)
     held[("t", 5000)] = held[("t", 5000)]._replace(topic_id=uuid.uuid4())
     assert held.digest("t") is None
+
+
+def test_an_index_is_digested_as_its_int32_whatever_was_digested_before() -> None:
+    """Negative indexes (a peer's request may carry one) were read from the kept list's end:
+    the digest then depended on the highest index digested before in the process."""
+    index_bytes(100)  # (the kept list is at least this long)
+    for index in (-3, -1, 0, 7, 100, 65_535, 65_536, 2**31 - 1, -(2**31)):
+        assert index_bytes(index) == struct.pack("<i", index)
 
 
 def test_a_registration_over_the_digest_bound_reports_none() -> None:
