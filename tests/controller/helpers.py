@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +111,27 @@ class RecordingBroker:
         """Register on a new connection, kept for heartbeats (a session belongs to the
         connection that registered it, as a real broker's link uses one); ``digests``: the
         KmetaTopicDigests it reports (None: not said)."""
+        error = await self.try_register(controller_port, digests)
+        assert error == 0, error
+        return self.epoch
+
+    async def register_again(self, controller_port: int, timeout_s: float = 15.0) -> int:
+        """Register with a restarted controller as a running broker does (its link
+        reconnects at once), retrying while that controller is not serving yet."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if await self.try_register(controller_port) == 0:
+                    return self.epoch
+            except (ConnectionError, OSError, TimeoutError):
+                pass
+            assert time.monotonic() < deadline, "the controller did not take the registration"
+            await asyncio.sleep(0.02)
+
+    async def try_register(
+        self, controller_port: int, digests: list[br.KmetaTopicDigest] | None = None
+    ) -> int:
+        """One registration on a new connection: its error code."""
         if self.conn is not None:
             self.conn.close()
         conn = self.conn = await KafkaConnection.open(
@@ -133,9 +155,9 @@ class RecordingBroker:
             ),
             5.0,
         )
-        assert response.error_code == 0
-        self.epoch = response.broker_epoch
-        return self.epoch
+        if response.error_code == 0:
+            self.epoch = response.broker_epoch
+        return int(response.error_code)
 
     async def send(self, request: Any) -> Any:
         """A request on the registration's connection (as the broker's own ControlledShutdown)."""
