@@ -66,7 +66,8 @@ class RecordingBroker:
         self.conn: KafkaConnection | None = None
         self.received: list[Any] = []
         self.changed = asyncio.Event()
-        self.hold = False  # True: never answer UpdateMetadata
+        self.hold = False  # True: answer no UpdateMetadata until release()
+        self._released = asyncio.Event()
         self.stop_error = 0  # the error code every StopReplica partition is answered with
         self.um_error = 0  # the error code UpdateMetadata is answered with
         self.stop_gate = asyncio.Event()  # cleared: StopReplica waits for it (a slow replica)
@@ -87,7 +88,7 @@ class RecordingBroker:
             self.received.append(request)
             self.changed.set()
             if self.hold and key == ApiKey.UPDATE_METADATA:
-                await asyncio.Event().wait()  # cancelled when the connection goes
+                await self._released.wait()  # (or cancelled when the connection goes)
             if key == ApiKey.STOP_REPLICA:  # per partition, as a broker answers
                 await self.stop_gate.wait()  # (cancelled when the connection goes)
                 errors = tuple(
@@ -104,6 +105,11 @@ class RecordingBroker:
 
     async def start(self) -> None:
         await self.listener.start()
+
+    def release(self) -> None:
+        """Answer the UpdateMetadata held, and hold none from now on."""
+        self.hold = False
+        self._released.set()
 
     async def register(
         self, controller_port: int, digests: list[br.KmetaTopicDigest] | None = None

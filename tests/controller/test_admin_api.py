@@ -264,8 +264,10 @@ async def test_barrier_off_answers_once_the_forwarding_broker_has_it(tmp_path):
                 assert len(forwarder) == 4
             assert "t" in c.controller.controller.state.topics
         finally:
-            await slow.stop()
+            # (answered, or each broker's controlled shutdown would wait its 5 s for them)
+            slow.release()
             await c.stop()
+            await slow.stop()
 
 
 async def test_controller_serves_api_versions(tmp_path):
