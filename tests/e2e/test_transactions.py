@@ -293,15 +293,20 @@ def test_a_commit_whose_coordinator_is_killed_is_completed_by_the_next_one() -> 
         assert consume(cluster, "pc", "read_committed") == [b"v0", b"v1", b"v2", b"v3"]
 
 
+#: the coordinator's scan for timed-out transactions every 0.5 s (Kafka's default 10 s): the
+#: tests that wait for it wait for the timeout, not the scan
+QUICK_SCAN = ("--transaction-abort-timed-out-transaction-cleanup-interval-ms", "500")
+
+
 def test_transaction_timeout_aborts_an_open_transaction_with_the_epoch_bumped() -> None:
-    with Cluster(3, transaction_state_log_num_partitions=TXN_PARTITIONS) as cluster:
+    with Cluster(3, transaction_state_log_num_partitions=TXN_PARTITIONS, broker_args=QUICK_SCAN) as cluster:
         cluster.create_topic("to", 1, 3, configs={"min.insync.replicas": "2"})
         p = producer(cluster, "slow-1", **{"transaction.timeout.ms": 2000, "message.timeout.ms": 2000})
         p.init_transactions(30)
         p.begin_transaction()
         p.produce("to", b"x", partition=0)
         assert p.flush(30) == 0
-        # the coordinator's scan (every 10 s, Kafka's default) aborts it once 2 s passed
+        # the coordinator's scan aborts it once 2 s passed
         state = await_state(cluster, "slow-1", "CompleteAbort", 30)
         assert state.producer_epoch == 1
         with pytest.raises(KafkaException):
@@ -384,7 +389,7 @@ def test_the_coordinators_answers_to_raw_requests() -> None:
 def test_an_ongoing_transaction_whose_coordinator_died_is_aborted_at_its_timeout() -> None:
     """Nobody comes back for it: the new coordinator loaded it as Ongoing and its timeout scan
     aborts it (Kafka's: PrepareX is resent at load, Ongoing waits for its timeout)."""
-    with Cluster(3, transaction_state_log_num_partitions=TXN_PARTITIONS) as cluster:
+    with Cluster(3, transaction_state_log_num_partitions=TXN_PARTITIONS, broker_args=QUICK_SCAN) as cluster:
         cluster.create_topic("orphan", 1, 3, configs={"min.insync.replicas": "2"})
         p = producer(cluster, "orphan-1", **{"transaction.timeout.ms": 2000, "message.timeout.ms": 2000})
         p.init_transactions(30)
