@@ -137,9 +137,14 @@ async def mixed_cluster(
 
 
 async def stop_mixed(c: InProcessCluster, recorders: dict[int, RecordingBroker]) -> None:
+    # the real brokers first, the recording ones answering (each real broker's controlled
+    # shutdown waits up to 5 s for its leader moves to reach every live broker)
+    for b in recorders.values():
+        b.stop_gate.set()
+        b.release()
+    await c.stop()
     for b in recorders.values():
         await b.stop()
-    await c.stop()
 
 
 def _told(b: RecordingBroker, kind: type, name: str, p: int) -> list:
