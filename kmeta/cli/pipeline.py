@@ -71,11 +71,12 @@ def input_errors(option: str, path: str) -> Iterator[None]:
 def abort_on_interrupt() -> None:
     """Ctrl-C while Spark runs is one line. PySpark's own SIGINT handler cancels the jobs
     through py4j while the JVM, which got the same signal, is going away: pages of py4j
-    tracebacks. Ours says so and ends the process at once; the JVM ends with it (it exits
-    when its stdin, our pipe, closes). Installed before the session and again after it is
-    built (SparkContext installs PySpark's)."""
+    tracebacks. Ours ends the JVM (:func:`_end_children`), says so and ends the process at
+    once. Installed before the session and again after it is built (SparkContext installs
+    PySpark's)."""
 
     def handler(_signum: int, _frame: object) -> None:
+        _end_children()
         os.write(2, b"Aborted! (the output directory may hold a partial result)\n")
         os._exit(1)
 
@@ -88,6 +89,34 @@ def abort_on_interrupt() -> None:
         quiet = logging.StreamHandler()
         quiet.addFilter(_NotPy4J())
         root.addHandler(quiet)
+
+
+def _end_children() -> None:
+    """SIGKILL this process's children and reap them. The Spark JVM is one: PySpark starts
+    it ignoring SIGINT, and left to end when our pipe to it closes, it went on for a moment
+    and printed its start-up lines after ours (a JVM starting when Ctrl-C came). Linux's
+    /proc names the children; elsewhere they end with the pipe, as before."""
+    try:
+        pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return
+    me = str(os.getpid()).encode()
+    children = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                line = stat.read()
+        except OSError:  # (gone meanwhile)
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+        if line[line.rindex(b")") + 2 :].split()[1:2] == [me]:
+            children.append(pid)
+    for pid in children:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in children:
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
 
 
 class _NotPy4J(logging.Filter):
