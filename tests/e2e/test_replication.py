@@ -17,7 +17,7 @@ from benchmarks.durability import Stream, consume_all, run_rounds
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import list_offsets as lo
 from kmeta.testing import Cluster
-from tests.helpers import ProxyProcess
+from tests.helpers import ProxyProcess, wait
 
 pytestmark = pytest.mark.e2e
 
@@ -141,10 +141,7 @@ def test_a_stopped_follower_leaves_the_isr_and_rejoins_after_sigcont() -> None:
             # the stream under way first: a producer still asking for its first Metadata may
             # ask the follower about to stop and wait out its socket timeout, and with nothing
             # appended a follower at the log end stays in sync (as in Kafka)
-            deadline = time.monotonic() + 20
-            while not stream.acknowledged:
-                assert time.monotonic() < deadline, f"nothing acknowledged in 20 s ({stream.failed} failed)"
-                time.sleep(0.05)
+            wait(lambda: stream.acknowledged, 20, "the stream's first acknowledgement")
             leader = cluster.metadata(1).leader("lag", 0)
             stopped = next(b for b in cluster.broker_ids if b != leader)
             asking = leader
@@ -164,10 +161,8 @@ def test_a_stopped_follower_leaves_the_isr_and_rejoins_after_sigcont() -> None:
             # Metadata shows may reach the leader before that answer does)
             rest = sorted(set(cluster.broker_ids) - {stopped_id})
             wanted = [("Shrink", [1, 2, 3], rest, 0), ("Expand", rest, [1, 2, 3], 0)]
-            deadline = time.monotonic() + 10
-            while not all(change in (changes := _isr_changes(cluster, leader, "lag")) for change in wanted):
-                assert time.monotonic() < deadline, changes
-                time.sleep(0.1)
+            wait(lambda: all(c in _isr_changes(cluster, leader, "lag") for c in wanted), 10,
+                 f"{wanted} in broker {leader}'s state-change log")  # fmt: skip
         finally:
             left_pid = None if stopped is None else cluster.pid(f"broker-{stopped}")
             if left_pid is not None:
