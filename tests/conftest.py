@@ -6,6 +6,7 @@ import logging
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -67,13 +68,12 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) a worker runs whole
-    modules: one module's tests share module-scoped clusters and sessions, which a split would
-    start once per worker. The Spark tests form one group, so one worker alone starts the
-    session-scoped Spark session. Without ``-n`` the marks change nothing."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        group = "spark" if item.get_closest_marker("spark") else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadscope`` (``make test``) a worker runs whole modules, the slow first,
+    and all Spark tests: tests/scheduling.py."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.scheduling import ModuleScheduling
+
+    return ModuleScheduling(config, log)
