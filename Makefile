@@ -67,7 +67,7 @@ $(JS_CLIENTS)/node_modules/.package-lock.json: $(JS_CLIENTS)/package.json $(JS_C
 # tests wait on daemons and sockets, so a third worker on the 2-core box pays: from a fresh clone
 # on a quiet box, 2 workers took pytest 766 s (make test 13 min 28 s), 3 workers 632 s, 3
 # workers scheduling whole modules slow-first 584 s (10 min 19 s, the box 72 % busy on
-# average), and with kmeta compiled first (below) 492 s (8 min 54 s); 4 workers gained 4 %
+# average), and with kmeta compiled first (make compile) 492 s (8 min 54 s); 4 workers gained 4 %
 # more, at 85 % busy. PYTEST_WORKERS=0: serial.
 PYTEST_WORKERS ?= 3
 pytest: compile java-check zookeeper kcat js-clients
