@@ -1,7 +1,7 @@
 """The data plane beside librdkafka's mock cluster and the echo ceiling, in one run.
 
     .venv/bin/python benchmarks/data_plane.py [--mb 64] [--record-bytes 1024]
-        [--latency-s 5] [--fetch-s 3] [--connections 4] [--no-peer]
+        [--latency-s 5] [--fetch-s 3] [--connections 4] [--rounds 3] [--no-peer]
 
 What each figure is (issue 28's acceptance point 7), measured on both targets in the same run
 so that the ratios mean something on a shared, noisy machine:
@@ -9,7 +9,12 @@ so that the ratios mean something on a shared, noisy machine:
 * ``produce_mb_s``: a real producer (confluent-kafka, librdkafka) in a process of its own sends
   ``--mb`` MiB of ``--record-bytes`` records, batched (``linger.ms`` 5, ``batch.size`` 1 MiB,
   no compression, acks=1, idempotence off), to one topic of 4 partitions on one broker;
-  from the first ``produce()`` to the end of ``flush()``.
+  from the first ``produce()`` to the end of ``flush()``. ``--rounds`` rounds on each target,
+  each into a topic of its own, alternating between the two targets (both are up at once, so
+  both see the same neighbours); the median round counts. One round of 64 MiB takes ~0.12 s,
+  and a freshly started target's first round is its slowest: as the only round (until
+  2026-11-30) it measured the start as much as the rate (kmeta's first round 406-523 MB/s
+  against 488-557 for its later ones, in the same runs; ``rounds_mb_s`` keeps them all).
 * ``consume_mb_s``: a real consumer (confluent-kafka, partitions assigned, no group) reads that
   whole log from the log start to the high watermark; from ``assign()`` to the last record.
   (librdkafka's mock keeps the last 5 MB of each partition only: it reads what it kept.)
@@ -28,7 +33,8 @@ so that the ratios mean something on a shared, noisy machine:
   per-request cost, not latency) with its
   send time in each value; a consumer tails the log and takes receive - send: p50 / p99 in ms.
 * ``memory``: kmeta's broker RSS idle (topic created, nothing produced) and after the produce,
-  against the record bytes it holds; ``rss_growth_per_held_byte`` is the ratio the issue bounds
+  against the record bytes it holds (every produce round's); ``rss_growth_per_held_byte`` is
+  the ratio the issue bounds
   at 1.2. The broker keeps its logs in files, as ``kmeta cluster up`` and the fixture give it
   (the segments' bytes are in the page cache, not its RSS; kmeta/log's memory mode, measured
   in tests/log, holds them at 1.0x).
@@ -41,12 +47,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import json
 import multiprocessing
 import os
 import struct
 import sys
 import time
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -61,6 +70,13 @@ PARTITIONS = 4
 FETCH_MAX_BYTES = 1 << 20
 #: rounds of idempotent and plain (acks=all) produce each, alternating; the best of each counts
 IDEMPOTENCE_ROUNDS = 3
+#: produce rounds on each target by default (``--rounds``; the module docstring)
+PRODUCE_ROUNDS = 3
+
+
+def round_topic(i: int) -> str:
+    """Produce round ``i``'s topic: the first is the one the consumer then reads whole."""
+    return TOPIC if i == 0 else f"{TOPIC}-round-{i}"
 
 
 # -- client processes --------------------------------------------------------------------------
@@ -400,6 +416,14 @@ def _echo_port(conn: Connection) -> int:
 
 
 # -- targets -----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class Target:
+    bootstrap: str
+    #: kmeta's broker process and its client port (None: the mock)
+    broker_pid: int | None = None
+    broker_port: int | None = None
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -407,36 +431,44 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def run_target(bootstrap: str, a: argparse.Namespace, rate: float | None, broker_pid: int | None,
-               broker_port: int | None) -> dict[str, Any]:  # fmt: skip
-    """Every figure on one target; the latency at ``rate`` records/s (None: half this
-    target's own produce peak)."""
-    out: dict[str, Any] = {}
-    idle = rss_bytes(broker_pid) if broker_pid else None
-    out["produce"] = _in_process(produce_process, bootstrap, a.mb, a.record_bytes)
-    if broker_pid:
-        time.sleep(0.5)
-        held = out["produce"]["bytes"]
-        grown = rss_bytes(broker_pid) - idle  # type: ignore[operator]
-        out["memory"] = {
-            "idle_rss_bytes": idle,
-            "rss_growth_bytes": grown,
-            "record_bytes_held": held,
-            "rss_growth_per_held_byte": round(grown / held, 3),
-        }
-    out["consume"] = _in_process(consume_process, bootstrap)
-    if broker_port is not None:
-        out["fetch_vs_echo"] = fetch_vs_echo(broker_port, a.connections, a.fetch_s)
+def produce_rounds(targets: dict[str, Target], a: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``a.rounds`` produce rounds on each target, alternating (ABBA...): per target its median
+    round, every round's MB/s, and the failures of all of them."""
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in targets}
+    for i in range(a.rounds):
+        order = list(targets) if i % 2 == 0 else list(reversed(targets))
+        for name in order:
+            rounds[name].append(_in_process(
+                produce_process, targets[name].bootstrap, a.mb, a.record_bytes, round_topic(i)
+            ))  # fmt: skip
+    out = {}
+    for name, results in rounds.items():
+        by_rate = sorted(results, key=lambda r: r["mb_s"])
+        median = dict(by_rate[(len(by_rate) - 1) // 2])  # (an even count: the lower middle)
+        median["failed"] = sum(r["failed"] for r in results)
+        median["rounds_mb_s"] = [r["mb_s"] for r in results]
+        out[name] = median
+    return out
+
+
+def run_target(target: Target, a: argparse.Namespace, produced: dict[str, Any],
+               rate: float | None) -> dict[str, Any]:  # fmt: skip
+    """Every figure after the produce rounds on one target; the latency at ``rate``
+    records/s (None: half this target's median produce rate)."""
+    out: dict[str, Any] = {"produce": produced}
+    out["consume"] = _in_process(consume_process, target.bootstrap)
+    if target.broker_port is not None:
+        out["fetch_vs_echo"] = fetch_vs_echo(target.broker_port, a.connections, a.fetch_s)
     if rate is None:
-        rate = out["produce"]["records_s"] / 2
-    out["latency"] = _in_process(latency_process, bootstrap, rate, a.latency_s)
-    if broker_pid:  # idempotent against plain (issue 30: >= 0.9x), acks=all both, fresh topics
+        rate = produced["records_s"] / 2
+    out["latency"] = _in_process(latency_process, target.bootstrap, rate, a.latency_s)
+    if target.broker_pid:  # idempotent against plain (issue 30: >= 0.9x), acks=all, fresh topics
         runs: dict[str, list[dict[str, Any]]] = {"produce_plain_acks_all": [], "produce_idempotent": []}
         for i in range(IDEMPOTENCE_ROUNDS):  # (alternating, so both see the same neighbours)
             order = list(runs) if i % 2 == 0 else list(reversed(runs))
             for name in order:
                 runs[name].append(_in_process(
-                    produce_process, bootstrap, a.mb, a.record_bytes, f"{TOPIC}-{name}-{i}",
+                    produce_process, target.bootstrap, a.mb, a.record_bytes, f"{TOPIC}-{name}-{i}",
                     name == "produce_idempotent",
                 ))  # fmt: skip
         for name, results in runs.items():
@@ -445,36 +477,63 @@ def run_target(bootstrap: str, a: argparse.Namespace, rate: float | None, broker
     return out
 
 
-def kmeta_target(a: argparse.Namespace) -> dict[str, Any]:
+@contextlib.contextmanager
+def kmeta_target(a: argparse.Namespace) -> Iterator[Target]:
     from kmeta.testing import Cluster
 
     with Cluster(brokers=1, partitions=PARTITIONS) as cluster:
-        cluster.create_topic(TOPIC, PARTITIONS, 1)
+        for i in range(a.rounds):
+            cluster.create_topic(round_topic(i), PARTITIONS, 1)
         for name in ("produce_plain_acks_all", "produce_idempotent"):
             for i in range(IDEMPOTENCE_ROUNDS):
                 cluster.create_topic(f"{TOPIC}-{name}-{i}", PARTITIONS, 1)
         cluster.wait_converged()
-        pid = cluster.pid("broker-1")
-        port = cluster.address(1)[1]
-        return run_target(cluster.bootstrap_servers, a, None, pid, port)
+        yield Target(cluster.bootstrap_servers, cluster.pid("broker-1"), cluster.address(1)[1])
 
 
-def mock_target(a: argparse.Namespace, rate: float | None) -> dict[str, Any]:
+@contextlib.contextmanager
+def mock_target(a: argparse.Namespace) -> Iterator[Target | str]:
+    """librdkafka's mock cluster in a process of its own; a string: why it is skipped."""
+    if a.no_peer:
+        yield "--no-peer"
+        return
     parent, child = multiprocessing.Pipe()
     proc = multiprocessing.get_context("spawn").Process(
-        target=peer_mock.serve_in_process, args=(child, 1, [TOPIC])
+        target=peer_mock.serve_in_process, args=(child, 1, [round_topic(i) for i in range(a.rounds)])
     )
     proc.start()
     try:
         info = parent.recv()
-        if "error" in info:
-            return {"skipped": info["error"]}
-        return run_target(info["bootstrap"], a, rate, None, None)
+        yield info["error"] if "error" in info else Target(info["bootstrap"])
     finally:
         parent.send("stop")
         proc.join(10)
         if proc.is_alive():
             proc.kill()
+
+
+def measure(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """kmeta's figures and the mock's, both targets up for the produce rounds."""
+    with kmeta_target(a) as kmeta, mock_target(a) as mock:
+        assert kmeta.broker_pid is not None
+        idle = rss_bytes(kmeta.broker_pid)
+        targets = {"kmeta": kmeta} | ({"mock": mock} if isinstance(mock, Target) else {})
+        produced = produce_rounds(targets, a)
+        time.sleep(0.5)
+        held = a.rounds * produced["kmeta"]["bytes"]
+        grown = rss_bytes(kmeta.broker_pid) - idle
+        ours = run_target(kmeta, a, produced["kmeta"], None)
+        ours["memory"] = {
+            "idle_rss_bytes": idle,
+            "rss_growth_bytes": grown,
+            "record_bytes_held": held,
+            "rss_growth_per_held_byte": round(grown / held, 3),
+        }
+        # the mock's latency at kmeta's rate: both at half of kmeta's median produce rate
+        rate = ours["latency"]["rate_records_s"]
+        theirs = run_target(mock, a, produced["mock"], rate) if isinstance(mock, Target) else {
+            "skipped": mock}  # fmt: skip
+    return ours, theirs
 
 
 def ratio(a: dict[str, Any], b: dict[str, Any], *path: str) -> float | None:
@@ -492,14 +551,12 @@ def main() -> None:
     parser.add_argument("--latency-s", type=float, default=5.0)
     parser.add_argument("--fetch-s", type=float, default=3.0)
     parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=PRODUCE_ROUNDS, help="produce rounds a target")
     parser.add_argument("--no-peer", action="store_true", help="skip librdkafka's mock")
     a = parser.parse_args()
     if not peer_mock.available():
         raise SystemExit("confluent-kafka is required (make install)")
-    kmeta = kmeta_target(a)
-    # the mock's latency at kmeta's rate: both at half of kmeta's peak
-    rate = kmeta["latency"]["rate_records_s"]
-    mock = {"skipped": "--no-peer"} if a.no_peer else mock_target(a, rate)
+    kmeta, mock = measure(a)
     result = {
         "parameters": vars(a),
         "kmeta": kmeta,

@@ -21,7 +21,7 @@ generators run in processes of their own):
 * ``data-plane``     data_plane.py: produce / consume MB/s and produce -> consume latency of real
                      clients against kmeta and librdkafka's mock, Fetch against the echo ceiling,
                      the broker's RSS against the bytes it holds (--mb, --record-bytes,
-                     --latency-s; --no-peer)
+                     --latency-s, --rounds of produce on each target; --no-peer)
 * ``groups``         groups.py: classic consumer groups of confluent-kafka consumers against
                      kmeta and librdkafka's mock: rebalance time at each of --members (default
                      3,10,50; --rounds), sync offset commits/s (--commit-consumers; --duration s)
@@ -327,14 +327,15 @@ def plan_fixture(a: argparse.Namespace) -> Plan:
 
 def plan_data_plane(a: argparse.Namespace) -> Plan:
     args = ["--mb", str(a.mb), "--record-bytes", str(a.record_bytes), "--latency-s",
-            str(a.latency_s), "--fetch-s", str(a.duration)] + (["--no-peer"] if a.no_peer else [])  # fmt: skip
-    estimate = 20 + 2 * a.latency_s + 2 * a.duration + a.mb / 10
+            str(a.latency_s), "--fetch-s", str(a.duration), "--rounds", str(a.rounds)] + (
+            ["--no-peer"] if a.no_peer else [])  # fmt: skip
+    estimate = 20 + 2 * a.latency_s + 2 * a.duration + a.mb / 10 + 3 * a.rounds
     steps = repeated(
         "data_plane.py", estimate, a.repeat,
         lambda: common.run_script("data_plane.py", *args, timeout_s=300 + 10 * estimate),
     )  # fmt: skip
     params = {"mb": a.mb, "record_bytes": a.record_bytes, "latency_s": a.latency_s,
-              "fetch_s": a.duration, "peer": not a.no_peer}  # fmt: skip
+              "fetch_s": a.duration, "rounds": a.rounds, "peer": not a.no_peer}  # fmt: skip
     return params, steps, with_median
 
 
@@ -454,7 +455,10 @@ def parser() -> argparse.ArgumentParser:
         "--latency-s", type=float, default=5.0, help="data-plane: seconds of the latency run"
     )
     ap.add_argument("--members", type=ints, default=None, help="groups: group sizes (3,10,50)")
-    ap.add_argument("--rounds", type=int, default=3, help="groups: rebalances per size")
+    ap.add_argument(
+        "--rounds", type=int, default=3,
+        help="groups: rebalances per size; data-plane: produce rounds per target (the median counts)",
+    )  # fmt: skip
     ap.add_argument("--commit-consumers", type=int, default=4, help="groups: committing members")
     ap.add_argument("--runs", type=int, default=10, help="fixture: clusters started (median)")
     ap.add_argument("--brokers", type=int, default=3, help="fixture: brokers per cluster")
