@@ -26,8 +26,8 @@ from kmeta.cli.security_options import (
 from kmeta.cli.topic_defaults import topic_default_fields, topic_default_options
 from kmeta.server.broker import run
 from kmeta.server.config import BrokerConfig, parse_listeners
-from kmeta.server.controller_link import controller_link
 from kmeta.server.state_dir import StateDir, StateDirError
+from kmeta.server.to_controller.controller_link import controller_link
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
 

@@ -41,9 +41,9 @@ from kmeta.net.security.authorizer import allowed, cluster_allowed
 from kmeta.protocol.errors import ErrorCode, UnsupportedVersionError
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import metadata as md
-from kmeta.server.controller_connection import NET_ERRORS
-from kmeta.server.forwarding import FORWARD_MARGIN_S, ForwardTimedOut
 from kmeta.server.state import BrokerContext, BrokerState
+from kmeta.server.to_controller.controller_connection import NET_ERRORS
+from kmeta.server.to_controller.forwarding import FORWARD_MARGIN_S, ForwardTimedOut
 
 log = logging.getLogger(__name__)
 

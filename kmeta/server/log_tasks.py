@@ -1,6 +1,6 @@
 """The broker's background work on its logs (Kafka's ``LogManager`` scheduler tasks and
 cleaner thread, and ``ReplicaManager``'s producer expiration check), a part of
-:class:`~kmeta.server.replica_manager.ReplicaManager` of its own.
+:class:`~kmeta.server.replica.replica_manager.ReplicaManager` of its own.
 
 * Retention (``retention.ms`` / ``retention.bytes`` and the broker-wide memory cap) runs every
   ``log_retention_check_interval_ms`` (and at once when an append takes memory past the cap),

@@ -46,7 +46,7 @@ from kmeta.server.group.offsets_lag import group_lags
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker
     from kmeta.server.loop_lag import LoopLagProbe
-    from kmeta.server.replica_manager import ReplicaManager
+    from kmeta.server.replica.replica_manager import ReplicaManager
     from kmeta.server.state import BrokerState
 
 

@@ -36,10 +36,10 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, UnsupportedVersionError
 from kmeta.protocol.messages import allocate_producer_ids as api
 from kmeta.protocol.registry import highest_common
-from kmeta.server.controller_connection import NET_ERRORS
+from kmeta.server.to_controller.controller_connection import NET_ERRORS
 
 if TYPE_CHECKING:  # (it imports the broker state, which holds this manager)
-    from kmeta.server.forwarding import ForwardingManager
+    from kmeta.server.to_controller.forwarding import ForwardingManager
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,9 @@ class ProducerIdManager:
         self._serve_waiters()  # (a claim there may send the next request)
 
     async def _allocate(self) -> None:
-        from kmeta.server.forwarding import ForwardTimedOut  # (it imports the broker state)
+        from kmeta.server.to_controller.forwarding import (
+            ForwardTimedOut,  # (it imports the broker state)
+        )
 
         channel = self.channel()
         epoch = self.broker_epoch()

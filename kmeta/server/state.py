@@ -32,15 +32,15 @@ from kmeta.server.config import BrokerConfig
 from kmeta.server.control_order import ControlOrder
 from kmeta.server.coordinator.coordinators import Coordinators
 from kmeta.server.producer_id_manager import ProducerIdManager
-from kmeta.server.replica_manager import ReplicaManager
-from kmeta.server.replica_states import FOLLOWER as FOLLOWER
-from kmeta.server.replica_states import LEADER as LEADER
-from kmeta.server.replica_states import ReplicaState as ReplicaState
-from kmeta.server.replica_states import ReplicaStates
+from kmeta.server.replica.replica_manager import ReplicaManager
+from kmeta.server.replica.replica_states import FOLLOWER as FOLLOWER
+from kmeta.server.replica.replica_states import LEADER as LEADER
+from kmeta.server.replica.replica_states import ReplicaState as ReplicaState
+from kmeta.server.replica.replica_states import ReplicaStates
 from kmeta.server.txn.coordinator import TransactionCoordinator
 
 if TYPE_CHECKING:  # (it imports this module)
-    from kmeta.server.controller_link import ControllerLink
+    from kmeta.server.to_controller.controller_link import ControllerLink
 
 
 class BrokerState:

@@ -12,8 +12,8 @@ from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, cluster_allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.schema import Record
-from kmeta.server.forwarding import forward
 from kmeta.server.state import BrokerContext
+from kmeta.server.to_controller.forwarding import forward
 
 AUTHORIZATION_FAILED = "Authorization failed."
 

@@ -32,7 +32,7 @@ from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.registry import api_for
 from kmeta.server.broker import Broker
 from kmeta.server.config import BrokerConfig, parse_listeners
-from kmeta.server.controller_link import controller_link
+from kmeta.server.to_controller.controller_link import controller_link
 
 
 def controller_config(data_dir: Path, **overrides: Any) -> ControllerConfig:

@@ -340,7 +340,7 @@ async def test_controller_serves_api_versions(tmp_path):
 
 async def test_broker_link_negotiates_versions_with_the_controller(cluster):
     from kmeta.protocol.api_keys import ApiKey
-    from kmeta.server.controller_registration import pick_version
+    from kmeta.server.to_controller.controller_registration import pick_version
 
     link = cluster.brokers[1].state.controller_link
     assert link.heartbeat_interval_s == 0.1  # --heartbeat-interval-ms 100 in the helper

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from kmeta.controller.controller import KafkaController
-from kmeta.server.controller_link import ControllerLink
+from kmeta.server.to_controller.controller_link import ControllerLink
 from tests.controller.helpers import RecordingBroker, start_cluster, wait_until
 
 SESSION_MS = 500

@@ -17,7 +17,7 @@ from kmeta.log.partition_log import PartitionLog
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import produce as pr
 from kmeta.server.broker import Broker
-from kmeta.server.follower_truncation import truncation_offset
+from kmeta.server.fetcher.follower_truncation import truncation_offset
 from tests.server.data_plane import Part, as_stored, batch, leader_and_isr, metadata_for, only
 from tests.server.helpers import CONTROL, PLAINTEXT, live_broker, loopback_config
 

@@ -23,7 +23,7 @@ from kmeta.protocol.header import decode_response_header, response_header_versio
 from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.protocol.stream import MEMO_LIMIT
 from kmeta.server.handlers.leader_and_isr import _grouped, _response, topic_reader
-from kmeta.server.replica_states import ReplicaStates
+from kmeta.server.replica.replica_states import ReplicaStates
 from tests.server.helpers import CONTROL, ConnectionPair, broker_state
 
 ME = 1

@@ -7,7 +7,7 @@ import random
 import tracemalloc
 import uuid
 
-from kmeta.server.replica_states import ReplicaStates
+from kmeta.server.replica.replica_states import ReplicaStates
 from kmeta.server.state import FOLLOWER, LEADER, ReplicaState
 
 TOPIC_ID = uuid.UUID(int=7)

@@ -31,8 +31,8 @@ from kmeta.server.coordinator.internal_topics import (
     transaction_state_topic,
 )
 from kmeta.server.coordinator.runtime import CoordinatorRuntime, ShardFactory
-from kmeta.server.partition import Partition
-from kmeta.server.replica_manager import ReplicaManager
+from kmeta.server.replica.partition import Partition
+from kmeta.server.replica.replica_manager import ReplicaManager
 
 #: modules whose ``install(coordinators)`` registers a shard factory (the group and the
 #: transaction coordinators add theirs here)

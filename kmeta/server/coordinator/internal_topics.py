@@ -46,7 +46,7 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 SEGMENT_BYTES = 104_857_600
 CREATE_TOPICS_VERSION = 7
 CREATE_TIMEOUT_MS = 30_000
-#: what the answer may take beyond the request's own timeout (kmeta.server.forwarding's margin)
+#: what the answer may take beyond the request's own timeout (kmeta.server.to_controller.forwarding's margin)
 FORWARD_MARGIN_S = 5.0
 
 #: sends an admin request to the controller (the controller link's ``forward``)

@@ -20,9 +20,9 @@ from kmeta.log.partition_log import LogAppendInfo
 from kmeta.metadata.cache import MetadataCache
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.coordinator.records import Record, encode_batch
-from kmeta.server.delayed_produce import ProducePending
-from kmeta.server.partition import Partition
-from kmeta.server.replica_manager import ReplicaManager
+from kmeta.server.replica.delayed_produce import ProducePending
+from kmeta.server.replica.partition import Partition
+from kmeta.server.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger("kmeta.server.coordinator")
 

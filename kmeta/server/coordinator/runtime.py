@@ -49,9 +49,9 @@ from kmeta.server.coordinator.shard_context import (
     ShardContext,
     ShardState,
 )
-from kmeta.server.partition import Partition
-from kmeta.server.replica_manager import ReplicaManager
-from kmeta.server.replica_states import LEADER
+from kmeta.server.replica.partition import Partition
+from kmeta.server.replica.replica_manager import ReplicaManager
+from kmeta.server.replica.replica_states import LEADER
 
 __all__ = ["CoordinatorRuntime", "CoordinatorShard", "Record", "ShardContext", "ShardFactory"]
 

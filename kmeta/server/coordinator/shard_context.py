@@ -24,7 +24,7 @@ from kmeta.server.coordinator.records import (
     CorruptCoordinatorRecord,
     read_entries,
 )
-from kmeta.server.partition import Partition
+from kmeta.server.replica.partition import Partition
 
 log = logging.getLogger("kmeta.server.coordinator")
 

@@ -33,7 +33,7 @@ from kmeta.server.coordinator.coordinators import Coordinators
 from kmeta.server.coordinator.runtime import CoordinatorRuntime
 from kmeta.server.group.offset_records import Record
 from kmeta.server.group.shard import GroupCoordinatorShard
-from kmeta.server.replica_states import LEADER
+from kmeta.server.replica.replica_states import LEADER
 
 log = logging.getLogger(__name__)
 

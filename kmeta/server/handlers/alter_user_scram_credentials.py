@@ -11,8 +11,8 @@ from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_user_scram_credentials as ausc
-from kmeta.server.forwarding import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
+from kmeta.server.to_controller.forwarding import forward
 
 #: AlterUserScramCredentials has no timeout of its own: the controller's request timeout
 TIMEOUT_MS = 30_000

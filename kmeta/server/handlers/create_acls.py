@@ -21,8 +21,8 @@ from kmeta.net.security.authorizer import authorizer_of, cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_acls as ca
-from kmeta.server.forwarding import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
+from kmeta.server.to_controller.forwarding import forward
 
 TIMEOUT_MS = 30_000  # request.timeout.ms default: the controller's answer is awaited this long
 

@@ -23,8 +23,8 @@ from kmeta.net.security.authorizer import allowed, authorizer_of, cluster_allowe
 from kmeta.protocol import error_responses
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
-from kmeta.server.forwarding import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
+from kmeta.server.to_controller.forwarding import forward
 from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, by_name, forward_authorized
 
 error_response = error_responses.create_topics

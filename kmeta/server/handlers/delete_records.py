@@ -30,7 +30,7 @@ from kmeta.net.security.authorizer import allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_records as dr
 from kmeta.server.handlers.metadata import INTERNAL_TOPICS
-from kmeta.server.partition_lookup import local_partition
+from kmeta.server.replica.partition_lookup import local_partition
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 #: DeleteRecordsRequest.HIGH_WATERMARK

@@ -25,8 +25,8 @@ from kmeta.protocol import error_responses
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.types import ZERO_UUID
-from kmeta.server.forwarding import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
+from kmeta.server.to_controller.forwarding import forward
 from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized
 
 error_response = error_responses.delete_topics

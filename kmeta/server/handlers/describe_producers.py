@@ -19,7 +19,7 @@ from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_producers as dp
-from kmeta.server.replica_manager import ReplicaManager
+from kmeta.server.replica.replica_manager import ReplicaManager
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 

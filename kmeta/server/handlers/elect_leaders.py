@@ -22,8 +22,8 @@ from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import elect_leaders as el
-from kmeta.server.forwarding import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
+from kmeta.server.to_controller.forwarding import forward
 
 error_response = error_responses.elect_leaders
 

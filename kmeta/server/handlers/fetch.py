@@ -1,4 +1,4 @@
-"""Fetch (api key 1): versions 4-17, client and control listeners (followers fetch on the control listener, kmeta.server.replica_fetcher).
+"""Fetch (api key 1): versions 4-17, client and control listeners (followers fetch on the control listener, kmeta.server.fetcher.replica_fetcher).
 
 Behaviour (Kafka 3.x ``KafkaApis.handleFetchRequest`` and ``ReplicaManager.fetchMessages``):
 
@@ -17,7 +17,7 @@ Behaviour (Kafka 3.x ``KafkaApis.handleFetchRequest`` and ``ReplicaManager.fetch
   replica fetch from a broker that is not one of the partition's replicas NOT_LEADER_OR_FOLLOWER
   (UNKNOWN_LEADER_EPOCH when it gave an epoch), or naming a broker epoch (v15 ReplicaState)
   older than that replica fetched with before NOT_LEADER_OR_FOLLOWER; a replica fetch records
-  the follower's log end, which moves the high watermark (:mod:`kmeta.server.replica_reads`);
+  the follower's log end, which moves the high watermark (:mod:`kmeta.server.replica.replica_reads`);
   a fetch offset outside [log start, log end] OFFSET_OUT_OF_RANGE; a v12+
   ``last_fetched_epoch`` whose end is below the fetch offset: the diverging epoch, no records.
   From v16 NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH carry the current leader and epoch
@@ -32,7 +32,7 @@ Behaviour (Kafka 3.x ``KafkaApis.handleFetchRequest`` and ``ReplicaManager.fetch
   (``UnifiedLog.collectAbortedTransactions``); replicas read to the log end.
 * ``min_bytes``/``max_wait_ms``: with fewer bytes readable, no error and ``max_wait_ms`` > 0,
   the fetch waits in the purgatory until an append (or a leader change, a stopped replica)
-  makes it answerable, or the time is up (:mod:`kmeta.server.delayed_fetch`).
+  makes it answerable, or the time is up (:mod:`kmeta.server.replica.delayed_fetch`).
 * ``preferred_read_replica`` is always -1 (no rack-aware follower reads).
 * Before v10 a topic whose compression.type is zstd is UNSUPPORTED_COMPRESSION_TYPE; before
   v6 KAFKA_STORAGE_ERROR is answered NOT_LEADER_OR_FOLLOWER (those clients do not know it).
@@ -61,13 +61,13 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import fetch as fe
 from kmeta.protocol.splice import Splice
 from kmeta.protocol.types import ZERO_UUID
-from kmeta.server.delayed_fetch import (
+from kmeta.server.replica.delayed_fetch import (
     FetchIsolation,
     FetchParams,
     FetchPartitionInfo,
     LogReadResult,
 )
-from kmeta.server.replica_manager import FETCH_MAX_BYTES, ReplicaManager
+from kmeta.server.replica.replica_manager import FETCH_MAX_BYTES, ReplicaManager
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 MIN_VERSION = 4

@@ -48,7 +48,7 @@ from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import list_offsets as lo
-from kmeta.server.partition_lookup import CONSUMER_REPLICA_ID, local_partition
+from kmeta.server.replica.partition_lookup import CONSUMER_REPLICA_ID, local_partition
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5

@@ -19,8 +19,8 @@ from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import list_partition_reassignments as lpr
-from kmeta.server.forwarding import forward
 from kmeta.server.state import BrokerContext, BrokerRegistry
+from kmeta.server.to_controller.forwarding import forward
 
 error_response = error_responses.list_partition_reassignments
 

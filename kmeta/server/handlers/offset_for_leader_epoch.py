@@ -28,7 +28,7 @@ from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, cluster_allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import offset_for_leader_epoch as ofle
-from kmeta.server.partition_lookup import local_partition
+from kmeta.server.replica.partition_lookup import local_partition
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 

@@ -2,7 +2,7 @@
 
 A broker takes a Produce the way a Kafka broker's ``KafkaApis.handleProduceRequest`` and
 ``ReplicaManager.appendRecords`` do: it checks the records as Kafka's log would, appends them
-to the leader's partition log (:mod:`kmeta.server.replica_manager`) and answers with the
+to the leader's partition log (:mod:`kmeta.server.replica.replica_manager`) and answers with the
 offsets the log assigned.
 
 Per partition, in Kafka's order:
@@ -42,7 +42,7 @@ Per partition, in Kafka's order:
 ``acks=-1`` waits until the high watermark (the smallest log end
 over the ISR, ``Partition.maybe_increment_leader_hw``) covers the batch, at most
 ``timeout_ms`` (then REQUEST_TIMED_OUT), in the produce purgatory
-(:mod:`kmeta.server.delayed_produce`); NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank
+(:mod:`kmeta.server.replica.delayed_produce`); NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank
 below min.insync.replicas meanwhile. With an ISR of the leader alone (RF 1) that is at once.
 
 ``acks=0``: no response at all (Kafka's sendNoOpResponse); if any partition failed, the
@@ -84,9 +84,9 @@ from kmeta.protocol.record_batch import (
     RecordsChecked,
     check_produce_records,
 )
-from kmeta.server.delayed_produce import ProducePending
 from kmeta.server.handlers.metadata import INTERNAL_TOPICS
-from kmeta.server.partition import Partition
+from kmeta.server.replica.delayed_produce import ProducePending
+from kmeta.server.replica.partition import Partition
 from kmeta.server.state import BrokerContext, BrokerRegistry
 from kmeta.server.txn.verification import verify_transaction
 

@@ -32,8 +32,8 @@ from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import write_txn_markers as wtm
-from kmeta.server.delayed_produce import ProducePending
-from kmeta.server.replica_manager import ReplicaManager
+from kmeta.server.replica.delayed_produce import ProducePending
+from kmeta.server.replica.replica_manager import ReplicaManager
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 #: Kafka's request.timeout.ms, which its marker appends wait at most

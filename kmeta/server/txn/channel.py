@@ -22,7 +22,7 @@ from kmeta.net.tls import uses_sasl, uses_tls
 from kmeta.protocol.registry import highest_common
 from kmeta.protocol.schema import Record, Request
 from kmeta.server.config import BrokerConfig
-from kmeta.server.controller_connection import call, open_connection
+from kmeta.server.to_controller.controller_connection import call, open_connection
 
 R = TypeVar("R", bound=Record)
 
@@ -40,7 +40,7 @@ class BrokerChannel:
 
     async def send(self, broker: int, api_key: int, make: Callable[[int], Request[R]]) -> R:
         """``make(version)`` sent to ``broker`` at the highest version both speak; the
-        network's errors (kmeta.server.controller_connection.NET_ERRORS) drop the connection
+        network's errors (kmeta.server.to_controller.controller_connection.NET_ERRORS) drop the connection
         and propagate."""
         conn, versions = await self._connection(broker)
         version = highest_common(versions, api_key)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import write_txn_markers as wtm
-from kmeta.server.controller_connection import NET_ERRORS
+from kmeta.server.to_controller.controller_connection import NET_ERRORS
 from kmeta.server.txn.channel import BrokerChannel
 
 log = logging.getLogger("kmeta.server.txn.markers")

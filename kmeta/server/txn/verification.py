@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import add_partitions_to_txn as ap
-from kmeta.server.controller_connection import NET_ERRORS
+from kmeta.server.to_controller.controller_connection import NET_ERRORS
 from kmeta.server.txn.completion import TRANSACTION_STATE_TOPIC
 from kmeta.server.txn.coordinator import TransactionCoordinator
 from kmeta.server.txn.metadata import TopicPartition

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.purgatory import DelayedOperation
+from kmeta.server.replica.purgatory import DelayedOperation
 
 if TYPE_CHECKING:  # (it imports this module)
-    from kmeta.server.replica_manager import ReplicaManager
+    from kmeta.server.replica.replica_manager import ReplicaManager
 
 Key = tuple[str, int]
 

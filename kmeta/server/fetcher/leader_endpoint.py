@@ -3,7 +3,7 @@
 truncation (``fetchEpochEndOffsets``) and the ListOffsets of an out-of-range fetch
 (``fetchEarliestOffset`` / ``fetchLatestOffset``), each at the highest version both sides speak.
 
-Apart from :mod:`kmeta.server.replica_fetcher`, whose loop decides when to ask and what to do
+Apart from :mod:`kmeta.server.fetcher.replica_fetcher`, whose loop decides when to ask and what to do
 with the answers: here is only what goes on the wire and the replica.fetch.* sizes it carries.
 """
 
@@ -20,11 +20,11 @@ from kmeta.protocol.messages import list_offsets as lo
 from kmeta.protocol.messages import offset_for_leader_epoch as ofle
 from kmeta.protocol.registry import highest_common
 from kmeta.protocol.types import ZERO_UUID
-from kmeta.server.controller_connection import call
+from kmeta.server.to_controller.controller_connection import call
 
 if TYPE_CHECKING:
-    from kmeta.server.partition import Partition
-    from kmeta.server.partition_fetch_state import PartitionFetchState
+    from kmeta.server.fetcher.partition_fetch_state import PartitionFetchState
+    from kmeta.server.replica.partition import Partition
 
 Key = tuple[str, int]
 

@@ -36,13 +36,13 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, UnsupportedVersionError
 from kmeta.protocol.messages import alter_partition as ap
 from kmeta.protocol.registry import highest_common
-from kmeta.server.controller_connection import NET_ERRORS
-from kmeta.server.replica_states import LEADER
+from kmeta.server.replica.replica_states import LEADER
+from kmeta.server.to_controller.controller_connection import NET_ERRORS
 
 if TYPE_CHECKING:  # (they import this module, through the broker state)
-    from kmeta.server.forwarding import ForwardingManager
-    from kmeta.server.partition import Partition
-    from kmeta.server.replica_manager import ReplicaManager
+    from kmeta.server.replica.partition import Partition
+    from kmeta.server.replica.replica_manager import ReplicaManager
+    from kmeta.server.to_controller.forwarding import ForwardingManager
 
 log = logging.getLogger("kmeta.server.isr")
 
@@ -173,7 +173,9 @@ class IsrManager:
         return -1 if remote is None else remote.broker_epoch
 
     async def _send(self, batch: dict[Key, Proposal]) -> None:
-        from kmeta.server.forwarding import ForwardTimedOut  # (it imports the broker state)
+        from kmeta.server.to_controller.forwarding import (
+            ForwardTimedOut,  # (it imports the broker state)
+        )
 
         channel = self.channel()
         version = 3

@@ -1,5 +1,5 @@
 """The replica manager's appends (Kafka's ``ReplicaManager.appendRecords`` as the leader does
-it), a part of :class:`~kmeta.server.replica_manager.ReplicaManager` of their own.
+it), a part of :class:`~kmeta.server.replica.replica_manager.ReplicaManager` of their own.
 
 A batch goes onto the leader's log only while this broker leads the partition (else
 NOT_LEADER_OR_FOLLOWER) and, for acks=-1, while the ISR is at least min.insync.replicas (else
@@ -27,11 +27,11 @@ from kmeta.log.errors import LogError
 from kmeta.log.partition_log import LogAppendInfo
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.partition import Partition
-from kmeta.server.replica_states import LEADER, ReplicaState
+from kmeta.server.replica.partition import Partition
+from kmeta.server.replica.replica_states import LEADER, ReplicaState
 
 if TYPE_CHECKING:  # (it imports this module)
-    from kmeta.server.replica_manager import ReplicaManager
+    from kmeta.server.replica.replica_manager import ReplicaManager
 
 #: the internal topics, written by their coordinators only (clients may not produce to them)
 COORDINATOR_TOPICS = frozenset(("__consumer_offsets", "__transaction_state"))

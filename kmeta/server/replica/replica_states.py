@@ -2,9 +2,9 @@
 
 It is a ``MutableMapping[(topic, partition), ReplicaState]``: a state is made on access;
 handlers read, set and pop it as they did the dict. Underneath, each topic is kept as int32
-columns (:mod:`kmeta.server.replica_columns`: ~33 bytes per partition against 361 as a dict
+columns (:mod:`kmeta.server.replica.replica_columns`: ~33 bytes per partition against 361 as a dict
 of NamedTuples), and a LeaderAndIsr is applied to them under Kafka's acceptance rule
-(:mod:`kmeta.server.leader_and_isr_acceptance`) without a state made per partition.
+(:mod:`kmeta.server.replica.leader_and_isr_acceptance`) without a state made per partition.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from typing import NamedTuple
 
 from kmeta.metadata.model import TopicPartitionKey
-from kmeta.server.leader_and_isr_acceptance import (
+from kmeta.server.replica.leader_and_isr_acceptance import (
     PartitionStateRecord,
     apply_distinct,
     apply_states,
 )
-from kmeta.server.replica_columns import (
+from kmeta.server.replica.replica_columns import (
     ISR,
     LEADER_EPOCH,
     LEADER_ID,
@@ -122,7 +122,7 @@ class ReplicaStates(MutableMapping[TopicPartitionKey, ReplicaState]):
         self, name: str, topic_id: uuid.UUID | None, parts: Iterable[PartitionStateRecord], me: int
     ) -> list[int]:
         """One topic's LeaderAndIsr partition states applied as Kafka's broker does
-        (:func:`kmeta.server.leader_and_isr_acceptance.apply_states`): each partition's error
+        (:func:`kmeta.server.replica.leader_and_isr_acceptance.apply_states`): each partition's error
         code, in order. ``topic_id``: the request's (None: it has none)."""
         topic = self._topics.get(name)
         new_topic = topic is None
@@ -142,7 +142,7 @@ class ReplicaStates(MutableMapping[TopicPartitionKey, ReplicaState]):
     ) -> list[int]:
         """:meth:`apply_leader_and_isr` of partition ``indexes[e]`` with the state
         ``states[keys[e]]`` (but for its index), for each ``e`` in order
-        (:func:`kmeta.server.leader_and_isr_acceptance.apply_distinct`)."""
+        (:func:`kmeta.server.replica.leader_and_isr_acceptance.apply_distinct`)."""
         topic = self._topics.get(name)
         new_topic = topic is None
         if topic is None:

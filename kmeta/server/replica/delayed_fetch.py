@@ -18,10 +18,10 @@ from kmeta.log.errors import LogError
 from kmeta.log.partition_log import PartitionLog
 from kmeta.log.replica_log import EpochEndOffset
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.purgatory import DelayedOperation
+from kmeta.server.replica.purgatory import DelayedOperation
 
 if TYPE_CHECKING:  # (it imports this module)
-    from kmeta.server.replica_manager import ReplicaManager
+    from kmeta.server.replica.replica_manager import ReplicaManager
 
 
 class FetchIsolation(enum.Enum):

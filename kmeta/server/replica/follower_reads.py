@@ -2,13 +2,13 @@
 and ``Replica.updateFetchStateOrThrow``), and the read of a partition whose log was never made.
 
 The replica manager makes a partition's log when a request first needs it, so a broker holding
-a million replica states does not hold a million logs (:mod:`kmeta.server.partition`). A
+a million replica states does not hold a million logs (:mod:`kmeta.server.replica.partition`). A
 follower fetches every partition it follows, most of them empty at the scale the metadata
 benchmarks run, so a follower's fetch from offset 0 of a partition this broker leads but never
 made a log for (nothing was produced to it, none recovered) is answered as the empty log it
 would be — high watermark 0, no records — without making it. The first append makes it, and
 the fetches waiting on it are woken then. A follower outside the ISR is read as usual (the log
-made), so the leader tracks it and adds it back (:mod:`kmeta.server.isr_manager`): a replica a
+made), so the leader tracks it and adds it back (:mod:`kmeta.server.replica.isr_manager`): a replica a
 reassignment adds, or a broker that returns, must rejoin even an empty partition's ISR.
 """
 
@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.delayed_fetch import FetchParams, FetchPartitionInfo, LogReadResult
-from kmeta.server.partition import leader_epoch_error
-from kmeta.server.remote_replica import RemoteReplica
-from kmeta.server.replica_states import LEADER, ReplicaState
+from kmeta.server.replica.delayed_fetch import FetchParams, FetchPartitionInfo, LogReadResult
+from kmeta.server.replica.partition import leader_epoch_error
+from kmeta.server.replica.remote_replica import RemoteReplica
+from kmeta.server.replica.replica_states import LEADER, ReplicaState
 
 if TYPE_CHECKING:  # (it imports this module)
-    from kmeta.server.replica_manager import ReplicaManager
+    from kmeta.server.replica.replica_manager import ReplicaManager
 
 #: what a follower reads of a partition whose log was never made: an empty log at 0
 EMPTY_LOG = LogReadResult(ErrorCode.NONE, 0, 0, 0, b"")

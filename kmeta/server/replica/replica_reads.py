@@ -1,9 +1,9 @@
 """The replica manager's reads (Kafka's ``ReplicaManager.readFromLog`` / ``fetchMessages``), a
-part of :class:`~kmeta.server.replica_manager.ReplicaManager` of their own.
+part of :class:`~kmeta.server.replica.replica_manager.ReplicaManager` of their own.
 
 Each partition is read in order; the first non-empty one's first batch is returned whole, later
 ones only within what is left of the request's max bytes; a fetch that finds too little waits
-in the purgatory (:mod:`kmeta.server.delayed_fetch`). A follower's fetch records its log end
+in the purgatory (:mod:`kmeta.server.replica.delayed_fetch`). A follower's fetch records its log end
 on the leader's partition (moving the high watermark, perhaps bringing it back into the ISR)
 before the read, so the answer carries the high watermark it moved.
 """
@@ -17,7 +17,7 @@ from kmeta.log.batch import headers, last_offset
 from kmeta.log.errors import LogError, OffsetOutOfRangeError
 from kmeta.log.partition_log import PartitionLog
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.delayed_fetch import (
+from kmeta.server.replica.delayed_fetch import (
     DelayedFetch,
     FetchCallback,
     FetchIsolation,
@@ -26,10 +26,10 @@ from kmeta.server.delayed_fetch import (
     LogReadResult,
     diverging,
 )
-from kmeta.server.follower_reads import follower_error
+from kmeta.server.replica.follower_reads import follower_error
 
 if TYPE_CHECKING:  # (it imports this module)
-    from kmeta.server.replica_manager import ReplicaManager
+    from kmeta.server.replica.replica_manager import ReplicaManager
 
 
 def read_from_log(rm: ReplicaManager, params: FetchParams, partitions: Sequence[FetchPartitionInfo]) -> list[LogReadResult]:

@@ -3,11 +3,11 @@
 Its role (leader or follower), leader epoch and ISR are what the last accepted LeaderAndIsr
 set, kept in the broker's ``ReplicaStates`` (compact columns; read here on each use, so a
 LeaderAndIsr changes a Partition without telling it); its records are a
-:class:`kmeta.log.PartitionLog`. The :class:`~kmeta.server.replica_manager.ReplicaManager`
+:class:`kmeta.log.PartitionLog`. The :class:`~kmeta.server.replica.replica_manager.ReplicaManager`
 makes a Partition when a request first needs that replica's log, not at LeaderAndIsr: a broker
 holding a million replica states (the scale benchmarks) would otherwise hold a million logs.
 
-As leader it keeps a :class:`~kmeta.server.remote_replica.RemoteReplica` per follower,
+As leader it keeps a :class:`~kmeta.server.replica.remote_replica.RemoteReplica` per follower,
 updated by the follower's Fetch; the high watermark has one rule,
 :meth:`Partition.maybe_increment_leader_hw`: the smallest log end offset over the ISR (the
 maximal ISR while an AlterPartition is pending, as Kafka's), never moving back. An ISR of the
@@ -24,8 +24,8 @@ from kmeta.log.errors import LogError
 from kmeta.log.partition_log import LogAppendInfo, PartitionLog
 from kmeta.log.producer_state import AbortedTxn
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.remote_replica import RemoteReplica
-from kmeta.server.replica_states import LEADER, ReplicaState, ReplicaStates
+from kmeta.server.replica.remote_replica import RemoteReplica
+from kmeta.server.replica.replica_states import LEADER, ReplicaState, ReplicaStates
 
 NO_EPOCH = -1
 

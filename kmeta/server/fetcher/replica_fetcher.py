@@ -27,8 +27,8 @@ Each partition is fetching or truncating (Kafka's ``PartitionFetchState``):
 
 Here is the loop: when to ask the leader, what to retry, and whether a partition is still
 the one asked about when the answer comes. What goes on the wire is in
-:mod:`kmeta.server.leader_endpoint`, what an answer does to a partition's log in
-:mod:`kmeta.server.partition_fetch_state` (Kafka's split of ``AbstractFetcherThread``,
+:mod:`kmeta.server.fetcher.leader_endpoint`, what an answer does to a partition's log in
+:mod:`kmeta.server.fetcher.partition_fetch_state` (Kafka's split of ``AbstractFetcherThread``,
 ``ReplicaFetcherThread`` and ``LeaderEndPoint``, roughly).
 """
 
@@ -42,15 +42,14 @@ from typing import TYPE_CHECKING
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import fetch as fe
-from kmeta.server.controller_connection import NET_ERRORS, call, open_connection
-from kmeta.server.leader_endpoint import (
+from kmeta.server.fetcher.leader_endpoint import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     epoch_end_offsets_request,
     fetch_request,
     list_offset,
 )
-from kmeta.server.partition_fetch_state import (
+from kmeta.server.fetcher.partition_fetch_state import (
     PartitionFetchState,
     apply_truncation,
     process_partition_data,
@@ -58,10 +57,11 @@ from kmeta.server.partition_fetch_state import (
     start_fetching,
     truncate_to_leader_end,
 )
+from kmeta.server.to_controller.controller_connection import NET_ERRORS, call, open_connection
 
 if TYPE_CHECKING:
-    from kmeta.server.fetcher_manager import ReplicaFetcherManager
-    from kmeta.server.partition import Partition
+    from kmeta.server.fetcher.fetcher_manager import ReplicaFetcherManager
+    from kmeta.server.replica.partition import Partition
 
 log = logging.getLogger("kmeta.server.replica_fetcher")
 
@@ -259,7 +259,7 @@ class ReplicaFetcher:
     ) -> None:  # fmt: skip
         error = data.error_code
         # (the log is made when there is something to write or cut; else an empty log not
-        # made yet stays so: see kmeta.server.follower_reads)
+        # made yet stays so: see kmeta.server.replica.follower_reads)
         make = (
             error == ErrorCode.OFFSET_OUT_OF_RANGE
             or bool(data.records)

@@ -26,7 +26,7 @@ from kmeta.server.streamed import STEP_S
 
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker
-    from kmeta.server.replica_states import ReplicaStates
+    from kmeta.server.replica.replica_states import ReplicaStates
 
 
 class NotController(Exception):

@@ -49,8 +49,8 @@ from kmeta.protocol.header import (
 )
 from kmeta.protocol.messages import envelope as env
 from kmeta.protocol.schema import Request
-from kmeta.server.controller_connection import NET_ERRORS, R, open_connection
 from kmeta.server.state import BrokerContext
+from kmeta.server.to_controller.controller_connection import NET_ERRORS, R, open_connection
 
 log = logging.getLogger(__name__)
 

@@ -2,21 +2,21 @@
 ``kafka.server.ReplicaManager``), for Produce, Fetch and the log APIs built on them.
 
 * Roles come from LeaderAndIsr (``ReplicaStates``); a :class:`Partition` and its log are made
-  when a request first needs them (see :mod:`kmeta.server.partition` for why not eagerly),
+  when a request first needs them (see :mod:`kmeta.server.replica.partition` for why not eagerly),
   with the topic's configs from the MetadataCache (``snap.topic_configs``). A log already on
   disk is recovered by :meth:`startup` and found again by name; one whose topic id is not the
   topic's any more (a topic deleted and re-created while this broker was away) starts afresh.
 * :meth:`get_partition_or_error` is Kafka's ``getPartitionOrError``: a replica held here, else
   NOT_LEADER_OR_FOLLOWER when the topic partition exists elsewhere, else
   UNKNOWN_TOPIC_OR_PARTITION; a log that cannot be opened is KAFKA_STORAGE_ERROR.
-* Appends (:meth:`append_records`, :mod:`kmeta.server.replica_appends`) go to the leader's
+* Appends (:meth:`append_records`, :mod:`kmeta.server.replica.replica_appends`) go to the leader's
   log; the high watermark follows :meth:`Partition.maybe_increment_leader_hw`, and a move
   wakes the fetch purgatory; inside :meth:`actions` (a Produce's appends) the followers
   waiting at the old log ends are woken once all are done (Kafka's action queue).
 * Reads (:meth:`read_from_log`, :meth:`fetch_messages`) follow ``readFromLog`` /
   ``fetchMessages``: the first non-empty partition's first batch is returned whole, later ones
   only within what is left of the request's max bytes; a fetch that finds too little waits in
-  the purgatory (:mod:`kmeta.server.delayed_fetch`).
+  the purgatory (:mod:`kmeta.server.replica.delayed_fetch`).
 * StopReplica drops a replica (its waiting fetches are answered); with delete its log goes.
 * Retention, producer expiry and the log cleaner run in the background
   (:mod:`kmeta.server.log_tasks`); retention also after an append that takes memory past the
@@ -35,18 +35,23 @@ from kmeta.log.log_manager import LogManager
 from kmeta.metadata.cache import MetadataCache
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server import replica_appends, replica_reads
 from kmeta.server.config import BrokerConfig
-from kmeta.server.delayed_fetch import FetchCallback, FetchParams, FetchPartitionInfo, LogReadResult
-from kmeta.server.delayed_produce import DelayedProduce, ProduceCallback, ProducePending
-from kmeta.server.fetcher_manager import ReplicaFetcherManager
-from kmeta.server.follower_reads import unmade_read
-from kmeta.server.isr_manager import IsrManager
+from kmeta.server.fetcher.fetcher_manager import ReplicaFetcherManager
 from kmeta.server.log_tasks import LogTasks
-from kmeta.server.partition import Partition
-from kmeta.server.purgatory import DelayedOperationPurgatory
-from kmeta.server.replica_appends import AppendResult
-from kmeta.server.replica_states import LEADER, ReplicaState, ReplicaStates
+from kmeta.server.replica import replica_appends, replica_reads
+from kmeta.server.replica.delayed_fetch import (
+    FetchCallback,
+    FetchParams,
+    FetchPartitionInfo,
+    LogReadResult,
+)
+from kmeta.server.replica.delayed_produce import DelayedProduce, ProduceCallback, ProducePending
+from kmeta.server.replica.follower_reads import unmade_read
+from kmeta.server.replica.isr_manager import IsrManager
+from kmeta.server.replica.partition import Partition
+from kmeta.server.replica.purgatory import DelayedOperationPurgatory
+from kmeta.server.replica.replica_appends import AppendResult
+from kmeta.server.replica.replica_states import LEADER, ReplicaState, ReplicaStates
 
 log = logging.getLogger("kmeta.server.replica_manager")
 
@@ -64,18 +69,18 @@ class ReplicaManager:
         self.log_tasks = LogTasks(config, self.log_manager, cache)
         self.memory_max_bytes = config.log_memory_max_bytes
         self.delayed_fetch = DelayedOperationPurgatory("fetch")
-        #: acks=-1 produces waiting for their high watermark (kmeta.server.delayed_produce)
+        #: acks=-1 produces waiting for their high watermark (kmeta.server.replica.delayed_produce)
         self.delayed_produce = DelayedOperationPurgatory("produce")
         #: the partitions appended to inside ``actions()``, whose waiting fetches are checked
-        #: at its end (kmeta.server.replica_appends); None: outside, checked at each append
+        #: at its end (kmeta.server.replica.replica_appends); None: outside, checked at each append
         self.fetch_wakes: dict[TopicPartitionKey, None] | None = None
         self._partitions: dict[TopicPartitionKey, Partition] = {}
         #: topic -> its partitions made here (what a LeaderAndIsr of the topic may change)
         self._by_topic: dict[str, set[int]] = {}
         #: this broker's epoch as the controller gave it (the broker state sets this; -1: none)
         self.broker_epoch_of: Callable[[], int] = lambda: -1
-        #: the fetchers of the partitions this broker follows (kmeta.server.fetcher_manager)
-        #: the ISR changes this broker proposes as leader (kmeta.server.isr_manager)
+        #: the fetchers of the partitions this broker follows (kmeta.server.fetcher.fetcher_manager)
+        #: the ISR changes this broker proposes as leader (kmeta.server.replica.isr_manager)
         self.isr = IsrManager(self, config.replica_lag_time_max_ms)
         self.fetchers = ReplicaFetcherManager(
             config, cache, replicas, lambda key: self.get_partition_or_error(*key)[0],
@@ -207,7 +212,7 @@ class ReplicaManager:
         produces are checked again (a leader that became follower answers them
         NOT_LEADER_OR_FOLLOWER), and each partition this broker follows is fetched from its
         leader (``ReplicaManager.makeFollowers``; its log is made when records come, unless
-        one was recovered: see :mod:`kmeta.server.follower_reads`)."""
+        one was recovered: see :mod:`kmeta.server.replica.follower_reads`)."""
         for index in list(self._by_topic.get(topic, ())):
             key = (topic, index)
             partition = self._partitions[key]
@@ -239,7 +244,7 @@ class ReplicaManager:
             except LogError:
                 log.exception("cannot delete the log of %s-%d", topic, index)
 
-    # -- appends (kmeta.server.replica_appends) ----------------------------------------------
+    # -- appends (kmeta.server.replica.replica_appends) ----------------------------------------------
     def append_records(
         self, partition: Partition, records: bytes | memoryview, acks: int, min_insync_replicas: int,
         coordinator: bool | None = None, crc_checked: bool = False,
@@ -249,7 +254,7 @@ class ReplicaManager:
         )
 
     def actions(self) -> AbstractContextManager[None]:
-        """:func:`kmeta.server.replica_appends.actions`: the appends made inside wake the
+        """:func:`kmeta.server.replica.replica_appends.actions`: the appends made inside wake the
         fetches waiting on their partitions at the end, once (Kafka's ActionQueue)."""
         return replica_appends.actions(self)
 
@@ -270,7 +275,7 @@ class ReplicaManager:
         delayed = DelayedProduce(timeout_ms, pending, self, callback)
         self.delayed_produce.try_complete_else_watch(delayed, list(pending))
 
-    # -- reads (kmeta.server.replica_reads) ---------------------------------------------------
+    # -- reads (kmeta.server.replica.replica_reads) ---------------------------------------------------
     def read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartitionInfo]) -> list[LogReadResult]:
         return replica_reads.read_from_log(self, params, partitions)
 
@@ -280,5 +285,5 @@ class ReplicaManager:
         replica_reads.fetch_messages(self, params, partitions, callback)
 
     def unmade_read(self, params: FetchParams, part: FetchPartitionInfo) -> LogReadResult | None:
-        """:func:`kmeta.server.follower_reads.unmade_read`: a follower's read of a log not made."""
+        """:func:`kmeta.server.replica.follower_reads.unmade_read`: a follower's read of a log not made."""
         return unmade_read(self, params, part)

@@ -5,7 +5,7 @@ Updated by each Fetch the follower sends (:meth:`RemoteReplica.update_fetch_stat
 the follower was caught up at the time of this fetch when it asked for everything the leader
 had, or at the time of its previous fetch when it now asks from the log end the leader had
 then. ``last_caught_up_time_ms`` is what replica.lag.time.max.ms is measured from
-(:meth:`kmeta.server.partition.Partition.maybe_shrink_isr`).
+(:meth:`kmeta.server.replica.partition.Partition.maybe_shrink_isr`).
 """
 
 from __future__ import annotations

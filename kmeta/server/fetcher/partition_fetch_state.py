@@ -3,7 +3,7 @@
 ``processPartitionData`` and its truncations): the records appended as the leader sent them,
 the high watermark and the log start following the leader's, the log cut where an epoch ends.
 
-Apart from :mod:`kmeta.server.replica_fetcher`, whose loop asks the leader and decides when
+Apart from :mod:`kmeta.server.fetcher.replica_fetcher`, whose loop asks the leader and decides when
 (retries, back-off, a partition replaced while a request was out): these functions are
 called with a partition already known current, and do not wait. The log lines keep the
 fetcher's logger, as they did when they were part of it.
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from kmeta.log.errors import LogError
 from kmeta.protocol.messages import fetch as fe
-from kmeta.server.follower_truncation import truncation_offset
+from kmeta.server.fetcher.follower_truncation import truncation_offset
 
 if TYPE_CHECKING:
-    from kmeta.server.partition import Partition
+    from kmeta.server.replica.partition import Partition
 
 #: the fetcher's logger: these lines are the fetcher's, where operators look
 log = logging.getLogger("kmeta.server.replica_fetcher")

@@ -10,8 +10,8 @@ topic ids), addressed by partition index while the indexes are dense (a dict onl
 whose indexes are not): ~33 bytes per partition, measured the same way.
 
 This module is the bookkeeping of the rows (where a partition's row is, the shared sets, the
-digest); :mod:`kmeta.server.leader_and_isr_acceptance` says which states are written,
-:mod:`kmeta.server.replica_states` is the mapping the broker reads them through.
+digest); :mod:`kmeta.server.replica.leader_and_isr_acceptance` says which states are written,
+:mod:`kmeta.server.replica.replica_states` is the mapping the broker reads them through.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ LeaderAndIsr request (see :mod:`kmeta.server.handlers.leader_and_isr`): a topic 
 the one held is INCONSISTENT_TOPIC_ID; a leader epoch not newer than the one held is
 STALE_CONTROLLER_EPOCH (Kafka answers both "older" and "same" so); replicas without this
 broker are UNKNOWN_TOPIC_OR_PARTITION; an accepted state is written to the topic's rows
-(:class:`kmeta.server.replica_columns.TopicColumns`). The rule is checked per partition by
+(:class:`kmeta.server.replica.replica_columns.TopicColumns`). The rule is checked per partition by
 :func:`refusal`, and for a whole topic sent in index order by :func:`rewrites` (at C speed).
 
 The columns are read and written directly (a state is not made per partition): a
@@ -21,7 +21,7 @@ from typing import Protocol
 
 from kmeta.metadata.partitions import iota
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.replica_columns import (
+from kmeta.server.replica.replica_columns import (
     IDX,
     KEEP_ID,
     LEADER_EPOCH,

@@ -21,12 +21,12 @@ from kmeta.metadata.cache import MetadataCache
 from kmeta.net.security.sasl_client import ClientCredential
 from kmeta.net.tls import uses_sasl, uses_tls
 from kmeta.server.config import BrokerConfig
-from kmeta.server.partition_fetch_state import PartitionFetchState
-from kmeta.server.replica_fetcher import ReplicaFetcher
-from kmeta.server.replica_states import FOLLOWER, ReplicaState, ReplicaStates
+from kmeta.server.fetcher.partition_fetch_state import PartitionFetchState
+from kmeta.server.fetcher.replica_fetcher import ReplicaFetcher
+from kmeta.server.replica.replica_states import FOLLOWER, ReplicaState, ReplicaStates
 
 if TYPE_CHECKING:
-    from kmeta.server.partition import Partition
+    from kmeta.server.replica.partition import Partition
 
 log = logging.getLogger("kmeta.server.fetcher_manager")
 

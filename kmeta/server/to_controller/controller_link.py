@@ -28,7 +28,7 @@
 * Its ``forwarding`` manager sends admin requests (CreateTopics, DeleteTopics, CreatePartitions)
   on a second connection, so a slow admin answer never delays heartbeats; client id
   ``kmeta-broker-<id>`` tells the controller which broker forwarded it, an Envelope the
-  client's principal. As Kafka's ForwardingManager (KIP-590, :mod:`kmeta.server.forwarding`):
+  client's principal. As Kafka's ForwardingManager (KIP-590, :mod:`kmeta.server.to_controller.forwarding`):
   a request that finds no active controller is held and sent when one is found, within its
   time; one whose outcome is unknown (no answer in time, connection lost after sending) is
   REQUEST_TIMED_OUT. Both connections open as :mod:`controller_connection` says.
@@ -47,17 +47,17 @@ from kmeta.net.tls import SECURITY_PROTOCOLS, uses_sasl, uses_tls
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh
-from kmeta.server.controlled_shutdown import controlled_shutdown
-from kmeta.server.controller_connection import NET_ERRORS, call, open_connection
-from kmeta.server.controller_registration import (
+from kmeta.server.state_dir import StateDir
+from kmeta.server.to_controller.controlled_shutdown import controlled_shutdown
+from kmeta.server.to_controller.controller_connection import NET_ERRORS, call, open_connection
+from kmeta.server.to_controller.controller_registration import (
     NotController,
     RegistrationRefused,
     pick_version,
     registration_request,
     topic_digests,
 )
-from kmeta.server.forwarding import ForwardingManager
-from kmeta.server.state_dir import StateDir
+from kmeta.server.to_controller.forwarding import ForwardingManager
 
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker
