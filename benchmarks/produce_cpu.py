@@ -1,7 +1,7 @@
 """data_plane.py's produce, on kmeta and librdkafka's mock alternately: wall MB/s and CPU per MB.
 
     .venv/bin/python benchmarks/produce_cpu.py [--mb 128] [--rounds 5] [--no-peer]
-        [--vs-tree DIR]
+        [--vs-tree DIR] [--pin]
 
 The same producer as ``data_plane.produce_process`` (confluent-kafka, acks=1, linger.ms 5,
 batch.size 1 MiB, 1 KiB records, 4 partitions, one broker; the same config on both sides),
@@ -23,6 +23,9 @@ time, its rounds interleaved with this tree's: a before/after of a change under 
 
 On a box whose cores the producer and the broker share, throughput ~ cores / (client + broker
 CPU per MB): the figure that says how far the broker's share can move the wall ratio.
+``--pin`` gives the producer a core of its own (CPU 0) and everything else (kmeta's daemons,
+the mock) the other (CPU 1), as a producer on a machine of its own would have; the wall MB/s
+is then the client's bound on either target, unless a server cannot keep up with it.
 Prints one JSON object: per round, medians, and the median of kmeta / mock per pair.
 """
 
@@ -65,7 +68,13 @@ class _Reporter:
         self.conn.send(result)
 
 
-def produce_marked(conn: Connection, bootstrap: str, mb: int, topic: str) -> None:
+#: --pin: the producer's CPU, and the one everything else runs on
+CLIENT_CPUS, SERVER_CPUS = {0}, {1}
+
+
+def produce_marked(conn: Connection, bootstrap: str, mb: int, topic: str, pin: bool) -> None:
+    if pin:
+        os.sched_setaffinity(0, CLIENT_CPUS)
     clock = time.perf_counter
     started = False
 
@@ -84,11 +93,11 @@ def _broker_cpu(pid: int) -> Any:
     return lambda: _task_cpu_ns(pid) / 1e9
 
 
-def produce_round(bootstrap: str, mb: int, topic: str, cpu: Any) -> dict[str, Any]:
+def produce_round(bootstrap: str, mb: int, topic: str, cpu: Any, pin: bool = False) -> dict[str, Any]:
     """One producer run; ``cpu()`` reads the broker's CPU seconds."""
     parent, child = multiprocessing.Pipe()
     proc = multiprocessing.get_context("spawn").Process(
-        target=produce_marked, args=(child, bootstrap, mb, topic)
+        target=produce_marked, args=(child, bootstrap, mb, topic, pin)
     )
     proc.start()
     try:
@@ -123,10 +132,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-peer", action="store_true", help="kmeta only")
     parser.add_argument("--vs-tree", type=Path, help="a second kmeta cluster on this tree's code")
+    parser.add_argument("--pin", action="store_true", help="the producer on CPU 0, the rest on 1")
     a = parser.parse_args()
     if a.vs_tree is not None:
         return _vs_tree(a)
     from kmeta.testing import Cluster
+
+    if a.pin:  # (inherited by the daemons and the mock started below)
+        os.sched_setaffinity(0, SERVER_CPUS)
 
     load_start = os.getloadavg()
     names = [f"{data_plane.TOPIC}-cpu-{i}" for i in range(a.rounds)]
@@ -155,9 +168,9 @@ def main() -> None:
             cluster.wait_converged()
             pid = cluster.pid("broker-1")
             for name in names:
-                kmeta.append(produce_round(cluster.bootstrap_servers, a.mb, name, _broker_cpu(pid)))
+                kmeta.append(produce_round(cluster.bootstrap_servers, a.mb, name, _broker_cpu(pid), a.pin))
                 if peer is not None:
-                    mock.append(produce_round(info["bootstrap"], a.mb, name, mock_cpu))
+                    mock.append(produce_round(info["bootstrap"], a.mb, name, mock_cpu, a.pin))
     finally:
         if peer is not None:
             parent.send("stop")
