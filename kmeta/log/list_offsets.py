@@ -1,12 +1,12 @@
 """ListOffsets on one log (Kafka's ``UnifiedLog.fetchOffsetByTimestamp``): the special targets
 answered from the offsets and the leader-epoch cache, a timestamp by a search of the
-segments' time index and then the records of one batch (:mod:`kmeta.log.records`)."""
+segments' time index and then the records of one batch (:mod:`kmeta.log.record.records`)."""
 
 from __future__ import annotations
 
-from kmeta.log.batch import NO_EPOCH, NO_TIMESTAMP
 from kmeta.log.epoch_cache import LeaderEpochFileCache
 from kmeta.log.local_log import LocalLog
+from kmeta.log.record.batch import NO_EPOCH, NO_TIMESTAMP
 
 #: ListOffsets' special targets (ListOffsetsRequest)
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP = -1, -2, -3

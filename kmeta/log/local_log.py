@@ -13,8 +13,8 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
-from kmeta.log.batch import last_offset
 from kmeta.log.errors import LogStorageError
+from kmeta.log.record.batch import last_offset
 from kmeta.log.segment import LogSegment
 from kmeta.log.stores import Buffer, FileStore, MemoryAccount, MemoryStore
 from kmeta.protocol.record_batch import BatchHeader

@@ -28,10 +28,10 @@ import shutil
 import uuid
 from collections.abc import Iterator
 
-from kmeta.log.clean_task import CleanTask
+from kmeta.log.cleaner.clean_task import CleanTask
+from kmeta.log.cleaner.log_cleaner import CleanResult, LogCleaner
 from kmeta.log.config import LogConfig
 from kmeta.log.errors import LogStorageError
-from kmeta.log.log_cleaner import CleanResult, LogCleaner
 from kmeta.log.partition_log import PartitionLog
 from kmeta.log.stores import MemoryAccount
 
@@ -177,7 +177,7 @@ class LogManager:
         return freed
 
     def plan_clean(self, now_ms: int) -> CleanTask | None:
-        """A cleaning of the compacted log most due for one (:mod:`kmeta.log.log_cleaner`);
+        """A cleaning of the compacted log most due for one (:mod:`kmeta.log.cleaner.log_cleaner`);
         None when none is. Its ``compute()`` may run anywhere; then :meth:`finish_clean`."""
         return self.cleaner.plan_filthiest(list(self._logs.values()), now_ms)
 

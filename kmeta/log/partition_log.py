@@ -18,13 +18,7 @@ import uuid
 from typing import NamedTuple
 
 from kmeta.log import checkpoints
-from kmeta.log.batch import (
-    NO_EPOCH,
-    header_at,
-    last_offset,
-)
 from kmeta.log.config import LogConfig
-from kmeta.log.control import end_txn_marker_batch
 from kmeta.log.epoch_cache import CHECKPOINT_FILE, LeaderEpochFileCache
 from kmeta.log.errors import (
     LogStorageError,
@@ -33,13 +27,19 @@ from kmeta.log.errors import (
 from kmeta.log.list_offsets import fetch_offset_by_timestamp
 from kmeta.log.local_log import LocalLog
 from kmeta.log.log_loader import recover
-from kmeta.log.log_producers import LogProducers
-from kmeta.log.producer_entry import BatchMetadata
-from kmeta.log.record_set import check_keys
+from kmeta.log.producer.log_producers import LogProducers
+from kmeta.log.producer.producer_entry import BatchMetadata
+from kmeta.log.record.batch import (
+    NO_EPOCH,
+    header_at,
+    last_offset,
+)
+from kmeta.log.record.control import end_txn_marker_batch
+from kmeta.log.record.record_set import check_keys
+from kmeta.log.record.validator import validate_leader_batch
 from kmeta.log.replica_log import ReplicaLog
 from kmeta.log.retention import LogRetention
 from kmeta.log.stores import Buffer, MemoryAccount
-from kmeta.log.validator import validate_leader_batch
 from kmeta.protocol.record_batch import BatchHeader
 
 Batches = list[tuple[int, BatchHeader]]  # (position in the bytes, header) of each batch
@@ -114,7 +114,7 @@ class PartitionLog(ReplicaLog, LogRetention):
         )
         self._log_start_offset = 0
         self._high_watermark = 0
-        #: idempotent/transactional producers and their snapshot files (kmeta.log.log_producers)
+        #: idempotent/transactional producers and their snapshot files (kmeta.log.producer.log_producers)
         self._producers = LogProducers(self.dir, self.local.ensure_dir)
         self.producer_state = self._producers.state
         #: what recovery ignored (a corrupt snapshot file): the owner logs it
@@ -170,7 +170,7 @@ class PartitionLog(ReplicaLog, LogRetention):
         coordinator: bool = False, crc_checked: bool = False,
     ) -> LogAppendInfo:  # fmt: skip
         """Append one client batch (magic 2) at the log end, checked and set as
-        :func:`~kmeta.log.validator.validate_leader_batch` says (on a compacted topic every
+        :func:`~kmeta.log.record.validator.validate_leader_batch` says (on a compacted topic every
         record needs a key); the epoch is recorded in the cache when it starts here; a producer
         id's batch passes the producer state's checks (a ``coordinator``'s, Kafka's origin
         COORDINATOR, only its epoch and transaction's), a retry answered with the original's

@@ -3,7 +3,7 @@
 ``truncateTo``, ``truncateFullyAndStartAt`` and the leader-epoch queries of KIP-101/279):
 a follower appends the leader's batches as they are, asks the leader where an epoch ended
 (OffsetForLeaderEpoch, answered here from the epoch cache) and cuts its log there; the
-producer state follows the cut (:meth:`kmeta.log.log_producers.LogProducers.truncated`).
+producer state follows the cut (:meth:`kmeta.log.producer.log_producers.LogProducers.truncated`).
 
 A mixin: its methods use the log's segments, epoch cache, offsets and ``_store``, as
 :class:`_Log` says, and keep PartitionLog's invariants (whatever raises leaves the log as it
@@ -14,14 +14,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from kmeta.log.batch import walk_batches
 from kmeta.log.errors import OffsetOutOfRangeError
+from kmeta.log.record.batch import walk_batches
 
 if TYPE_CHECKING:
     from kmeta.log.epoch_cache import LeaderEpochFileCache
     from kmeta.log.local_log import LocalLog
-    from kmeta.log.log_producers import LogProducers
     from kmeta.log.partition_log import LogAppendInfo
+    from kmeta.log.producer.log_producers import LogProducers
     from kmeta.log.stores import Buffer
     from kmeta.protocol.record_batch import BatchHeader
 

@@ -18,7 +18,7 @@ from kmeta.log.segment import LogSegment
 
 if TYPE_CHECKING:
     from kmeta.log.local_log import LocalLog
-    from kmeta.log.log_producers import LogProducers
+    from kmeta.log.producer.log_producers import LogProducers
 
 Rule = Callable[[LogSegment, LogSegment | None], bool]
 

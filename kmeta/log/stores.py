@@ -9,8 +9,8 @@ import errno
 import os
 from collections.abc import Callable, Sequence
 
-from kmeta.log.batch import HEADER
 from kmeta.log.errors import LogStorageError
+from kmeta.log.record.batch import HEADER
 from kmeta.protocol.record_batch import BatchHeader
 
 Buffer = bytes | bytearray | memoryview

@@ -131,7 +131,7 @@ class BrokerConfig:
     #: transaction) is forgotten by the partitions it wrote to, checked with retention
     producer_id_expiration_ms: int = 86_400_000
     #: log.cleaner.enable: compact the logs whose cleanup.policy has "compact"
-    #: (kmeta.log.log_cleaner); off, compacted topics keep every record
+    #: (kmeta.log.cleaner.log_cleaner); off, compacted topics keep every record
     log_cleaner_enable: bool = True
     #: log.cleaner.backoff.ms: how long the cleaner sleeps when no log is due for a cleaning
     log_cleaner_backoff_ms: int = 15_000

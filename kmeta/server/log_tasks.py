@@ -7,7 +7,7 @@ cleaner thread, and ``ReplicaManager``'s producer expiration check), a part of
   then ``producer.id.expiration.ms`` forgets the producers idle that long.
 * The log cleaner (``log_cleaner_enable``, Kafka's cleaner thread) compacts one due log at a
   time: planned and installed on the loop, the cleaned bytes computed in a worker thread
-  (kmeta.log.clean_task), so a large cleaning does not stall requests; it looks again
+  (kmeta.log.cleaner.clean_task), so a large cleaning does not stall requests; it looks again
   ``log_cleaner_backoff_ms`` later when no log is due.
   Both first bring every log's config up to the metadata's topic configs, so a follower's log
   or one recovered but not yet served keeps its cleanup.policy (a compacted log is never
@@ -22,11 +22,11 @@ import logging
 import time
 from collections.abc import Mapping
 
-from kmeta.log.clean_task import CleaningCancelled, CleanTask
+from kmeta.log.cleaner.clean_task import CleaningCancelled, CleanTask
 from kmeta.log.config import LogConfig
 from kmeta.log.errors import LogError, LogStorageError
 from kmeta.log.log_manager import LogManager
-from kmeta.log.record_set import RecordFormatError
+from kmeta.log.record.record_set import RecordFormatError
 from kmeta.metadata.cache import MetadataCache
 from kmeta.server.config import BrokerConfig
 

@@ -27,7 +27,7 @@ Read at scrape time from the current snapshot (nothing is counted on the request
   ``kmeta_broker_replica_fetchers`` (one per leader broker followed).
 * consumer lag (issue 31) of the groups this broker coordinates, per group / topic / partition:
   ``kmeta_broker_group_committed_offset`` and ``kmeta_broker_group_lag`` (the local replica's
-  high watermark minus the committed offset, :mod:`kmeta.server.group.offsets_lag` says why),
+  high watermark minus the committed offset, :mod:`kmeta.server.group.offsets.offsets_lag` says why),
   and ``kmeta_broker_group_lag_unknown_partitions`` (committed partitions with no replica here).
 """
 
@@ -41,7 +41,7 @@ from prometheus_client.registry import Collector
 
 from kmeta.net.metrics import DaemonMetrics, plain_histogram_family
 from kmeta.net.metrics_http import MetricsServer
-from kmeta.server.group.offsets_lag import group_lags
+from kmeta.server.group.offsets.offsets_lag import group_lags
 
 if TYPE_CHECKING:
     from kmeta.server.broker import Broker

@@ -27,7 +27,7 @@ with warnings.catch_warnings():  # kafka-python uses importlib.resources' legacy
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.admin import KafkaAdminClient
 
-from kmeta.server.group.offset_records import decode_key, record_key_version
+from kmeta.server.group.offsets.offset_records import decode_key, record_key_version
 from kmeta.testing import Cluster
 from tests.e2e.test_group_offsets import _coordinator
 

@@ -25,7 +25,7 @@ with warnings.catch_warnings():
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from benchmarks.durability import await_new_leader, consume_all, leader_of
-from kmeta.log.batch import header_at
+from kmeta.log.record.batch import header_at
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import produce as pr

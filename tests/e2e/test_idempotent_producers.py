@@ -29,7 +29,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from kmeta.log.batch import headers
+from kmeta.log.record.batch import headers
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import init_producer_id as ip
 from kmeta.testing import Cluster

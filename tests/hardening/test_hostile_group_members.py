@@ -21,7 +21,7 @@ from kmeta.protocol.messages import heartbeat as hb
 from kmeta.protocol.messages import join_group as jg
 from kmeta.protocol.messages import sync_group as sg
 from kmeta.server.coordinator.runtime import partition_for
-from kmeta.server.group.classic import ClassicGroup
+from kmeta.server.group.classic.classic import ClassicGroup
 from tests.server.coordinator_broker import PARTITIONS, Harness, coordinator_broker
 from tests.server.helpers import PLAINTEXT
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kmeta.log import InvalidRecordError, LogConfig, LogManager, LogStorageError
-from kmeta.log.log_cleaner import LogCleaner
-from kmeta.log.record_set import DELETE_HORIZON_MASK
+from kmeta.log.cleaner.log_cleaner import LogCleaner
+from kmeta.log.record.record_set import DELETE_HORIZON_MASK
 from tests.log.cleaner_helpers import contents, keyed, marker, put
 from tests.log.conftest import Make
 from tests.log.helpers import GZIP, LZ4, SNAPPY, batch, everything, parse

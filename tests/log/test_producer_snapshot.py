@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from kmeta.log import LogConfig, LogManager, PartitionLog
-from kmeta.log.producer_entry import ProducerStateEntry
-from kmeta.log.producer_snapshot import (
+from kmeta.log.producer.producer_entry import ProducerStateEntry
+from kmeta.log.producer.producer_snapshot import (
     CorruptSnapshotError,
     ProducerSnapshotFiles,
     decode,

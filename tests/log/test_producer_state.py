@@ -14,10 +14,10 @@ with warnings.catch_warnings():
     from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from kmeta.log import LogConfig, LogError, LogManager, PartitionLog
-from kmeta.log.batch import header_at
-from kmeta.log.control import end_txn_marker_batch, read_end_txn_marker
-from kmeta.log.producer_entry import INT32_MAX, last_sequence
-from kmeta.log.producer_state import AbortedTxn, ProducerStateManager
+from kmeta.log.producer.producer_entry import INT32_MAX, last_sequence
+from kmeta.log.producer.producer_state import AbortedTxn, ProducerStateManager
+from kmeta.log.record.batch import header_at
+from kmeta.log.record.control import end_txn_marker_batch, read_end_txn_marker
 from kmeta.protocol.errors import ErrorCode
 from tests.log.conftest import Make
 from tests.log.helpers import batch as plain

@@ -5,7 +5,7 @@ epoch: no transaction end to replay) and a tombstone batch carrying a delete hor
 from __future__ import annotations
 
 from kmeta.log import LogConfig, LogManager
-from kmeta.log.log_cleaner import LogCleaner
+from kmeta.log.cleaner.log_cleaner import LogCleaner
 from kmeta.server.coordinator.records import ControlMarker, DataRecord, encode_batch, read_entries
 from tests.log.cleaner_helpers import marker, put
 from tests.log.helpers import everything, parse

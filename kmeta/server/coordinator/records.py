@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple, TypeAlias
 
-from kmeta.log.batch import COMPRESSION_MASK, header_at, last_offset
+from kmeta.log.record.batch import COMPRESSION_MASK, header_at, last_offset
 from kmeta.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchHeader, crc32c
 
 #: (key, value); value None is a tombstone

@@ -8,11 +8,11 @@ from typing import Any
 from kmeta.server.config import BrokerConfig
 from kmeta.server.coordinator.coordinators import Coordinators
 from kmeta.server.coordinator.shard_context import ShardContext
-from kmeta.server.group import offsets_deletion
-from kmeta.server.group.consumer_coordinator import ConsumerGroupCoordinator
-from kmeta.server.group.consumer_heartbeat import ConsumerGroupConfig
+from kmeta.server.group.consumer.consumer_coordinator import ConsumerGroupCoordinator
+from kmeta.server.group.consumer.consumer_heartbeat import ConsumerGroupConfig
 from kmeta.server.group.context import GroupConfig
-from kmeta.server.group.offsets_install import offsets_factory
+from kmeta.server.group.offsets import offsets_deletion
+from kmeta.server.group.offsets.offsets_install import offsets_factory
 from kmeta.server.group.shard import GroupCoordinatorShard
 
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.group.classic import ClassicGroup, GroupState, JoinResult, SyncResult
-from kmeta.server.group.classic_join import ClassicJoin, JoinRequest
-from kmeta.server.group.classic_sync import ClassicSync, SyncRequest
+from kmeta.server.group.classic.classic import ClassicGroup, GroupState, JoinResult, SyncResult
+from kmeta.server.group.classic.classic_join import ClassicJoin, JoinRequest
+from kmeta.server.group.classic.classic_sync import ClassicSync, SyncRequest
+from kmeta.server.group.classic.rebalance import Rebalancer
 from kmeta.server.group.context import Group, Record, ShardContext
-from kmeta.server.group.rebalance import Rebalancer
 from kmeta.server.group.records import (
     group_metadata_key,
     read_group_metadata_key,

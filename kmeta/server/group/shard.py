@@ -27,7 +27,7 @@ OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
 
 
 class OffsetsReplayer(Protocol):
-    """The offsets' OffsetMetadataManager as this shard drives it (kmeta.server.group.offsets)."""
+    """The offsets' OffsetMetadataManager as this shard drives it (kmeta.server.group.offsets.offsets)."""
 
     def replay(self, offset: int, producer_id: int, producer_epoch: int, key: bytes, value: bytes | None) -> None: ...
 

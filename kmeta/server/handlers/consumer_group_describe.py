@@ -26,7 +26,7 @@ from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, authorizer_of
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import consumer_group_describe as cgd
-from kmeta.server.group.consumer_coordinator import coordinator_for
+from kmeta.server.group.consumer.consumer_coordinator import coordinator_for
 from kmeta.server.group.lookup import group_allowed, group_operations
 from kmeta.server.state import BrokerContext, BrokerRegistry
 

@@ -8,13 +8,13 @@ Kafka 4.x broker semantics (``KafkaApis.handleConsumerGroupHeartbeat``,
 * The group's coordinator is the leader of ``__consumer_offsets`` partition
   ``abs(hash(group id)) % partitions``: elsewhere NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS
   while it loads; a failed write COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR as Kafka maps it.
-* Joins (epoch 0), heartbeats, leaves (-1, static -2) as kmeta.server.group.consumer_manager
+* Joins (epoch 0), heartbeats, leaves (-1, static -2) as kmeta.server.group.consumer.consumer_manager
   decides them: INVALID_REQUEST for a malformed request, UNSUPPORTED_ASSIGNOR,
   GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID,
   FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, each with Kafka's message. The answer goes out
   once the records it depends on are committed.
 * A v1 member subscribes by name or by SubscribedTopicRegex (RE2/J syntax, the whole topic
-  name matches: kmeta.server.group.consumer_regex; INVALID_REGULAR_EXPRESSION when it is not
+  name matches: kmeta.server.group.consumer.consumer_regex; INVALID_REGULAR_EXPRESSION when it is not
   one) and makes its own member id (KIP-1082: an empty one is INVALID_REQUEST); a v0 member
   joins with an empty member id and is given one.
 
@@ -29,8 +29,8 @@ from kmeta.net.security.authorizer import allowed, authorizer_of
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import consumer_group_heartbeat as cgh
 from kmeta.server.group.assignors import assignors
-from kmeta.server.group.consumer_coordinator import coordinator_for
-from kmeta.server.group.consumer_heartbeat import GroupError, validate
+from kmeta.server.group.consumer.consumer_coordinator import coordinator_for
+from kmeta.server.group.consumer.consumer_heartbeat import GroupError, validate
 from kmeta.server.group.lookup import group_allowed, member_client
 from kmeta.server.state import BrokerContext, BrokerRegistry
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_groups as dg
-from kmeta.server.group.classic import ClassicGroup, GroupState
+from kmeta.server.group.classic.classic import ClassicGroup, GroupState
 from kmeta.server.group.lookup import group_allowed, group_operations, group_shard
 from kmeta.server.handlers.metadata import OPERATIONS_NOT_ASKED
 from kmeta.server.state import BrokerContext, BrokerRegistry

@@ -7,7 +7,7 @@ Behaviour (Kafka 3.x ``KafkaApis.handleDescribeProducersRequest`` and
 * A partition the MetadataCache does not hold: UNKNOWN_TOPIC_OR_PARTITION.
 * A partition this broker holds no replica of: NOT_LEADER_OR_FOLLOWER (the replica manager's
   ``getPartitionOrError``); a replica held here, leader or follower, answers from its log.
-* Else the producers the partition's producer state knows (:mod:`kmeta.log.producer_state`):
+* Else the producers the partition's producer state knows (:mod:`kmeta.log.producer.producer_state`):
   id, epoch, last sequence (-1 when its epoch has no batch yet), last timestamp, the
   coordinator epoch of its last marker, and the first offset of its open transaction (-1).
 """

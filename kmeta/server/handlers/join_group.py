@@ -6,7 +6,7 @@ Kafka's ``KafkaApis.handleJoinGroupRequest`` and ``GroupCoordinatorService.joinG
   session timeout outside group.min.session.timeout.ms .. group.max.session.timeout.ms:
   INVALID_SESSION_TIMEOUT; the group's ``__consumer_offsets`` partition not led here:
   NOT_COORDINATOR (loading: COORDINATOR_LOAD_IN_PROGRESS).
-* Then the classic join (:mod:`kmeta.server.group.classic_join`): the answer waits for the
+* Then the classic join (:mod:`kmeta.server.group.classic.classic_join`): the answer waits for the
   rebalance to complete (the initial delay, the members' rebalance timeout) without holding
   up the connection's other requests.
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import join_group as jg
-from kmeta.server.group.classic import JoinResult
-from kmeta.server.group.classic_join import JoinRequest, protocols_of
+from kmeta.server.group.classic.classic import JoinResult
+from kmeta.server.group.classic.classic_join import JoinRequest, protocols_of
 from kmeta.server.group.lookup import group_allowed, group_shard, member_client
 from kmeta.server.state import BrokerContext, BrokerRegistry
 

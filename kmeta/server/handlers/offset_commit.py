@@ -8,7 +8,7 @@ Kafka 3.9 semantics (``KafkaApis.handleOffsetCommitRequest``, ``GroupCoordinator
   UNKNOWN_TOPIC_OR_PARTITION. The rest goes to the group's coordinator, the broker leading its
   ``__consumer_offsets`` partition: elsewhere NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS while
   that partition loads.
-* The group checks the commit (``kmeta.server.group.offsets_groups``): generation -1 with no
+* The group checks the commit (``kmeta.server.group.offsets.offsets_groups``): generation -1 with no
   member id commits into an empty group or one nobody joined (a standalone consumer, the admin
   client); a member commits with its generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
   FENCED_INSTANCE_ID for a static member's stale id, REBALANCE_IN_PROGRESS while the group
@@ -30,14 +30,14 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import offset_commit as oc
-from kmeta.server.group.offsets_api import (
+from kmeta.server.group.offsets.offsets_api import (
     answers_in_order,
     commit_offsets,
     filter_topics,
     group_allowed,
 )
-from kmeta.server.group.offsets_groups import OffsetsGroup
-from kmeta.server.group.offsets_requests import CommitPartition
+from kmeta.server.group.offsets.offsets_groups import OffsetsGroup
+from kmeta.server.group.offsets.offsets_requests import CommitPartition
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 

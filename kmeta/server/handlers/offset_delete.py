@@ -19,15 +19,15 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import offset_delete as od
-from kmeta.server.group.offset_records import Record
-from kmeta.server.group.offsets_api import (
+from kmeta.server.group.offsets.offset_records import Record
+from kmeta.server.group.offsets.offsets_api import (
     OFFSET_COMMIT_TIMEOUT_S,
     answers_in_order,
     filter_topics,
     group_allowed,
     groups_runtime,
 )
-from kmeta.server.group.offsets_groups import offsets_group, offsets_of
+from kmeta.server.group.offsets.offsets_groups import offsets_group, offsets_of
 from kmeta.server.group.shard import GroupCoordinatorShard
 from kmeta.server.state import BrokerContext, BrokerRegistry
 

@@ -30,9 +30,9 @@ from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import offset_fetch as of
-from kmeta.server.group.offsets_api import group_allowed, groups_runtime
-from kmeta.server.group.offsets_groups import offsets_group, offsets_of
-from kmeta.server.group.offsets_requests import FetchedPartition, fetch_offsets
+from kmeta.server.group.offsets.offsets_api import group_allowed, groups_runtime
+from kmeta.server.group.offsets.offsets_groups import offsets_group, offsets_of
+from kmeta.server.group.offsets.offsets_requests import FetchedPartition, fetch_offsets
 from kmeta.server.group.shard import GroupCoordinatorShard
 from kmeta.server.state import BrokerContext, BrokerRegistry
 

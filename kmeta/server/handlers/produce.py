@@ -33,7 +33,7 @@ Per partition, in Kafka's order:
 * The log's append (``UnifiedLog.appendAsLeader``): the errors it raises (MESSAGE_TOO_LARGE,
   INVALID_TIMESTAMP, ...; KAFKA_STORAGE_ERROR when the write fails), nothing stored then;
   for a batch with a producer id the producer state's checks
-  (:mod:`kmeta.log.producer_state`): OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
+  (:mod:`kmeta.log.producer.producer_state`): OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
   INVALID_TXN_STATE; a retry of one of the producer's last five batches is answered NONE with
   the original's base offset (and its timestamp as log append time), nothing stored.
 * Else success: the base offset the log assigned, the log append time (-1 unless the topic's

@@ -2,7 +2,7 @@
 
 Kafka's ``KafkaApis.handleSyncGroupRequest`` and ``GroupCoordinatorService.syncGroup``: READ on
 the group, else GROUP_AUTHORIZATION_FAILED; an empty group id: INVALID_GROUP_ID; the
-coordinator errors as JoinGroup's. Then :mod:`kmeta.server.group.classic_sync`: the leader's
+coordinator errors as JoinGroup's. Then :mod:`kmeta.server.group.classic.classic_sync`: the leader's
 assignment is written to ``__consumer_offsets`` before anyone is answered; a member waits for
 it without holding up its connection's other requests.
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from kmeta.net.security.acl import AclOperation
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import sync_group as sg
-from kmeta.server.group.classic import SyncResult
-from kmeta.server.group.classic_sync import SyncRequest
+from kmeta.server.group.classic.classic import SyncResult
+from kmeta.server.group.classic.classic_sync import SyncRequest
 from kmeta.server.group.lookup import group_allowed, group_shard
 from kmeta.server.state import BrokerContext, BrokerRegistry
 

@@ -27,14 +27,14 @@ from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import txn_offset_commit as tc
-from kmeta.server.group.offsets_api import (
+from kmeta.server.group.offsets.offsets_api import (
     answers_in_order,
     commit_offsets,
     filter_topics,
     group_allowed,
 )
-from kmeta.server.group.offsets_groups import OffsetsGroup
-from kmeta.server.group.offsets_requests import CommitPartition
+from kmeta.server.group.offsets.offsets_groups import OffsetsGroup
+from kmeta.server.group.offsets.offsets_requests import CommitPartition
 from kmeta.server.state import BrokerContext, BrokerRegistry
 
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from kmeta.log.config import LogConfig
 from kmeta.log.errors import LogError
 from kmeta.log.partition_log import LogAppendInfo, PartitionLog
-from kmeta.log.producer_state import AbortedTxn
+from kmeta.log.producer.producer_state import AbortedTxn
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.replica.remote_replica import RemoteReplica
 from kmeta.server.replica.replica_states import LEADER, ReplicaState, ReplicaStates

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kmeta.log.batch import headers, last_offset
 from kmeta.log.errors import LogError, OffsetOutOfRangeError
 from kmeta.log.partition_log import PartitionLog
+from kmeta.log.record.batch import headers, last_offset
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.replica.delayed_fetch import (
     DelayedFetch,

@@ -11,9 +11,9 @@ from typing import Any
 from kmeta.metadata import MetadataCache, MetadataSnapshot
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import consumer_group_heartbeat as cgh
-from kmeta.server.group import consumer_records as rec
-from kmeta.server.group.consumer_heartbeat import ConsumerGroupConfig, Outcome
-from kmeta.server.group.consumer_manager import ConsumerGroupManager
+from kmeta.server.group.consumer import consumer_records as rec
+from kmeta.server.group.consumer.consumer_heartbeat import ConsumerGroupConfig, Outcome
+from kmeta.server.group.consumer.consumer_manager import ConsumerGroupManager
 from tests.metadata.umr import B, P, umr
 
 

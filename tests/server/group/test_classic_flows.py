@@ -9,9 +9,9 @@ import asyncio
 import pytest
 
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.group.classic import ClassicGroup, GroupState, JoinResult
-from kmeta.server.group.classic_join import JoinRequest
-from kmeta.server.group.classic_sync import SyncRequest
+from kmeta.server.group.classic.classic import ClassicGroup, GroupState, JoinResult
+from kmeta.server.group.classic.classic_join import JoinRequest
+from kmeta.server.group.classic.classic_sync import SyncRequest
 from kmeta.server.group.context import GroupConfig
 from kmeta.server.group.records import read_group_metadata_value
 from tests.server.group.memory_runtime import MemoryRuntime

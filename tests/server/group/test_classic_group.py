@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.group.classic import (
+from kmeta.server.group.classic.classic import (
     VALID_PREVIOUS,
     ClassicGroup,
     ClassicGroupMember,

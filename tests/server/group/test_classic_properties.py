@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.group.classic import ClassicGroup, GroupState
-from kmeta.server.group.classic_join import JoinRequest
-from kmeta.server.group.classic_sync import SyncRequest
+from kmeta.server.group.classic.classic import ClassicGroup, GroupState
+from kmeta.server.group.classic.classic_join import JoinRequest
+from kmeta.server.group.classic.classic_sync import SyncRequest
 from kmeta.server.group.context import GroupConfig
 from tests.server.group.memory_runtime import MemoryRuntime
 

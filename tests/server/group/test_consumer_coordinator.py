@@ -11,10 +11,10 @@ from typing import Any
 
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import consumer_group_heartbeat as cgh
-from kmeta.server.group.consumer_coordinator import ConsumerGroupCoordinator
-from kmeta.server.group.consumer_group import ConsumerGroup
-from kmeta.server.group.consumer_heartbeat import ConsumerGroupConfig, Outcome
-from kmeta.server.group.consumer_member import MemberState
+from kmeta.server.group.consumer.consumer_coordinator import ConsumerGroupCoordinator
+from kmeta.server.group.consumer.consumer_group import ConsumerGroup
+from kmeta.server.group.consumer.consumer_heartbeat import ConsumerGroupConfig, Outcome
+from kmeta.server.group.consumer.consumer_member import MemberState
 from kmeta.server.group.context import GroupConfig, Record
 from kmeta.server.group.shard import GroupCoordinatorShard
 from tests.server.group.consumer_harness import Cluster

@@ -20,7 +20,7 @@ from kmeta.protocol.messages import delete_groups as dlg
 from kmeta.protocol.messages import list_groups as lsg
 from kmeta.server.coordinator.records import DataRecord, read_entries
 from kmeta.server.coordinator.runtime import partition_for
-from kmeta.server.group import consumer_records as rec
+from kmeta.server.group.consumer import consumer_records as rec
 from tests.server.coordinator_broker import PARTITIONS, TOPIC, Harness, coordinator_broker
 from tests.server.group.test_group_apis import connect
 from tests.server.helpers import PLAINTEXT, live_broker, partition, topic_id, update_metadata

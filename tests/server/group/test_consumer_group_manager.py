@@ -8,11 +8,11 @@ from typing import Any
 
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import consumer_group_heartbeat as cgh
-from kmeta.server.group import consumer_records as rec
-from kmeta.server.group.classic import ClassicGroup, GroupState
-from kmeta.server.group.consumer_group import STABLE, ConsumerGroup
-from kmeta.server.group.consumer_manager import ConsumerGroupManager
-from kmeta.server.group.consumer_member import MemberState
+from kmeta.server.group.classic.classic import ClassicGroup, GroupState
+from kmeta.server.group.consumer import consumer_records as rec
+from kmeta.server.group.consumer.consumer_group import STABLE, ConsumerGroup
+from kmeta.server.group.consumer.consumer_manager import ConsumerGroupManager
+from kmeta.server.group.consumer.consumer_member import MemberState
 from kmeta.server.group.records import group_metadata_key
 from tests.server.group.consumer_harness import (
     Cluster,

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import consumer_group_heartbeat as cgh
-from kmeta.server.group.consumer_group import STABLE
-from kmeta.server.group.consumer_manager import ConsumerGroupManager
+from kmeta.server.group.consumer.consumer_group import STABLE
+from kmeta.server.group.consumer.consumer_manager import ConsumerGroupManager
 from tests.server.group.consumer_harness import Cluster, Consumer, Coordinator, converge, owners
 
 

@@ -8,10 +8,14 @@ import uuid
 import pytest
 
 from kmeta.protocol.errors import ErrorCode
-from kmeta.server.group import consumer_records as rec
-from kmeta.server.group.consumer_manager import ConsumerGroupManager
-from kmeta.server.group.consumer_member import ConsumerGroupMember, MemberState
-from kmeta.server.group.consumer_regex import InvalidRegexError, compile_regex, matching_topics
+from kmeta.server.group.consumer import consumer_records as rec
+from kmeta.server.group.consumer.consumer_manager import ConsumerGroupManager
+from kmeta.server.group.consumer.consumer_member import ConsumerGroupMember, MemberState
+from kmeta.server.group.consumer.consumer_regex import (
+    InvalidRegexError,
+    compile_regex,
+    matching_topics,
+)
 from tests.server.group.consumer_harness import Cluster, Coordinator
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kmeta.protocol.errors import CorruptMessageError, ErrorCode
-from kmeta.server.group.offset_records import (
+from kmeta.server.group.offsets.offset_records import (
     OffsetCommitKey,
     decode_key,
     decode_value,
@@ -14,8 +14,8 @@ from kmeta.server.group.offset_records import (
     offset_commit_tombstone,
     record_key_version,
 )
-from kmeta.server.group.offsets import OffsetMetadataManager
-from kmeta.server.group.offsets_requests import (
+from kmeta.server.group.offsets.offsets import OffsetMetadataManager
+from kmeta.server.group.offsets.offsets_requests import (
     CommitPartition,
     FetchedPartition,
     commit_offset_records,

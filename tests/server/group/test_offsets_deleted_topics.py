@@ -14,14 +14,14 @@ from click.testing import CliRunner
 from kmeta.cli.main import cli
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.coordinator.records import ControlMarker, read_entries
-from kmeta.server.group.offset_records import (
+from kmeta.server.group.offsets.offset_records import (
     decode_key,
     offset_commit_record,
     offset_commit_tombstone,
 )
-from kmeta.server.group.offsets import OffsetMetadataManager
-from kmeta.server.group.offsets_groups import offsets_of
-from kmeta.server.group.offsets_lag import group_lags
+from kmeta.server.group.offsets.offsets import OffsetMetadataManager
+from kmeta.server.group.offsets.offsets_groups import offsets_of
+from kmeta.server.group.offsets.offsets_lag import group_lags
 from kmeta.server.group.shard import GroupCoordinatorShard
 from tests.controller.helpers import wait_until
 from tests.server.coordinator_broker import PARTITIONS, TOPIC, Harness, coordinator_broker

@@ -3,11 +3,11 @@ which offsets expire, from when, and which groups go with them."""
 
 from __future__ import annotations
 
-from kmeta.server.group.classic import ClassicGroup, GroupState
+from kmeta.server.group.classic.classic import ClassicGroup, GroupState
 from kmeta.server.group.context import GroupConfig
-from kmeta.server.group.offset_records import offset_commit_record, offset_commit_tombstone
-from kmeta.server.group.offsets import OffsetMetadataManager
-from kmeta.server.group.offsets_expiry import expired_records
+from kmeta.server.group.offsets.offset_records import offset_commit_record, offset_commit_tombstone
+from kmeta.server.group.offsets.offsets import OffsetMetadataManager
+from kmeta.server.group.offsets.offsets_expiry import expired_records
 from kmeta.server.group.records import group_metadata_key
 from kmeta.server.group.shard import GroupCoordinatorShard
 from tests.server.group.memory_runtime import MemoryRuntime

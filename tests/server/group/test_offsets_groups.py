@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from kmeta.protocol.errors import ErrorCode as E
-from kmeta.server.group.offsets_groups import ClassicOffsets, SimpleGroup
+from kmeta.server.group.offsets.offsets_groups import ClassicOffsets, SimpleGroup
 
 
 def subscription(*topics: str, version: int = 1) -> bytes:
