@@ -1,4 +1,4 @@
-"""Each bulk trick of kmeta.protocol.columnar against its path without it, in-process.
+"""Each bulk trick of kmeta.protocol.codec.columnar against its path without it, in-process.
 
 A cluster of TOPICS x PARTITIONS at RF 3 assigned as the controller does (the replica order
 rotates: period 6 on 3 brokers). Each trick is timed with and without it on the path it
@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable
 
 from kmeta.metadata.cache import MetadataCache
-from kmeta.protocol import columnar, schema
+from kmeta.protocol.codec import columnar, schema
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.server.handlers import leader_and_isr, update_metadata
 from kmeta.server.handlers.metadata import topic_record

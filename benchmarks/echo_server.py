@@ -5,7 +5,7 @@ followed by the rest of the request (one write per read, like the broker), with 
 With ``reply_size`` it answers the correlation id followed by a fixed payload of that size
 instead (the floor for large answers: the kernel's copy, with nothing to build); with
 ``zero_copy`` too, it sends that payload the way the broker sends its all-topics answers
-(sendfile from a sealed memfd, :mod:`kmeta.net.zerocopy`): the floor of the kernel's work
+(sendfile from a sealed memfd, :mod:`kmeta.net.inbound.zerocopy`): the floor of the kernel's work
 for the broker's own path. Run it in its own process with :func:`serve_in_process`.
 """
 
@@ -15,7 +15,7 @@ import asyncio
 import os
 from multiprocessing.connection import Connection
 
-from kmeta.net import zerocopy
+from kmeta.net.inbound import zerocopy
 from kmeta.protocol.framing import FrameSplitter
 
 

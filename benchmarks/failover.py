@@ -41,7 +41,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kmeta.cli.zookeeper import LocalZooKeeper, free_port
+from kmeta.cli.cluster.zookeeper import LocalZooKeeper, free_port
 from kmeta.controller.quorum.election import active_controller
 
 CONTROLLERS = (3001, 3002, 3003)

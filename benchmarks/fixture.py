@@ -11,7 +11,7 @@ Each run, in this (the test's) process, interleaved so both see the same machine
   UpdateMetadata reached every broker);
 * librdkafka mock (``test.mock.num.brokers``, benchmarks/peer_mock.py): a client whose mock
   cluster answers Metadata with every broker, then the client destroyed;
-* the CPU and wall time of one ``python -c "import kmeta.cli.broker"`` (the per-daemon cost).
+* the CPU and wall time of one ``python -c "import kmeta.cli.daemons.broker"`` (the per-daemon cost).
 
 Prints one JSON object: medians, every run, and the load average beside each run (the machine
 is shared; a figure means little without it). Targets (issue 18): ready <= 1.5 s median at
@@ -90,7 +90,7 @@ def mock_run(brokers: int) -> dict[str, Any]:
 def import_cost() -> dict[str, float]:
     before = os.times()
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import kmeta.cli.broker"], check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", "import kmeta.cli.daemons.broker"], check=True, timeout=60)
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     return {"wall_s": round(time.perf_counter() - t0, 3), "cpu_s": round(cpu, 3)}

@@ -43,10 +43,10 @@ from kmeta.protocol.header import (
     encode_request_header,
     response_header_version,
 )
-from kmeta.protocol.legacy_records import Record, build_v2_batch
 from kmeta.protocol.messages import list_offsets as lo
 from kmeta.protocol.messages import produce as pr
-from kmeta.protocol.record_batch import crc32c
+from kmeta.protocol.records.legacy_records import Record, build_v2_batch
+from kmeta.protocol.records.record_batch import crc32c
 
 PARTITIONS = 4
 

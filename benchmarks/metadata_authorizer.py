@@ -27,8 +27,8 @@ import time
 import uuid
 from typing import Any
 
-from kmeta.net.server_connection import ServerConnection
-from kmeta.net.serving import ConnectionLimits, ServingInfo
+from kmeta.net.inbound.server_connection import ServerConnection
+from kmeta.net.inbound.serving import ConnectionLimits, ServingInfo
 from kmeta.protocol.framing import frame
 from kmeta.protocol.header import RequestHeader, encode_request_header
 from kmeta.protocol.messages import metadata as md

@@ -21,8 +21,8 @@ from typing import Any
 
 from kmeta.net.dispatch import HandlerRegistry
 from kmeta.net.hooks import ConnectionHooks
+from kmeta.net.inbound.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 from kmeta.net.metrics import DaemonMetrics
-from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 from kmeta.protocol.framing import frame
 from kmeta.protocol.header import RequestHeader, encode_request_header
 from kmeta.protocol.messages import metadata as md

@@ -4,7 +4,7 @@
 
 What ``produce_cpu.py`` measures through a whole cluster and a real producer, without the
 producer and the cluster beside it, so the load of a shared machine moves it less: a real
-:class:`~kmeta.net.server_connection.ServerConnection` (the registry's handlers, a broker
+:class:`~kmeta.net.inbound.server_connection.ServerConnection` (the registry's handlers, a broker
 state given its partition as the controller gives it, a file log in ``--dir``) fed 64
 Produce v10 requests of one ~1 MiB batch (1000 records of 1 KiB, as librdkafka sends them with
 ``data_plane.py``'s config), each in 256 KiB reads that are fresh ``bytes`` as uvloop hands

@@ -39,8 +39,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kmeta.log import LogConfig, PartitionLog
-from kmeta.protocol.legacy_records import Record, build_v2_batch
-from kmeta.protocol.record_batch import crc32c
+from kmeta.protocol.records.legacy_records import Record, build_v2_batch
+from kmeta.protocol.records.record_batch import crc32c
 
 
 def build(dir_path: str, a: argparse.Namespace, idempotent: bool) -> PartitionLog:

@@ -10,7 +10,7 @@ alternate kmeta and echo; the best round (the least disturbed on a shared machin
 median of each are printed as JSON, with kmeta's ratio to the echo.
 
 This is where the µs of the side-by-side benchmark that kmeta spends above the echo are made;
-``MemoPath`` (kmeta/net/memo_path.py) cites its figures.
+``MemoPath`` (kmeta/net/inbound/memo_path.py) cites its figures.
 
     .venv/bin/python benchmarks/request_path.py --depth 1 --rounds 7
 """
@@ -34,7 +34,7 @@ import metadata_load
 import peer_mock
 from echo_server import EchoProtocol
 
-from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
+from kmeta.net.inbound.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 from kmeta.server.config import BrokerConfig, ListenerSpec
 from kmeta.server.handlers import build_registry
 from kmeta.server.state import BrokerState

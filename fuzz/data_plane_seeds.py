@@ -13,7 +13,6 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kmeta.protocol.legacy_records import Record, build_v2_batch
 from kmeta.protocol.messages import delete_records as dr
 from kmeta.protocol.messages import describe_log_dirs as dld
 from kmeta.protocol.messages import fetch as fe
@@ -21,6 +20,7 @@ from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.protocol.messages import list_offsets as lo
 from kmeta.protocol.messages import offset_for_leader_epoch as ofle
 from kmeta.protocol.messages import produce as pr
+from kmeta.protocol.records.legacy_records import Record, build_v2_batch
 
 
 def seed_topic_id(topic: str) -> uuid.UUID:

@@ -29,7 +29,7 @@ from typing import Any
 from fuzz.coordinator_seeds import SESSION_MS, coordinator_frames
 from fuzz.data_plane_seeds import data_plane_frames, seed_leader_and_isr
 from kmeta.net.connection import api_of_instance
-from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
+from kmeta.net.inbound.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 from kmeta.protocol.framing import FrameSplitter, frame
 from kmeta.protocol.header import (
     RequestHeader,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from kmeta.cli.zookeeper import LocalZooKeeper
+from kmeta.cli.cluster.zookeeper import LocalZooKeeper
 
 # The suite shares a 2-core box with the daemons it starts (and in CI with the other worker's
 # Spark session): a wall-clock deadline per example or the "too slow" health check would measure
@@ -39,7 +39,7 @@ def _ours(handler: logging.Handler) -> bool:
 
 @pytest.fixture
 def restore_logging() -> Iterator[None]:
-    """For a test that sets up logging as a daemon does (kmeta.cli.logging_setup: a daemon
+    """For a test that sets up logging as a daemon does (kmeta.cli.daemons.logging_setup: a daemon
     command run in-process with CliRunner reaches it too): afterwards the root logger's
     handlers and every logger's level are as before, so later tests' captures see what they
     would see alone (a root left at INFO puts daemons' INFO lines into their caplog)."""

@@ -17,7 +17,7 @@ from collections.abc import Callable
 #: taken by some client's connection before the daemon binds it ("Address already in use").
 #: Picked at random, two test workers (pytest-xdist) seldom try the same one either. Below:
 #: ``cluster up`` plans from a base port (:data:`BASE_PORTS`); kmeta.testing's clusters draw
-#: from 10000-19999 (kmeta.cli.free_ports).
+#: from 10000-19999 (kmeta.cli.cluster.free_ports).
 _PICK_FROM = range(26_000, 32_000)
 #: the base ports of the tests' ``kmeta cluster up`` plans: each plan (brokers from +0, +100,
 #: +200, controllers from +300 and +1000) stays under 26000, apart from the ports above and

@@ -275,7 +275,7 @@ _TUPLE_ATTRS = {"count", "index"}
 
 def annotation(f: dict) -> tuple[str, str]:
     """The field's Python type and default, as source text (the schema's defaults:
-    kmeta.protocol.field_spec.type_default)."""
+    kmeta.protocol.codec.field_spec.type_default)."""
     element = f["type"].lstrip("[]")
     py = _PY_TYPES.get(element, element)
     nullable = "nullableVersions" in f
@@ -303,7 +303,7 @@ def emit_record(
         py, default = annotation(f)
         ignore = "  # type: ignore[assignment]" if snake(f["name"]) in _TUPLE_ATTRS else ""
         lines.append(f"    {snake(f['name'])}: {py} = {default}{ignore}")
-    if response is not None:  # the request names its response (kmeta.protocol.schema.Request)
+    if response is not None:  # the request names its response (kmeta.protocol.codec.schema.Request)
         # a field named ``type`` (UpdateMetadata, LeaderAndIsr) shadows the builtin in the class
         type_ = "builtins.type" if any(snake(f["name"]) == "type" for f in fields) else "type"
         lines += ["", f"    def response_class(self) -> {type_}[{response}]:", f"        return {response}"]
@@ -414,8 +414,8 @@ def main() -> None:
         text += ["import uuid"] if "uuid.UUID" in source else []
         text += ["from collections.abc import Sequence"] if "Sequence[" in source else []
         text += ["from typing import NamedTuple", "", "from kmeta.protocol.api_keys import ApiKey",
-                 f"from kmeta.protocol.schema import {imports}"]
-        text += ["from kmeta.protocol.types import ZERO_UUID"] if "ZERO_UUID" in source else []
+                 f"from kmeta.protocol.codec.schema import {imports}"]
+        text += ["from kmeta.protocol.codec.types import ZERO_UUID"] if "ZERO_UUID" in source else []
         text += typed
         text += ["", "", *body]
         (out_dir / f"{module}.py").write_text("\n".join(text) + "\n")

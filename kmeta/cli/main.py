@@ -23,13 +23,20 @@ import click
 
 from kmeta import __version__
 
-#: modules that each define ``register(group)``; listed here so `kmeta --help` shows them all
-COMMAND_MODULES: tuple[str, ...] = ("broker", "controller", "cluster", "topics", "groups", "client_cmds", "pipeline", "bench", "status", "config_cmd", "storage", "configs", "acls", "users")
-#: the module of each command name a module registers under another name than its own (a name
-#: missing here is found by importing every module; tests/cli/test_lazy_cli.py checks this)
+#: each command's module (under kmeta.cli), which defines ``register(group)``: the daemons and
+#: their flags, ``kmeta cluster up``, the admin tools, the pipeline and the benchmarks
+#: (tests/cli/test_lazy_cli.py checks that each module registers what this says it does)
 COMMAND_HOMES: dict[str, str] = {
-    "metadata": "client_cmds", "watch": "client_cmds", "config": "config_cmd",
+    "broker": "daemons.broker", "controller": "daemons.controller",
+    "config": "daemons.config_cmd", "storage": "daemons.storage",
+    "cluster": "cluster.cluster",
+    "topics": "admin.topics", "groups": "admin.groups", "configs": "admin.configs",
+    "acls": "admin.acls", "users": "admin.users", "status": "admin.status",
+    "metadata": "admin.client_cmds", "watch": "admin.client_cmds",
+    "pipeline": "pipeline", "bench": "bench",
 }  # fmt: skip
+#: every command module, in the order `kmeta --help` is built from
+COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMAND_HOMES.values()))
 
 
 class LazyGroup(click.Group):
@@ -80,8 +87,8 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands:
-            home = COMMAND_HOMES.get(cmd_name, cmd_name)
-            if home in COMMAND_MODULES:
+            home = COMMAND_HOMES.get(cmd_name)
+            if home is not None:
                 self._load(home)
             if cmd_name not in self.commands:
                 self._load_all()

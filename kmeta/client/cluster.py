@@ -14,9 +14,9 @@ from types import MappingProxyType
 
 from kmeta.metadata.addresses import Address
 from kmeta.metadata.model import Node, TopicPartition
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
-from kmeta.protocol.types import ZERO_UUID
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,9 +20,9 @@ from collections.abc import Callable, Set
 
 from kmeta.client.cluster import Cluster, PartitionInfo, partition_from_response
 from kmeta.metadata.model import TopicPartition
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
-from kmeta.protocol.types import ZERO_UUID
 
 #: Error codes whose Java exceptions extend ``InvalidMetadataException``: the cached metadata
 #: is stale and a refresh is due.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from kmeta.controller.channel.faults import parse_fault
 from kmeta.controller.store.zk_auth import ZkCredential
 from kmeta.metadata.addresses import parse_listener
-from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
+from kmeta.net.inbound.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
 from kmeta.net.security.sasl import MECHANISMS
 from kmeta.net.security.sasl_client import ClientCredential

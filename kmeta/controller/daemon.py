@@ -23,13 +23,13 @@ from kmeta.controller.status import ControllerCollector, controller_status
 from kmeta.controller.store.cluster_store import ClusterStore
 from kmeta.controller.store.data_dir import check_data_dir
 from kmeta.metadata.addresses import parse_listener
+from kmeta.net.inbound.memory_pool import RequestMemoryPool
+from kmeta.net.inbound.serving import ConnectionLimits
 from kmeta.net.listener import Listener
-from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.metrics import DaemonMetrics
 from kmeta.net.metrics_http import MetricsServer
 from kmeta.net.security.sasl import sasl_gate
 from kmeta.net.security.ssl_principal import mtls_gate, parse_rules
-from kmeta.net.serving import ConnectionLimits
 from kmeta.net.tls import uses_sasl, uses_tls
 
 log = logging.getLogger(__name__)

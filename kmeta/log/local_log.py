@@ -17,7 +17,7 @@ from kmeta.log.errors import LogStorageError
 from kmeta.log.record.batch import last_offset
 from kmeta.log.segment import LogSegment
 from kmeta.log.stores import Buffer, FileStore, MemoryAccount, MemoryStore
-from kmeta.protocol.record_batch import BatchHeader
+from kmeta.protocol.records.record_batch import BatchHeader
 
 _INT_MAX = (1 << 31) - 1
 Batches: TypeAlias = Sequence[tuple[int, BatchHeader]]

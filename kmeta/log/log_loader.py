@@ -22,7 +22,7 @@ from kmeta.log.epoch_cache import LeaderEpochFileCache
 from kmeta.log.errors import LogStorageError
 from kmeta.log.local_log import CLEANED_SUFFIX, LocalLog
 from kmeta.log.record.batch import NO_EPOCH, last_offset, walk_batches
-from kmeta.protocol.record_batch import BatchHeader
+from kmeta.protocol.records.record_batch import BatchHeader
 
 #: called with each recovered batch (the segment's bytes, its position, its header)
 OnBatch = Callable[[memoryview, int, BatchHeader], None]

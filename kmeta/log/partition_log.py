@@ -40,7 +40,7 @@ from kmeta.log.record.validator import validate_leader_batch
 from kmeta.log.replica_log import ReplicaLog
 from kmeta.log.retention import LogRetention
 from kmeta.log.stores import Buffer, MemoryAccount
-from kmeta.protocol.record_batch import BatchHeader
+from kmeta.protocol.records.record_batch import BatchHeader
 
 Batches = list[tuple[int, BatchHeader]]  # (position in the bytes, header) of each batch
 
@@ -175,7 +175,7 @@ class PartitionLog(ReplicaLog, LogRetention):
         id's batch passes the producer state's checks (a ``coordinator``'s, Kafka's origin
         COORDINATOR, only its epoch and transaction's), a retry answered with the original's
         offsets. Raises a LogError, nothing stored. ``crc_checked``: the caller checked these
-        immutable bytes' CRC already (:func:`~kmeta.protocol.record_batch.check_produce_records`)."""
+        immutable bytes' CRC already (:func:`~kmeta.protocol.records.record_batch.check_produce_records`)."""
         v = validate_leader_batch(
             records, self.config, self.log_end_offset, leader_epoch, now_ms, crc_checked=crc_checked
         )

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from kmeta.log.partition_log import LogAppendInfo
     from kmeta.log.producer.log_producers import LogProducers
     from kmeta.log.stores import Buffer
-    from kmeta.protocol.record_batch import BatchHeader
+    from kmeta.protocol.records.record_batch import BatchHeader
 
 
 class EpochEndOffset(NamedTuple):

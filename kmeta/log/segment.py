@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from kmeta.log.record.batch import NO_TIMESTAMP, last_offset
 from kmeta.log.record.records import first_at_or_after
 from kmeta.log.stores import Buffer, FileStore, MemoryStore
-from kmeta.protocol.record_batch import LOG_OVERHEAD, BatchHeader
+from kmeta.protocol.records.record_batch import LOG_OVERHEAD, BatchHeader
 
 Store = MemoryStore | FileStore
 #: orders appends across every log of the process: a memory cap drops the segment whose last

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from kmeta.log.errors import LogStorageError
 from kmeta.log.record.batch import HEADER
-from kmeta.protocol.record_batch import BatchHeader
+from kmeta.protocol.records.record_batch import BatchHeader
 
 Buffer = bytes | bytearray | memoryview
 

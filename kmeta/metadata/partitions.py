@@ -24,7 +24,7 @@ from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence, Va
 from typing import Any, Protocol, TypeVar, overload
 
 from kmeta.metadata.model import PartitionState
-from kmeta.protocol import columnar
+from kmeta.protocol.codec import columnar
 
 #: int32 per partition: index, controller epoch, leader, leader epoch, zk version, isr,
 #: replicas and offline replicas (the last three: positions in the topic's ``sets``)
@@ -127,7 +127,7 @@ class TopicPartitions(Mapping[int, PartitionState]):
         """The smallest P such that partition p holds the values of partition p mod P for
         every p (but for its index), when the rows are partitions 0..n-1 in order; None when
         not so. (As the controller assigns them, a topic's partitions repeat every few: 6 on
-        3 brokers.) :func:`kmeta.protocol.columnar.period` over the rows, the index blanked."""
+        3 brokers.) :func:`kmeta.protocol.codec.columnar.period` over the rows, the index blanked."""
         if self._rows is not None or not len(self):
             return None
         size = self._data.itemsize

@@ -27,13 +27,13 @@ from kmeta.metadata.cowmap import DELETED, CowMap, _Deleted
 from kmeta.metadata.model import LEADER_DURING_DELETE, TopicPartition
 from kmeta.metadata.partitions import TopicBuilder, TopicPartitions
 from kmeta.metadata.snapshot import MetadataSnapshot, TopicNames
+from kmeta.protocol.codec.stream import Distinct
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.messages.update_metadata import (
     KmetaTopicConfig,
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
-from kmeta.protocol.stream import Distinct
-from kmeta.protocol.types import ZERO_UUID
 
 if TYPE_CHECKING:
     from kmeta.metadata.cache import MetadataCache
@@ -76,7 +76,7 @@ class MetadataUpdate:
         configs: PushedConfigs = NOT_SENT,
     ) -> None:
         """One topic's partition states (or, as a broker reads them from the wire, their
-        distinct states: :class:`kmeta.protocol.stream.Distinct`), its id (v5+; None before
+        distinct states: :class:`kmeta.protocol.codec.stream.Distinct`), its id (v5+; None before
         v7) and its pushed configs (v6+)."""
         self.topics += 1
         self.topic_names.append(name)

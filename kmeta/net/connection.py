@@ -16,6 +16,7 @@ import ssl as ssl_module
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+from kmeta.protocol.codec.schema import Message, Record, Request
 from kmeta.protocol.errors import ProtocolError
 from kmeta.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameSplitter
 from kmeta.protocol.header import (
@@ -25,9 +26,8 @@ from kmeta.protocol.header import (
     response_header_version,
 )
 from kmeta.protocol.registry import APIS, Api
-from kmeta.protocol.schema import Message, Record, Request
 
-#: the response record class a request names (kmeta.protocol.schema.Request)
+#: the response record class a request names (kmeta.protocol.codec.schema.Request)
 R = TypeVar("R", bound=Record)
 
 

@@ -37,6 +37,7 @@ from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast, overload
 
 from kmeta.net.hooks import RequestGate
 from kmeta.net.principal import ANONYMOUS, KafkaPrincipal
+from kmeta.protocol.codec.schema import Api, Record
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.header import (
     FramedResponse,
@@ -44,7 +45,6 @@ from kmeta.protocol.header import (
     framed_response,
     response_header_version,
 )
-from kmeta.protocol.schema import Api, Record
 
 
 class NoResponse:

@@ -1,6 +1,6 @@
 """Typed hooks on a server connection: how metrics, fault accounting and authentication attach.
 
-A :class:`~kmeta.net.server_connection.ServerConnection` is composed with what its listener's
+A :class:`~kmeta.net.inbound.server_connection.ServerConnection` is composed with what its listener's
 :class:`ConnectionHooks` make for it when it is accepted (as Kafka's ``KafkaChannel`` is
 composed with an authenticator, and aiohttp's client with ``TraceConfig`` signals) — nothing
 subclasses the connection or depends on the wording of its log lines.
@@ -144,7 +144,7 @@ class RequestGate(Protocol):
 
 class HookedConnection(Protocol):
     """What a hook factory and the hooks it makes may use of their connection (a
-    :class:`~kmeta.net.server_connection.ServerConnection`): who the peer is, its TLS
+    :class:`~kmeta.net.inbound.server_connection.ServerConnection`): who the peer is, its TLS
     session, the principal the gate sets, the raw-frame mode of SaslHandshake v0 and a
     graceful close. Typed here, below the connection, so the hooks need not import it."""
 

@@ -24,12 +24,12 @@ import ssl as ssl_module
 from collections import Counter
 from typing import Generic
 
-from kmeta.net import zerocopy
 from kmeta.net.dispatch import HandlerRegistry, S
 from kmeta.net.hooks import NO_HOOKS, ConnectionHooks
-from kmeta.net.memory_pool import RequestMemoryPool
-from kmeta.net.server_connection import ServerConnection
-from kmeta.net.serving import ConnectionLimits, ServingInfo
+from kmeta.net.inbound import zerocopy
+from kmeta.net.inbound.memory_pool import RequestMemoryPool
+from kmeta.net.inbound.server_connection import ServerConnection
+from kmeta.net.inbound.serving import ConnectionLimits, ServingInfo
 
 log = logging.getLogger("kmeta.net.listener")
 

@@ -41,8 +41,8 @@ from prometheus_client.registry import Collector
 
 from kmeta.net.dispatch import S
 from kmeta.net.hooks import FaultKind, HookedConnection
+from kmeta.net.inbound.memory_pool import RequestMemoryPool
 from kmeta.net.listener import Listener
-from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.registry import api_for
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kmeta.protocol.codegen import read_uvarint, uvarint_bytes
+from kmeta.protocol.codec.codegen import read_uvarint, uvarint_bytes
 from kmeta.protocol.errors import CorruptMessageError
 
 USER_TYPE = "User"

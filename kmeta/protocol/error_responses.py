@@ -11,6 +11,8 @@ from collections.abc import Callable
 from typing import Any, TypeAlias, TypeVar
 
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.codec.schema import Record
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_configs as ac
 from kmeta.protocol.messages import alter_partition_reassignments as apr
@@ -23,8 +25,6 @@ from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import elect_leaders as el
 from kmeta.protocol.messages import incremental_alter_configs as iac
 from kmeta.protocol.messages import list_partition_reassignments as lpr
-from kmeta.protocol.schema import Record
-from kmeta.protocol.types import ZERO_UUID
 
 Req = TypeVar("Req", bound=Record)
 Resp = TypeVar("Resp", bound=Record)

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from kmeta.protocol.api_keys import ApiKey
-from kmeta.protocol.codegen import read_uvarint
+from kmeta.protocol.codec.codegen import read_uvarint
+from kmeta.protocol.codec.types import KString
 from kmeta.protocol.errors import CorruptMessageError, UnsupportedVersionError
 from kmeta.protocol.registry import api_for
-from kmeta.protocol.types import KString
 
 _HEAD = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")

@@ -10,9 +10,9 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from kmeta.protocol.codec.schema import Api, Message, Record
 from kmeta.protocol.errors import UnsupportedVersionError
 from kmeta.protocol.messages import api_versions
-from kmeta.protocol.schema import Api, Message, Record
 
 __all__ = ["APIS", "Api", "api_for", "api_of", "common_versions", "highest_common", "peer_versions"]
 

@@ -27,13 +27,13 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from kmeta.metadata.cache import MetadataCache
+from kmeta.net.inbound.memory_pool import RequestMemoryPool
+from kmeta.net.inbound.serving import ConnectionLimits
 from kmeta.net.listener import Listener
-from kmeta.net.memory_pool import RequestMemoryPool
 from kmeta.net.metrics import DaemonMetrics
 from kmeta.net.metrics_http import MetricsServer
 from kmeta.net.security.sasl import sasl_gate
 from kmeta.net.security.ssl_principal import mtls_gate, parse_rules
-from kmeta.net.serving import ConnectionLimits
 from kmeta.net.tls import uses_sasl, uses_tls
 from kmeta.server.config import BrokerConfig
 from kmeta.server.handlers import build_registry

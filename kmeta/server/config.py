@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kmeta.metadata.addresses import Address, parse_listener
-from kmeta.net.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
+from kmeta.net.inbound.memory_pool import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from kmeta.net.security.authorizer import NO_AUTHORIZER, AuthorizerConfig
 from kmeta.net.security.sasl import MECHANISMS
 from kmeta.net.security.sasl_client import ClientCredential

@@ -3,7 +3,7 @@
 The registry's ``decode`` hook of UpdateMetadata and LeaderAndIsr (v5+ / v2+... whatever has
 the ``topic_states`` array on the wire) returns one of these instead of the decoded request:
 the fields before the topic states are read (enough to fence it), the topic states are read
-one at a time while the handler applies them (:meth:`kmeta.protocol.schema.Message.stream`),
+one at a time while the handler applies them (:meth:`kmeta.protocol.codec.schema.Message.stream`),
 and the fields after them last. A body under :data:`SYNC_BELOW_BYTES` is still read and
 applied at once inside the handler; a larger one in steps of at most :data:`STEP_S` that yield
 the event loop (one topic is never split), queued behind the broker's
@@ -16,8 +16,8 @@ import asyncio
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, Generic, Protocol, TypeVar, cast
 
-from kmeta.protocol.schema import Message, Record
-from kmeta.protocol.stream import Stream
+from kmeta.protocol.codec.schema import Message, Record
+from kmeta.protocol.codec.stream import Stream
 
 #: a body at least this large is applied in steps that yield to the event loop
 SYNC_BELOW_BYTES = 256 * 1024

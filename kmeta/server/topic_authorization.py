@@ -10,8 +10,8 @@ from typing import Protocol, TypeVar
 
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, cluster_allowed
+from kmeta.protocol.codec.schema import Record
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.schema import Record
 from kmeta.server.state import BrokerContext
 from kmeta.server.to_controller.forwarding import forward
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import signal
 
-from kmeta.cli.launch import DaemonExited
+from kmeta.cli.cluster.launch import DaemonExited
 from kmeta.testing.controllers import ClusterControllers
 from kmeta.testing.processes import ClusterProcesses
 

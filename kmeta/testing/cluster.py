@@ -1,7 +1,7 @@
 """``kmeta.testing.Cluster``: a real kmeta cluster as a handle a test can hold.
 
 A controller (or a quorum on a local ZooKeeper) and N brokers start as processes of their own,
-built by the same code as ``kmeta cluster up`` (:mod:`kmeta.cli.cluster_config`, :mod:`kmeta.cli.launch`),
+built by the same code as ``kmeta cluster up`` (:mod:`kmeta.cli.cluster.cluster_config`, :mod:`kmeta.cli.cluster.launch`),
 on ports the OS picked on loopback, in a new temporary data dir; leaving the context manager
 kills them all and removes the dir. docs/testing.md says what each option does and which Kafka
 event each method imitates.
@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from types import MethodType, TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, cast, overload
 
-from kmeta.cli.cluster_config import ClusterConfig
+from kmeta.cli.cluster.cluster_config import ClusterConfig
 from kmeta.net.tls import TlsConfig
 from kmeta.testing import requests
 from kmeta.testing.admin import ClusterAdmin

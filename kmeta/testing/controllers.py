@@ -4,7 +4,7 @@ With ``controllers=N`` (N > 1) the cluster runs what ``kmeta cluster up --contro
 a local ZooKeeper server (data in the cluster's data dir), controllers 3001..300N on it (one
 active, the others standing by), and brokers given every controller's endpoint. The active
 one is what ZooKeeper's ``/controller`` names, read as ``kmeta status --zookeeper`` reads it
-(:func:`kmeta.cli.status.from_zookeeper`). :class:`ClusterControllers` is the part of the handle
+(:func:`kmeta.cli.admin.status.from_zookeeper`). :class:`ClusterControllers` is the part of the handle
 that finds, stops and starts them, on the daemons of its :class:`ClusterProcesses`; the
 handle's controller methods act on the active controller unless told a node id (see
 docs/testing.md for the Kafka event each imitates).
@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from kmeta.cli.status import from_zookeeper
+from kmeta.cli.admin.status import from_zookeeper
 from kmeta.testing.layout import SINGLE_CONTROLLER_ID
 from kmeta.testing.processes import ClusterProcesses
 

@@ -1,7 +1,7 @@
 """The faults of a :class:`kmeta.testing.Cluster`: the controller's updates to a broker delayed,
 dropped or paused.
 
-The controllers apply them (``--fault-file``, :mod:`kmeta.cli.cluster_config`): the file is read
+The controllers apply them (``--fault-file``, :mod:`kmeta.cli.cluster.cluster_config`): the file is read
 at start (a standby: when elected) and on SIGHUP by the active controller, which lists what it
 applied in its ``/status``. :class:`ClusterFaults` is the part of the handle that writes the file
 and waits until the active controller applied it.

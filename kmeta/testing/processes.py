@@ -1,7 +1,7 @@
 """The processes of a :class:`kmeta.testing.Cluster`: started, signalled, logged, cleaned up.
 
 :class:`ClusterProcesses` owns one cluster's data dir and daemons (``python -m kmeta ...`` with
-the argv of :mod:`kmeta.cli.cluster_config`, started by :mod:`kmeta.cli.launch` as ``kmeta cluster
+the argv of :mod:`kmeta.cli.cluster.cluster_config`, started by :mod:`kmeta.cli.cluster.launch` as ``kmeta cluster
 up`` does; their names and node ids are its :class:`~kmeta.testing.layout.ClusterLayout`) and
 knows where everything listens; it is one part of the handle (:class:`~kmeta.testing.Cluster`),
 next to its controllers, faults and admin requests. A daemon that lost the race for an
@@ -26,15 +26,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kmeta.cli.cluster_config import (
+from kmeta.cli.cluster.cluster_config import (
     ADMIN_USER,
     ClusterConfig,
     broker_argv,
     controller_argv,
     credential_of,
 )
-from kmeta.cli.launch import DaemonExited, Ports, await_serving, spawn
-from kmeta.cli.zookeeper import LocalZooKeeper
+from kmeta.cli.cluster.launch import DaemonExited, Ports, await_serving, spawn
+from kmeta.cli.cluster.zookeeper import LocalZooKeeper
 from kmeta.controller.store.zk_auth import ZkCredential
 from kmeta.metadata.addresses import Address
 from kmeta.net.security.sasl_client import ClientCredential, read_credential_file

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kmeta.cli.topics import TIMEOUT_MS as ADMIN_TIMEOUT_MS
-from kmeta.cli.topics import create_topic_request
+from kmeta.cli.admin.topics import TIMEOUT_MS as ADMIN_TIMEOUT_MS
+from kmeta.cli.admin.topics import create_topic_request
 from kmeta.metadata.addresses import Address
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.security.sasl_client import ClientCredential, authenticate
+from kmeta.protocol.codec.schema import Record, Request
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_partition_reassignments as apr
 from kmeta.protocol.messages import create_partitions as cp
@@ -28,7 +29,6 @@ from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import elect_leaders as el
 from kmeta.protocol.messages import list_partition_reassignments as lpr
 from kmeta.protocol.messages import metadata as md
-from kmeta.protocol.schema import Record, Request
 
 #: the response record a request names
 R = TypeVar("R", bound=Record)

@@ -13,8 +13,8 @@ import pytest
 import run
 import side_by_side
 
-from kmeta.net import zerocopy
 from kmeta.net.connection import KafkaConnection
+from kmeta.net.inbound import zerocopy
 from kmeta.protocol.messages import metadata as md
 
 

@@ -17,8 +17,8 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from kmeta.cli.cluster_quorum import RestartPolicy
-from kmeta.cli.zookeeper import ZOOKEEPER_JAR
+from kmeta.cli.cluster.cluster_quorum import RestartPolicy
+from kmeta.cli.cluster.zookeeper import ZOOKEEPER_JAR
 from kmeta.controller.quorum.election import active_controller
 from kmeta.controller.store import zk_auth
 from kmeta.controller.store.zk_auth import read_zk_credential

@@ -1,4 +1,4 @@
-"""kmeta.cli.free_ports: test clusters' ports come from below the ephemeral range, one slice per
+"""kmeta.cli.cluster.free_ports: test clusters' ports come from below the ephemeral range, one slice per
 pytest-xdist worker, in turn, skipping what is taken; Ports.free draws from it."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from kmeta.cli.free_ports import PORT_RANGE, PortDraw
-from kmeta.cli.launch import Ports
+from kmeta.cli.cluster.free_ports import PORT_RANGE, PortDraw
+from kmeta.cli.cluster.launch import Ports
 
 
 def _ephemeral_low() -> int:

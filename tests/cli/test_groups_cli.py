@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner, Result
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kmeta.cli.groups import table
-from kmeta.cli.groups_client import assignment_partitions
+from kmeta.cli.admin.groups import table
+from kmeta.cli.admin.groups_client import assignment_partitions
 from kmeta.cli.main import cli
 from kmeta.testing import Cluster
 
@@ -148,8 +148,8 @@ def test_table_and_assignment_parsing() -> None:
 
 
 def test_the_broker_offsets_flags_default_to_kafkas() -> None:
-    from kmeta.cli.broker import broker_command
-    from kmeta.cli.offsets_options import offsets_fields
+    from kmeta.cli.daemons.broker import broker_command
+    from kmeta.cli.daemons.offsets_options import offsets_fields
     from kmeta.server.config import BrokerConfig
 
     ctx = broker_command.make_context("broker", ["--broker-id", "1", "--listeners", "PLAINTEXT://127.0.0.1:0"])

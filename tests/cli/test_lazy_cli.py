@@ -17,7 +17,7 @@ def test_each_command_is_found_in_its_home_module() -> None:
         alone = click.Group()
         importlib.import_module(f"kmeta.cli.{module}").register(alone)
         for name in alone.commands:
-            assert COMMAND_HOMES.get(name, name) == module, f"{name} lives in {module}"
+            assert COMMAND_HOMES[name] == module, f"{name} lives in {module}"
 
 
 def test_help_lists_every_command_and_unknown_ones_are_usage_errors() -> None:
@@ -40,7 +40,7 @@ def test_a_daemon_command_imports_only_its_own_module() -> None:
         "import kmeta.cli.main as m\n"
         "try:\n    m.main()\nexcept SystemExit:\n    pass\n"
         "print(sorted(k for k in sys.modules if k.startswith(('kmeta.controller', "
-        "'kmeta.pipeline', 'kmeta.client', 'kmeta.cli.bench', 'kmeta.cli.topics', 'rich'))))\n"
+        "'kmeta.pipeline', 'kmeta.client', 'kmeta.cli.bench', 'kmeta.cli.admin.topics', 'rich'))))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kmeta.cli.broker import broker_command
-from kmeta.cli.config_sources import effective_config
-from kmeta.cli.logging_setup import parse_levels, setup_logging
+from kmeta.cli.daemons.broker import broker_command
+from kmeta.cli.daemons.config_sources import effective_config
+from kmeta.cli.daemons.logging_setup import parse_levels, setup_logging
 from kmeta.cli.main import cli
 from kmeta.protocol.errors import ErrorCode
 from tests.controller.observed_cluster import ObservedCluster

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kmeta.cli.zookeeper import ZOOKEEPER_JAR
+from kmeta.cli.cluster.zookeeper import ZOOKEEPER_JAR
 from tests.cli.helpers import free_base_port, wait_ready_file
 
 pytestmark = pytest.mark.e2e

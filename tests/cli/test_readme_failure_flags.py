@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kmeta.cli.broker import broker_command
-from kmeta.cli.controller import controller_command
+from kmeta.cli.daemons.broker import broker_command
+from kmeta.cli.daemons.controller import controller_command
 
 DURABILITY = Path(__file__).resolve().parents[2] / "docs" / "durability.md"
 

@@ -12,6 +12,7 @@ import pytest
 
 from kmeta.controller.channel.channel_manager import answer_error
 from kmeta.controller.status import controller_status
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh
 from kmeta.protocol.messages import broker_registration as br
@@ -22,7 +23,6 @@ from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
-from kmeta.protocol.types import ZERO_UUID
 from tests.controller.helpers import (
     create_request,
     expire_session,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kmeta.cli.cluster import cluster_id_of
+from kmeta.cli.cluster.cluster import cluster_id_of
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.daemon import ControllerDaemon
 from kmeta.net.connection import KafkaConnection

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from kmeta.cli.daemons.storage import random_cluster_id
 from kmeta.cli.main import cli
-from kmeta.cli.storage import random_cluster_id
 from kmeta.controller.store.data_dir import DataDirError, check_data_dir, read_identity
 from kmeta.controller.store.sqlite_store import ControllerStore
 from tests.cli.helpers import free_base_port

@@ -6,6 +6,7 @@ authenticator sets them)."""
 from __future__ import annotations
 
 from kmeta.net.principal import KafkaPrincipal, serialize_principal
+from kmeta.protocol.codec.schema import Record
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.header import (
     RequestHeader,
@@ -16,7 +17,6 @@ from kmeta.protocol.header import (
 from kmeta.protocol.messages import create_acls as ca
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import envelope as env
-from kmeta.protocol.schema import Record
 from tests.controller import test_acl_control_plane as control_plane
 from tests.controller.test_acl_control_plane import CLUSTER_PRINCIPAL, MALLORY, as_mallory, create
 

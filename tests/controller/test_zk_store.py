@@ -10,7 +10,7 @@ import uuid
 import pytest
 from kazoo.security import OPEN_ACL_UNSAFE
 
-from kmeta.cli.zookeeper import LocalZooKeeper
+from kmeta.cli.cluster.zookeeper import LocalZooKeeper
 from kmeta.controller.model import BrokerInfo, PartitionRegistration, TopicInfo
 from kmeta.controller.quorum.election import CONTROLLER, ControllerElection, active_controller
 from kmeta.controller.store import zk_requests

@@ -47,7 +47,7 @@ from tests.helpers import BASE_PORTS, accepts, free_port
 ADDRESS = re.compile(r"(?<=127\.0\.0\.1:)(\d+)")
 PORT_FLAG = re.compile(r"(?<=--metrics-port[ =])(\d+)")
 #: cluster up's port plan: offsets from --base-port (brokers from +0, +100, +200; controllers'
-#: metrics from +300, controllers from +1000); see kmeta.cli.launch.Ports.from_base
+#: metrics from +300, controllers from +1000); see kmeta.cli.cluster.launch.Ports.from_base
 BROKER_OFFSETS = (0, 100, 200)
 CONTROLLER_OFFSETS = (300, 1000)
 START_TIMEOUT_S = 90.0

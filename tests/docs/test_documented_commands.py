@@ -18,8 +18,8 @@ from pathlib import Path
 import click
 import pytest
 
+from kmeta.cli.cluster.zookeeper import LocalZooKeeper
 from kmeta.cli.main import cli
-from kmeta.cli.zookeeper import LocalZooKeeper
 from tests.docs.documented import Session, run_session
 from tests.docs.pages import ROOT, SHELL, blocks, commands, pages, sessions, shell_commands
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kmeta.cli.zookeeper import LocalZooKeeper
+from kmeta.cli.cluster.zookeeper import LocalZooKeeper
 from kmeta.controller.quorum.election import active_controller
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import create_topics as ct

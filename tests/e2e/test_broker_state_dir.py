@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kmeta.cli.cluster_config import cluster_id_of
+from kmeta.cli.cluster.cluster_config import cluster_id_of
 from kmeta.testing import Cluster
 
 pytestmark = pytest.mark.e2e

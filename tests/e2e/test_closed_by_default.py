@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kmeta.cli.launch import broker_ids_served
+from kmeta.cli.cluster.launch import broker_ids_served
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.security.sasl_client import (
     ClientCredential,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kmeta.cli.cluster import cluster_id_of
+from kmeta.cli.cluster.cluster import cluster_id_of
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh

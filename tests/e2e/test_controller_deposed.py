@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewPartitions, NewTopic
 
-from kmeta.cli.zookeeper import LocalZooKeeper
+from kmeta.cli.cluster.zookeeper import LocalZooKeeper
 from kmeta.controller.store.zk_requests import read_tree
 from kmeta.controller.store.zk_store import MAX_IN_FLIGHT, MAX_MULTI_OPS, ZooKeeperStore
 from kmeta.net.connection import KafkaConnection

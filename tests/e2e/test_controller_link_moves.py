@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kmeta.cli.zookeeper import LocalZooKeeper
+from kmeta.cli.cluster.zookeeper import LocalZooKeeper
 from kmeta.controller.config import ControllerConfig
 from kmeta.controller.daemon import ControllerDaemon
 from kmeta.controller.store.zk_layout import PERSISTENT_PATHS

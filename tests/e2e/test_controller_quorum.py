@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import NewTopic
 
-from kmeta.cli.zookeeper import LocalZooKeeper
+from kmeta.cli.cluster.zookeeper import LocalZooKeeper
 from tests.e2e.quorum import Quorum, create_once_answered
 from tests.helpers import wait
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException
 
-from kmeta.cli.zookeeper import LocalZooKeeper
+from kmeta.cli.cluster.zookeeper import LocalZooKeeper
 from kmeta.controller.store.zk_store import ZooKeeperStore
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.security.acl import AclBinding, AclOperation, PatternType, ResourceType

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kmeta.cli.cluster import cluster_id_of
+from kmeta.cli.cluster.cluster import cluster_id_of
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.security.sasl_client import ClientCredential, authenticate
 from kmeta.net.security.scram import MECHANISM_IDS, salted_password

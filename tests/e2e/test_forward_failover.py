@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from kmeta.cli.zookeeper import ZOOKEEPER_JAR
+from kmeta.cli.cluster.zookeeper import ZOOKEEPER_JAR
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct

@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError
 
-from kmeta.cli.zookeeper import ZOOKEEPER_JAR, LocalZooKeeper
+from kmeta.cli.cluster.zookeeper import ZOOKEEPER_JAR, LocalZooKeeper
 from kmeta.testing import Cluster
 from tests.helpers import free_ports
 

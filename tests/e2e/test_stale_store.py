@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kmeta.cli.cluster_config import controller_argv
+from kmeta.cli.cluster.cluster_config import controller_argv
 from kmeta.testing import Cluster
 
 TOPICS = [f"kept-{i:02d}" for i in range(50)]

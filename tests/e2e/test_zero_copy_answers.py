@@ -1,4 +1,4 @@
-"""All-topics Metadata answers large enough to leave by sendfile (kmeta.net.zerocopy), over
+"""All-topics Metadata answers large enough to leave by sendfile (kmeta.net.inbound.zerocopy), over
 real loopback sockets: the same bytes as the copying path, for fast and slow readers and for
 librdkafka."""
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kmeta.net import zerocopy
+from kmeta.net.inbound import zerocopy
 from kmeta.net.listener import Listener
 from kmeta.protocol.messages import metadata as md
 from kmeta.server.broker import Broker

@@ -200,7 +200,7 @@ async def test_truncated_frames_of_the_new_apis_close_only_that_connection(broke
 async def test_timestamps_out_of_the_topics_window_are_invalid_timestamp() -> None:
     import time
 
-    from kmeta.protocol.legacy_records import Record, build_v2_batch
+    from kmeta.protocol.records.legacy_records import Record, build_v2_batch
 
     window = {"message.timestamp.before.max.ms": "60000", "message.timestamp.after.max.ms": "60000"}
     async with log_broker(extra={"windowed": window}) as b:

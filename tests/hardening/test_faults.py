@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from kmeta.cli.cluster import ClusterConfig, controller_argv
+from kmeta.cli.cluster.cluster import ClusterConfig, controller_argv
 from kmeta.cli.main import cli
 from kmeta.controller.channel.faults import Fault, FaultInjector, parse_fault
 from kmeta.controller.config import ControllerConfig

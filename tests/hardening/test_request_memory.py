@@ -252,9 +252,9 @@ def test_the_cap_must_hold_one_frame() -> None:
 
 
 def test_the_flag_comes_from_the_command_line_env_or_toml_and_is_checked(tmp_path: Path) -> None:
-    from kmeta.cli.broker import broker_command
-    from kmeta.cli.config_sources import effective_config
-    from kmeta.cli.controller import controller_command
+    from kmeta.cli.daemons.broker import broker_command
+    from kmeta.cli.daemons.config_sources import effective_config
+    from kmeta.cli.daemons.controller import controller_command
 
     def value(command: click.Command, argv: list[str]) -> tuple[object, str]:
         row = next(r for r in effective_config(command, argv) if r["name"] == "queued_max_request_bytes")

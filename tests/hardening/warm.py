@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 WARM_START = (
-    "import sys, uvloop, kmeta.cli.main as cli, kmeta.cli.broker, kmeta.cli.controller\n"
+    "import sys, uvloop, kmeta.cli.main as cli, kmeta.cli.daemons.broker, kmeta.cli.daemons.controller\n"
     "if sys.stdin.readline().strip() == 'go':\n"
     "    cli.main()\n"
 )

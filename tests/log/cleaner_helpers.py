@@ -12,7 +12,7 @@ with warnings.catch_warnings():
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kmeta.log import PartitionLog
-from kmeta.protocol.record_batch import crc32c
+from kmeta.protocol.records.record_batch import crc32c
 from tests.log.helpers import parse
 
 KV = tuple[bytes | None, bytes | None]

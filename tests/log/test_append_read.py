@@ -16,7 +16,7 @@ from kmeta.log import (
     RecordTooLargeError,
 )
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.record_batch import crc32c
+from kmeta.protocol.records.record_batch import crc32c
 from tests.log.conftest import Make
 from tests.log.helpers import append_n, batch, everything, parse, sized
 

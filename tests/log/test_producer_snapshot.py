@@ -22,7 +22,7 @@ from kmeta.log.producer.producer_snapshot import (
     snapshot_file_name,
 )
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.record_batch import crc32c
+from kmeta.protocol.records.record_batch import crc32c
 from tests.log.helpers import batch as plain
 from tests.log.test_producer_state import PID, error_of, idem, marker
 

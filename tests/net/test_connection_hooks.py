@@ -11,9 +11,9 @@ import pytest
 from kmeta.net import api_versions as api_versions_handler
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.hooks import ConnectionHooks, FaultKind
+from kmeta.net.inbound.server_connection import ServerConnection
 from kmeta.net.listener import Listener
 from kmeta.net.principal import ANONYMOUS, KafkaPrincipal
-from kmeta.net.server_connection import ServerConnection
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.messages import metadata as md

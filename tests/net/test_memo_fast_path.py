@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kmeta.net.dispatch import Answer, AnswerMemo, HandlerRegistry, RequestContext
-from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
+from kmeta.net.inbound.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.framing import FrameSplitter
 from kmeta.protocol.header import RequestHeader, encode_request_header

@@ -10,8 +10,8 @@ import pytest
 from kmeta.net import api_versions as api_versions_handler
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.dispatch import HandlerRegistry, RequestContext
+from kmeta.net.inbound.server_connection import ConnectionLimits
 from kmeta.net.listener import Listener
-from kmeta.net.server_connection import ConnectionLimits
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import api_versions as av

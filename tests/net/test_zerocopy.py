@@ -1,4 +1,4 @@
-"""Zero-copy sends (kmeta.net.zerocopy) over real loopback TCP sockets."""
+"""Zero-copy sends (kmeta.net.inbound.zerocopy) over real loopback TCP sockets."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kmeta.net import zerocopy
+from kmeta.net.inbound import zerocopy
 
 pytestmark = pytest.mark.skipif(not zerocopy.AVAILABLE, reason="memfd and sendfile are Linux only")
 

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from benchmarks.planted import write_planted
+from kmeta.cli.admin.topics_import import import_cmd
 from kmeta.cli.main import cli
-from kmeta.cli.topics_import import import_cmd
 from tests.pipeline.admin_server import AdminServer
 from tests.pipeline.statelogs import write_logs
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from kmeta.protocol.codec.schema import Field, Message
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.registry import APIS
-from kmeta.protocol.schema import Field, Message
-from kmeta.protocol.types import ZERO_UUID
 
 _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 _UINT_BITS = {"uint16": 16, "uint32": 32}

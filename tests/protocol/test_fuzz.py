@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kmeta.protocol.codec.schema import Message
 from kmeta.protocol.errors import ProtocolError
 from kmeta.protocol.framing import FrameSplitter
 from kmeta.protocol.header import decode_request_header, decode_response_header
-from kmeta.protocol.schema import Message
 from tests.protocol.strategies import every_message_version, message_strategy
 
 CASES = every_message_version()

@@ -17,8 +17,8 @@ with warnings.catch_warnings():  # kafka-python 3.0.12 reads its schemas with re
     from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.legacy_records import check_old_produce_records, up_convert, xxh32
-from kmeta.protocol.record_batch import crc32c
+from kmeta.protocol.records.legacy_records import check_old_produce_records, up_convert, xxh32
+from kmeta.protocol.records.record_batch import crc32c
 
 NONE, GZIP, SNAPPY, LZ4 = 0, 1, 2, 3
 

@@ -14,6 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.codec.schema import Message
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import CorruptMessageError, UnsupportedVersionError
 from kmeta.protocol.header import (
     RequestHeader,
@@ -34,8 +36,6 @@ from kmeta.protocol.messages import list_partition_reassignments as lpr
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.registry import APIS
-from kmeta.protocol.schema import Message
-from kmeta.protocol.types import ZERO_UUID
 from tests.protocol.strategies import every_message_version, message_strategy
 
 CASES = every_message_version()

@@ -12,9 +12,9 @@ from typing import NamedTuple
 import pytest
 
 import kmeta.protocol.messages as messages
+from kmeta.protocol.codec.schema import F, Message
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import describe_topic_partitions as dtp
-from kmeta.protocol.schema import F, Message
 
 MODULES = [
     importlib.import_module(f"kmeta.protocol.messages.{m.name}")

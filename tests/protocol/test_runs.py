@@ -1,4 +1,4 @@
-"""The flat-struct runs (kmeta.protocol.runs) agree with the interpreted construct everywhere.
+"""The flat-struct runs (kmeta.protocol.codec.runs) agree with the interpreted construct everywhere.
 
 The runs are a guess checked element by element; these tests feed them mixed layouts, layouts
 they must refuse (long, multi-byte, null, tagged), more layouts than they keep, truncations and
@@ -19,11 +19,11 @@ from construct import ConstructError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kmeta.protocol.compiler import Codec, compile_struct
+from kmeta.protocol.codec.compiler import Codec, compile_struct
+from kmeta.protocol.codec.runs import MAX_LAYOUTS, MAX_LEN, FlatRuns
+from kmeta.protocol.codec.types import Int16, Int32, KArray, KString, KStruct, TaggedField
 from kmeta.protocol.errors import CorruptMessageError
 from kmeta.protocol.messages import leader_and_isr, metadata, update_metadata
-from kmeta.protocol.runs import MAX_LAYOUTS, MAX_LEN, FlatRuns
-from kmeta.protocol.types import Int16, Int32, KArray, KString, KStruct, TaggedField
 
 Part = namedtuple("Part", ["index", "error", "isr", "replicas", "offline", "note"])
 Holder = namedtuple("Holder", ["parts", "tail"])

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kmeta.protocol.codec.schema import Message
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import update_metadata as um
-from kmeta.protocol.schema import Message
 from tests.protocol.strategies import message_strategy
 
 CASES = [(md.RESPONSE, "topics", v) for v in range(md.RESPONSE.min_version, md.RESPONSE.max_version + 1)] + [

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kmeta.protocol.codec.schema import Message
 from kmeta.protocol.errors import CorruptMessageError
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import update_metadata as um
-from kmeta.protocol.schema import Message
 from tests.protocol.strategies import message_strategy
 
 CASES = [(um.REQUEST, "topic_states", v) for v in range(5, um.REQUEST.max_version + 1)] + [

@@ -1,7 +1,7 @@
 """Kafka's primitives, both ways (parse and build) and both paths (interpreted and compiled).
 
 The interpreted path is the construct itself (``T.parse`` / ``T.build``); the compiled path is
-the code :mod:`kmeta.protocol.compiler` generates for a one-field struct holding ``T``.
+the code :mod:`kmeta.protocol.codec.compiler` generates for a one-field struct holding ``T``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 from construct import ConstructError
 
-from kmeta.protocol.compiler import Codec, compile_struct
-from kmeta.protocol.errors import CorruptMessageError, ProtocolError
-from kmeta.protocol.types import (
+from kmeta.protocol.codec.compiler import Codec, compile_struct
+from kmeta.protocol.codec.types import (
     ZERO_UUID,
     Bool,
     Float64,
@@ -39,6 +38,7 @@ from kmeta.protocol.types import (
     Varint,
     Varlong,
 )
+from kmeta.protocol.errors import CorruptMessageError, ProtocolError
 
 Box = namedtuple("Box", ["v"])
 

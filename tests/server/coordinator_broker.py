@@ -16,7 +16,7 @@ from kmeta.log.record.batch import header_at
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import leader_and_isr as lai
-from kmeta.protocol.record_batch import crc32c
+from kmeta.protocol.records.record_batch import crc32c
 from kmeta.server.broker import Broker
 from kmeta.server.coordinator import coordinators
 from kmeta.server.coordinator.runtime import CoordinatorRuntime, ShardContext

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from kmeta.net.connection import KafkaConnection, api_of_instance
-from kmeta.net.server_connection import ConnectionLimits, ServerConnection, ServingInfo
+from kmeta.net.inbound.server_connection import ConnectionLimits, ServerConnection, ServingInfo
 from kmeta.protocol.framing import FrameSplitter, frame
 from kmeta.protocol.header import (
     RequestHeader,

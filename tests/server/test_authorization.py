@@ -10,13 +10,13 @@ import pytest
 
 from kmeta.net.security.acl import AclOperation as Op
 from kmeta.net.security.authorizer import AuthorizerConfig, parse_super_users
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode as E
 from kmeta.protocol.messages import create_acls as ca
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import delete_topics as dt
 from kmeta.protocol.messages import metadata as md
-from kmeta.protocol.types import ZERO_UUID
 from tests.controller.helpers import InProcessCluster, start_cluster, wait_until
 from tests.server.principals import QueuedPrincipals, user
 

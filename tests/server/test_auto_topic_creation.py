@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from kmeta.net.connection import KafkaConnection
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
-from kmeta.protocol.types import ZERO_UUID
 from tests.controller.helpers import InProcessCluster, start_cluster, wait_until
 from tests.server.data_plane import batch, only, produce
 

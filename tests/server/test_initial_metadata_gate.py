@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kmeta.cli.broker import broker_command
-from kmeta.cli.config_sources import effective_config
+from kmeta.cli.daemons.broker import broker_command
+from kmeta.cli.daemons.config_sources import effective_config
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import metadata as md
 from kmeta.server.broker import Broker

@@ -1,5 +1,5 @@
 """A broker reads each LeaderAndIsr topic state's partition states by their distinct bodies
-(:class:`kmeta.protocol.stream.KeyedStream`, ``leader_and_isr.topic_reader``) and applies them
+(:class:`kmeta.protocol.codec.stream.KeyedStream`, ``leader_and_isr.topic_reader``) and applies them
 to its replica states a distinct state at a time (``ReplicaStates.apply_distinct``). What it
 reads must be what the whole-request decode reads, and what it answers and keeps must be, byte
 for byte and state for state, what the whole request applied one partition state at a time
@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from kmeta.net.hooks import FaultKind
+from kmeta.protocol.codec.stream import MEMO_LIMIT
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.header import decode_response_header, response_header_version
 from kmeta.protocol.messages import leader_and_isr as lai
-from kmeta.protocol.stream import MEMO_LIMIT
 from kmeta.server.handlers.leader_and_isr import _grouped, _response, topic_reader
 from kmeta.server.replica.replica_states import ReplicaStates
 from tests.server.helpers import CONTROL, ConnectionPair, broker_state

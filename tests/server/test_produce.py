@@ -16,7 +16,7 @@ from kmeta.protocol.errors import ErrorCode as E
 from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.messages import metadata as md
 from kmeta.protocol.messages import produce as pr
-from kmeta.protocol.record_batch import check_produce_records
+from kmeta.protocol.records.record_batch import check_produce_records
 from kmeta.server.state import BrokerState
 from tests.server.data_plane import as_stored, batch, holding, leader_and_isr, only, produce, recrc
 from tests.server.helpers import CONTROL, ConnectionPair

@@ -12,9 +12,9 @@ import pytest
 from kmeta.log.config import LogConfig
 from kmeta.log.errors import CorruptRecordError
 from kmeta.log.partition_log import PartitionLog
-from kmeta.protocol import record_batch
 from kmeta.protocol.errors import ErrorCode as E
-from kmeta.protocol.record_batch import check_produce_records
+from kmeta.protocol.records import record_batch
+from kmeta.protocol.records.record_batch import check_produce_records
 from tests.server.data_plane import as_stored, batch, holding, only, produce, recrc
 from tests.server.helpers import ConnectionPair
 

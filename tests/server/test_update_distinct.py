@@ -1,5 +1,5 @@
 """A broker reads each topic state's partition states by their distinct bodies
-(:class:`kmeta.protocol.stream.KeyedStream`, ``update_metadata.topic_reader``) and fills the
+(:class:`kmeta.protocol.codec.stream.KeyedStream`, ``update_metadata.topic_reader``) and fills the
 cache's columns from them (``TopicBuilder.put_distinct``). The cache it builds must be the
 one the whole-request path builds from the same bytes, update after update: distinct leaders,
 ISRs and offline replicas, leader -2 deletions, repeated and out-of-order indexes, a topic
@@ -17,9 +17,9 @@ import pytest
 
 from kmeta.metadata.cache import MetadataCache
 from kmeta.metadata.update import NOT_SENT
+from kmeta.protocol.codec.stream import MEMO_LIMIT
 from kmeta.protocol.errors import CorruptMessageError
 from kmeta.protocol.messages import update_metadata as um
-from kmeta.protocol.stream import MEMO_LIMIT
 from kmeta.server.handlers.update_metadata import read, topic_reader
 from kmeta.server.streamed import StreamedRequest
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from kmeta.cli.launch import DaemonExited
+from kmeta.cli.cluster.launch import DaemonExited
 from kmeta.net.tls import TlsConfig
 from kmeta.testing import Cluster, KafkaRequestError
 from tests.hardening.certs import Authority

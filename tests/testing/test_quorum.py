@@ -14,7 +14,7 @@ with warnings.catch_warnings():  # kafka-python uses importlib.resources' legacy
     from kafka.admin import KafkaAdminClient
     from kafka.admin import NewTopic as KNewTopic
 
-from kmeta.cli.zookeeper import ZOOKEEPER_JAR
+from kmeta.cli.cluster.zookeeper import ZOOKEEPER_JAR
 from kmeta.testing import Cluster
 from tests.helpers import gone
 

@@ -35,9 +35,9 @@ from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, authorizer_of, cluster_allowed
 from kmeta.protocol import error_responses
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.codec.schema import Record
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.schema import Record
-from kmeta.protocol.types import ZERO_UUID
 
 E = ErrorCode
 #: an entry's refusal: None when the principal may, else the error to answer it with

@@ -25,9 +25,9 @@ from kmeta.controller.apis.common import (
 from kmeta.controller.brokers.startup_resync import reported_digests
 from kmeta.controller.store.errors import StorageError
 from kmeta.metadata.model import Endpoint
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br
-from kmeta.protocol.types import ZERO_UUID
 
 log = logging.getLogger(__name__)
 

@@ -45,9 +45,9 @@ from kmeta.net.dispatch import HandlerRegistry, RequestContext
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.codec.schema import Record
 from kmeta.protocol.error_responses import ErrorResponse
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.schema import Record
 
 log = logging.getLogger(__name__)
 

@@ -27,9 +27,9 @@ from kmeta.controller.apis.common import (
 )
 from kmeta.controller.store.errors import StorageError
 from kmeta.metadata.log_config import TOPIC_CONFIGS, ConfigError, validate
+from kmeta.protocol.codec.schema import uuid_or_zero
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_topics as ct
-from kmeta.protocol.schema import uuid_or_zero
 
 
 async def handle(ctx: ControllerRequestContext, req: ct.CreateTopicsRequest) -> ct.CreateTopicsResponse:

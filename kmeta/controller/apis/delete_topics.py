@@ -26,9 +26,9 @@ from kmeta.controller.apis.common import (
 )
 from kmeta.controller.channel.barrier import Barrier
 from kmeta.controller.store.errors import StorageError
+from kmeta.protocol.codec.schema import uuid_or_zero
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_topics as dt
-from kmeta.protocol.schema import uuid_or_zero
 
 
 async def handle(ctx: ControllerRequestContext, req: dt.DeleteTopicsRequest) -> dt.DeleteTopicsResponse:

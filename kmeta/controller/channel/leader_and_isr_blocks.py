@@ -7,7 +7,7 @@ topic's partitions share a few state objects (``AdminManager.create_topics`` mak
 one object), and on the wire (v2+: states grouped by topic) a partition's entry is its index
 then bytes that depend only on its state, is_new flag and reassignment. So each distinct
 (state, is_new, adding, removing) is encoded once with the element encoder
-(:meth:`kmeta.protocol.splice.Splice.element_rest`) and the topic's entry is joined from the
+(:meth:`kmeta.protocol.codec.splice.Splice.element_rest`) and the topic's entry is joined from the
 indexes and those bytes; the body is ``count | topic entries | live leaders`` after each
 broker's head (its broker epoch), and brokers that get the same partitions share one body.
 Tests hold every body equal to the whole-message encoding of the same request.
@@ -22,8 +22,8 @@ from typing import Protocol
 
 from kmeta.controller.model import ControllerContext, PartitionRegistration
 from kmeta.metadata.model import TopicPartitionKey
+from kmeta.protocol.codec.splice import Splice
 from kmeta.protocol.messages import leader_and_isr as lair
-from kmeta.protocol.splice import Splice
 
 _INDEX = struct.Struct(">i")
 _NO_ADDING, _NO_REMOVING, _RECOVERY = (

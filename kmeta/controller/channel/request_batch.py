@@ -50,10 +50,10 @@ from kmeta.controller.channel.update_metadata_batch import UpdateMetadataBatch, 
 from kmeta.controller.model import ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.scram import ScramCredentials
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
-from kmeta.protocol.types import ZERO_UUID
 
 LEADER_AND_ISR_VERSION = 7
 STOP_REPLICA_VERSION = 4

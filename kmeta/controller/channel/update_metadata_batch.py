@@ -26,7 +26,7 @@ KAFKA-7186 / KAFKA-7537: one payload, not one per broker) each topic's
   deleted (leader -2), its id and config overrides.
 
 Any difference re-encodes that topic alone. Bodies are spliced from the blocks with
-:mod:`kmeta.protocol.splice` (the very bytes the whole-message encoder writes), and the part
+:mod:`kmeta.protocol.codec.splice` (the very bytes the whole-message encoder writes), and the part
 after the broker epoch is one object shared by every broker's request.
 """
 
@@ -42,8 +42,8 @@ from kmeta.controller.channel.channel_manager import Callback, ControllerChannel
 from kmeta.controller.model import ControllerContext, PartitionRegistration, TopicInfo
 from kmeta.metadata.model import LEADER_DURING_DELETE, TopicPartitionKey
 from kmeta.net.security.scram import MECHANISM_IDS, ScramCredentials
+from kmeta.protocol.codec.splice import Splice
 from kmeta.protocol.messages import update_metadata as um
-from kmeta.protocol.splice import Splice
 
 UPDATE_METADATA_VERSION = 8
 #: UpdateMetadata v8 Type (KIP-866): INCREMENTAL merges, FULL replaces the broker's partition set

@@ -6,7 +6,7 @@ that identity only, so a client without the credential can neither read a SCRAM 
 change anything (Kafka gives its znodes the creator's ACL the same way). The credential comes
 from a file (``username=`` and ``password=`` lines, the format of kmeta's other credential
 files, 0600), never from the command line. The ZooKeeper kmeta runs itself
-(:class:`kmeta.cli.zookeeper.LocalZooKeeper`) also refuses every request of a session that
+(:class:`kmeta.cli.cluster.zookeeper.LocalZooKeeper`) also refuses every request of a session that
 did not authenticate so; an ensemble given from outside may not, which the controller says
 when the root znode lets anyone write (there anyone may delete ``/controller``).
 """

@@ -32,7 +32,7 @@ from kazoo.exceptions import EXCEPTIONS, NoNodeError
 from kazoo.interfaces import IAsyncResult
 from kazoo.security import ACL
 
-from kmeta.protocol.columnar import gc_paused
+from kmeta.protocol.codec.columnar import gc_paused
 
 TOPICS = "/brokers/topics"
 

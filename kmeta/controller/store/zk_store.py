@@ -71,7 +71,7 @@ from kmeta.controller.store.zk_requests import TOPICS
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.scram import ScramCredential
-from kmeta.protocol.columnar import gc_paused
+from kmeta.protocol.codec.columnar import gc_paused
 
 #: (the multi-op bounds are re-exported: tests check the multi-ops against them)
 __all__ = ["MAX_IN_FLIGHT", "MAX_MULTI_BYTES", "MAX_MULTI_OPS", "ZooKeeperStore"]

@@ -30,7 +30,7 @@ from kmeta.log.partition_log import PartitionLog
 from kmeta.log.record.batch import header_at, last_offset
 from kmeta.log.segment import LogSegment
 from kmeta.log.stores import MemoryStore
-from kmeta.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from kmeta.protocol.records.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 
 
 class CleaningCancelled(Exception):

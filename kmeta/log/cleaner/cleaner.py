@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 from kmeta.log.record.batch import header_at, last_offset
 from kmeta.log.record.record_set import Record, build_batch, delete_horizon, records_of
-from kmeta.protocol.record_batch import BatchHeader
+from kmeta.protocol.records.record_batch import BatchHeader
 
 #: ControlRecordType: the key of a control record is version int16, type int16
 ABORT, COMMIT = 0, 1

@@ -19,7 +19,7 @@ from kmeta.log.producer.producer_snapshot import ProducerSnapshotFiles
 from kmeta.log.producer.producer_state import ProducerStateManager
 from kmeta.log.segment import LogSegment
 from kmeta.log.stores import Buffer
-from kmeta.protocol.record_batch import BatchHeader
+from kmeta.protocol.records.record_batch import BatchHeader
 
 
 class LogProducers:

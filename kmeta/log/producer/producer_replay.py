@@ -21,7 +21,7 @@ from kmeta.log.producer.producer_state import ProducerStateManager
 from kmeta.log.record.control import read_end_txn_marker
 from kmeta.log.segment import LogSegment
 from kmeta.log.stores import Buffer
-from kmeta.protocol.record_batch import BatchHeader
+from kmeta.protocol.records.record_batch import BatchHeader
 
 Apply = Callable[[Buffer | memoryview, int, BatchHeader], None]
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from kmeta.log.checkpoints import private_opener
 from kmeta.log.errors import LogStorageError
 from kmeta.log.producer.producer_entry import INT32_MAX, NO_SEQUENCE, ProducerStateEntry
-from kmeta.protocol.record_batch import crc32c
+from kmeta.protocol.records.record_batch import crc32c
 
 SNAPSHOT_SUFFIX = ".snapshot"
 VERSION = 1

@@ -57,7 +57,7 @@ from kmeta.log.producer.producer_entry import (
     last_sequence,
 )
 from kmeta.log.record.control import EndTxnMarker
-from kmeta.protocol.record_batch import BatchHeader
+from kmeta.protocol.records.record_batch import BatchHeader
 
 #: producer batches between two in-memory snapshots (at least), and how many are kept
 SNAPSHOT_EVERY = 1000

@@ -2,7 +2,7 @@
 replicated batches walked and checked, and the two in-place rewrites a leader makes.
 
 The log never decodes records on its hot path: a batch is bytes plus its 61-byte header
-(layout in :mod:`kmeta.protocol.record_batch`). The base offset (bytes 0-7) and the partition
+(layout in :mod:`kmeta.protocol.records.record_batch`). The base offset (bytes 0-7) and the partition
 leader epoch (bytes 12-15) lie outside the CRC, which covers attributes to the end, so a
 leader sets them without touching the CRC (Kafka's ``DefaultRecordBatch.setLastOffset`` and
 ``setPartitionLeaderEpoch``). LogAppendTime changes the attributes and maxTimestamp, which the
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from kmeta.log.errors import CorruptRecordError, InvalidRecordError, LogError
-from kmeta.protocol.record_batch import (
+from kmeta.protocol.records.record_batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     RECORD_BATCH_OVERHEAD,

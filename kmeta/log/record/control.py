@@ -13,7 +13,7 @@ import struct
 from typing import NamedTuple
 
 from kmeta.log.record.batch import COMPRESSION_MASK
-from kmeta.protocol.record_batch import (
+from kmeta.protocol.records.record_batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     RECORD_BATCH_OVERHEAD,

@@ -17,7 +17,12 @@ from typing import NamedTuple
 from kmeta.log.errors import CorruptRecordError, InvalidRecordError
 from kmeta.log.record import codecs
 from kmeta.log.record.batch import COMPRESSION_MASK, HEADER, TIMESTAMP_TYPE_MASK
-from kmeta.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchHeader, crc32c
+from kmeta.protocol.records.record_batch import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    crc32c,
+)
 
 #: attributes bit 6: the base timestamp is the batch's delete horizon (KIP-534)
 DELETE_HORIZON_MASK = 0x40

@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Iterator
 
 from kmeta.log.record.batch import COMPRESSION_MASK, TIMESTAMP_TYPE_MASK, last_offset
-from kmeta.protocol.record_batch import RECORD_BATCH_OVERHEAD, BatchHeader
+from kmeta.protocol.records.record_batch import RECORD_BATCH_OVERHEAD, BatchHeader
 
 _NONE, _GZIP = 0, 1
 #: a gzip batch is inflated for a timestamp search only up to this (a zip bomb stays a bomb

@@ -1,7 +1,7 @@
 """What a leader checks and sets on a client's batch before it is stored (Kafka's
 ``LogValidator`` for magic 2, in place): the Produce checks (CRC, sizes, counts,
 max.message.bytes; a v0/v1 message set is checked as such, then up-converted to one v2 batch
-by :mod:`kmeta.protocol.legacy_records`, the one conversion the Produce handler uses too), CreateTime bounds when message.timestamp.before/after.max.ms are
+by :mod:`kmeta.protocol.records.legacy_records`, the one conversion the Produce handler uses too), CreateTime bounds when message.timestamp.before/after.max.ms are
 set, then the base offset and partition leader epoch; LogAppendTime also rewrites
 maxTimestamp and the timestamp-type bit, so that path copies the batch and recomputes its CRC."""
 
@@ -21,8 +21,8 @@ from kmeta.log.record.batch import (
 from kmeta.log.record.records import timestamp_bounds
 from kmeta.log.stores import Buffer
 from kmeta.protocol.errors import ErrorCode
-from kmeta.protocol.legacy_records import up_convert
-from kmeta.protocol.record_batch import (
+from kmeta.protocol.records.legacy_records import up_convert
+from kmeta.protocol.records.record_batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     BatchHeader,
@@ -42,7 +42,7 @@ def validate_leader_batch(
     now_ms: int, *, crc_checked: bool = False,
 ) -> ValidatedBatch:  # fmt: skip
     """``crc_checked``: the caller checked these immutable bytes' CRC already (the Produce
-    handler: :func:`~kmeta.protocol.record_batch.check_produce_records`'s seam)."""
+    handler: :func:`~kmeta.protocol.records.record_batch.check_produce_records`'s seam)."""
     _check(records, config, crc_checked)
     if records[16] != MAGIC_V2:  # a v0/v1 message set, checked as such: stored as v2
         converted = up_convert(records, config.max_message_bytes)

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from kmeta.protocol.api_keys import ApiKey
-from kmeta.protocol.schema import Api, F, Message
-from kmeta.protocol.types import ZERO_UUID
+from kmeta.protocol.codec.schema import Api, F, Message
+from kmeta.protocol.codec.types import ZERO_UUID
 
 
 class DeleteTopicsRequest(NamedTuple):

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from kmeta.protocol.api_keys import ApiKey
-from kmeta.protocol.schema import Api, F, Message
+from kmeta.protocol.codec.schema import Api, F, Message
 
 
 class InitProducerIdRequest(NamedTuple):

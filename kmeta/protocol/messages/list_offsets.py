@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from kmeta.protocol.api_keys import ApiKey
-from kmeta.protocol.schema import Api, F, Message
+from kmeta.protocol.codec.schema import Api, F, Message
 
 
 class ListOffsetsRequest(NamedTuple):

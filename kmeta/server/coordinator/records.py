@@ -23,7 +23,12 @@ from collections.abc import Iterator, Sequence
 from typing import NamedTuple, TypeAlias
 
 from kmeta.log.record.batch import COMPRESSION_MASK, header_at, last_offset
-from kmeta.protocol.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchHeader, crc32c
+from kmeta.protocol.records.record_batch import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    crc32c,
+)
 
 #: (key, value); value None is a tombstone
 Record: TypeAlias = tuple[bytes, bytes | None]

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import fetch as fe
 from kmeta.protocol.messages import list_offsets as lo
 from kmeta.protocol.messages import offset_for_leader_epoch as ofle
 from kmeta.protocol.registry import highest_common
-from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.to_controller.controller_connection import call
 
 if TYPE_CHECKING:

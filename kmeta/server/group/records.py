@@ -17,8 +17,8 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from kmeta.protocol.codec.schema import F, Message, S
 from kmeta.protocol.errors import CorruptMessageError
-from kmeta.protocol.schema import F, Message, S
 
 #: the key version of a classic group's metadata record
 GROUP_METADATA_KEY_VERSION = 2

@@ -22,9 +22,9 @@ from typing import TypeAlias
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, authorizer_of
 from kmeta.protocol import error_responses
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import delete_topics as dt
-from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.state import BrokerContext, BrokerRegistry
 from kmeta.server.to_controller.forwarding import forward
 from kmeta.server.topic_authorization import AUTHORIZATION_FAILED, forward_authorized

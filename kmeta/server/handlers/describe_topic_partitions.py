@@ -35,9 +35,9 @@ from __future__ import annotations
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import authorizer_of, client_host
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import describe_topic_partitions as dtp
-from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.handlers.metadata import (
     INTERNAL_TOPICS,
     OPERATIONS_NOT_ASKED,

@@ -56,11 +56,11 @@ from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import EncodedPieces
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed, cluster_allowed
-from kmeta.protocol.codegen import uvarint_bytes
+from kmeta.protocol.codec.codegen import uvarint_bytes
+from kmeta.protocol.codec.splice import Splice
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import fetch as fe
-from kmeta.protocol.splice import Splice
-from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.replica.delayed_fetch import (
     FetchIsolation,
     FetchParams,

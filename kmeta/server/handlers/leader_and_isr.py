@@ -40,13 +40,13 @@ from typing import TypeAlias
 
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.dispatch import EncodedPieces
-from kmeta.protocol import columnar
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.codec import columnar
+from kmeta.protocol.codec.splice import Splice
+from kmeta.protocol.codec.stream import KeyedStream
+from kmeta.protocol.codec.types import ZERO_UUID, KStruct
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import leader_and_isr as lai
-from kmeta.protocol.splice import Splice
-from kmeta.protocol.stream import KeyedStream
-from kmeta.protocol.types import ZERO_UUID, KStruct
 from kmeta.server.control_order import in_turn
 from kmeta.server.handlers.control_log import admission, log_apply
 from kmeta.server.state import (

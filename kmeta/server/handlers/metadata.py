@@ -50,9 +50,9 @@ from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import EncodedPieces
 from kmeta.net.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kmeta.net.security.authorizer import Authorizer, client_host
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import metadata as md
-from kmeta.protocol.types import ZERO_UUID
 from kmeta.server import auto_topic_creation, metadata_blocks
 from kmeta.server.metadata_blocks import (
     AUTHORIZED_ENTRIES,

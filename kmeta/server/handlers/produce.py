@@ -13,7 +13,7 @@ Per partition, in Kafka's order:
   need nothing more: Kafka stopped asking IDEMPOTENT_WRITE of Produce in 2.8, KIP-679; it is
   InitProducerId's); a topic or partition the broker's MetadataCache does not hold:
   UNKNOWN_TOPIC_OR_PARTITION.
-* ``ProduceRequest.validateRecords`` and the log's checks (:mod:`kmeta.protocol.record_batch`):
+* ``ProduceRequest.validateRecords`` and the log's checks (:mod:`kmeta.protocol.records.record_batch`):
   CORRUPT_MESSAGE (bad length, magic or CRC), INVALID_RECORD (none or several batches, not
   magic 2, base offset not 0, bad counts, control batch, sequence), UNSUPPORTED_COMPRESSION_TYPE
   (zstd before v7), MESSAGE_TOO_LARGE (over the topic's max.message.bytes, default 1048588).
@@ -52,7 +52,7 @@ does.
 v0-2 (deprecated in Kafka 3.x, removed in 4.0; old clients still send them without asking
 ApiVersions) are served as Kafka 3.x serves them: ``ProduceRequest.validateRecords`` checks
 nothing before v3, a legacy message set (magic 0/1) is up-converted to one v2 batch as the log
-appends it (:func:`kmeta.protocol.legacy_records.check_old_produce_records`: uncompressed,
+appends it (:func:`kmeta.protocol.records.legacy_records.check_old_produce_records`: uncompressed,
 gzip, snappy, lz4; the codec kept), a v2 batch is checked as the log checks a client's.
 
 Versions: v1 throttle time; v2 log append time; v3 transactional id (and magic 2 only, one
@@ -74,9 +74,9 @@ from kmeta.net.dispatch import NO_RESPONSE, NoResponse
 from kmeta.net.security.acl import AclOperation, ResourceType
 from kmeta.net.security.authorizer import allowed
 from kmeta.protocol.errors import ErrorCode, ProtocolError
-from kmeta.protocol.legacy_records import check_old_produce_records
 from kmeta.protocol.messages import produce as pr
-from kmeta.protocol.record_batch import (
+from kmeta.protocol.records.legacy_records import check_old_produce_records
+from kmeta.protocol.records.record_batch import (
     DEFAULT_MAX_MESSAGE_BYTES,
     LOG_OVERHEAD,
     MAGIC_V2,
@@ -370,7 +370,7 @@ def _response(
 
 
 def register(registry: BrokerRegistry) -> None:
-    # (each partition's records a view of the request's frame, not a copy: kmeta.protocol.record_views)
+    # (each partition's records a view of the request's frame, not a copy: kmeta.protocol.records.record_views)
     registry.register(
         pr.API, handle, on_control=False, min_version=MIN_VERSION, decode=pr.REQUEST.decode_viewing_records
     )

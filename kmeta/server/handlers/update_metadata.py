@@ -15,7 +15,7 @@ Behaviour:
   ACL change).
 * Every outcome is written to the state-change log ("apply") when one is configured.
 
-Applied in steps (v5+): the body is read with :meth:`kmeta.protocol.schema.Message.stream`
+Applied in steps (v5+): the body is read with :meth:`kmeta.protocol.codec.schema.Message.stream`
 (the registry's ``decode`` seam), so a request of a million partitions is never decoded whole.
 A body under :data:`SYNC_BELOW_BYTES` is read and applied at once inside the handler (the fast
 path, as before). A larger one is read and applied topic by topic, yielding to the event loop
@@ -48,11 +48,11 @@ from kmeta.metadata.update import NOT_SENT
 from kmeta.net.security.acl import AclBinding
 from kmeta.net.security.authorizer import AclSet
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.codec.stream import KeyedStream
+from kmeta.protocol.codec.types import KStruct
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.messages.update_metadata import UpdateMetadataResponse
-from kmeta.protocol.stream import KeyedStream
-from kmeta.protocol.types import KStruct
 from kmeta.server.handlers.control_log import admission, log_apply
 from kmeta.server.state import BrokerContext, BrokerRegistry, BrokerState
 from kmeta.server.streamed import STEP_S, StreamedRequest, run, run_yielding

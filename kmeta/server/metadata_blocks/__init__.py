@@ -2,7 +2,7 @@
 
 The handler (:mod:`kmeta.server.handlers.metadata`) decides what an answer says; this package
 makes the bytes, fast. A Metadata response body is ``head | topic count | topic blocks | tail``
-(the codec's ``md.RESPONSE.splice(version, "topics")``, :mod:`kmeta.protocol.splice`) where
+(the codec's ``md.RESPONSE.splice(version, "topics")``, :mod:`kmeta.protocol.codec.splice`) where
 
 * head = throttle time, brokers (those with the request's listener), cluster id, controller
   id: depends on (version, listener) only;
@@ -17,7 +17,7 @@ per named topic and :func:`all_topics` for the whole body; ``answer_memo`` is it
 Inside: :mod:`.cache` (the per-snapshot cache, the zero-copy seam), :mod:`.topics` (a topic's
 block from the cache's columns, kept across snapshots while the topic is unchanged) and
 :mod:`.all_topics` (the all-topics body as pieces, made in steps when large). The columnar
-tricks they use are :mod:`kmeta.protocol.columnar`'s.
+tricks they use are :mod:`kmeta.protocol.codec.columnar`'s.
 """
 
 from kmeta.server.metadata_blocks.all_topics import PIECE_BYTES, all_topics

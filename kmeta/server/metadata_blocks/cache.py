@@ -14,10 +14,10 @@ from functools import cache
 from typing import TYPE_CHECKING, NamedTuple
 
 from kmeta.metadata.snapshot import MetadataSnapshot
-from kmeta.net import zerocopy
 from kmeta.net.dispatch import AnswerMemo, EncodedPieces
+from kmeta.net.inbound import zerocopy
+from kmeta.protocol.codec.splice import Splice
 from kmeta.protocol.messages import metadata as md
-from kmeta.protocol.splice import Splice
 
 if TYPE_CHECKING:
     from kmeta.metadata.cache import MetadataCache
@@ -57,8 +57,8 @@ def sendable(body: bytes) -> bytes:
     per answer (perf: ``_copy_from_iter`` under ``tcp_sendmsg``). Measured in one run of
     ``benchmarks/metadata_load.py`` (BENCHMARKS.md, 2026-11-22): 91.6 us of server CPU per
     answer sent this way against 121 us copying (x0.76), with the kernel's own floor for the
-    sendfile path at 78 us. Bodies under :data:`kmeta.net.zerocopy.MIN_SIZE` stay plain bytes;
-    :meth:`kmeta.net.answer_writer.AnswerWriter.write` does the sending.
+    sendfile path at 78 us. Bodies under :data:`kmeta.net.inbound.zerocopy.MIN_SIZE` stay plain bytes;
+    :meth:`kmeta.net.inbound.answer_writer.AnswerWriter.write` does the sending.
     """
     return zerocopy.spliceable(body)
 

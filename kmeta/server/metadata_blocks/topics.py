@@ -8,7 +8,7 @@ the indexes, read off the cache's columns (at 1M partitions a broker's first all
 spent most of its time making a record per partition, then encoding each). Partitions that
 repeat every few (:meth:`~kmeta.metadata.partitions.TopicPartitions.period`) are their first
 period's elements repeated; the indexes are written in as byte columns
-(:mod:`kmeta.protocol.columnar` gives both, and what they gain).
+(:mod:`kmeta.protocol.codec.columnar` gives both, and what they gain).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import TypeAlias
 
 from kmeta.metadata.partitions import LeadershipKey, iota
 from kmeta.metadata.snapshot import MetadataSnapshot
-from kmeta.protocol import columnar
+from kmeta.protocol.codec import columnar
+from kmeta.protocol.codec.splice import Splice
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.messages import metadata as md
-from kmeta.protocol.splice import Splice
-from kmeta.protocol.types import ZERO_UUID
 from kmeta.server.metadata_blocks.cache import MetadataBlocks, View, splice
 
 #: one partition as the rule reads it: (index, leader, leader epoch, replicas, isr, offline)

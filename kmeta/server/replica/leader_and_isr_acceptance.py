@@ -143,7 +143,7 @@ def apply_distinct(
 ) -> list[int]:
     """:func:`apply_states` of partition ``indexes[e]`` with the state ``states[keys[e]]``
     (but for its index), for each ``e`` in order, as a broker reads a topic state
-    (:class:`kmeta.protocol.stream.Distinct`): the few distinct states are turned into column
+    (:class:`kmeta.protocol.codec.stream.Distinct`): the few distinct states are turned into column
     values once. A topic sent whole in index order with every state naming this broker and
     accepted (a create, a restarted broker's first LeaderAndIsr, a new controller's resync of
     a topic whose every leader epoch moved) is filled at C speed."""

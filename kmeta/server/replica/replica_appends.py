@@ -48,7 +48,7 @@ def append_records(
     ``coordinator`` (Kafka's AppendOrigin.COORDINATOR: no sequence checks, no duplicates)
     defaults to whether the topic is an internal one, which only coordinators write.
     ``crc_checked``: the Produce handler checked these bytes' CRC already (the log does not
-    recompute it: :func:`~kmeta.protocol.record_batch.check_produce_records`)."""
+    recompute it: :func:`~kmeta.protocol.records.record_batch.check_produce_records`)."""
     state = partition.state
     if state is None or state.role != LEADER:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, None

@@ -14,12 +14,12 @@ from typing import TypeVar
 from kmeta import __version__
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.security.sasl_client import ClientCredential, authenticate
+from kmeta.protocol.codec.schema import Record, Request
 from kmeta.protocol.errors import ErrorCode, ProtocolError
 from kmeta.protocol.messages import api_versions as av
 from kmeta.protocol.registry import peer_versions
-from kmeta.protocol.schema import Record, Request
 
-#: the response record a request names (kmeta.protocol.schema.Request)
+#: the response record a request names (kmeta.protocol.codec.schema.Request)
 R = TypeVar("R", bound=Record)
 
 REQUEST_TIMEOUT_S = 10.0

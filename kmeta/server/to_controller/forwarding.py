@@ -39,6 +39,7 @@ from kmeta.net.principal import KafkaPrincipal, serialize_principal
 from kmeta.net.security.authorizer import client_host
 from kmeta.net.security.sasl_client import ClientCredential
 from kmeta.protocol.api_keys import ApiKey
+from kmeta.protocol.codec.schema import Request
 from kmeta.protocol.error_responses import ErrorResponse, Req, Resp
 from kmeta.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kmeta.protocol.header import (
@@ -48,7 +49,6 @@ from kmeta.protocol.header import (
     response_header_version,
 )
 from kmeta.protocol.messages import envelope as env
-from kmeta.protocol.schema import Request
 from kmeta.server.state import BrokerContext
 from kmeta.server.to_controller.controller_connection import NET_ERRORS, R, open_connection
 

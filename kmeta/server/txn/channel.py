@@ -19,8 +19,8 @@ from kmeta.metadata.cache import MetadataCache
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.security.sasl_client import ClientCredential
 from kmeta.net.tls import uses_sasl, uses_tls
+from kmeta.protocol.codec.schema import Record, Request
 from kmeta.protocol.registry import highest_common
-from kmeta.protocol.schema import Record, Request
 from kmeta.server.config import BrokerConfig
 from kmeta.server.to_controller.controller_connection import call, open_connection
 

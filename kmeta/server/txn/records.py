@@ -30,8 +30,8 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from kmeta.protocol.codec.schema import F, Message
 from kmeta.protocol.errors import CorruptMessageError
-from kmeta.protocol.schema import F, Message
 from kmeta.server.txn.metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,

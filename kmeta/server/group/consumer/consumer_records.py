@@ -28,9 +28,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from kmeta.protocol.codec.schema import F, Message, S
+from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.errors import CorruptMessageError
-from kmeta.protocol.schema import F, Message, S
-from kmeta.protocol.types import ZERO_UUID
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4

@@ -18,8 +18,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from kmeta.protocol.codec.schema import F, Message
 from kmeta.protocol.errors import CorruptMessageError
-from kmeta.protocol.schema import F, Message
 
 #: a record as the coordinator runtime writes it: (key, value); value None is a tombstone
 Record = tuple[bytes, bytes | None]
