@@ -11,7 +11,7 @@ principal and address of the client that sent it (Kafka's forwarding, KIP-590).
   applied then.
 * Otherwise the inner request is handled as if the client had sent it: its own handler, with
   the client's principal and address in the context (``ctx.forwarded_by`` names the broker),
-  so every authorization on the controller (:mod:`kmeta.controller.security.admin_authorization`)
+  so every authorization on the controller (:mod:`kmeta.controller.apis.authorization`)
   is the client's, whatever the forwarding broker knew or checked. The inner answer (its
   response header and body) is the Envelope's ``response_data``.
 """
