@@ -75,11 +75,11 @@ pytest: compile java-check zookeeper kcat js-clients
 
 test: lint typecheck imports pytest
 
-# Optional: the Spark driver JVM's class-data archive (kmeta/pipeline/jvm_archive.py), written
+# Optional: the Spark driver JVM's class-data archive (kmeta/pipeline/jvm_archive_build.py), written
 # under .venv/share/kmeta; it cuts a session's start-up by a few seconds. Runs work the same
 # without it or with a stale one (rebuild after upgrading pyspark or the JDK).
 spark-archive: install java-check
-	$(BIN)/python -m kmeta.pipeline.jvm_archive
+	$(BIN)/python -m kmeta.pipeline.jvm_archive_build
 
 run: compile
 	$(BIN)/kmeta cluster up

@@ -2,6 +2,7 @@
 offsets, leader-epoch cache and retention of Kafka's ``UnifiedLog`` (pure data: imports
 ``kmeta.protocol`` and the standard library only)."""
 
+from kmeta.log.append_info import LogAppendInfo
 from kmeta.log.config import LogConfig
 from kmeta.log.errors import (
     CorruptRecordError,
@@ -13,7 +14,7 @@ from kmeta.log.errors import (
     RecordTooLargeError,
 )
 from kmeta.log.log_manager import LogManager
-from kmeta.log.partition_log import FetchDataInfo, LogAppendInfo, PartitionLog
+from kmeta.log.partition_log import FetchDataInfo, PartitionLog
 from kmeta.log.replica_log import EpochEndOffset
 
 __all__ = [

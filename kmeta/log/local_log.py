@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
 from kmeta.log.errors import LogStorageError
-from kmeta.log.record.batch import last_offset
+from kmeta.log.record.batch import Buffer, last_offset
 from kmeta.log.segment import LogSegment
-from kmeta.log.stores import Buffer, FileStore, MemoryAccount, MemoryStore
+from kmeta.log.stores import FileStore, MemoryAccount, MemoryStore
 from kmeta.protocol.records.record_batch import BatchHeader
 
 _INT_MAX = (1 << 31) - 1

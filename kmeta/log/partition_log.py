@@ -18,6 +18,7 @@ import uuid
 from typing import NamedTuple
 
 from kmeta.log import checkpoints
+from kmeta.log.append_info import LogAppendInfo
 from kmeta.log.config import LogConfig
 from kmeta.log.epoch_cache import CHECKPOINT_FILE, LeaderEpochFileCache
 from kmeta.log.errors import (
@@ -28,48 +29,20 @@ from kmeta.log.list_offsets import fetch_offset_by_timestamp
 from kmeta.log.local_log import LocalLog
 from kmeta.log.log_loader import recover
 from kmeta.log.producer.log_producers import LogProducers
-from kmeta.log.producer.producer_entry import BatchMetadata
 from kmeta.log.record.batch import (
     NO_EPOCH,
+    Buffer,
     header_at,
-    last_offset,
 )
 from kmeta.log.record.control import end_txn_marker_batch
 from kmeta.log.record.record_set import check_keys
 from kmeta.log.record.validator import validate_leader_batch
 from kmeta.log.replica_log import ReplicaLog
 from kmeta.log.retention import LogRetention
-from kmeta.log.stores import Buffer, MemoryAccount
+from kmeta.log.stores import MemoryAccount
 from kmeta.protocol.records.record_batch import BatchHeader
 
 Batches = list[tuple[int, BatchHeader]]  # (position in the bytes, header) of each batch
-
-
-class LogAppendInfo(NamedTuple):
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    log_append_time_ms: int  # -1 unless LogAppendTime
-    log_start_offset: int
-    record_count: int
-    size_in_bytes: int
-
-    @classmethod
-    def duplicate(cls, meta: BatchMetadata, log_start: int) -> LogAppendInfo:
-        """A retried batch's answer (``UnifiedLog.appendAsLeader`` on a duplicate): the
-        original's offsets, its timestamp as the log append time; nothing appended."""
-        return cls(meta.first_offset, meta.last_offset, meta.timestamp, meta.timestamp, log_start, 0, 0)
-
-    @classmethod
-    def of(
-        cls, batches: list[BatchHeader], log_start: int, size: int, append_time: int = -1
-    ) -> LogAppendInfo:
-        first, last = batches[0], batches[-1]
-        max_ts = max(h.max_timestamp for h in batches)
-        count = sum(h.last_offset_delta + 1 for h in batches)
-        return cls(
-            first.base_offset, last_offset(last), max_ts, append_time, log_start, count, size
-        )
 
 
 class FetchDataInfo(NamedTuple):

@@ -18,11 +18,11 @@ from kmeta.log.errors import OffsetOutOfRangeError
 from kmeta.log.record.batch import walk_batches
 
 if TYPE_CHECKING:
+    from kmeta.log.append_info import LogAppendInfo
     from kmeta.log.epoch_cache import LeaderEpochFileCache
     from kmeta.log.local_log import LocalLog
-    from kmeta.log.partition_log import LogAppendInfo
     from kmeta.log.producer.log_producers import LogProducers
-    from kmeta.log.stores import Buffer
+    from kmeta.log.record.batch import Buffer
     from kmeta.protocol.records.record_batch import BatchHeader
 
 

@@ -16,9 +16,9 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 
-from kmeta.log.record.batch import NO_TIMESTAMP, last_offset
+from kmeta.log.record.batch import NO_TIMESTAMP, Buffer, last_offset
 from kmeta.log.record.records import first_at_or_after
-from kmeta.log.stores import Buffer, FileStore, MemoryStore
+from kmeta.log.stores import FileStore, MemoryStore
 from kmeta.protocol.records.record_batch import LOG_OVERHEAD, BatchHeader
 
 Store = MemoryStore | FileStore

@@ -10,10 +10,8 @@ import os
 from collections.abc import Callable, Sequence
 
 from kmeta.log.errors import LogStorageError
-from kmeta.log.record.batch import HEADER
+from kmeta.log.record.batch import HEADER, Buffer
 from kmeta.protocol.records.record_batch import BatchHeader
-
-Buffer = bytes | bytearray | memoryview
 
 
 class MemoryAccount:

@@ -21,22 +21,20 @@ import enum
 import operator
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Literal, TypeAlias
+from typing import Final, Literal, Protocol, TypeAlias
 
 from kmeta.metadata.cowmap import DELETED, CowMap, _Deleted
-from kmeta.metadata.model import LEADER_DURING_DELETE, TopicPartition
+from kmeta.metadata.model import LEADER_DURING_DELETE, Broker, Node, TopicPartition
 from kmeta.metadata.partitions import TopicBuilder, TopicPartitions
 from kmeta.metadata.snapshot import MetadataSnapshot, TopicNames
 from kmeta.protocol.codec.stream import Distinct
 from kmeta.protocol.codec.types import ZERO_UUID
 from kmeta.protocol.messages.update_metadata import (
     KmetaTopicConfig,
+    UpdateMetadataBroker,
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
-
-if TYPE_CHECKING:
-    from kmeta.metadata.cache import MetadataCache
 
 _LEADER = operator.attrgetter("leader")
 FULL_UPDATE = 2  # UpdateMetadata v8 Type: 0 unknown, 1 incremental, 2 full (KIP-866)
@@ -52,10 +50,28 @@ NOT_SENT: Final = _NotSent.NOT_SENT
 PushedConfigs: TypeAlias = Sequence[KmetaTopicConfig] | Literal[_NotSent.NOT_SENT] | None
 
 
+class UpdatedCache(Protocol):
+    """What an update reads and publishes into (the MetadataCache): a typed seam, so that the
+    cache imports its updates and they do not import it back."""
+
+    snapshot: MetadataSnapshot
+    #: replica/ISR sets shared by every topic's partitions
+    interned: dict[tuple[int, ...], tuple[int, ...]]
+
+    def live_brokers_of(
+        self, live: Sequence[UpdateMetadataBroker], version: int
+    ) -> tuple[dict[int, Broker], dict[int, dict[str, Node]]]: ...
+
+    def log_applied(
+        self, snap: MetadataSnapshot, request: UpdateMetadataRequest, correlation_id: int, topics: int, deleted: int,
+        brokers: int,
+    ) -> None: ...  # fmt: skip
+
+
 class MetadataUpdate:
     """The next snapshot of one cache, built from one request's topic states."""
 
-    def __init__(self, cache: MetadataCache, version: int) -> None:
+    def __init__(self, cache: UpdatedCache, version: int) -> None:
         self.cache = cache
         self.base = cache.snapshot
         self.version = version

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kmeta.cli.admin.topics import TIMEOUT_MS as ADMIN_TIMEOUT_MS
+from kmeta.cli.admin.admin_client import ADMIN_TIMEOUT_MS
 from kmeta.cli.admin.topics import create_topic_request
 from kmeta.metadata.addresses import Address
 from kmeta.metadata.model import TopicPartitionKey

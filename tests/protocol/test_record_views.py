@@ -1,4 +1,4 @@
-"""A Produce request read with its records as views of the frame (kmeta.protocol.records.record_views):
+"""A Produce request read with its records as views of the frame (kmeta.protocol.codec.record_views):
 the same values as the copying decoder, no copy of an immutable frame, a copy of a mutable one."""
 
 from __future__ import annotations

@@ -22,8 +22,7 @@ from typing import Any
 
 import click
 
-from kmeta.cli.admin.admin_client import Target, client_options, run
-from kmeta.cli.admin.topics import TIMEOUT_MS
+from kmeta.cli.admin.admin_client import ADMIN_TIMEOUT_MS, Target, client_options, run
 from kmeta.net.connection import KafkaConnection
 from kmeta.net.security.acl import (
     CLUSTER_NAME,
@@ -97,7 +96,7 @@ def _print(resources: Sequence[dsa.DescribeAclsResource]) -> None:
 
 async def _add(conn: KafkaConnection, rtype: int, name: str, pattern: int, entries: list[tuple[str, str, int, int]]) -> None:
     creations = tuple(ca.AclCreation(rtype, name, pattern, p, h, op, perm) for p, h, op, perm in entries)
-    response = await conn.request(ca.CreateAclsRequest(version=3, creations=creations), TIMEOUT_MS / 1000 + 5)
+    response = await conn.request(ca.CreateAclsRequest(version=3, creations=creations), ADMIN_TIMEOUT_MS / 1000 + 5)
     for result in response.results:
         if result.error_code != 0:
             raise _error(result.error_code, result.error_message)
@@ -109,7 +108,7 @@ async def _list(conn: KafkaConnection, rtype: int, name: str | None, pattern: in
         version=3, resource_type_filter=rtype, resource_name_filter=name, pattern_type_filter=pattern,
         principal_filter=principal, host_filter=None, operation=ANY, permission_type=ANY,
     )  # fmt: skip
-    response = await conn.request(request, TIMEOUT_MS / 1000)
+    response = await conn.request(request, ADMIN_TIMEOUT_MS / 1000)
     if response.error_code != 0:
         raise _error(response.error_code, response.error_message)
     _print(response.resources)
@@ -118,7 +117,7 @@ async def _list(conn: KafkaConnection, rtype: int, name: str | None, pattern: in
 async def _remove(conn: KafkaConnection, rtype: int, name: str | None, pattern: int, entries: list[tuple[str, str, int, int]]) -> None:
     wanted: list[tuple[str | None, str | None, int, int]] = [*entries] or [(None, None, ANY, ANY)]
     filters = tuple(dla.DeleteAclsFilter(rtype, name, pattern, p, h, op, perm) for p, h, op, perm in wanted)
-    response = await conn.request(dla.DeleteAclsRequest(version=3, filters=filters), TIMEOUT_MS / 1000 + 5)
+    response = await conn.request(dla.DeleteAclsRequest(version=3, filters=filters), ADMIN_TIMEOUT_MS / 1000 + 5)
     removed = 0
     for result in response.filter_results:
         if result.error_code != 0:

@@ -37,6 +37,9 @@ from kmeta.protocol.messages import metadata as md
 T = TypeVar("T")
 #: Kafka's tools wait 30 s and more for an answer; a tool run by hand wants to know sooner
 DEFAULT_TIMEOUT_S = 10.0
+#: the ``timeout_ms`` an admin request gives the controller (CreateTopics, ElectLeaders, the
+#: reassignments), as Kafka's tools give it
+ADMIN_TIMEOUT_MS = 30_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,3 +185,15 @@ async def with_connection(target: Target, fn: Callable[[KafkaConnection], Awaita
 def run(target: Target, fn: Callable[[KafkaConnection], Awaitable[T]]) -> T:
     """Run ``fn`` on a connection to ``target``; every failure is one line (ClickException)."""
     return asyncio.run(with_connection(target, fn))
+
+
+async def fetch_metadata(
+    conn: KafkaConnection, topics: list[str] | None, timeout_s: float = ADMIN_TIMEOUT_MS / 1000
+) -> md.MetadataResponse:
+    """Metadata v12 for ``topics`` (None: every topic), never creating one."""
+    request = md.MetadataRequest(
+        version=12,
+        topics=None if topics is None else tuple(md.MetadataRequestTopic(name=t) for t in topics),
+        allow_auto_topic_creation=False,
+    )
+    return await conn.request(request, timeout_s)

@@ -17,8 +17,13 @@ from __future__ import annotations
 
 import click
 
-from kmeta.cli.admin.admin_client import Target, client_options, open_connection, run
-from kmeta.cli.admin.topics import fetch_metadata
+from kmeta.cli.admin.admin_client import (
+    Target,
+    client_options,
+    fetch_metadata,
+    open_connection,
+    run,
+)
 from kmeta.metadata.addresses import Address
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode

@@ -7,32 +7,31 @@ requests to the controller), with kmeta.net's connection.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from kmeta.cli.admin.admin_client import Target, client_options, run
+from kmeta.cli.admin.admin_client import (
+    ADMIN_TIMEOUT_MS,
+    Target,
+    client_options,
+    fetch_metadata,
+    run,
+)
+from kmeta.cli.admin.topics_elect import elect_leaders_command
 from kmeta.cli.admin.topics_import import import_cmd
-from kmeta.net.connection import KafkaConnection
+from kmeta.cli.admin.topics_reassign import reassign_command
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_partitions as cp
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import delete_topics as dt
-from kmeta.protocol.messages import metadata as md
 
-T = TypeVar("T")
-TIMEOUT_MS = 30_000
 MAX_REPLICATION_FACTOR = 32_767  # Short.MaxValue
 MAX_INT32 = 2**31 - 1
 #: an int32 count on the wire: a larger one is click's one-line usage error, not struct.error
 _int32 = click.IntRange(max=MAX_INT32)
-
-
-def _run(target: Target, fn: Callable[[KafkaConnection], Awaitable[T]]) -> T:
-    return run(target, fn)
 
 
 def _check(name: str, code: int, message: str | None, ignore: tuple[int, ...] = ()) -> bool:
@@ -44,17 +43,6 @@ def _check(name: str, code: int, message: str | None, ignore: tuple[int, ...] = 
     raise click.ClickException(
         f"topic {name!r}: {getattr(error, 'name', error)}: {message or ''}".rstrip(": ")
     )
-
-
-async def fetch_metadata(
-    conn: KafkaConnection, topics: list[str] | None, timeout_s: float = TIMEOUT_MS / 1000
-) -> md.MetadataResponse:
-    request = md.MetadataRequest(
-        version=12,
-        topics=None if topics is None else tuple(md.MetadataRequestTopic(name=t) for t in topics),
-        allow_auto_topic_creation=False,
-    )
-    return await conn.request(request, timeout_s)
 
 
 def _parse_assignment(text: str) -> tuple[ct.CreatableReplicaAssignment, ...]:
@@ -80,7 +68,7 @@ def create_topic_request(
     assignments: tuple[ct.CreatableReplicaAssignment, ...] = (),
     configs: tuple[ct.CreatableTopicConfig, ...] = (),
     validate_only: bool = False,
-    timeout_ms: int = TIMEOUT_MS,
+    timeout_ms: int = ADMIN_TIMEOUT_MS,
 ) -> ct.CreateTopicsRequest:
     """CreateTopics v7 for one topic (with an assignment, counts are -1 as Kafka wants)."""
     return ct.CreateTopicsRequest(
@@ -158,7 +146,7 @@ def create_command(
         validate_only,
         target.timeout_ms,
     )
-    response = _run(target, lambda c: c.request(request, target.timeout_s))
+    response = run(target, lambda c: c.request(request, target.timeout_s))
     result = response.topics[0]
     ignore = (ErrorCode.TOPIC_ALREADY_EXISTS,) if if_not_exists else ()
     if _check(topic, result.error_code, result.error_message, ignore):
@@ -177,7 +165,7 @@ def delete_command(target: Target, topic: str, if_exists: bool) -> None:
         topics=tuple(dt.DeleteTopicState(name=n) for n in names),
         timeout_ms=target.timeout_ms,
     )
-    response = _run(target, lambda c: c.request(request, target.timeout_s))
+    response = run(target, lambda c: c.request(request, target.timeout_s))
     ignore = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,) if if_exists else ()
     for r in response.responses:
         if _check(r.name or str(r.topic_id), r.error_code, r.error_message, ignore):
@@ -196,7 +184,7 @@ def add_partitions_command(target: Target, topic: str, partitions: int) -> None:
         timeout_ms=target.timeout_ms,
         validate_only=False,
     )
-    response = _run(target, lambda c: c.request(request, target.timeout_s))
+    response = run(target, lambda c: c.request(request, target.timeout_s))
     r = response.results[0]
     if _check(topic, r.error_code, r.error_message):
         click.echo(f"Topic {topic} now has {partitions} partitions.")
@@ -207,7 +195,7 @@ def add_partitions_command(target: Target, topic: str, partitions: int) -> None:
 @_json
 def list_command(target: Target, as_json: bool) -> None:
     """List topic names, one per line."""
-    response = _run(target, lambda c: fetch_metadata(c, None, target.timeout_s))
+    response = run(target, lambda c: fetch_metadata(c, None, target.timeout_s))
     names = sorted(t.name for t in response.topics if t.error_code == 0 and t.name is not None)
     if as_json:
         click.echo(json.dumps(names))
@@ -277,7 +265,7 @@ def describe_command(target: Target, topic_args: tuple[str, ...], as_json: bool)
     partitions are drawn as a table.
     """
     names = list(dict.fromkeys(t for arg in topic_args for t in arg.split(",") if t)) or None
-    response = _run(target, lambda c: fetch_metadata(c, names, target.timeout_s))
+    response = run(target, lambda c: fetch_metadata(c, names, target.timeout_s))
     topics = sorted(response.topics, key=lambda t: t.name or "")
     for t in topics:
         _check(str(t.name), t.error_code, None)
@@ -315,10 +303,6 @@ topics_group.add_command(import_cmd, "import")
 
 
 def register(group: click.Group) -> None:
-    # (imported here: they use this module's helpers)
-    from kmeta.cli.admin.topics_elect import elect_leaders_command
-    from kmeta.cli.admin.topics_reassign import reassign_command
-
     topics_group.add_command(elect_leaders_command)
     topics_group.add_command(reassign_command)
     group.add_command(topics_group)

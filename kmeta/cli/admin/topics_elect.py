@@ -14,8 +14,13 @@ from pathlib import Path
 
 import click
 
-from kmeta.cli.admin.admin_client import Target
-from kmeta.cli.admin.topics import TIMEOUT_MS, _bootstrap, _run, fetch_metadata
+from kmeta.cli.admin.admin_client import (
+    ADMIN_TIMEOUT_MS,
+    Target,
+    client_options,
+    fetch_metadata,
+    run,
+)
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
@@ -66,13 +71,13 @@ async def _elect(
         topic_partitions=None
         if asked is None
         else tuple(el.TopicPartitions(name, tuple(ps)) for name, ps in by_topic.items()),
-        timeout_ms=TIMEOUT_MS,
+        timeout_ms=ADMIN_TIMEOUT_MS,
     )
-    return await conn.request(request, TIMEOUT_MS / 1000 + 5)
+    return await conn.request(request, ADMIN_TIMEOUT_MS / 1000 + 5)
 
 
 @click.command("elect-leaders")
-@_bootstrap
+@client_options("kmeta-topics")
 @click.option(
     "--election-type",
     type=click.Choice(list(ELECTION_TYPES), case_sensitive=False),
@@ -105,7 +110,7 @@ def elect_leaders_command(
         asked = _json_partitions(path_to_json_file)
     elif topic is not None and partition is not None:
         asked = [(topic, partition)]
-    response = _run(target, lambda c: _elect(c, ELECTION_TYPES[kind], asked, topic))
+    response = run(target, lambda c: _elect(c, ELECTION_TYPES[kind], asked, topic))
     if response.error_code != 0:
         raise click.ClickException(f"ElectLeaders: {ErrorCode(response.error_code).name}")
     succeeded, noop, failed = [], [], []

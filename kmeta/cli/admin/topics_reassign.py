@@ -20,8 +20,13 @@ from pathlib import Path
 
 import click
 
-from kmeta.cli.admin.admin_client import Target
-from kmeta.cli.admin.topics import TIMEOUT_MS, _bootstrap, _run, fetch_metadata
+from kmeta.cli.admin.admin_client import (
+    ADMIN_TIMEOUT_MS,
+    Target,
+    client_options,
+    fetch_metadata,
+    run,
+)
 from kmeta.metadata.model import TopicPartition
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
@@ -113,10 +118,10 @@ async def _alter(
         by_topic.setdefault(t, []).append(apr.ReassignablePartition(p, replicas))
     request = apr.AlterPartitionReassignmentsRequest(
         version=0,
-        timeout_ms=TIMEOUT_MS,
+        timeout_ms=ADMIN_TIMEOUT_MS,
         topics=tuple(apr.ReassignableTopic(t, tuple(ps)) for t, ps in by_topic.items()),
     )
-    return await conn.request(request, TIMEOUT_MS / 1000 + 5)
+    return await conn.request(request, ADMIN_TIMEOUT_MS / 1000 + 5)
 
 
 async def _in_progress(conn: KafkaConnection, tps: list[TopicPartition]) -> set[TopicPartition]:
@@ -125,12 +130,12 @@ async def _in_progress(conn: KafkaConnection, tps: list[TopicPartition]) -> set[
         by_topic.setdefault(t, []).append(p)
     request = lpr.ListPartitionReassignmentsRequest(
         version=0,
-        timeout_ms=TIMEOUT_MS,
+        timeout_ms=ADMIN_TIMEOUT_MS,
         topics=tuple(
             lpr.ListPartitionReassignmentsTopics(t, tuple(ps)) for t, ps in by_topic.items()
         ),
     )
-    response = await conn.request(request, TIMEOUT_MS / 1000 + 5)
+    response = await conn.request(request, ADMIN_TIMEOUT_MS / 1000 + 5)
     if response.error_code != 0:
         raise click.ClickException(
             f"ListPartitionReassignments: {_error(response.error_code, response.error_message)}"
@@ -207,7 +212,7 @@ async def cancel(conn: KafkaConnection, proposed: Assignment) -> list[str]:
 
 
 @click.command("reassign")
-@_bootstrap
+@client_options("kmeta-topics")
 @click.option("--plan", default=None, help="A `kmeta pipeline plan` output directory.")
 @click.option("--reassignment-json-file", default=None, help="kafka-reassign-partitions JSON.")
 @click.option("--verify", "mode", flag_value="verify", help="Report each partition's status.")
@@ -222,7 +227,7 @@ def reassign_command(
     if not proposed:
         raise click.UsageError("no partitions to reassign")
     action = {"verify": verify, "cancel": cancel}.get(mode or "", execute)
-    refused = _run(target, lambda c: action(c, proposed))
+    refused = run(target, lambda c: action(c, proposed))
     if refused:
         what = (
             "cancelling partition reassignments" if mode == "cancel" else "reassigning partition(s)"

@@ -17,8 +17,8 @@ from kmeta.log.producer.producer_entry import BatchMetadata
 from kmeta.log.producer.producer_replay import ProducerRecovery, apply_stored, rebuild, replay
 from kmeta.log.producer.producer_snapshot import ProducerSnapshotFiles
 from kmeta.log.producer.producer_state import ProducerStateManager
+from kmeta.log.record.batch import Buffer
 from kmeta.log.segment import LogSegment
-from kmeta.log.stores import Buffer
 from kmeta.protocol.records.record_batch import BatchHeader
 
 

@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 
 from kmeta.log.producer.producer_snapshot import CorruptSnapshotError, ProducerSnapshotFiles
 from kmeta.log.producer.producer_state import ProducerStateManager
+from kmeta.log.record.batch import Buffer
 from kmeta.log.record.control import read_end_txn_marker
 from kmeta.log.segment import LogSegment
-from kmeta.log.stores import Buffer
 from kmeta.protocol.records.record_batch import BatchHeader
 
 Apply = Callable[[Buffer | memoryview, int, BatchHeader], None]

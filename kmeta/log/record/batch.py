@@ -24,6 +24,8 @@ from kmeta.protocol.records.record_batch import (
     crc32c,
 )
 
+#: the bytes the log holds and hands on: as received, a growing segment, or a view of either
+Buffer = bytes | bytearray | memoryview
 HEADER = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _ATTRIBUTES_OFFSET = 21

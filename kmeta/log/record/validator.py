@@ -14,12 +14,12 @@ from kmeta.log.errors import BY_CODE, InvalidRecordError, InvalidTimestampError
 from kmeta.log.record.batch import (
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_MASK,
+    Buffer,
     header_at,
     offset_and_epoch_prefix,
     with_log_append_time,
 )
 from kmeta.log.record.records import timestamp_bounds
-from kmeta.log.stores import Buffer
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.records.legacy_records import up_convert
 from kmeta.protocol.records.record_batch import (

@@ -32,6 +32,7 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.codec.columnar import gc_paused
 from kmeta.protocol.codec.compiler import Codec, compile_struct
 from kmeta.protocol.codec.field_spec import FIXED, MISSING, F, Field, S, Versions, type_default
+from kmeta.protocol.codec.record_views import KRecordsView
 from kmeta.protocol.codec.splice import Splice
 from kmeta.protocol.codec.stream import Stream
 from kmeta.protocol.codec.types import (
@@ -46,7 +47,6 @@ from kmeta.protocol.codec.types import (
     Uuid,
 )
 from kmeta.protocol.errors import CorruptMessageError, UnsupportedVersionError
-from kmeta.protocol.records.record_views import KRecordsView
 
 __all__ = [
     "Api",
@@ -222,7 +222,7 @@ class Message(Generic[R]):
 
     def decode_viewing_records(self, data: bytes, version: int, pos: int = 0) -> R:
         """:meth:`decode`, with each ``records`` field a read-only view of ``data`` instead of
-        a copy (:mod:`kmeta.protocol.records.record_views`: its measurement and why it is safe)."""
+        a copy (:mod:`kmeta.protocol.codec.record_views`: its measurement and why it is safe)."""
         self._check(version)
         codec = self._view_codec(version)
         if len(data) - pos > _GC_PAUSE_BYTES:

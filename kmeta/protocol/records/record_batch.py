@@ -44,7 +44,7 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
 
 #: a partition's records as a Produce request carries them: bytes, or a read-only view of the
-#: request frame's (immutable) bytes (:mod:`kmeta.protocol.records.record_views`)
+#: request frame's (immutable) bytes (:mod:`kmeta.protocol.codec.record_views`)
 RecordBytes = bytes | memoryview
 
 

@@ -16,7 +16,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from kmeta.log.partition_log import LogAppendInfo
+from kmeta.log.append_info import LogAppendInfo
 from kmeta.metadata.cache import MetadataCache
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.coordinator.records import Record, encode_batch

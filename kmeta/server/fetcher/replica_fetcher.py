@@ -37,9 +37,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from ssl import SSLContext
+from typing import TYPE_CHECKING, Protocol
 
+from kmeta.metadata.cache import MetadataCache
 from kmeta.net.connection import KafkaConnection
+from kmeta.net.security.sasl_client import ClientCredential
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import fetch as fe
 from kmeta.server.fetcher.leader_endpoint import (
@@ -60,8 +64,8 @@ from kmeta.server.fetcher.partition_fetch_state import (
 from kmeta.server.to_controller.controller_connection import NET_ERRORS, call, open_connection
 
 if TYPE_CHECKING:
-    from kmeta.server.fetcher.fetcher_manager import ReplicaFetcherManager
     from kmeta.server.replica.partition import Partition
+    from kmeta.server.replica.replica_states import ReplicaState
 
 log = logging.getLogger("kmeta.server.replica_fetcher")
 
@@ -71,8 +75,31 @@ Key = tuple[str, int]
 FETCH_BACKOFF_S = 1.0
 
 
+class FetcherHost(Protocol):
+    """What a fetcher asks of the manager that owns it (ReplicaFetcherManager): who this broker
+    is, where and how it reaches a leader, and the partitions it follows. A typed seam, so that
+    the manager imports its fetchers and they do not import it back."""
+
+    broker_id: int
+    cache: MetadataCache
+    client_id: str
+    #: the leaders' listener, and the TLS and SASL it takes
+    listener: str
+    ssl: SSLContext | None
+    sasl: ClientCredential | None
+    broker_epoch: Callable[[], int]
+
+    def follower_state(self, key: Key) -> ReplicaState | None: ...
+
+    def peek(self, key: Key) -> Partition | None: ...
+
+    def partition(self, key: Key) -> Partition | None: ...
+
+    def unfollow(self, key: Key) -> None: ...
+
+
 class ReplicaFetcher:
-    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+    def __init__(self, manager: FetcherHost, leader_id: int) -> None:
         self.manager = manager
         self.leader_id = leader_id
         self.partitions: dict[Key, PartitionFetchState] = {}

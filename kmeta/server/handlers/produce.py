@@ -67,7 +67,7 @@ import struct
 from collections.abc import Awaitable
 from typing import TypeAlias
 
-from kmeta.log.partition_log import LogAppendInfo
+from kmeta.log.append_info import LogAppendInfo
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.dispatch import NO_RESPONSE, NoResponse
@@ -370,7 +370,7 @@ def _response(
 
 
 def register(registry: BrokerRegistry) -> None:
-    # (each partition's records a view of the request's frame, not a copy: kmeta.protocol.records.record_views)
+    # (each partition's records a view of the request's frame, not a copy: kmeta.protocol.codec.record_views)
     registry.register(
         pr.API, handle, on_control=False, min_version=MIN_VERSION, decode=pr.REQUEST.decode_viewing_records
     )

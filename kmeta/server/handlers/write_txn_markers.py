@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from kmeta.log.partition_log import LogAppendInfo
+from kmeta.log.append_info import LogAppendInfo
 from kmeta.metadata.snapshot import MetadataSnapshot
 from kmeta.net.security.acl import AclOperation
 from kmeta.net.security.authorizer import cluster_allowed

@@ -19,9 +19,10 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from kmeta.log.append_info import LogAppendInfo
 from kmeta.log.config import LogConfig
 from kmeta.log.errors import LogError
-from kmeta.log.partition_log import LogAppendInfo, PartitionLog
+from kmeta.log.partition_log import PartitionLog
 from kmeta.log.producer.producer_state import AbortedTxn
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.replica.remote_replica import RemoteReplica

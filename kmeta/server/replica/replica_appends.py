@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeAlias
 
+from kmeta.log.append_info import LogAppendInfo
 from kmeta.log.errors import LogError
-from kmeta.log.partition_log import LogAppendInfo
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.replica.partition import Partition

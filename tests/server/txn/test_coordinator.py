@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from kmeta.log.partition_log import LogAppendInfo
+from kmeta.log.append_info import LogAppendInfo
 from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import allocate_producer_ids as api_pids
