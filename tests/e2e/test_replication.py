@@ -91,14 +91,21 @@ def test_no_acknowledged_record_is_lost_when_the_leader_is_killed_in_rounds() ->
 def _await_isr(cluster: Cluster, topic: str, want: list[int], timeout_s: float, *, asking: int) -> float:
     """Seconds until broker ``asking``'s Metadata answer (a client's request) shows ``want``
     as the partition's ISR. (Asked of one broker that hears from the controller throughout:
-    a client library may ask the cut or stopped one, whose view is as old as the cut.)"""
+    a client library may ask the cut or stopped one, whose view is as old as the cut. A topic
+    just created without the propagation barrier may not be there yet: no ISR until it is.)"""
     started = time.monotonic()
-    while (isr := sorted(cluster.metadata(asking).topics[topic][0].isr)) != want:
+    while (isr := _isr(cluster, topic, asking)) != want:
         assert time.monotonic() - started < timeout_s, (
             f"ISR {isr}, not {want}, after {timeout_s} s; the ISR's log lines:\n{_isr_lines(cluster)}"
         )
         time.sleep(0.1)
     return time.monotonic() - started
+
+
+def _isr(cluster: Cluster, topic: str, asking: int) -> list[int] | None:
+    """Partition 0's ISR in broker ``asking``'s Metadata answer; None while it lacks the topic."""
+    partitions = cluster.metadata(asking).topics.get(topic)
+    return None if partitions is None or 0 not in partitions else sorted(partitions[0].isr)
 
 
 def _isr_lines(cluster: Cluster) -> str:
