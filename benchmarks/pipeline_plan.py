@@ -95,7 +95,7 @@ def end_to_end(source: Path, brokers: int, out: Path, master: str) -> dict[str, 
 
 def planted_runs(spark: Any, work: Path, sizes: list[str]) -> list[dict[str, Any]]:
     from kmeta.pipeline.config import PlanConfig, load_brokers
-    from kmeta.pipeline.plan_job import run_plan
+    from kmeta.pipeline.plan.plan_job import run_plan
 
     results = []
     for size in sizes:
@@ -135,7 +135,7 @@ def main() -> None:
 
     from kmeta.pipeline import jvm_archive
     from kmeta.pipeline.config import BrokerSpec, PlanConfig
-    from kmeta.pipeline.plan_job import run_plan
+    from kmeta.pipeline.plan.plan_job import run_plan
     from kmeta.pipeline.session import build_session
 
     work = Path(args.keep or tempfile.mkdtemp(prefix="kmeta-plan-bench-"))

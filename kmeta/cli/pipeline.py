@@ -211,7 +211,7 @@ def plan_cmd(
     )
     prepare_out(out, overwrite)
 
-    from kmeta.pipeline.plan_job import run_plan
+    from kmeta.pipeline.plan.plan_job import run_plan
     from kmeta.pipeline.session import spark_session
 
     abort_on_interrupt()
@@ -268,8 +268,8 @@ def analyze_cmd(
     """Convergence per update, lag per broker, disagreement windows; report.md with charts."""
     config = AnalyzeConfig(logs, out, bench, fmt, master)  # type: ignore[arg-type]
 
-    from kmeta.pipeline.analyze_extract import log_paths
-    from kmeta.pipeline.analyze_job import run_analyze
+    from kmeta.pipeline.analyze.analyze_extract import log_paths
+    from kmeta.pipeline.analyze.analyze_job import run_analyze
     from kmeta.pipeline.session import spark_session
 
     try:

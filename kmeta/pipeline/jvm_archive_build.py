@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kmeta.pipeline.config import BrokerSpec, PlanConfig
 from kmeta.pipeline.jvm_archive import QUIET, archive_path
-from kmeta.pipeline.plan_job import run_plan
+from kmeta.pipeline.plan.plan_job import run_plan
 from kmeta.pipeline.session import build_session
 
 

@@ -6,8 +6,8 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from kmeta.pipeline import analyze_extract as ex
-from kmeta.pipeline import analyze_transform as tr
+from kmeta.pipeline.analyze import analyze_extract as ex
+from kmeta.pipeline.analyze import analyze_transform as tr
 from tests.pipeline.statelogs import EPOCH, T0, write_logs
 
 pytestmark = pytest.mark.spark
@@ -121,7 +121,7 @@ def test_lag_percentiles_need_enough_samples(spark, tmp_path) -> None:
 def test_convergence_chart_names_events_and_shades_a_failover(tmp_path) -> None:
     """One colour per controller event in the legend, and the gap between two controller
     epochs shaded (the failover)."""
-    from kmeta.pipeline import analyze_report as rep
+    from kmeta.pipeline.analyze import analyze_report as rep
 
     updates = [
         {"first_send_ts": T0 + i * 100.0, "convergence_ms": 5.0 + i, "complete": i != 3,

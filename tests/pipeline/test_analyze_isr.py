@@ -1,4 +1,4 @@
-"""The ISR summary of ``analyze`` (kmeta.pipeline.analyze_isr) on a small log with known
+"""The ISR summary of ``analyze`` (kmeta.pipeline.analyze.analyze_isr) on a small log with known
 answers, written by the real writer (kmeta.net.state_change_log) as brokers and the
 controller write it, read by the real local Spark session."""
 
@@ -13,9 +13,9 @@ from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
 from kmeta.net.state_change_log import StateChangeLog
-from kmeta.pipeline import analyze_extract as ex
-from kmeta.pipeline import analyze_isr as isr
-from kmeta.pipeline.analyze_job import run_analyze
+from kmeta.pipeline.analyze import analyze_extract as ex
+from kmeta.pipeline.analyze import analyze_isr as isr
+from kmeta.pipeline.analyze.analyze_job import run_analyze
 from kmeta.pipeline.config import AnalyzeConfig
 
 pytestmark = pytest.mark.spark

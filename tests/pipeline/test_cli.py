@@ -313,7 +313,7 @@ def test_analyze_reports_requests_enqueued_and_never_sent(spark, tmp_path: Path)
 def test_plan_output_formats_overwrite_progress_and_typed_rejects(
     spark, tmp_path: Path, fmt: str
 ) -> None:
-    from kmeta.pipeline.plan_reader import read_planned_topics
+    from kmeta.pipeline.plan.plan_reader import read_planned_topics
 
     assignment = tmp_path / "assign.json"
     assignment.write_text(

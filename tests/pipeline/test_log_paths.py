@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kmeta.pipeline.analyze_extract import log_paths
+from kmeta.pipeline.analyze.analyze_extract import log_paths
 
 
 def test_a_cluster_data_dir_yields_only_its_state_change_logs(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ import pytest
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
-from kmeta.pipeline import plan_extract, plan_transform, plan_validate
 from kmeta.pipeline.config import BrokerSpec
+from kmeta.pipeline.plan import plan_extract, plan_transform, plan_validate
 
 pytestmark = pytest.mark.spark
 

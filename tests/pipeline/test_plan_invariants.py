@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kmeta.pipeline import plan_extract, plan_transform, plan_validate
 from kmeta.pipeline.config import BrokerSpec
+from kmeta.pipeline.plan import plan_extract, plan_transform, plan_validate
 
 pytestmark = pytest.mark.spark
 

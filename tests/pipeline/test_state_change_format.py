@@ -9,7 +9,7 @@ from typing import Any
 
 from kmeta.metadata.state_change_log import COMMON_FIELDS, FIELDS, JOIN_FIELDS
 from kmeta.net.state_change_log import StateChangeLog
-from kmeta.pipeline import analyze_extract as ex
+from kmeta.pipeline.analyze import analyze_extract as ex
 
 #: a value of each field's type, as a writer would give it
 _SAMPLES: dict[str, Any] = {

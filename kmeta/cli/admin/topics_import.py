@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from kmeta.cli.host_port import host_port
 from kmeta.net.connection import KafkaConnection
-from kmeta.pipeline.plan_reader import PlannedTopic, read_planned_topics
+from kmeta.pipeline.plan.plan_reader import PlannedTopic, read_planned_topics
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import api_versions, create_topics, metadata
 from kmeta.protocol.registry import common_versions

@@ -65,7 +65,7 @@ def read_reassignment_json(path: str) -> Assignment:
 
 
 def read_plan(plan_dir: str) -> Assignment:
-    from kmeta.pipeline.plan_reader import read_planned_topics
+    from kmeta.pipeline.plan.plan_reader import read_planned_topics
 
     try:
         topics = read_planned_topics(plan_dir)

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from kmeta.metadata.model import NO_LEADER
 from kmeta.pipeline.config import BrokerSpec
-from kmeta.pipeline.plan_validate import int_array
+from kmeta.pipeline.plan.plan_validate import int_array
 
 BROKER_LOAD_SCHEMA = (
     "broker_id int, rack string, alive boolean, replicas long, leaders long, "

@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from kmeta.pipeline.config import BrokerSpec
-from kmeta.pipeline.plan_extract import topic_group
+from kmeta.pipeline.plan.plan_extract import topic_group
 
 MAX_TOPIC_NAME_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH
 _LEGAL_NAME = r"^[a-zA-Z0-9._-]+$"

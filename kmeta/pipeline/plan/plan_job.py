@@ -28,9 +28,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kmeta.metadata.model import NO_LEADER
-from kmeta.pipeline import plan_extract, plan_transform, plan_validate
 from kmeta.pipeline.config import PlanConfig
 from kmeta.pipeline.output import Progress, Stages, write_single, write_table
+from kmeta.pipeline.plan import plan_extract, plan_transform, plan_validate
 
 SUMMARY_FILE = "summary.json"
 

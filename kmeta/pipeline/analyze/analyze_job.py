@@ -3,7 +3,7 @@
 Output directory:
 
     updates/ deliveries/ broker_lag/ disagreements/ malformed/ [bench/]   Parquet, JSON or CSV
-    isr_changes/ isr_partitions/ isr_brokers/ out_of_isr/                  (kmeta.pipeline.analyze_isr)
+    isr_changes/ isr_partitions/ isr_brokers/ out_of_isr/                  (kmeta.pipeline.analyze.analyze_isr)
     convergence.png broker_lag.png report.md summary.json
 """
 
@@ -20,10 +20,10 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kmeta.pipeline import analyze_extract as ex
-from kmeta.pipeline import analyze_isr as isr
-from kmeta.pipeline import analyze_report as rep
-from kmeta.pipeline import analyze_transform as tr
+from kmeta.pipeline.analyze import analyze_extract as ex
+from kmeta.pipeline.analyze import analyze_isr as isr
+from kmeta.pipeline.analyze import analyze_report as rep
+from kmeta.pipeline.analyze import analyze_transform as tr
 from kmeta.pipeline.config import AnalyzeConfig
 from kmeta.pipeline.output import Progress, Stages, write_table
 

@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from kmeta.pipeline.analyze_transform import MIN_SAMPLES_P95, MIN_SAMPLES_P99
+from kmeta.pipeline.analyze.analyze_transform import MIN_SAMPLES_P95, MIN_SAMPLES_P99
 
 CONVERGENCE_PNG = "convergence.png"
 LAG_PNG = "broker_lag.png"
@@ -206,7 +206,7 @@ def markdown(
 
 
 def isr_section(isr: dict[str, Any]) -> list[str]:
-    """The ISR's changes (kmeta.pipeline.analyze_isr): totals, then per broker, the partitions
+    """The ISR's changes (kmeta.pipeline.analyze.analyze_isr): totals, then per broker, the partitions
     whose replicas were out longest, and the longest single times out."""
     s = isr["summary"]
     lines = ["## ISR changes", ""]

@@ -26,7 +26,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from kmeta.pipeline.analyze_transform import MIN_SAMPLES_P95, MIN_SAMPLES_P99
+from kmeta.pipeline.analyze.analyze_transform import MIN_SAMPLES_P95, MIN_SAMPLES_P99
 from kmeta.protocol.errors import ErrorCode
 
 _PARTITION = ["topic", "partition"]
