@@ -55,7 +55,7 @@ import os
 import struct
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,7 @@ PARTITIONS = 4
 FETCH_MAX_BYTES = 1 << 20
 #: rounds of idempotent and plain (acks=all) produce each, alternating; the best of each counts
 IDEMPOTENCE_ROUNDS = 3
+IDEMPOTENCE_MODES = ("produce_plain_acks_all", "produce_idempotent")
 #: produce rounds on each target by default (``--rounds``; the module docstring)
 PRODUCE_ROUNDS = 3
 
@@ -431,18 +432,24 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def alternating(rounds: int, sides: dict[str, Callable[[int], dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """``rounds`` produce rounds of each side, taking turns (AB, BA, AB, ...) so that every
+    side sees the same neighbours: each side's results, in round order."""
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+    for i in range(rounds):
+        for name in list(sides) if i % 2 == 0 else list(reversed(sides)):
+            results[name].append(sides[name](i))
+    return results
+
+
 def produce_rounds(targets: dict[str, Target], a: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """``a.rounds`` produce rounds on each target, alternating (ABBA...): per target its median
-    round, every round's MB/s, and the failures of all of them."""
-    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in targets}
-    for i in range(a.rounds):
-        order = list(targets) if i % 2 == 0 else list(reversed(targets))
-        for name in order:
-            rounds[name].append(_in_process(
-                produce_process, targets[name].bootstrap, a.mb, a.record_bytes, round_topic(i)
-            ))  # fmt: skip
+    """``a.rounds`` produce rounds on each target, alternating: per target its median round,
+    every round's MB/s, and the failures of all of them."""
+    def side(target: Target) -> Callable[[int], dict[str, Any]]:
+        return lambda i: _in_process(produce_process, target.bootstrap, a.mb, a.record_bytes, round_topic(i))
+
     out = {}
-    for name, results in rounds.items():
+    for name, results in alternating(a.rounds, {n: side(t) for n, t in targets.items()}).items():
         by_rate = sorted(results, key=lambda r: r["mb_s"])
         median = dict(by_rate[(len(by_rate) - 1) // 2])  # (an even count: the lower middle)
         median["failed"] = sum(r["failed"] for r in results)
@@ -463,14 +470,13 @@ def run_target(target: Target, a: argparse.Namespace, produced: dict[str, Any],
         rate = produced["records_s"] / 2
     out["latency"] = _in_process(latency_process, target.bootstrap, rate, a.latency_s)
     if target.broker_pid:  # idempotent against plain (issue 30: >= 0.9x), acks=all, fresh topics
-        runs: dict[str, list[dict[str, Any]]] = {"produce_plain_acks_all": [], "produce_idempotent": []}
-        for i in range(IDEMPOTENCE_ROUNDS):  # (alternating, so both see the same neighbours)
-            order = list(runs) if i % 2 == 0 else list(reversed(runs))
-            for name in order:
-                runs[name].append(_in_process(
-                    produce_process, target.bootstrap, a.mb, a.record_bytes, f"{TOPIC}-{name}-{i}",
-                    name == "produce_idempotent",
-                ))  # fmt: skip
+        def mode(name: str) -> Callable[[int], dict[str, Any]]:
+            return lambda i: _in_process(
+                produce_process, target.bootstrap, a.mb, a.record_bytes, f"{TOPIC}-{name}-{i}",
+                name == "produce_idempotent",
+            )  # fmt: skip
+
+        runs = alternating(IDEMPOTENCE_ROUNDS, {n: mode(n) for n in IDEMPOTENCE_MODES})
         for name, results in runs.items():
             out[name] = max(results, key=lambda r: r["mb_s"])  # the least disturbed round
             out[name]["rounds_mb_s"] = [r["mb_s"] for r in results]
@@ -484,7 +490,7 @@ def kmeta_target(a: argparse.Namespace) -> Iterator[Target]:
     with Cluster(brokers=1, partitions=PARTITIONS) as cluster:
         for i in range(a.rounds):
             cluster.create_topic(round_topic(i), PARTITIONS, 1)
-        for name in ("produce_plain_acks_all", "produce_idempotent"):
+        for name in IDEMPOTENCE_MODES:
             for i in range(IDEMPOTENCE_ROUNDS):
                 cluster.create_topic(f"{TOPIC}-{name}-{i}", PARTITIONS, 1)
         cluster.wait_converged()

@@ -139,6 +139,8 @@ def main() -> None:
     from kmeta.testing import Cluster
 
     if a.pin:  # (inherited by the daemons and the mock started below)
+        if not os.sched_getaffinity(0) >= CLIENT_CPUS | SERVER_CPUS:
+            raise SystemExit("--pin needs CPUs 0 and 1 (this process may not run on both)")
         os.sched_setaffinity(0, SERVER_CPUS)
 
     load_start = os.getloadavg()

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import click
 
-from kmeta.cli.admin.admin_client import Target, open_connection
+from kmeta.cli.admin.admin_client import Target, fetch_metadata, open_connection
 from kmeta.metadata.addresses import Address
 from kmeta.net.connection import ConnectionClosedError, KafkaConnection
 from kmeta.protocol.errors import ErrorCode, ProtocolError
@@ -76,11 +76,7 @@ class GroupsAdmin:
             conn.close()
 
     async def metadata(self, topics: Sequence[str] | None) -> md.MetadataResponse:
-        request = md.MetadataRequest(
-            version=12, topics=None if topics is None else tuple(md.MetadataRequestTopic(name=t) for t in topics),
-            allow_auto_topic_creation=False,
-        )  # fmt: skip
-        response = await self.bootstrap.request(request, self.target.timeout_s)
+        response = await fetch_metadata(self.bootstrap, None if topics is None else list(topics), self.target.timeout_s)
         self.brokers = {b.node_id: Address(b.host, b.port) for b in response.brokers}
         return response
 

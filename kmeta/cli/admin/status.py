@@ -32,12 +32,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from kmeta.cli.admin.admin_client import Target, make_target, with_connection
+from kmeta.cli.admin.admin_client import Target, fetch_metadata, make_target, with_connection
 from kmeta.cli.admin.command_config import command_config_option
 from kmeta.cli.host_port import host_port
 from kmeta.controller.store import zk_auth
 from kmeta.controller.store.zk_auth import ZkCredential
-from kmeta.protocol.messages import metadata as md
 
 MAX_STATUS_BYTES = 16 * 1024 * 1024
 
@@ -92,8 +91,7 @@ def _status_of(address: str, timeout_s: float) -> dict[str, Any]:
 
 
 def from_bootstrap(target: Target) -> dict[str, Any]:
-    request = md.MetadataRequest(version=12, topics=None)
-    resp = asyncio.run(with_connection(target, lambda conn: conn.request(request, target.timeout_s)))
+    resp = asyncio.run(with_connection(target, lambda conn: fetch_metadata(conn, None, target.timeout_s)))
     partitions = offline = under = 0
     for topic in resp.topics:
         for p in topic.partitions:
