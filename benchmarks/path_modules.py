@@ -37,7 +37,7 @@ from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.protocol.messages import metadata as md
 from kmeta.server.broker import Broker
-from kmeta.server.to_controller.controller_link import controller_link
+from kmeta.server.lifecycle.controller_link import controller_link
 from tests.controller.helpers import broker_config, start_cluster, wait_until
 
 ROOT = os.path.dirname(kmeta.__file__) + os.sep

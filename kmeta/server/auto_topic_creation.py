@@ -65,7 +65,7 @@ def requested(state: BrokerState, request: md.MetadataRequest) -> bool:
     """Does this Metadata request create the unknown topics it names on this broker?"""
     return (
         state.config.auto_create_topics_enable
-        and state.controller_link is not None
+        and state.forwarding is not None
         and (request.version < 4 or request.allow_auto_topic_creation)
     )
 
@@ -109,10 +109,10 @@ async def _create(state: BrokerState, names: list[str]) -> None:
         timeout_ms=CREATE_TIMEOUT_MS,
     )
     try:
-        link = state.controller_link
-        if link is None:
+        forwarding = state.forwarding
+        if forwarding is None:
             return
-        answer = await link.forwarding.forward(request, CREATE_TIMEOUT_MS / 1000.0 + FORWARD_MARGIN_S)
+        answer = await forwarding.forward(request, CREATE_TIMEOUT_MS / 1000.0 + FORWARD_MARGIN_S)
         for result in answer.topics:
             if result.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                 log.warning("auto-creating topic %r: error %d (%s)", result.name,

@@ -107,7 +107,7 @@ class Broker:
         self.loop_lag: LoopLagProbe | None = None
         if config.metrics_port is not None:
             self.loop_lag = LoopLagProbe()
-            self.metrics, self.metrics_server = broker_metrics(self)
+            self.metrics, self.metrics_server = broker_metrics(self.state, self.listeners, self.loop_lag)
         self._service_factories = tuple(services)
         self.services: list[Service] = []
         self._stopped = asyncio.Event()

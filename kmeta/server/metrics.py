@@ -33,7 +33,7 @@ Read at scrape time from the current snapshot (nothing is counted on the request
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -44,7 +44,7 @@ from kmeta.net.metrics_http import MetricsServer
 from kmeta.server.group.offsets.offsets_lag import group_lags
 
 if TYPE_CHECKING:
-    from kmeta.server.broker import Broker
+    from kmeta.net.listener import Listener
     from kmeta.server.loop_lag import LoopLagProbe
     from kmeta.server.replica.replica_manager import ReplicaManager
     from kmeta.server.state import BrokerState
@@ -203,17 +203,19 @@ def _group_lag(state: BrokerState) -> Iterator[Metric]:
     yield _gauge("kmeta_broker_group_lag_unknown_partitions", "Committed partitions with no replica here to read the log end of", unknown)
 
 
-def broker_metrics(broker: Broker) -> tuple[DaemonMetrics, MetricsServer]:
+def broker_metrics(
+    state: BrokerState, listeners: Iterable[Listener[BrokerState]], loop_lag: LoopLagProbe
+) -> tuple[DaemonMetrics, MetricsServer]:
     """Meter the broker's listeners and build its /metrics + /status server (not started)."""
-    config = broker.config
+    config = state.config
     assert config.metrics_port is not None
     metrics = DaemonMetrics()
-    metrics.instrument(broker.listeners)
-    metrics.registry.register(BrokerCollector(broker.state, broker.loop_lag))
+    metrics.instrument(listeners)
+    metrics.registry.register(BrokerCollector(state, loop_lag))
     server = MetricsServer(
         metrics.registry,
         config.metrics_host,
         config.metrics_port,
-        status=lambda: broker_status(broker.state, broker.loop_lag),
+        status=lambda: broker_status(state, loop_lag),
     )
     return metrics, server

@@ -30,16 +30,13 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, UnsupportedVersionError
 from kmeta.protocol.messages import allocate_producer_ids as api
 from kmeta.protocol.registry import highest_common
 from kmeta.server.to_controller.controller_connection import NET_ERRORS
-
-if TYPE_CHECKING:  # (it imports the broker state, which holds this manager)
-    from kmeta.server.to_controller.forwarding import ForwardingManager
+from kmeta.server.to_controller.forwarding import ForwardingManager, ForwardTimedOut
 
 log = logging.getLogger(__name__)
 
@@ -153,10 +150,6 @@ class ProducerIdManager:
         self._serve_waiters()  # (a claim there may send the next request)
 
     async def _allocate(self) -> None:
-        from kmeta.server.to_controller.forwarding import (
-            ForwardTimedOut,  # (it imports the broker state)
-        )
-
         channel = self.channel()
         epoch = self.broker_epoch()
         version: int | None = 0

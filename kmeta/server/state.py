@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from kmeta.metadata.cache import MetadataCache
 from kmeta.metadata.model import TopicPartitionKey
@@ -31,16 +30,15 @@ from kmeta.protocol.messages.update_metadata import KmetaScramCredential
 from kmeta.server.config import BrokerConfig
 from kmeta.server.control_order import ControlOrder
 from kmeta.server.coordinator.coordinators import Coordinators
+from kmeta.server.fetcher.fetcher_manager import ReplicaFetcherManager
 from kmeta.server.producer_id_manager import ProducerIdManager
 from kmeta.server.replica.replica_manager import ReplicaManager
 from kmeta.server.replica.replica_states import FOLLOWER as FOLLOWER
 from kmeta.server.replica.replica_states import LEADER as LEADER
 from kmeta.server.replica.replica_states import ReplicaState as ReplicaState
 from kmeta.server.replica.replica_states import ReplicaStates
+from kmeta.server.to_controller.forwarding import ForwardingManager
 from kmeta.server.txn.coordinator import TransactionCoordinator
-
-if TYPE_CHECKING:  # (it imports this module)
-    from kmeta.server.to_controller.controller_link import ControllerLink
 
 
 class BrokerState:
@@ -55,25 +53,23 @@ class BrokerState:
         #: control requests apply one at a time, in order (a large update takes steps)
         self.control_order = ControlOrder()
         #: the partitions this broker holds and their logs (Produce, Fetch, the log APIs)
-        self.replica_manager = ReplicaManager(config, self.replicas, self.cache)
+        self.replica_manager = ReplicaManager(
+            config, self.replicas, self.cache, ReplicaFetcherManager
+        )
         self.replica_manager.broker_epoch_of = lambda: self.broker_epoch
         #: ISR changes go to the controller over the link's forwarding connection
-        self.replica_manager.isr.channel = lambda: (
-            None if self.controller_link is None else self.controller_link.forwarding
-        )
+        self.replica_manager.isr.channel = lambda: self.forwarding
         #: the group and transaction coordinator runtimes (kmeta.server.coordinator): shards
         #: of the internal topics' partitions this broker leads
         self.coordinators = Coordinators(
             config, self.replica_manager, self.cache,
-            lambda: None if self.controller_link is None else self.controller_link.forwarding.forward,
+            lambda: None if self.forwarding is None else self.forwarding.forward,
         )  # fmt: skip
         self.coordinators.install()
         #: producer ids (InitProducerId, the transaction coordinator), from blocks the
         #: controller hands out over the link's forwarding connection
         self.producer_ids = ProducerIdManager(config.broker_id, lambda: self.broker_epoch)
-        self.producer_ids.channel = lambda: (
-            None if self.controller_link is None else self.controller_link.forwarding
-        )
+        self.producer_ids.channel = lambda: self.forwarding
         #: the transaction coordinator (kmeta.server.txn): a shard per __transaction_state
         #: partition led here, on the runtime; producer ids from the manager above
         self.txn_coordinator = TransactionCoordinator.install(config, self.cache, self.coordinators, self.producer_ids)
@@ -84,8 +80,10 @@ class BrokerState:
         self.authorizer: Authorizer | None = (
             Authorizer(config.authorizer) if config.authorizer.enabled else None
         )
-        #: the ControllerLink service when the broker runs with --controller (admin forwarding)
-        self.controller_link: ControllerLink | None = None
+        #: the controller link's ForwardingManager when the broker runs with --controller (set
+        #: as the link starts, kmeta.server.lifecycle): admin requests, ISR changes and
+        #: producer id blocks go to the controller through it (Kafka's forwardingManager)
+        self.forwarding: ForwardingManager | None = None
         #: topics a Metadata request is auto-creating -> the task sending their CreateTopics
         #: (kmeta.server.auto_topic_creation: a creation in flight is not sent twice)
         self.auto_creating: dict[str, asyncio.Task[None]] = {}

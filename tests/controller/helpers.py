@@ -32,7 +32,7 @@ from kmeta.protocol.messages import update_metadata as um
 from kmeta.protocol.registry import api_for
 from kmeta.server.broker import Broker
 from kmeta.server.config import BrokerConfig, parse_listeners
-from kmeta.server.to_controller.controller_link import controller_link
+from kmeta.server.lifecycle.controller_link import ControllerLink, controller_link
 
 
 def controller_config(data_dir: Path, **overrides: Any) -> ControllerConfig:
@@ -349,6 +349,11 @@ async def start_cluster(
         10.0,
     )
     return cluster
+
+
+def link_of(broker: Broker) -> ControllerLink:
+    """The broker's controller link (the service :func:`start_cluster` gives each broker)."""
+    return next(s for s in broker.services if isinstance(s, ControllerLink))
 
 
 async def expire_session(ctl: ControllerDaemon, broker_id: int, fence: bool = True) -> None:

@@ -18,7 +18,7 @@ from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.messages import create_topics as ct
 from kmeta.server.broker import Broker
 from kmeta.server.config import BrokerConfig, ListenerSpec
-from kmeta.server.to_controller.controller_link import controller_link
+from kmeta.server.lifecycle.controller_link import controller_link
 
 
 async def http_get(port: int, path: str) -> tuple[int, bytes]:

@@ -23,7 +23,7 @@ from kmeta.protocol.messages import leader_and_isr as lair
 from kmeta.protocol.messages import stop_replica as sr
 from kmeta.protocol.messages import update_metadata as um
 from kmeta.server.broker import Broker
-from kmeta.server.to_controller.controller_link import controller_link
+from kmeta.server.lifecycle.controller_link import controller_link
 from tests.controller.helpers import InProcessCluster, broker_config, start_controller, wait_until
 from tests.server.principals import QueuedPrincipals, user
 

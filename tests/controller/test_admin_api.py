@@ -18,6 +18,7 @@ from kmeta.protocol.messages import delete_topics as dt
 from tests.controller.helpers import (
     InProcessCluster,
     RecordingBroker,
+    link_of,
     start_cluster,
     start_controller,
     wait_until,
@@ -340,9 +341,9 @@ async def test_controller_serves_api_versions(tmp_path):
 
 async def test_broker_link_negotiates_versions_with_the_controller(cluster):
     from kmeta.protocol.api_keys import ApiKey
-    from kmeta.server.to_controller.controller_registration import pick_version
+    from kmeta.server.lifecycle.controller_registration import pick_version
 
-    link = cluster.brokers[1].state.controller_link
+    link = link_of(cluster.brokers[1])
     assert link.heartbeat_interval_s == 0.1  # --heartbeat-interval-ms 100 in the helper
     assert link.controller_versions[ApiKey.BROKER_REGISTRATION] == range(5)
     assert pick_version({ApiKey.BROKER_HEARTBEAT: range(1)}, ApiKey.BROKER_HEARTBEAT, 1) == 0

@@ -16,7 +16,7 @@ from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.server.broker import Broker
-from kmeta.server.to_controller.controller_link import controller_link
+from kmeta.server.lifecycle.controller_link import controller_link
 from tests.controller.helpers import broker_config, wait_until
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import elect_leaders as el
 from kmeta.server.broker import Broker
-from kmeta.server.to_controller.controller_link import controller_link
+from kmeta.server.lifecycle.controller_link import controller_link
 from tests.controller.helpers import (
     InProcessCluster,
     broker_config,

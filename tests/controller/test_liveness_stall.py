@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from kmeta.controller.controller import KafkaController
-from kmeta.server.to_controller.controller_link import ControllerLink
-from tests.controller.helpers import RecordingBroker, start_cluster, wait_until
+from kmeta.server.lifecycle.controller_link import ControllerLink
+from tests.controller.helpers import RecordingBroker, link_of, start_cluster, wait_until
 
 SESSION_MS = 500
 
@@ -66,7 +66,7 @@ async def test_a_reconnected_broker_rebinds_its_session_without_an_event(tmp_pat
     ctl.events.on_processed = lambda event, queue_s, process_s: events.append(event.name)
     try:
         epoch = ctl.state.brokers[1].epoch
-        link = cluster.brokers[1].state.controller_link
+        link = link_of(cluster.brokers[1])
         assert isinstance(link, ControllerLink)
         old = link._conn
         assert old is not None

@@ -26,8 +26,8 @@ from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.messages import broker_registration as br
 from kmeta.protocol.messages import leader_and_isr as lai
 from kmeta.server.broker import Broker
+from kmeta.server.lifecycle.controller_link import controller_link
 from kmeta.server.replica.replica_states import FOLLOWER, LEADER, ReplicaState, ReplicaStates
-from kmeta.server.to_controller.controller_link import controller_link
 from kmeta.testing import Cluster
 from tests.controller.helpers import (
     InProcessCluster,
@@ -186,7 +186,7 @@ async def test_topics_past_the_brokers_digest_bound_are_sent_and_a_list_over_the
     (the rest are not reported, so they are sent); a controller ignores a longer list (the
     broker gets every partition it hosts, outcome ``everything``)."""
     import kmeta.controller.brokers.startup_resync as startup_resync
-    import kmeta.server.to_controller.controller_registration as link
+    import kmeta.server.lifecycle.controller_registration as link
 
     c = await _cluster(tmp_path)
     try:

@@ -37,7 +37,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import alter_user_scram_credentials as aus
 from kmeta.server.broker import Broker
 from kmeta.server.config import BrokerConfig, ListenerSpec
-from kmeta.server.to_controller.controller_link import controller_link
+from kmeta.server.lifecycle.controller_link import controller_link
 
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::DeprecationWarning:kafka.*")]
 

@@ -28,7 +28,7 @@ from kmeta.protocol.messages import sasl_authenticate as sa
 from kmeta.protocol.messages import sasl_handshake as sh
 from kmeta.server.broker import Broker
 from kmeta.server.config import BrokerConfig, ListenerSpec
-from kmeta.server.to_controller.controller_link import controller_link
+from kmeta.server.lifecycle.controller_link import controller_link
 from tests.hardening.certs import Authority, Pem
 from tests.server.helpers import closed_by_peer, encode_frame, read_frame
 

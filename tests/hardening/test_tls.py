@@ -18,7 +18,7 @@ from kmeta.net.tls import TlsConfig
 from kmeta.protocol.messages import metadata as md
 from kmeta.server.broker import Broker
 from kmeta.server.config import BrokerConfig, ListenerSpec
-from kmeta.server.to_controller.controller_link import controller_link
+from kmeta.server.lifecycle.controller_link import controller_link
 from tests.hardening.certs import Authority, Pem
 from tests.server.helpers import live_broker, partition, update_metadata
 

@@ -14,7 +14,7 @@ from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import create_acls as ca
 from kmeta.protocol.messages import init_producer_id as ip
 from kmeta.server.broker import Broker
-from kmeta.server.to_controller.controller_link import controller_link
+from kmeta.server.lifecycle.controller_link import controller_link
 from tests.controller.helpers import (
     InProcessCluster,
     broker_config,

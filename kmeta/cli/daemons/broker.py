@@ -26,8 +26,8 @@ from kmeta.cli.daemons.topic_defaults import topic_default_fields, topic_default
 from kmeta.cli.host_port import host_ports
 from kmeta.server.broker import run
 from kmeta.server.config import BrokerConfig, parse_listeners
+from kmeta.server.lifecycle.controller_link import controller_link
 from kmeta.server.state_dir import StateDir, StateDirError
-from kmeta.server.to_controller.controller_link import controller_link
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
 

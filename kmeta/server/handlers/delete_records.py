@@ -65,7 +65,7 @@ def handle(ctx: BrokerContext, request: dr.DeleteRecordsRequest) -> dr.DeleteRec
 def _delete(ctx: BrokerContext, topic: str, index: int, requested: int, policy: str) -> tuple[ErrorCode, int]:
     if topic in INTERNAL_TOPICS:
         return ErrorCode.INVALID_TOPIC_EXCEPTION, -1
-    found = local_partition(ctx, topic, index, -1, require_leader=True)
+    found = local_partition(ctx.state.replica_manager, topic, index, -1, require_leader=True)
     if isinstance(found, ErrorCode):
         return found, -1
     log = found.log

@@ -100,7 +100,7 @@ def _partition(
         return _error(p.partition_index, ErrorCode.UNSUPPORTED_VERSION)
     replica_id: int = request.replica_id
     found = local_partition(
-        ctx, topic, p.partition_index, p.current_leader_epoch,
+        ctx.state.replica_manager, topic, p.partition_index, p.current_leader_epoch,
         require_leader=replica_id != DEBUGGING_REPLICA_ID,
     )  # fmt: skip
     if isinstance(found, ErrorCode):
@@ -136,7 +136,7 @@ def _partition(
 def _v0(ctx: BrokerContext, replica_id: int, topic: str, p: lo.ListOffsetsPartition) -> lo.ListOffsetsPartitionResponse:
     if p.timestamp < EARLIEST:  # (v0 knows -1 and -2 only)
         return _error(p.partition_index, ErrorCode.UNSUPPORTED_VERSION)
-    found = local_partition(ctx, topic, p.partition_index, -1, require_leader=replica_id != DEBUGGING_REPLICA_ID)
+    found = local_partition(ctx.state.replica_manager, topic, p.partition_index, -1, require_leader=replica_id != DEBUGGING_REPLICA_ID)
     if isinstance(found, ErrorCode):
         return _error(p.partition_index, found)
     log = found.log

@@ -53,7 +53,7 @@ def handle(ctx: BrokerContext, request: ofle.OffsetForLeaderEpochRequest) -> ofl
 
 
 def _partition(ctx: BrokerContext, topic: str, p: ofle.OffsetForLeaderPartition) -> ofle.EpochEndOffset:
-    found = local_partition(ctx, topic, p.partition, p.current_leader_epoch, require_leader=True)
+    found = local_partition(ctx.state.replica_manager, topic, p.partition, p.current_leader_epoch, require_leader=True)
     if isinstance(found, ErrorCode):
         return ofle.EpochEndOffset(error_code=found, partition=p.partition)
     epoch, end = found.log.end_offset_for_epoch(p.leader_epoch)

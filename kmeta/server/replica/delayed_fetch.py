@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from kmeta.log.errors import LogError
 from kmeta.log.partition_log import PartitionLog
 from kmeta.log.replica_log import EpochEndOffset
 from kmeta.protocol.errors import ErrorCode
+from kmeta.server.replica.partition import Partition
 from kmeta.server.replica.purgatory import DelayedOperation
-
-if TYPE_CHECKING:  # (it imports this module)
-    from kmeta.server.replica.replica_manager import ReplicaManager
 
 
 class FetchIsolation(enum.Enum):
@@ -111,12 +109,20 @@ def diverging(log: PartitionLog, last_fetched_epoch: int, fetch_offset: int) -> 
     return None
 
 
+class FetchReader(Protocol):
+    """What a delayed fetch checks and reads through: the replica manager's reads."""
+
+    def get_partition_or_error(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]: ...
+    def read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartitionInfo]) -> list[LogReadResult]: ...
+    def unmade_read(self, params: FetchParams, part: FetchPartitionInfo) -> LogReadResult | None: ...
+
+
 class DelayedFetch(DelayedOperation):
     __slots__ = ("callback", "params", "partitions", "replica_manager")
 
     def __init__(
         self, params: FetchParams, partitions: Sequence[FetchPartitionInfo],
-        replica_manager: ReplicaManager, callback: FetchCallback,
+        replica_manager: FetchReader, callback: FetchCallback,
     ) -> None:  # fmt: skip
         super().__init__(params.max_wait_ms / 1000.0)
         self.params = params

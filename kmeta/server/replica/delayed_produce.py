@@ -13,13 +13,11 @@ replicated when the request's ``timeout_ms`` runs out is answered REQUEST_TIMED_
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from kmeta.protocol.errors import ErrorCode
+from kmeta.server.replica.partition import Partition
 from kmeta.server.replica.purgatory import DelayedOperation
-
-if TYPE_CHECKING:  # (it imports this module)
-    from kmeta.server.replica.replica_manager import ReplicaManager
 
 Key = tuple[str, int]
 
@@ -36,7 +34,13 @@ class ProducePending(NamedTuple):
 ProduceCallback = Callable[[dict[Key, ErrorCode]], None]
 
 
-def replication_error(rm: ReplicaManager, key: Key, pending: ProducePending) -> ErrorCode | None:
+class LeaderLookup(Protocol):
+    """Where a delayed produce finds its partitions: the replica manager."""
+
+    def leader_partition_or_error(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]: ...
+
+
+def replication_error(rm: LeaderLookup, key: Key, pending: ProducePending) -> ErrorCode | None:
     """``Partition.checkEnoughReplicasReachOffset``: the partition's answer, or None while
     the high watermark is below the batch."""
     partition, _ = rm.leader_partition_or_error(*key)
@@ -54,7 +58,7 @@ class DelayedProduce(DelayedOperation):
     __slots__ = ("callback", "pending", "replica_manager", "results")
 
     def __init__(
-        self, timeout_ms: int, pending: dict[Key, ProducePending], replica_manager: ReplicaManager,
+        self, timeout_ms: int, pending: dict[Key, ProducePending], replica_manager: LeaderLookup,
         callback: ProduceCallback,
     ) -> None:  # fmt: skip
         super().__init__(max(timeout_ms, 0) / 1000.0)

@@ -14,16 +14,15 @@ reassignment adds, or a broker that returns, must rejoin even an empty partition
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from kmeta.log.log_manager import LogManager
+from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.replica.delayed_fetch import FetchParams, FetchPartitionInfo, LogReadResult
 from kmeta.server.replica.partition import leader_epoch_error
 from kmeta.server.replica.remote_replica import RemoteReplica
-from kmeta.server.replica.replica_states import LEADER, ReplicaState
-
-if TYPE_CHECKING:  # (it imports this module)
-    from kmeta.server.replica.replica_manager import ReplicaManager
+from kmeta.server.replica.replica_states import LEADER, ReplicaState, ReplicaStates
 
 #: what a follower reads of a partition whose log was never made: an empty log at 0
 EMPTY_LOG = LogReadResult(ErrorCode.NONE, 0, 0, 0, b"")
@@ -48,7 +47,19 @@ def follower_error(
     return ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
-def unmade_read(rm: ReplicaManager, params: FetchParams, part: FetchPartitionInfo) -> LogReadResult | None:
+class MadeLogs(Protocol):
+    """What :func:`unmade_read` asks of the replica manager: which logs are made."""
+
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def replicas(self) -> ReplicaStates: ...
+    @property
+    def log_manager(self) -> LogManager: ...
+    def is_made(self, key: TopicPartitionKey) -> bool: ...
+
+
+def unmade_read(rm: MadeLogs, params: FetchParams, part: FetchPartitionInfo) -> LogReadResult | None:
     """The answer to a follower's fetch of a partition led here whose log was never made,
     from offset 0 (checked as any replica fetch: epoch, role, replica); None when the
     partition's log exists or the fetch is not such a one (read it as usual)."""

@@ -29,20 +29,19 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
+from kmeta.metadata.cache import MetadataCache
 from kmeta.net.state_change_log import StateChangeLog
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode, UnsupportedVersionError
 from kmeta.protocol.messages import alter_partition as ap
 from kmeta.protocol.registry import highest_common
-from kmeta.server.replica.replica_states import LEADER
+from kmeta.server.replica.partition import Partition
+from kmeta.server.replica.purgatory import DelayedOperationPurgatory
+from kmeta.server.replica.replica_states import LEADER, ReplicaStates
 from kmeta.server.to_controller.controller_connection import NET_ERRORS
-
-if TYPE_CHECKING:  # (they import this module, through the broker state)
-    from kmeta.server.replica.partition import Partition
-    from kmeta.server.replica.replica_manager import ReplicaManager
-    from kmeta.server.to_controller.forwarding import ForwardingManager
+from kmeta.server.to_controller.forwarding import ForwardingManager, ForwardTimedOut
 
 log = logging.getLogger("kmeta.server.isr")
 
@@ -64,8 +63,24 @@ class Proposal(NamedTuple):
     proposed_s: float
 
 
+class IsrHost(Protocol):
+    """What the ISR manager reads and wakes of the replica manager that holds it."""
+
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def cache(self) -> MetadataCache: ...
+    @property
+    def replicas(self) -> ReplicaStates: ...
+    @property
+    def delayed_produce(self) -> DelayedOperationPurgatory: ...
+    def broker_epoch_of(self) -> int: ...
+    def led_partitions(self) -> list[Partition]: ...
+    def high_watermark_moved(self, partition: Partition) -> None: ...
+
+
 class IsrManager:
-    def __init__(self, rm: ReplicaManager, max_lag_ms: int) -> None:
+    def __init__(self, rm: IsrHost, max_lag_ms: int) -> None:
         self.rm = rm
         self.max_lag_ms = max_lag_ms
         #: the controller link's forwarding (the broker state sets this; None: no controller)
@@ -173,10 +188,6 @@ class IsrManager:
         return -1 if remote is None else remote.broker_epoch
 
     async def _send(self, batch: dict[Key, Proposal]) -> None:
-        from kmeta.server.to_controller.forwarding import (
-            ForwardTimedOut,  # (it imports the broker state)
-        )
-
         channel = self.channel()
         version = 3
         if channel is not None and channel.admin_versions:

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.replica.partition import Partition
-from kmeta.server.state import BrokerContext
+from kmeta.server.replica.replica_manager import ReplicaManager
 
 #: the replica id of a consumer's request (ListOffsets, Fetch, OffsetForLeaderEpoch)
 CONSUMER_REPLICA_ID = -1
 
 
 def local_partition(
-    ctx: BrokerContext, topic: str, index: int, current_leader_epoch: int, *, require_leader: bool
+    rm: ReplicaManager, topic: str, index: int, current_leader_epoch: int, *, require_leader: bool
 ) -> Partition | ErrorCode:
     """The replica of ``topic``-``index`` held here, or the error Kafka answers for it."""
-    partition, error = ctx.state.replica_manager.get_partition_or_error(topic, index)
+    partition, error = rm.get_partition_or_error(topic, index)
     if partition is None:
         return error
     error = partition.check_local_log(current_leader_epoch, require_leader)

@@ -21,17 +21,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeAlias
+from typing import Protocol, TypeAlias
 
 from kmeta.log.append_info import LogAppendInfo
 from kmeta.log.errors import LogError
+from kmeta.log.log_manager import LogManager
+from kmeta.metadata.cache import MetadataCache
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.replica.partition import Partition
+from kmeta.server.replica.purgatory import DelayedOperationPurgatory
 from kmeta.server.replica.replica_states import LEADER, ReplicaState
-
-if TYPE_CHECKING:  # (it imports this module)
-    from kmeta.server.replica.replica_manager import ReplicaManager
 
 #: the internal topics, written by their coordinators only (clients may not produce to them)
 COORDINATOR_TOPICS = frozenset(("__consumer_offsets", "__transaction_state"))
@@ -40,8 +40,28 @@ COORDINATOR_TOPICS = frozenset(("__consumer_offsets", "__transaction_state"))
 AppendResult: TypeAlias = LogAppendInfo | tuple[ErrorCode, str | None]
 
 
+class Appender(Protocol):
+    """The replica manager as its appends use it: the totals they count, the purgatory they
+    wake, the memory cap they keep."""
+
+    bytes_in: int
+    messages_in: int
+    fetch_wakes: dict[TopicPartitionKey, None] | None
+
+    @property
+    def cache(self) -> MetadataCache: ...
+    @property
+    def log_manager(self) -> LogManager: ...
+    @property
+    def memory_max_bytes(self) -> int: ...
+    @property
+    def delayed_fetch(self) -> DelayedOperationPurgatory: ...
+    def high_watermark_moved(self, partition: Partition) -> None: ...
+    def enforce_retention(self) -> int: ...
+
+
 def append_records(
-    rm: ReplicaManager, partition: Partition, records: bytes | memoryview, acks: int,
+    rm: Appender, partition: Partition, records: bytes | memoryview, acks: int,
     min_insync_replicas: int, coordinator: bool | None = None, crc_checked: bool = False,
 ) -> AppendResult:  # fmt: skip
     """``Partition.appendRecordsToLeader``: one checked batch onto the leader's log.
@@ -68,7 +88,7 @@ def append_records(
 
 
 def append_txn_marker(
-    rm: ReplicaManager, partition: Partition, producer_id: int, producer_epoch: int,
+    rm: Appender, partition: Partition, producer_id: int, producer_epoch: int,
     coordinator_epoch: int, commit: bool, min_insync_replicas: int,
 ) -> AppendResult:  # fmt: skip
     """WriteTxnMarkers' append (Kafka's appendRecords with origin COORDINATOR, acks=-1):
@@ -84,7 +104,7 @@ def append_txn_marker(
     return _appended(rm, partition, state, info)
 
 
-def _appended(rm: ReplicaManager, partition: Partition, state: ReplicaState, info: LogAppendInfo) -> AppendResult:
+def _appended(rm: Appender, partition: Partition, state: ReplicaState, info: LogAppendInfo) -> AppendResult:
     rm.bytes_in += info.size_in_bytes
     rm.messages_in += info.record_count
     if partition.maybe_increment_leader_hw(state):
@@ -96,7 +116,7 @@ def _appended(rm: ReplicaManager, partition: Partition, state: ReplicaState, inf
     return info
 
 
-def wake_fetches(rm: ReplicaManager, key: TopicPartitionKey) -> None:
+def wake_fetches(rm: Appender, key: TopicPartitionKey) -> None:
     """The fetches waiting on ``key`` are checked now, or inside :func:`actions` at its end."""
     if rm.fetch_wakes is None:
         rm.delayed_fetch.check_and_complete(key)
@@ -105,7 +125,7 @@ def wake_fetches(rm: ReplicaManager, key: TopicPartitionKey) -> None:
 
 
 @contextmanager
-def actions(rm: ReplicaManager) -> Iterator[None]:
+def actions(rm: Appender) -> Iterator[None]:
     """The appends made inside wake the fetches waiting on their partitions once, at the end
     (nested: at the end of the outermost)."""
     if rm.fetch_wakes is not None:

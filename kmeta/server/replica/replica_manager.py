@@ -26,8 +26,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from typing import Protocol
 
 from kmeta.log.config import LogConfig
 from kmeta.log.errors import LogError
@@ -36,7 +37,6 @@ from kmeta.metadata.cache import MetadataCache
 from kmeta.metadata.model import TopicPartitionKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.config import BrokerConfig
-from kmeta.server.fetcher.fetcher_manager import ReplicaFetcherManager
 from kmeta.server.log_tasks import LogTasks
 from kmeta.server.replica import replica_appends, replica_reads
 from kmeta.server.replica.delayed_fetch import (
@@ -59,8 +59,38 @@ log = logging.getLogger("kmeta.server.replica_manager")
 FETCH_MAX_BYTES = 57_671_680
 
 
+class FetcherManager(Protocol):
+    """The follower's fetchers as the replica manager drives them (Kafka's
+    ``ReplicaFetcherManager``: :mod:`kmeta.server.fetcher`, above this package)."""
+
+    @property
+    def fetchers(self) -> Mapping[int, object]:
+        """Leader broker id -> its fetcher."""
+
+    def follow(self, key: TopicPartitionKey, state: ReplicaState, partition: Partition | None) -> None: ...
+    def unfollow(self, key: TopicPartitionKey) -> None: ...
+    def following(self) -> int: ...
+    def shutdown(self) -> None: ...
+
+
+#: makes the fetchers: ``(config, cache, replicas, partition_of, made, broker_epoch)``, where
+#: ``partition_of`` makes a followed partition's log and ``made`` only finds one
+FetcherManagerFactory = Callable[
+    [
+        BrokerConfig, MetadataCache, ReplicaStates,
+        Callable[[TopicPartitionKey], Partition | None],
+        Callable[[TopicPartitionKey], Partition | None],
+        Callable[[], int],
+    ],
+    FetcherManager,
+]  # fmt: skip
+
+
 class ReplicaManager:
-    def __init__(self, config: BrokerConfig, replicas: ReplicaStates, cache: MetadataCache) -> None:
+    def __init__(
+        self, config: BrokerConfig, replicas: ReplicaStates, cache: MetadataCache,
+        fetcher_manager: FetcherManagerFactory,
+    ) -> None:  # fmt: skip
         self.broker_id = config.broker_id
         self.replicas = replicas
         self.cache = cache
@@ -79,10 +109,10 @@ class ReplicaManager:
         self._by_topic: dict[str, set[int]] = {}
         #: this broker's epoch as the controller gave it (the broker state sets this; -1: none)
         self.broker_epoch_of: Callable[[], int] = lambda: -1
-        #: the fetchers of the partitions this broker follows (kmeta.server.fetcher.fetcher_manager)
         #: the ISR changes this broker proposes as leader (kmeta.server.replica.isr_manager)
         self.isr = IsrManager(self, config.replica_lag_time_max_ms)
-        self.fetchers = ReplicaFetcherManager(
+        #: the fetchers of the partitions this broker follows (kmeta.server.fetcher.fetcher_manager)
+        self.fetchers = fetcher_manager(
             config, cache, replicas, lambda key: self.get_partition_or_error(*key)[0],
             self._partitions.get, lambda: self.broker_epoch_of(),
         )  # fmt: skip

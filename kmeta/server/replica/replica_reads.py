@@ -11,11 +11,12 @@ before the read, so the answer carries the high watermark it moved.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kmeta.log.errors import LogError, OffsetOutOfRangeError
 from kmeta.log.partition_log import PartitionLog
 from kmeta.log.record.batch import headers, last_offset
+from kmeta.metadata.cache import MetadataCache
 from kmeta.protocol.errors import ErrorCode
 from kmeta.server.replica.delayed_fetch import (
     DelayedFetch,
@@ -27,12 +28,32 @@ from kmeta.server.replica.delayed_fetch import (
     diverging,
 )
 from kmeta.server.replica.follower_reads import follower_error
+from kmeta.server.replica.isr_manager import IsrManager
+from kmeta.server.replica.partition import Partition
+from kmeta.server.replica.purgatory import DelayedOperationPurgatory
 
-if TYPE_CHECKING:  # (it imports this module)
-    from kmeta.server.replica.replica_manager import ReplicaManager
+
+class Reader(Protocol):
+    """The replica manager as its reads use it: the partitions, the ISR a follower's fetch
+    may widen, the purgatory a short read waits in, the bytes-out total."""
+
+    bytes_out: int
+
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def cache(self) -> MetadataCache: ...
+    @property
+    def isr(self) -> IsrManager: ...
+    @property
+    def delayed_fetch(self) -> DelayedOperationPurgatory: ...
+    def get_partition_or_error(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]: ...
+    def unmade_read(self, params: FetchParams, part: FetchPartitionInfo) -> LogReadResult | None: ...
+    def read_from_log(self, params: FetchParams, partitions: Sequence[FetchPartitionInfo]) -> list[LogReadResult]: ...
+    def high_watermark_moved(self, partition: Partition) -> None: ...
 
 
-def read_from_log(rm: ReplicaManager, params: FetchParams, partitions: Sequence[FetchPartitionInfo]) -> list[LogReadResult]:
+def read_from_log(rm: Reader, params: FetchParams, partitions: Sequence[FetchPartitionInfo]) -> list[LogReadResult]:
     """Each partition read in order; the first non-empty one's first batch whole, the rest
     within what is left of ``params.max_bytes``."""
     limit = params.max_bytes
@@ -48,7 +69,7 @@ def read_from_log(rm: ReplicaManager, params: FetchParams, partitions: Sequence[
     rm.bytes_out += sum(len(r.records) for r in results)
     return results
 
-def _read(rm: ReplicaManager, params: FetchParams, part: FetchPartitionInfo, limit: int, min_one: bool) -> LogReadResult:
+def _read(rm: Reader, params: FetchParams, part: FetchPartitionInfo, limit: int, min_one: bool) -> LogReadResult:
     adjusted = min(part.max_bytes, limit)
     unmade = rm.unmade_read(params, part)
     if unmade is not None:
@@ -113,7 +134,7 @@ def _aborted(plog: PartitionLog, fetch_offset: int, records: bytes | memoryview)
     found = plog.producer_state.aborted_transactions(fetch_offset, last_offset(last) + 1)
     return tuple((t.producer_id, t.first_offset) for t in found)
 
-def fetch_messages(rm: ReplicaManager, params: FetchParams, partitions: Sequence[FetchPartitionInfo], callback: FetchCallback
+def fetch_messages(rm: Reader, params: FetchParams, partitions: Sequence[FetchPartitionInfo], callback: FetchCallback
 ) -> None:
     """``ReplicaManager.fetchMessages``: ``callback`` gets the reads now when the fetch
     does not wait, has nothing to wait for, reads enough, or met an error; else later,

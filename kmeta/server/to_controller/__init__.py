@@ -1,5 +1,6 @@
-"""The broker's side of the control plane, as Kafka's ``BrokerLifecycleManager`` and
-``ForwardingManager``: the connections to the controller (:mod:`.controller_connection`),
-registration and heartbeats (:mod:`.controller_link`, :mod:`.controller_registration`),
-controlled shutdown (:mod:`.controlled_shutdown`), and the admin requests forwarded to the
-controller (:mod:`.forwarding`)."""
+"""The broker's channel to the controller, as Kafka's ``NodeToControllerChannelManager`` and
+``ForwardingManager``: the connections to the controller (:mod:`.controller_connection`) and
+the requests sent on through them (:mod:`.forwarding`: admin requests in an Envelope, ISR
+changes, producer id blocks). What registers the broker and keeps it alive is above the
+broker, in :mod:`kmeta.server.lifecycle`; the parts below it reach the controller only
+through this package."""

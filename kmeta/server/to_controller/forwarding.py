@@ -31,10 +31,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from ssl import SSLContext
-from typing import Any, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from kmeta.metadata.addresses import Address
 from kmeta.net.connection import KafkaConnection, api_of_instance
+from kmeta.net.dispatch import RequestContext
 from kmeta.net.principal import KafkaPrincipal, serialize_principal
 from kmeta.net.security.authorizer import client_host
 from kmeta.net.security.sasl_client import ClientCredential
@@ -49,7 +50,6 @@ from kmeta.protocol.header import (
     response_header_version,
 )
 from kmeta.protocol.messages import envelope as env
-from kmeta.server.state import BrokerContext
 from kmeta.server.to_controller.controller_connection import NET_ERRORS, R, open_connection
 
 log = logging.getLogger(__name__)
@@ -277,8 +277,20 @@ def error_codes(response: object) -> set[int]:
 FORWARD_MARGIN_S = 5.0
 
 
+class ForwardingHost(Protocol):
+    """What :func:`forward` reads of a handler's state (the broker's ``BrokerState``)."""
+
+    @property
+    def forwarding(self) -> ForwardingManager | None:
+        """The controller link's forwarding manager; None: the broker runs without one."""
+
+
+#: the state of the handler that forwards
+H = TypeVar("H", bound=ForwardingHost)
+
+
 async def forward(
-    ctx: BrokerContext,
+    ctx: RequestContext[H],
     request: Req,
     timeout_ms: int,
     error_response: ErrorResponse[Req, Resp],
@@ -289,14 +301,14 @@ async def forward(
     applied: Kafka's ForwardingManager answers so).
     The answer is the controller's response to ``request``, decoded by the codec its api key
     picks: the type ``error_response`` builds."""
-    link = ctx.state.controller_link
-    if link is None:
+    forwarding = ctx.state.forwarding
+    if forwarding is None:
         return error_response(request, ErrorCode.NOT_CONTROLLER)
     timeout_s = max(timeout_ms / 1000.0, 1.0) + FORWARD_MARGIN_S
     client = ForwardedClient(ctx.principal, client_host(ctx.peer), ctx.header.client_id)
     try:
         # error_response and the request's response_class() name the same response record
-        return await link.forwarding.forward(cast("Request[Resp]", request), timeout_s, client)
+        return await forwarding.forward(cast("Request[Resp]", request), timeout_s, client)
     except ForwardTimedOut as exc:
         log.warning("forwarding api %d: outcome unknown (%s): REQUEST_TIMED_OUT",
                     ctx.header.api_key, exc)  # fmt: skip

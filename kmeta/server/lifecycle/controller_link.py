@@ -47,16 +47,16 @@ from kmeta.net.tls import SECURITY_PROTOCOLS, uses_sasl, uses_tls
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import broker_heartbeat as bh
-from kmeta.server.state_dir import StateDir
-from kmeta.server.to_controller.controlled_shutdown import controlled_shutdown
-from kmeta.server.to_controller.controller_connection import NET_ERRORS, call, open_connection
-from kmeta.server.to_controller.controller_registration import (
+from kmeta.server.lifecycle.controlled_shutdown import controlled_shutdown
+from kmeta.server.lifecycle.controller_registration import (
     NotController,
     RegistrationRefused,
     pick_version,
     registration_request,
     topic_digests,
 )
+from kmeta.server.state_dir import StateDir
+from kmeta.server.to_controller.controller_connection import NET_ERRORS, call, open_connection
 from kmeta.server.to_controller.forwarding import ForwardingManager
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class ControllerLink:
 
     # -- Service --------------------------------------------------------------------------------
     async def start(self) -> None:
-        self.broker.state.controller_link = self
+        self.broker.state.forwarding = self.forwarding
         self._task = asyncio.get_running_loop().create_task(self._run(), name="controller-link")
 
     async def stop(self) -> None:

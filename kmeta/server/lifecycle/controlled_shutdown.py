@@ -19,12 +19,12 @@ from kmeta.net.connection import KafkaConnection
 from kmeta.protocol.api_keys import ApiKey
 from kmeta.protocol.errors import ErrorCode
 from kmeta.protocol.messages import controlled_shutdown as cs
-from kmeta.server.to_controller.controller_connection import NET_ERRORS, call
-from kmeta.server.to_controller.controller_registration import (
+from kmeta.server.lifecycle.controller_registration import (
     NotController,
     RegistrationRefused,
     pick_version,
 )
+from kmeta.server.to_controller.controller_connection import NET_ERRORS, call
 
 #: (the link's logger: these lines keep the name they were logged under)
 log = logging.getLogger("kmeta.server.controller_link")
